@@ -1,0 +1,21 @@
+# growcert: when does growing a trained residual network help on unseen data?
+# Thin workflow: configuration and helpers live in rules/common.smk, the stages in
+# rules/*.smk, and every rule shells out to the `growcert` command line.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        f"{RESULTS}/report.html",
+    default_target: True

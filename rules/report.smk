@@ -1,0 +1,36 @@
+localrules:
+    plot_training,
+    report,
+
+
+rule plot_training:
+    input:
+        table=f"{RESULTS}/stats/training.csv",
+    output:
+        figure=f"{RESULTS}/figures/training_grid.png",
+    log:
+        f"{RESULTS}/logs/plot_training.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/plot_training.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert plot-training --table {input.table} --out {output.figure} > {log} 2>&1"
+
+
+rule report:
+    input:
+        training=f"{RESULTS}/stats/training.csv",
+        figures=[f"{RESULTS}/figures/training_grid.png"],
+    output:
+        html=f"{RESULTS}/report.html",
+    params:
+        results=lambda wildcards, output: os.path.dirname(output.html),
+    log:
+        f"{RESULTS}/logs/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert report --results {params.results} --out {output.html} > {log} 2>&1"

@@ -1,0 +1,8 @@
+"""growcert: does growing a trained residual network help on unseen data?
+
+Trains residual networks over width x depth grids, stores per-example activation
+gradients at insertion points, and estimates alignment certificates and
+depth-sufficiency scores from them (see shared PAPERS.md P1-P3).
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,151 @@
+"""Configuration: JSON-Schema validation with defaults filled in, and grid expansion.
+
+The schema lives in `rules/schemas/config.schema.yaml` (the workflow's own file);
+`rules/common.smk` validates Snakemake's `config` with `validate_config` before any
+rule is defined, and tests call the same function. Every error is one line that
+names the offending key, e.g.
+
+    config key 'grids[0].widths[1]': -2 is less than the minimum of 1
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message is one line naming the key."""
+
+
+def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
+    """Insert schema defaults for missing keys, recursively (objects and arrays of objects)."""
+    if isinstance(instance, dict):
+        for key, subschema in schema.get("properties", {}).items():
+            if key not in instance and "default" in subschema:
+                instance[key] = copy.deepcopy(subschema["default"])
+            if key in instance:
+                _fill_defaults(instance[key], subschema)
+    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for item in instance:
+            _fill_defaults(item, schema["items"])
+
+
+def key_path(path: Any) -> str:
+    """Render a jsonschema error path as `grids[0].train.steps`."""
+    rendered = ""
+    for part in path:
+        rendered += f"[{part}]" if isinstance(part, int) else (f".{part}" if rendered else str(part))
+    return rendered or "<top level>"
+
+
+def _one_line(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
+        where = key_path(list(error.absolute_path) + [extra[0]]) if extra else key_path(error.absolute_path)
+        return f"config key '{where}': unknown key (allowed here: {allowed})"
+    message = " ".join(error.message.split())
+    return f"config key '{key_path(error.absolute_path)}': {message}"
+
+
+def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fill defaults into `config` in place, validate it, and check cross-key rules.
+
+    Raises ConfigError with a one-line message naming the key.
+    """
+    schema = load_schema() if schema is None else schema
+    _fill_defaults(config, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        # The deepest, most specific error says most about what to fix.
+        raise ConfigError(_one_line(jsonschema.exceptions.best_match(errors)))
+    _check_cross_keys(config)
+    return config
+
+
+def _check_cross_keys(config: dict[str, Any]) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for position, grid in enumerate(config["grids"]):
+        where = f"grids[{position}]"
+        pair = (grid["family"], grid["dataset"])
+        if pair in seen:
+            raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]")
+        seen[pair] = position
+        train = grid["train"]
+        for index, step in enumerate(train["checkpoints"]):
+            if step > train["steps"]:
+                raise ConfigError(f"config key '{where}.train.checkpoints[{index}]': step {step} is beyond the budget of {train['steps']} steps")
+        if len(set(train["checkpoints"])) != len(train["checkpoints"]):
+            raise ConfigError(f"config key '{where}.train.checkpoints': steps must be distinct")
+        if grid["family"] == "resnet":
+            for index, depth in enumerate(grid["depths"]):
+                if depth < 8 or (depth - 2) % 6:
+                    raise ConfigError(f"config key '{where}.depths[{index}]': resnet depth must be 6n+2 with n >= 1 (8, 14, 20, ...), got {depth}")
+        if grid["family"] == "llama":
+            head_dim = config["models"]["llama"]["head_dim"]
+            for index, width in enumerate(grid["widths"]):
+                if width % head_dim:
+                    raise ConfigError(f"config key '{where}.widths[{index}]': llama width {width} is not a multiple of models.llama.head_dim={head_dim}")
+        image_only = grid["dataset"] != "shakespeare"
+        if (grid["family"] == "llama") == image_only:
+            raise ConfigError(f"config key '{where}.dataset': family {grid['family']} cannot train on {grid['dataset']}")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trained model of a grid: the wildcards of its results folder."""
+
+    family: str
+    dataset: str
+    width: int
+    depth: int
+    seed: int
+
+    @property
+    def tag(self) -> str:
+        return f"w{self.width}_d{self.depth}_s{self.seed}"
+
+
+def training_runs(config: dict[str, Any]) -> list[Run]:
+    """Every (family, dataset, width, depth, seed) the config trains, in grid order."""
+    return [Run(g["family"], g["dataset"], w, d, s)
+            for g in config["grids"] for w in g["widths"] for d in g["depths"] for s in g["seeds"]]
+
+
+def grid_for(config: dict[str, Any], family: str, dataset: str) -> dict[str, Any]:
+    for grid in config["grids"]:
+        if grid["family"] == family and grid["dataset"] == dataset:
+            return grid
+    raise ConfigError(f"config key 'grids': no grid trains {family} on {dataset}")
+
+
+def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """Everything `growcert train` needs for one run (and nothing else, so unrelated edits do not retrain)."""
+    grid = grid_for(config, run.family, run.dataset)
+    return {
+        "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
+        "model": dict(config["models"][run.family]),
+        "train": dict(grid["train"]),
+    }
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """Stable short hash of a settings dict (canonical JSON)."""
+    canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -1,0 +1,125 @@
+"""Config validation: defaults filled in, one-line errors naming the key, grid expansion."""
+
+import copy
+
+import pytest
+import yaml
+
+from growcert.config import REPO_SCHEMA, ConfigError, Run, load_schema, train_settings, training_runs, validate_config
+
+SCHEMA = load_schema(REPO_SCHEMA)
+
+
+def load(path):
+    with open(path) as handle:
+        return yaml.safe_load(handle)
+
+
+def merged(*paths):
+    """config.yaml overlaid by other files, the way `snakemake --configfile` merges them."""
+    def update(base, other):
+        for key, value in other.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                update(base[key], value)
+            else:
+                base[key] = value
+        return base
+    config = {}
+    for path in paths:
+        update(config, load(path))
+    return config
+
+
+@pytest.mark.parametrize("files", [["config.yaml"], ["config.yaml", "configs/ci.yaml"], ["config.yaml", "configs/paper.yaml"]])
+def test_shipped_configs_validate(files):
+    config = validate_config(merged(*files), SCHEMA)
+    assert config["grids"] and all("train" in grid for grid in config["grids"])
+
+
+def test_defaults_fill_nested_keys():
+    config = validate_config({"grids": [{"family": "llama", "dataset": "shakespeare", "widths": [32]}]}, SCHEMA)
+    assert config["models"]["llama"]["head_dim"] == 16
+    assert config["grids"][0]["train"]["steps"] == SCHEMA["properties"]["grids"]["items"]["properties"]["train"]["properties"]["steps"]["default"]
+    assert config["datasets"]["digits"]["test_fraction"] == 0.3
+
+
+def test_every_schema_key_has_type_description_default():
+    def walk(schema, where):
+        for key, sub in schema.get("properties", {}).items():
+            assert "description" in sub, f"{where}.{key} has no description"
+            assert "type" in sub or "enum" in sub, f"{where}.{key} has no type"
+            walk(sub, f"{where}.{key}")
+        if isinstance(schema.get("items"), dict):
+            walk(schema["items"], f"{where}[]")
+    walk(SCHEMA, "config")
+    required = set(SCHEMA["properties"]["grids"]["items"]["required"])
+    for key, sub in SCHEMA["properties"]["grids"]["items"]["properties"].items():
+        assert key in required or "default" in sub, f"grids[].{key} has no default"
+
+
+BASE = {"grids": [{"family": "resnet", "dataset": "digits", "widths": [1, 2], "depths": [8]}]}
+
+
+def with_change(path, value):
+    config = copy.deepcopy(BASE)
+    node = config
+    for part in path[:-1]:
+        node = node.setdefault(part, {}) if isinstance(part, str) else node[part]
+    node[path[-1]] = value
+    return config
+
+
+@pytest.mark.parametrize("path, value, expected", [
+    (("grids", 0, "widths"), [1, -2], "config key 'grids[0].widths[1]': -2 is less than the minimum of 1"),
+    (("grids", 0, "train", "steps"), "many", "config key 'grids[0].train.steps': 'many' is not of type 'integer'"),
+    (("grids", 0, "train", "lr"), 0, "config key 'grids[0].train.lr'"),
+    (("datasets", "digits", "tset_fraction"), 0.1, "config key 'datasets.digits.tset_fraction': unknown key"),
+    (("gridz",), [], "config key 'gridz': unknown key"),
+    (("grids", 0, "family"), "vgg", "config key 'grids[0].family'"),
+    (("grids", 0, "depths"), [10], "config key 'grids[0].depths[0]': resnet depth must be 6n+2"),
+    (("grids", 0, "train", "checkpoints"), [5000], "config key 'grids[0].train.checkpoints[0]': step 5000 is beyond"),
+    (("grids", 0, "dataset"), "shakespeare", "config key 'grids[0].dataset': family resnet cannot train on shakespeare"),
+])
+def test_bad_config_is_one_line_naming_the_key(path, value, expected):
+    with pytest.raises(ConfigError) as caught:
+        validate_config(with_change(path, value), SCHEMA)
+    message = str(caught.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_duplicate_family_dataset_pair_is_rejected():
+    config = {"grids": [dict(BASE["grids"][0]), dict(BASE["grids"][0])]}
+    with pytest.raises(ConfigError, match=r"grids\[1\].*already used by grids\[0\]"):
+        validate_config(config, SCHEMA)
+
+
+def test_llama_width_must_fit_heads():
+    config = {"models": {"llama": {"head_dim": 16}},
+              "grids": [{"family": "llama", "dataset": "shakespeare", "widths": [32, 40], "depths": [1]}]}
+    with pytest.raises(ConfigError, match=r"grids\[0\]\.widths\[1\].*head_dim=16"):
+        validate_config(config, SCHEMA)
+
+
+def test_grid_expansion_and_settings():
+    config = validate_config(merged("config.yaml"), SCHEMA)
+    runs = training_runs(config)
+    resnet = [run for run in runs if run.family == "resnet"]
+    llama = [run for run in runs if run.family == "llama"]
+    assert len({run.width for run in resnet}) >= 3 and len({run.depth for run in resnet}) >= 3
+    assert len({run.width for run in llama}) >= 3
+    assert len(set(runs)) == len(runs)
+    settings = train_settings(config, Run("llama", "shakespeare", 64, 2, 0))
+    assert settings["model"]["context"] == config["models"]["llama"]["context"]
+    # one budget across widths within a grid
+    budgets = {(r.family, (s := train_settings(config, r)["train"])["steps"], s["batch_size"]) for r in runs}
+    assert len(budgets) == len(config["grids"])
+
+
+def test_schema_dataset_defaults_match_the_dataset_modules():
+    """The schema documents the data modules' own defaults; the two must never drift apart."""
+    from growcert.data import DATASETS, default_settings
+
+    config = validate_config({}, SCHEMA)
+    for name in DATASETS:
+        assert config["datasets"][name] == default_settings(name), name

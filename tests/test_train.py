@@ -1,0 +1,114 @@
+"""The training loop: learning happens, runs are reproducible, batches follow the regime."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from growcert.batches import TrainingBatches, examples_at, window_count
+from growcert.checkpoint import CheckpointError, load_checkpoint
+from growcert.train import train_model, warmup_factor
+
+
+def settings(family, dataset, width, depth, seed=0, **train):
+    base = {"steps": 40, "batch_size": 32, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
+            "warmup_steps": 5, "grad_clip": 1.0, "checkpoints": [20, 40], "eval_every": 20,
+            "eval_examples": 128, "single_pass": True}
+    base.update(train)
+    model = {"head_dim": 8, "context": 32, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
+    return {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": seed,
+            "model": model, "train": base}
+
+
+@pytest.mark.parametrize("family, dataset, width, depth, steps, margin", [
+    ("resnet", "digits", 1, 8, 60, 1.0),
+    ("llama", "shakespeare", 32, 1, 80, 1.5),
+])
+def test_training_lowers_held_out_loss(prepared, tmp_path, family, dataset, width, depth, steps, margin):
+    run = settings(family, dataset, width, depth, steps=steps, checkpoints=[steps], eval_every=steps)
+    metrics = train_model(run, prepared(dataset), tmp_path, log=lambda _: None)
+    first, last = metrics["history"][0], metrics["history"][-1]
+    assert first["step"] == 0 and last["step"] == steps
+    # Untrained: ~ln(10) = 2.30 nats for digits, ~ln(256) = 5.55 for bytes. A real fall, not noise.
+    assert last["test_loss"] < first["test_loss"] - margin, (first, last)
+    assert last["test_acc"] > first["test_acc"]
+    assert json.loads((tmp_path / "metrics.json").read_text())["history"] == metrics["history"]
+
+
+def state(path):
+    return torch.load(path, weights_only=False)["state_dict"]
+
+
+@pytest.mark.parametrize("family, dataset, width, depth", [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 1)])
+def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, dataset, width, depth):
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        train_model(settings(family, dataset, width, depth, seed=seed, steps=20, checkpoints=[10, 20]),
+                    prepared(dataset), tmp_path / name, log=lambda _: None)
+        runs[name] = state(tmp_path / name / "step20.pt")
+    assert runs["a"].keys() == runs["b"].keys()
+    for key in runs["a"]:
+        assert torch.equal(runs["a"][key], runs["b"][key]), key
+    assert any(not torch.equal(runs["a"][key], runs["c"][key]) for key in runs["a"] if runs["a"][key].is_floating_point())
+    assert not all(torch.equal(state(tmp_path / "a" / "step10.pt")[k], runs["a"][k]) for k in runs["a"])
+
+
+def test_checkpoint_round_trip_and_provenance(prepared, tmp_path):
+    data = prepared("digits")
+    run = settings("resnet", "digits", 1, 8, steps=10, checkpoints=[10], eval_every=10)
+    train_model(run, data, tmp_path, log=lambda _: None)
+    model, meta = load_checkpoint(tmp_path / "step10.pt")
+    assert meta["step"] == 10 and meta["provenance"]["settings"] == run
+    assert {"config_hash", "code_hash", "versions", "seed"} <= set(meta["provenance"])
+    inputs = torch.from_numpy(data.test_x[:8])
+    reference = torch.load(tmp_path / "step10.pt", weights_only=False)
+    assert torch.equal(model(inputs), load_checkpoint(tmp_path / "step10.pt")[0](inputs))
+    assert not model.training and reference["family"] == "resnet"
+
+
+def test_missing_or_corrupt_checkpoint_is_one_line(tmp_path):
+    with pytest.raises(CheckpointError, match="no such file") as caught:
+        load_checkpoint(tmp_path / "nothing.pt")
+    assert str(tmp_path / "nothing.pt") in str(caught.value)
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="unreadable") as caught:
+        load_checkpoint(tmp_path / "bad.pt")
+    assert "\n" not in str(caught.value)
+
+
+def test_single_pass_text_batches_never_repeat_a_window(prepared):
+    data = prepared("shakespeare")
+    context = 32
+    available = window_count(data.train_x, context)
+    batches = TrainingBatches(data, batch_size=64, steps=50, seed=3, context=context, single_pass=True)
+    seen = np.concatenate([batches.order[:64 * 50]])
+    assert len(np.unique(seen)) == len(seen) <= available
+    inputs, targets = batches.next()
+    assert inputs.shape == targets.shape == (64, context)
+    assert torch.equal(inputs[:, 1:], targets[:, :-1])  # targets are the inputs shifted by one byte
+    with pytest.raises(ValueError, match="single_pass"):
+        TrainingBatches(data, batch_size=available, steps=2, seed=0, context=context, single_pass=True)
+
+
+def test_text_examples_are_the_stream_bytes(prepared):
+    data = prepared("shakespeare")
+    examples = examples_at(data, "test", np.array([0, 5]), context=16)
+    assert bytes(examples.inputs[1].numpy().astype(np.uint8)) == bytes(data.test_x[80:96])
+    assert list(examples.index) == [0, 80]
+
+
+def test_warmup_schedule():
+    assert [warmup_factor(step, 4) for step in (1, 2, 4, 10)] == [0.25, 0.5, 1.0, 1.0]
+    assert warmup_factor(1, 0) == 1.0
+
+
+def test_cli_reports_a_missing_dataset_in_one_line(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "growcert.cli", "train", "--data", str(tmp_path / "absent"),
+                             "--settings", json.dumps(settings("resnet", "digits", 1, 8)), "--out", str(tmp_path / "run")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "absent" in lines[0], result.stderr
