@@ -12,10 +12,12 @@ configfile: "config.yaml"
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/dump.smk"
 include: "rules/report.smk"
 
 
 rule all:
     input:
         f"{RESULTS}/report.html",
+        all_stores(),
     default_target: True

@@ -4,7 +4,7 @@ import json
 
 from snakemake.exceptions import WorkflowError
 
-from growcert.config import ConfigError, load_schema, train_settings, training_runs, Run, validate_config
+from growcert.config import ConfigError, Run, load_schema, run_steps, train_settings, training_runs, validate_config
 
 try:
     validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
@@ -43,3 +43,14 @@ def run_settings(wildcards):
 
 def all_run_dirs():
     return [RUN_DIR.format(**vars(run)) for run in training_runs(config)]
+
+
+STORE = f"{RESULTS}/grads/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
+
+
+def all_stores():
+    return [STORE.format(**vars(run), step=step) for run in training_runs(config) for step in run_steps(config, run)]
+
+
+def dump_settings(wildcards):
+    return json.dumps(config["dump"], sort_keys=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from growcert.store import open_group, open_store
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
@@ -53,6 +55,9 @@ def test_ci_dag_builds_every_target(ci_run):
                 assert (run / "metrics.json").is_file()
                 for step in grid["train"]["checkpoints"]:
                     assert (run / f"step{step}.pt").is_file()
+                    store = results / "grads" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0" / f"step{step}.zarr"
+                    assert open_store(store).attrs["step"] == step
+                    assert open_group(store, "block0").sizes["sample"] == ci_config()["dump"]["train_examples"] + ci_config()["dump"]["test_examples"]
                 log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0.log"
                 assert "step" in log.read_text()  # progress is visible in the rule log
     html = (results / "report.html").read_text()
@@ -92,7 +97,8 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
     rebuilt = snakemake(str(victim), "--configfile", "configs/ci.yaml", results=ci_run)
     assert rebuilt.returncode == 0 and (victim / "metrics.json").is_file(), rebuilt.stderr[-2000:]
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
-    assert planned_jobs(follow_up) == {"summarize_training": 1, "plot_training": 1, "report": 1, "all": 1}, follow_up.stdout[-3000:]
+    assert planned_jobs(follow_up) == {"dump_gradients": len(grid["train"]["checkpoints"]), "summarize_training": 1,
+                                       "plot_training": 1, "report": 1, "all": 1}, follow_up.stdout[-3000:]
 
 
 def test_paper_grid_plans_without_error(tmp_path):

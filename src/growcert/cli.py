@@ -41,6 +41,20 @@ def cmd_train(args: argparse.Namespace) -> None:
     train_model(_settings(args.settings), load_prepared(args.data), args.out, threads=args.threads, log=_log)
 
 
+def cmd_dump(args: argparse.Namespace) -> None:
+    from growcert.data import load_prepared
+    from growcert.dump import dump_gradients
+
+    dump_gradients(args.checkpoint, load_prepared(args.data), args.out, _settings(args.settings),
+                   threads=args.threads, log=_log)
+
+
+def cmd_inspect(args: argparse.Namespace) -> None:
+    from growcert.inspect_store import inspect_store
+
+    print(inspect_store(args.store, summaries=not args.no_summaries))
+
+
 def cmd_summarize_training(args: argparse.Namespace) -> None:
     from growcert.summaries import training_table
 
@@ -82,6 +96,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, help="run folder (step{N}.pt, metrics.json)")
     train.add_argument("--threads", type=int, default=1)
     train.set_defaults(handler=cmd_train)
+
+    dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
+    dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run")
+    dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
+    dump.add_argument("--settings", default='{"train_examples": 512, "test_examples": 512, "batch_size": 64, '
+                      '"seed": 0, "points": null}', help="dump settings as JSON, or @file (config key dump)")
+    dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
+    dump.add_argument("--threads", type=int, default=1)
+    dump.set_defaults(handler=cmd_dump)
+
+    inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
+    inspect.add_argument("store", help="PATH.zarr")
+    inspect.add_argument("--no-summaries", action="store_true", help="skip the per-split q summary (no data read)")
+    inspect.set_defaults(handler=cmd_inspect)
 
     summarize = stages.add_parser("summarize-training", help="tidy table of every run's evaluation history")
     summarize.add_argument("runs", nargs="+", help="run folders holding metrics.json")

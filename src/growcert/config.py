@@ -145,6 +145,11 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
     }
 
 
+def run_steps(config: dict[str, Any], run: Run) -> list[int]:
+    """The checkpoint steps of a run (each gets a gradient store)."""
+    return sorted(grid_for(config, run.family, run.dataset)["train"]["checkpoints"])
+
+
 def settings_hash(settings: dict[str, Any]) -> str:
     """Stable short hash of a settings dict (canonical JSON)."""
     canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))

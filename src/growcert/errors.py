@@ -9,8 +9,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from growcert.checkpoint import CheckpointError
     from growcert.config import ConfigError
     from growcert.data import DatasetError
+    from growcert.store import StoreError
 
-    return (ConfigError, DatasetError, CheckpointError, json.JSONDecodeError, FileNotFoundError)
+    return (ConfigError, DatasetError, CheckpointError, StoreError, json.JSONDecodeError, FileNotFoundError)
 
 
 USER_ERRORS = _user_errors()

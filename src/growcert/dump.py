@@ -1,0 +1,122 @@
+"""`growcert dump`: per-example (z, q) of a checkpoint at every insertion point, into a gradient store.
+
+Examples: `train_examples` drawn from the training split the model was fit on and
+`test_examples` from the held-out split (seeded, the same rows for every width and depth of a
+grid), train first. Batches go through `capture.capture_batch`; results are buffered until
+they fill whole store chunks and then written, so memory stays at one batch plus one chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import xarray as xr
+import zarr
+
+from growcert.batches import Examples, fixed_examples
+from growcert.capture import capture_batch, native_dims
+from growcert.checkpoint import load_checkpoint
+from growcert.data import PreparedDataset
+from growcert.provenance import provenance
+from growcert.store import GroupSpec, StoreWriter
+
+LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean_over_tokens"}
+
+
+class ChunkBuffer:
+    """Collects one group's captured rows and hands them out in whole chunks of that group."""
+
+    def __init__(self, writer: StoreWriter, group: str):
+        self.group, self.chunk = group, writer.chunks[group]
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.buffered = self.written = 0
+
+    def add(self, rows: dict[str, np.ndarray]) -> list[tuple[str, int, dict[str, np.ndarray]]]:
+        self.parts.append(rows)
+        self.buffered += len(rows["loss"])
+        return self._take((self.buffered // self.chunk) * self.chunk)
+
+    def drain(self) -> list[tuple[str, int, dict[str, np.ndarray]]]:
+        return self._take(self.buffered)
+
+    def _take(self, count: int) -> list[tuple[str, int, dict[str, np.ndarray]]]:
+        if count == 0:
+            return []
+        joined = {key: np.concatenate([part[key] for part in self.parts]) for key in self.parts[0]}
+        self.parts = [{key: array[count:] for key, array in joined.items()}]
+        start, self.written, self.buffered = self.written, self.written + count, self.buffered - count
+        return [(self.group, start, {key: array[:count] for key, array in joined.items()})]
+
+
+def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int | None) -> tuple[Examples, np.ndarray]:
+    """The examples a dump stores, train rows first, and their split labels."""
+    parts = [fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
+             for split in ("train", "test")]
+    split = np.array(["train"] * len(parts[0]) + ["test"] * len(parts[1]), dtype=object)
+    merged = Examples(torch.cat([p.inputs for p in parts]), torch.cat([p.targets for p in parts]),
+                      np.concatenate([p.index for p in parts]))
+    return merged, split
+
+
+def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any],
+                   threads: int = 1, log: Callable[[str], None] = print) -> Path:
+    """Write the gradient store of `checkpoint` to `out`; returns the store path."""
+    torch.set_num_threads(threads)
+    model, meta = load_checkpoint(checkpoint)
+    family = meta["family"]
+    context = meta["model_options"].get("context") if data.info["kind"] == "text" else None
+    examples, split = dump_examples(data, settings, context)
+    points = tuple(settings["points"] or model.points.keys())
+
+    probe = capture_batch(model, examples.inputs[:1], examples.targets[:1], points)
+    specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]))
+             for name in points]
+    labels = examples.targets.numpy() if data.info["kind"] == "image" else np.full(len(examples), -1)
+    attrs = {
+        "family": family, "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
+        "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
+        "loss_function": LOSS_NAMES[family], "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
+        "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
+        "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},
+    }
+    group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
+    writer = StoreWriter(out, specs, split, examples.index, labels, attrs, group_attrs)
+    log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
+        f"of {checkpoint} -> {out} (chunks of {min(writer.chunks.values())}-{max(writer.chunks.values())} samples)")
+
+    buffers = {name: ChunkBuffer(writer, name) for name in points}
+    started = time.perf_counter()
+    # One background writer: compressing and writing chunks (which releases the GIL) overlaps the
+    # next batch's passes; at most one write is in flight, so memory stays at a few chunks.
+    background = ThreadPoolExecutor(max_workers=1)
+    pending: list[Future] = []
+
+    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
+        if not ready:
+            return
+        while pending:
+            pending.pop().result()  # re-raises a failed write here
+        pending.append(background.submit(lambda: [writer.write(*item) for item in ready]))
+
+    batch_size = settings["batch_size"]
+    total_batches = -(-len(examples) // batch_size)
+    for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
+        captured = capture_batch(model, inputs, targets, points)
+        submit([item for name in points for item in buffers[name].add(
+            {"q": captured.q[name].numpy(), "z": captured.z[name].numpy(), "loss": captured.loss.numpy()})])
+        if number % max(1, total_batches // 10) == 0 or number == total_batches:
+            log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
+                f"examples captured, {time.perf_counter() - started:.1f}s")
+    submit([item for name in points for item in buffers[name].drain()])
+    while pending:
+        pending.pop().result()
+    background.shutdown()
+    path = writer.finish()
+    log(f"done: {path} in {time.perf_counter() - started:.1f}s")
+    return path

@@ -1,0 +1,65 @@
+"""`growcert inspect`: what a gradient store holds, how it is stored, and a first look at q.
+
+Per group: dims, shapes, dtypes, chunking, compression ratio (logical bytes / bytes on disk),
+attrs, and per split the mean per-example norm ‖q_i‖ and the norm of the mean ‖mean_i q_i‖
+(q flattened per example), computed chunk by chunk so a large store is never loaded whole.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from growcert.store import ARRAY_VARIABLES, SAMPLE_VARIABLES, iter_sample_chunks, open_group, open_store, split_of
+
+
+def _stored_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and path.name != "zarr.json")
+
+
+def q_summary(path: str | Path, group: str, split: np.ndarray) -> dict[str, dict[str, float]]:
+    """Per split: number of examples, mean ‖q_i‖ and ‖mean q‖, streaming over chunks."""
+    sums: dict[str, dict] = {}
+    for start, block in iter_sample_chunks(path, group, "q"):
+        flat = block.reshape(len(block), -1).astype(np.float64)
+        labels = split[start:start + len(block)]
+        for name in np.unique(labels):
+            rows = flat[labels == name]
+            entry = sums.setdefault(str(name), {"n": 0, "norm_sum": 0.0, "vector_sum": np.zeros(flat.shape[1])})
+            entry["n"] += len(rows)
+            entry["norm_sum"] += float(np.linalg.norm(rows, axis=1).sum())
+            entry["vector_sum"] += rows.sum(axis=0)
+    return {name: {"n": e["n"], "mean_norm_q": e["norm_sum"] / e["n"],
+                   "norm_mean_q": float(np.linalg.norm(e["vector_sum"] / e["n"]))} for name, e in sums.items()}
+
+
+def inspect_store(path: str | Path, summaries: bool = True) -> str:
+    path = Path(path)
+    root = open_store(path)
+    attrs = dict(root.attrs)
+    lines = [f"store {path}", f"  format {attrs['format']}, complete={attrs['complete']}"]
+    shown = {key: value for key, value in attrs.items() if key not in ("provenance", "groups", "format", "complete")}
+    lines.append("  attrs: " + json.dumps(shown, default=str))
+    prov = attrs.get("provenance", {})
+    lines.append(f"  provenance: code {prov.get('code_hash')}, git {prov.get('git_commit')}, "
+                 f"config {prov.get('config_hash')}, versions {prov.get('versions')}")
+    for group in attrs["groups"]:
+        dataset = open_group(path, group)
+        logical = sum(dataset[v].nbytes for v in ARRAY_VARIABLES)
+        on_disk = sum(_stored_bytes(path / group / v) for v in ARRAY_VARIABLES)
+        lines.append(f"  group {group}: {dataset.sizes['sample']} samples, native dims "
+                     f"{dict((d, s) for d, s in dataset.sizes.items() if d != 'sample')}, "
+                     f"q+z compression {logical / max(on_disk, 1):.2f}x ({on_disk / 2**20:.1f} MiB on disk)")
+        for variable in (*ARRAY_VARIABLES, *SAMPLE_VARIABLES):
+            array = zarr.open_array(path / group / variable, mode="r")
+            lines.append(f"    {variable:<6} {str(dataset[variable].dims):<40} {str(array.shape):<22} "
+                         f"{str(dataset[variable].dtype):<8} chunks {array.chunks}")
+        if summaries:
+            split = split_of(dataset)
+            for name, numbers in sorted(q_summary(path, group, split).items(), key=lambda item: item[0] != "train"):
+                lines.append(f"    q[{name}]: n={numbers['n']}  mean ||q_i|| = {numbers['mean_norm_q']:.4g}  "
+                             f"||mean q|| = {numbers['norm_mean_q']:.4g}")
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""The gradient store: round trip, determinism, chunking, and refusal of incomplete or corrupt stores."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from growcert.dump import dump_gradients
+from growcert.store import MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store, sample_chunk
+from growcert.train import train_model
+
+SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
+         GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4))]
+
+
+def small_writer(path, n=40, min_chunk_bytes=4096):
+    split = np.array(["train"] * (n // 2) + ["test"] * (n - n // 2), dtype=object)
+    return StoreWriter(path, SPECS, split, np.arange(n), np.arange(n) % 10, {"family": "resnet"},
+                       min_chunk_bytes=min_chunk_bytes)
+
+
+def fill(writer, seed=0):
+    rng = np.random.default_rng(seed)
+    values = {spec.name: {"q": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
+                          "z": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
+                          "loss": rng.random(writer.n, dtype=np.float32)} for spec in SPECS}
+    for group, variables in values.items():
+        chunk = writer.chunks[group]
+        for start in range(0, writer.n, chunk * 2):  # two chunks per write, the last one short
+            stop = min(start + chunk * 2, writer.n)
+            writer.write(group, start, {v: a[start:stop] for v, a in variables.items()})
+    return values
+
+
+def test_round_trip_through_xarray(tmp_path):
+    writer = small_writer(tmp_path / "s.zarr")
+    assert writer.chunks == {"block0": 4, "block1": 8}  # 4096 bytes / (1024 and 512 bytes per example)
+    values = fill(writer)
+    writer.finish()
+    for spec in SPECS:
+        opened = xr.open_zarr(tmp_path / "s.zarr", group=spec.name, consolidated=False)  # the user's way
+        for variable in ("q", "z", "loss"):
+            np.testing.assert_array_equal(opened[variable].values, values[spec.name][variable])
+        assert opened["q"].dims == ("sample", *spec.dims)
+        assert opened["q"].encoding["chunks"] == (writer.chunks[spec.name], *spec.shape)
+        assert list(np.asarray(opened["split"].values).astype(object)[[0, 39]]) == ["train", "test"]
+        assert opened.attrs["complete"] is True and opened.attrs["insertion_point"] == spec.name
+
+
+def test_misaligned_write_is_refused(tmp_path):
+    writer = small_writer(tmp_path / "s.zarr")
+    with pytest.raises(ValueError, match="block1 is not aligned to chunks of 8"):
+        writer.write("block1", 3, {"q": np.zeros((5, 8, 4, 4), np.float32)})
+    with pytest.raises(ValueError, match="not aligned"):
+        writer.write("block1", 0, {"q": np.zeros((5, 8, 4, 4), np.float32)})  # ends inside a chunk
+
+
+def test_chunks_hold_at_least_a_megabyte():
+    big = [GroupSpec("block0", ("token", "feature"), (64, 128))]  # 32 KiB per example
+    assert sample_chunk(big[0], 10_000) * 64 * 128 * 4 >= MIN_CHUNK_BYTES
+    assert (sample_chunk(big[0], 10_000) - 1) * 64 * 128 * 4 < MIN_CHUNK_BYTES
+    assert sample_chunk(big[0], 10) == 10  # a store smaller than a megabyte is one chunk
+
+
+def test_interrupted_writer_leaves_nothing_readable(tmp_path):
+    path = tmp_path / "s.zarr"
+    writer = small_writer(path)
+    fill(writer)  # ... and the process dies before finish()
+    with pytest.raises(StoreError, match="does not exist.*partial write exists") as caught:
+        open_store(path)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    # Someone copies the partial folder into place by hand: still refused, it never got complete=true.
+    (tmp_path / "s.zarr.partial").rename(path)
+    with pytest.raises(StoreError, match="incomplete"):
+        open_group(path, "block0")
+
+
+def test_finish_requires_every_sample(tmp_path):
+    writer = small_writer(tmp_path / "s.zarr")
+    for group in SPECS:
+        writer.write(group.name, 0, {v: np.zeros((16, *group.shape), np.float32) for v in ("q", "z")})
+    with pytest.raises(StoreError, match="only 16 of 40 samples written to block0"):
+        writer.finish()
+
+
+def test_corrupted_chunk_names_the_store(tmp_path):
+    path = tmp_path / "s.zarr"
+    writer = small_writer(path)
+    fill(writer)
+    writer.finish()
+    chunk_files = sorted((path / "block1" / "q" / "c").rglob("*"))
+    victim = next(p for p in chunk_files if p.is_file())
+    victim.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(StoreError) as caught:
+        list(iter_sample_chunks(path, "block1", "q"))
+    message = str(caught.value)
+    assert str(path) in message and "block1/q" in message and "unreadable" in message and "\n" not in message
+
+
+def test_wrong_folder_and_missing_group(tmp_path):
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StoreError, match="not a Zarr v3 group|format"):
+        open_store(tmp_path / "plain")
+    writer = small_writer(tmp_path / "s.zarr")
+    fill(writer)
+    writer.finish()
+    with pytest.raises(StoreError, match="no group 'block9'"):
+        open_group(tmp_path / "s.zarr", "block9")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(prepared, tmp_path_factory):
+    settings = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8, "seed": 0, "model": {},
+                "train": {"steps": 5, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
+                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [5], "eval_every": 5,
+                          "eval_examples": 16, "single_pass": True}}
+    folder = tmp_path_factory.mktemp("run")
+    train_model(settings, prepared("digits"), folder, log=lambda _: None)
+    return folder / "step5.pt"
+
+
+def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
+    settings = {"train_examples": 100, "test_examples": 60, "batch_size": 32, "seed": 0, "points": None}
+    for name in ("a.zarr", "b.zarr"):
+        dump_gradients(checkpoint, prepared("digits"), tmp_path / name, settings, log=lambda _: None)
+    groups = zarr.open_group(tmp_path / "a.zarr", mode="r").attrs["groups"]
+    assert len(groups) == 4
+    for group in groups:
+        a, b = open_group(tmp_path / "a.zarr", group), open_group(tmp_path / "b.zarr", group)
+        for variable in ("q", "z", "loss", "label", "index"):
+            np.testing.assert_array_equal(a[variable].values, b[variable].values)
+        assert np.array_equal(np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object))
+
+
+def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
+    from growcert.data import prepare_dataset
+
+    prepare_dataset("digits", tmp_path / "digits", {})
+    store = tmp_path / "x.zarr"
+    command = [sys.executable, "-m", "growcert.cli"]
+    settings = '{"train_examples": 40, "test_examples": 30, "batch_size": 16, "seed": 0, "points": ["block0", "block3"]}'
+    done = subprocess.run([*command, "dump", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "digits"),
+                           "--settings", settings, "--out", str(store)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    shown = subprocess.run([*command, "inspect", str(store)], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    for expected in ("group block0", "group block3", "compression", "chunks", "q[train]: n=40", "q[test]: n=30",
+                     "mean ||q_i||", "||mean q||", "provenance: code"):
+        assert expected in shown.stdout, expected
+    assert "group block1" not in shown.stdout
+    missing = subprocess.run([*command, "inspect", str(tmp_path / "nope.zarr")], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.zarr" in missing.stderr
