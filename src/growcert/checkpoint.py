@@ -15,11 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from growcert.errors import CheckpointError
 from growcert.models import build_model
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint is missing or unreadable; the message names the file."""
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, *, family: str, width: int, depth: int,

@@ -20,11 +20,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from growcert.errors import ConfigError
+
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message is one line naming the key."""
 
 
 def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:

@@ -1,17 +1,36 @@
-"""The exceptions that mean "the user's input is wrong" (one-line messages, exit status 2)."""
+"""The exceptions that mean "the user's input is wrong": one-line messages, exit status 2 in the CLI.
+
+Defined here, in a module with no heavy imports, so the command line can catch them without
+importing torch or zarr first; each stage module re-exports the one it raises.
+"""
 
 from __future__ import annotations
 
 import json
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from growcert.checkpoint import CheckpointError
-    from growcert.config import ConfigError
-    from growcert.data import DatasetError
-    from growcert.store import StoreError
+class GrowcertError(Exception):
+    """Base of user-facing errors. The message is forced onto one line: whatever was interpolated
+    into it (an OS error text, a path) must not spill over several lines in logs or the CLI."""
 
-    return (ConfigError, DatasetError, CheckpointError, StoreError, json.JSONDecodeError, FileNotFoundError)
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))
 
 
-USER_ERRORS = _user_errors()
+class ConfigError(GrowcertError, ValueError):
+    """A configuration problem; the message names the key."""
+
+
+class DatasetError(GrowcertError, RuntimeError):
+    """A dataset is missing or malformed; the message names the dataset, key or path and the fix."""
+
+
+class CheckpointError(GrowcertError, RuntimeError):
+    """A checkpoint is missing or unreadable; the message names the file."""
+
+
+class StoreError(GrowcertError, RuntimeError):
+    """A gradient store is missing, incomplete, corrupted or not what the caller expects."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (GrowcertError, json.JSONDecodeError, FileNotFoundError)

@@ -42,11 +42,16 @@ def git_commit() -> str | None:
 
 
 def versions() -> dict[str, str]:
-    import numpy
-    import torch
+    """Versions of the packages results depend on (from metadata: no need to import torch here)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return {"python": platform.python_version(), "growcert": growcert.__version__,
-            "torch": torch.__version__, "numpy": numpy.__version__}
+    found = {"python": platform.python_version(), "growcert": growcert.__version__}
+    for package in ("torch", "numpy", "zarr", "xarray", "scikit-learn"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
 
 
 def provenance(settings: dict[str, Any], seed: int | None = None) -> dict[str, Any]:

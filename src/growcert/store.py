@@ -40,14 +40,12 @@ import xarray as xr
 import zarr
 from zarr.codecs import BloscCodec
 
+from growcert.errors import StoreError
+
 FORMAT = "growcert-gradient-store-1"
 MIN_CHUNK_BYTES = 1 << 20
 SAMPLE_VARIABLES = ("loss", "label", "split", "index")
 ARRAY_VARIABLES = ("q", "z")
-
-
-class StoreError(RuntimeError):
-    """A store is missing, incomplete, corrupted or not what the caller expects (one-line message)."""
 
 
 @dataclass(frozen=True)

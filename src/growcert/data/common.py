@@ -17,14 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-
-class DatasetError(RuntimeError):
-    """A user-facing dataset failure: one line naming the dataset, key or path and the fix."""
-
-    def __init__(self, message: str):
-        # Rule for the whole layer: a message is one line, whatever was interpolated into it
-        # (an OS error text or a path may carry newlines), so logs and the CLI stay readable.
-        super().__init__(" ".join(str(message).split()))
+from growcert.errors import DatasetError  # noqa: F401  (re-exported: raised throughout data/)
 
 
 @dataclass(frozen=True)
