@@ -13,11 +13,12 @@ include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
 include: "rules/dump.smk"
+include: "rules/alignment.smk"
+include: "rules/interventions.smk"
 include: "rules/report.smk"
 
 
 rule all:
     input:
         f"{RESULTS}/report.html",
-        all_stores(),
     default_target: True

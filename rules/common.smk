@@ -48,9 +48,36 @@ def all_run_dirs():
 STORE = f"{RESULTS}/grads/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
 
 
-def all_stores():
-    return [STORE.format(**vars(run), step=step) for run in training_runs(config) for step in run_steps(config, run)]
-
-
 def dump_settings(wildcards):
     return json.dumps(config["dump"], sort_keys=True)
+
+
+INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+
+
+def intervention_targets():
+    """Per run: the last checkpoint, or every checkpoint (config intervene.checkpoints)."""
+    targets = []
+    for run in training_runs(config):
+        steps = run_steps(config, run)
+        for step in steps if config["intervene"]["checkpoints"] == "all" else steps[-1:]:
+            targets.append(INTERVENTIONS.format(**vars(run), step=step))
+    return targets
+
+
+def intervene_settings(wildcards):
+    settings = {key: value for key, value in config["intervene"].items() if key != "checkpoints"}
+    return json.dumps(settings, sort_keys=True)
+
+
+ALIGNMENT = f"{RESULTS}/stats/alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+MISALIGNMENT = f"{RESULTS}/stats/misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+P1_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK"]
+
+
+def per_store(template):
+    return [template.format(**vars(run), step=step) for run in training_runs(config) for step in run_steps(config, run)]
+
+
+def alignment_settings(wildcards=None):
+    return json.dumps(config["alignment"], sort_keys=True)

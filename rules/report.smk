@@ -21,7 +21,10 @@ rule plot_training:
 rule report:
     input:
         training=f"{RESULTS}/stats/training.csv",
-        figures=[f"{RESULTS}/figures/training_grid.png"],
+        figures=[f"{RESULTS}/figures/training_grid.png", f"{RESULTS}/figures/p1_interventions.png"]
+        + [f"{RESULTS}/figures/{name}.png" for name in P1_FIGURES],
+        claims=[f"{RESULTS}/claims/p1_interventions.csv", f"{RESULTS}/claims/p1_alignment.csv"],
+        tables=[f"{RESULTS}/tables/p1_interventions_summary.csv", f"{RESULTS}/tables/p1_alignment_summary.csv"],
     output:
         html=f"{RESULTS}/report.html",
     params:

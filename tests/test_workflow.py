@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import pandas as pd
 import yaml
 
 from growcert.store import open_group, open_store
@@ -60,6 +61,14 @@ def test_ci_dag_builds_every_target(ci_run):
                     assert open_group(store, "block0").sizes["sample"] == ci_config()["dump"]["train_examples"] + ci_config()["dump"]["test_examples"]
                 log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0.log"
                 assert "step" in log.read_text()  # progress is visible in the rule log
+    for figure in ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
+                   "p1_interventions"):
+        assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
+    claims = pd.concat([pd.read_csv(path) for path in (results / "claims").glob("*.csv")])
+    assert {"d_align increases with width", "B_align ≥ B_exact ≥ p̂ (iid)",
+            "observed/predicted held-out change at small ε"} <= set(claims["claim"])
+    alignment = pd.read_csv(results / "stats" / "alignment.csv")
+    assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["pool"]) == {"train", "test"}
     html = (results / "report.html").read_text()
     assert "Paper claims vs this run" in html and "data:image/png;base64" in html
 
@@ -97,8 +106,11 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
     rebuilt = snakemake(str(victim), "--configfile", "configs/ci.yaml", results=ci_run)
     assert rebuilt.returncode == 0 and (victim / "metrics.json").is_file(), rebuilt.stderr[-2000:]
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
-    assert planned_jobs(follow_up) == {"dump_gradients": len(grid["train"]["checkpoints"]), "summarize_training": 1,
-                                       "plot_training": 1, "report": 1, "all": 1}, follow_up.stdout[-3000:]
+    per_checkpoint = len(grid["train"]["checkpoints"])
+    expected = {"dump_gradients": per_checkpoint, "estimate_alignment": per_checkpoint,
+                "estimate_misalignment": per_checkpoint, "intervene": 1, "summarize_training": 1,
+                "summarize_alignment": 1, "summarize_interventions": 1, "plot_training": 1, "report": 1, "all": 1}
+    assert planned_jobs(follow_up) == expected, follow_up.stdout[-3000:]
 
 
 def test_paper_grid_plans_without_error(tmp_path):

@@ -27,6 +27,18 @@ def _log(message: str) -> None:
     print(message, flush=True)
 
 
+def _write_csv(table, path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False)
+    _log(f"{len(table)} rows -> {path}")
+
+
+def torch_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
 def cmd_prepare(args: argparse.Namespace) -> None:
     from growcert.data import prepare_dataset
 
@@ -53,6 +65,62 @@ def cmd_inspect(args: argparse.Namespace) -> None:
     from growcert.inspect_store import inspect_store
 
     print(inspect_store(args.store, summaries=not args.no_summaries))
+
+
+def cmd_intervene(args: argparse.Namespace) -> None:
+    from growcert.data import load_prepared
+    from growcert.intervene import run_interventions
+
+    torch_threads(args.threads)
+    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), _settings(args.settings), log=_log)
+    _write_csv(table, args.out)
+
+
+def cmd_summarize_interventions(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert.intervene import intervention_claims, plot_interventions, summarize_interventions
+
+    table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
+    _write_csv(table, args.out_table)
+    _write_csv(summarize_interventions(table), args.out_summary)
+    _write_csv(pd.DataFrame(intervention_claims(table)), args.out_claims)
+    plot_interventions(table, args.figure)
+
+
+def cmd_estimate_alignment(args: argparse.Namespace) -> None:
+    from growcert.alignment import estimate_alignment
+
+    _write_csv(estimate_alignment(args.store, _settings(args.settings), log=_log), args.out)
+
+
+def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert.alignment import estimate_misalignment
+
+    table = estimate_misalignment(args.store, pd.read_csv(args.alignment), _settings(args.settings), log=_log)
+    _write_csv(table, args.out)
+
+
+def cmd_summarize_alignment(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert import alignment_report as report
+
+    settings = _settings(args.settings)
+    reference = tuple(settings["reference_MK"])
+    alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
+    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True)
+    _write_csv(alignment, args.out_alignment)
+    _write_csv(misalignment, args.out_misalignment)
+    _write_csv(report.alignment_summary(alignment), args.out_summary)
+    _write_csv(pd.DataFrame(report.alignment_claims(alignment, misalignment, reference)), args.out_claims)
+    figures = Path(args.figures)
+    report.plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
+    report.plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
+    report.plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
+                             figures / "p1_misalignment_vs_MK.png")
 
 
 def cmd_summarize_training(args: argparse.Namespace) -> None:
@@ -110,6 +178,47 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("store", help="PATH.zarr")
     inspect.add_argument("--no-summaries", action="store_true", help="skip the per-split q summary (no data read)")
     inspect.set_defaults(handler=cmd_inspect)
+
+    estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
+    estimate.add_argument("--store", required=True)
+    estimate.add_argument("--settings", required=True, help="config key alignment, as JSON or @file")
+    estimate.add_argument("--out", required=True)
+    estimate.set_defaults(handler=cmd_estimate_alignment)
+
+    misaligned = stages.add_parser("estimate-misalignment", help="empirical misalignment and certificates over an (M, K) grid")
+    misaligned.add_argument("--store", required=True)
+    misaligned.add_argument("--alignment", required=True, help="the store's estimate-alignment table")
+    misaligned.add_argument("--settings", required=True, help="config key alignment, as JSON or @file")
+    misaligned.add_argument("--out", required=True)
+    misaligned.set_defaults(handler=cmd_estimate_misalignment)
+
+    pooled = stages.add_parser("summarize-alignment", help="pool alignment tables: figures, summary, claims")
+    pooled.add_argument("--alignment", nargs="+", required=True)
+    pooled.add_argument("--misalignment", nargs="+", required=True)
+    pooled.add_argument("--settings", required=True)
+    pooled.add_argument("--out-alignment", required=True)
+    pooled.add_argument("--out-misalignment", required=True)
+    pooled.add_argument("--out-summary", required=True)
+    pooled.add_argument("--out-claims", required=True)
+    pooled.add_argument("--figures", required=True, help="folder for the p1_*.png figures")
+    pooled.set_defaults(handler=cmd_summarize_alignment)
+
+    intervene = stages.add_parser("intervene", help="residual interventions: predicted vs observed held-out loss change")
+    intervene.add_argument("--checkpoint", required=True)
+    intervene.add_argument("--store", required=True, help="the checkpoint's gradient store")
+    intervene.add_argument("--data", required=True, help="prepared dataset folder")
+    intervene.add_argument("--settings", default="{}", help="intervention settings as JSON, or @file (config key intervene)")
+    intervene.add_argument("--out", required=True, help="tidy CSV, one row per point x variant x draw x epsilon")
+    intervene.add_argument("--threads", type=int, default=1)
+    intervene.set_defaults(handler=cmd_intervene)
+
+    interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, claims")
+    interventions.add_argument("tables", nargs="+")
+    interventions.add_argument("--out-table", required=True)
+    interventions.add_argument("--out-summary", required=True)
+    interventions.add_argument("--out-claims", required=True)
+    interventions.add_argument("--figure", required=True)
+    interventions.set_defaults(handler=cmd_summarize_interventions)
 
     summarize = stages.add_parser("summarize-training", help="tidy table of every run's evaluation history")
     summarize.add_argument("runs", nargs="+", help="run folders holding metrics.json")

@@ -78,6 +78,8 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
 
 
 def _check_cross_keys(config: dict[str, Any]) -> None:
+    if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
+        raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}
     for position, grid in enumerate(config["grids"]):
         where = f"grids[{position}]"

@@ -14,7 +14,7 @@ import seaborn as sns  # noqa: E402
 from growcert.summaries import final_rows  # noqa: E402
 
 
-def _save(figure: plt.Figure, out: str | Path) -> None:
+def save_figure(figure: plt.Figure, out: str | Path) -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(figure)
@@ -36,4 +36,4 @@ def training_grid(table: pd.DataFrame, out: str | Path) -> None:
             axis.set_ylabel(f"held-out {'loss (nats)' if metric == 'test_loss' else 'accuracy'}")
             axis.grid(alpha=0.3)
     figure.tight_layout()
-    _save(figure, out)
+    save_figure(figure, out)

@@ -65,7 +65,10 @@ def _claims_table(results: Path) -> str:
     if claim_files:
         measured = pd.concat([pd.read_csv(path) for path in claim_files], ignore_index=True)
     rows = []
-    for paper, claim, paper_value in PAPER_CLAIMS:
+    registered = {(paper, claim) for paper, claim, _ in PAPER_CLAIMS}
+    extra = [(row["paper"], row["claim"], str(row["paper_value"])) for _, row in measured.iterrows()
+             if (row["paper"], row["claim"]) not in registered]
+    for paper, claim, paper_value in PAPER_CLAIMS + list(dict.fromkeys(extra)):
         match = measured[(measured["paper"] == paper) & (measured["claim"] == claim)]
         if match.empty:
             rows.append(f"<tr><td>{paper}</td><td>{html.escape(claim)}</td><td>{html.escape(paper_value)}</td>"
@@ -98,10 +101,19 @@ def _training_section(results: Path) -> str:
     return "".join(parts)
 
 
+def _table(path: Path, max_rows: int = 60) -> str:
+    """A small summary table (results/tables/*.csv) as HTML, with its file name as caption."""
+    table = pd.read_csv(path)
+    note = f" (first {max_rows} of {len(table)} rows)" if len(table) > max_rows else ""
+    return (f"<h3>{html.escape(path.stem.replace('_', ' '))}{note}</h3>"
+            + table.head(max_rows).to_html(index=False, float_format=lambda value: f"{value:.4g}", border=0, na_rep="—"))
+
+
 def _paper_section(results: Path, prefix: str, title: str) -> str:
     figures = sorted((results / "figures").glob(f"{prefix}_*.png"))
-    body = "".join(_figure(path) for path in figures) or "<p>No figures from this part yet.</p>"
-    return f"<h2>{html.escape(title)}</h2>{body}"
+    tables = sorted((results / "tables").glob(f"{prefix}_*.csv"))
+    body = "".join(_figure(path) for path in figures) + "".join(_table(path) for path in tables)
+    return f"<h2>{html.escape(title)}</h2>{body or '<p>No figures from this part yet.</p>'}"
 
 
 def build_report(results: str | Path, out: str | Path) -> None:

@@ -1,0 +1,47 @@
+rule intervene:
+    input:
+        run=RUN_DIR,
+        store=STORE,
+        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+    output:
+        table=INTERVENTIONS,
+    params:
+        settings=intervene_settings,
+        checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
+        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+    log:
+        f"{RESULTS}/logs/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 30 * attempt,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert intervene --checkpoint {params.checkpoint} --store {input.store} --data {params.data_dir} "
+        "--settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
+
+
+localrules:
+    summarize_interventions,
+
+
+rule summarize_interventions:
+    input:
+        tables=intervention_targets(),
+    output:
+        table=f"{RESULTS}/stats/interventions.csv",
+        summary=f"{RESULTS}/tables/p1_interventions_summary.csv",
+        claims=f"{RESULTS}/claims/p1_interventions.csv",
+        figure=f"{RESULTS}/figures/p1_interventions.png",
+    log:
+        f"{RESULTS}/logs/summarize_interventions.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summarize_interventions.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert summarize-interventions {input.tables} --out-table {output.table} --out-summary {output.summary} "
+        "--out-claims {output.claims} --figure {output.figure} > {log} 2>&1"

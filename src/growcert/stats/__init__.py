@@ -1,0 +1,29 @@
+"""Offline estimators on stored activation gradients (DESIGN.md §5, PAPERS.md P1).
+
+Pure numerics (numpy, dask, xarray, zarr): nothing here imports torch or the
+package's model and training code; torch tensors are accepted by duck typing.
+
+    reduce_examples(x, how)            one vector per example (reduce.py)
+    moments(x) -> Moments              unbiased ‖μ‖², ‖μ‖⁴, μᵀΣμ, tr Σ², streaming (moments.py)
+    plugin_moments(x) -> Moments       the biased plug-in counterparts, for comparison
+    effective_dims(m)                  (d_par, d_2, d_align)               (certificates.py)
+    certificates(m, M, K)              (b_exact, b_align, n_eff)
+    alignment_row(x, M=, K=)           one table row: moments, ratios, intervals, status
+    misalignment(train, test, M, K, replicates, seed) -> (p_hat, lo, hi)  (resample.py)
+"""
+
+from growcert.stats.certificates import alignment_row, certificates, effective_dims
+from growcert.stats.moments import Moments, moments, plugin_moments
+from growcert.stats.reduce import reduce_examples
+from growcert.stats.resample import misalignment
+
+__all__ = [
+    "Moments",
+    "alignment_row",
+    "certificates",
+    "effective_dims",
+    "misalignment",
+    "moments",
+    "plugin_moments",
+    "reduce_examples",
+]

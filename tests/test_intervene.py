@@ -1,0 +1,170 @@
+"""Direct residual interventions (PAPERS.md P1): zero insertion is exact, prediction = derivative, ratio → 1."""
+
+import numpy as np
+import pytest
+import torch
+
+from growcert.checkpoint import load_checkpoint
+from growcert.dump import dump_gradients
+from growcert.intervene import (COLUMNS, VARIANTS, check_pairing, disjoint_draws, inserted, intervention_claims,
+                                plot_interventions, prepare_intervention, resolve_settings, run_interventions,
+                                stored_examples, summarize_interventions)
+from growcert.store import open_group, open_store, split_of
+from growcert.train import train_model
+
+DUMP = {"train_examples": 32, "test_examples": 32, "batch_size": 16, "seed": 1, "points": None}
+SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed": 3}
+
+
+@pytest.fixture(scope="module", params=[("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 2)],
+                ids=["resnet", "llama"])
+def dumped(request, prepared, tmp_path_factory):
+    """A tiny model trained for 8 steps, and its gradient store."""
+    family, dataset, width, depth = request.param
+    options = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
+    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": options,
+                "train": {"steps": 8, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
+                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [8], "eval_every": 8,
+                          "eval_examples": 16, "single_pass": True}}
+    folder = tmp_path_factory.mktemp(f"intervene-{family}")
+    train_model(settings, prepared(dataset), folder, log=lambda _: None)
+    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", DUMP, log=lambda _: None)
+    return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
+
+
+@pytest.fixture(scope="module")
+def table(dumped):
+    checkpoint, store, data = dumped
+    return run_interventions(checkpoint, store, data, SETTINGS, log=lambda _: None)
+
+
+def interventions(dumped, dtype=torch.float32):
+    """(model, meta, group, intervention, train rows, test rows) for every point × variant, first draw."""
+    checkpoint, store, data = dumped
+    model, meta = load_checkpoint(checkpoint)
+    model = model.to(dtype)
+    settings = resolve_settings(SETTINGS)
+    for point in model.points:
+        group = open_group(store, point)
+        train_rows, test_rows = disjoint_draws(split_of(group), 16, 16, 2, seed=3)[0]
+        for variant in VARIANTS:
+            yield model, meta, group, prepare_intervention(group, meta["family"], point, variant, train_rows,
+                                                           test_rows, settings, dtype=dtype), train_rows, test_rows
+
+
+def relative_error(a, b):
+    return float(abs(a - b) / max(abs(b), 1e-30))
+
+
+def test_zero_intervention_leaves_outputs_bit_identical(dumped):
+    checkpoint, store, data = dumped
+    checked = 0
+    for model, meta, group, intervention, _, test_rows in interventions(dumped):
+        examples = stored_examples(data, meta, group, test_rows)
+        with torch.no_grad():
+            original = model(examples.inputs)
+            with inserted(model, intervention.point, intervention.module) as module:
+                assert not module.weight.abs().sum()
+                assert torch.equal(model(examples.inputs), original), (intervention.point, intervention.variant)
+                module.weight.copy_(intervention.step(0.1))  # the module is live: a step changes the outputs
+                assert not torch.equal(model(examples.inputs), original)
+        assert len(model.points[intervention.point].inserted) == 0  # removed again
+        checked += 1
+    assert checked == 3 * len(model.points)
+
+
+def test_prediction_is_the_autograd_directional_derivative(dumped):
+    """d/dε of the mean held-out loss at ε = 0 along the step equals the stored-q prediction."""
+    _, store, data = dumped
+    for model, meta, group, intervention, train_rows, test_rows in interventions(dumped):
+        examples = stored_examples(data, meta, group, test_rows)
+        with inserted(model, intervention.point, intervention.module) as module:
+            loss = model.per_example_loss(model(examples.inputs), examples.targets).mean()
+            (gradient,) = torch.autograd.grad(loss, module.weight)
+        derivative = float((gradient.double() * intervention.step(1.0)).sum())
+        assert relative_error(intervention.predicted(1.0), derivative) < 1e-4, (intervention.point, intervention.variant)
+        if intervention.variant != "block":
+            # and the prediction is −(u/‖μ_M‖) μ_M·g_K with μ_M, g_K the reduced stored q, reduced here by hand
+            q = np.asarray(group["q"].values, np.float64)
+            axes = (2, 3) if meta["family"] == "resnet" else (1,)
+            reduced = q.sum(axis=axes) if intervention.variant == "shared" else q.reshape(len(q), -1)
+            mu, g = reduced[train_rows].mean(0), reduced[test_rows].mean(0)
+            expected = -intervention.unit * mu @ g / np.linalg.norm(mu)
+            assert relative_error(intervention.predicted(1.0), expected) < 1e-9
+
+
+def test_block_weight_gradient_from_store_equals_autograd(dumped):
+    _, store, data = dumped
+    for model, meta, group, intervention, train_rows, _ in interventions(dumped):
+        if intervention.variant != "block":
+            continue
+        examples = stored_examples(data, meta, group, train_rows)
+        with inserted(model, intervention.point, intervention.module) as module:
+            loss = model.per_example_loss(model(examples.inputs), examples.targets).mean()
+            (autograd,) = torch.autograd.grad(loss, module.weight)
+        from_store = intervention.train_gradient
+        assert from_store.shape == autograd.shape
+        error = float((autograd.double() - from_store).norm() / from_store.norm())
+        assert error < 1e-5, (intervention.point, error)
+
+
+def test_ratio_is_one_at_small_epsilon_and_departs_at_large(table, dumped):
+    points = len(open_store(dumped[1]).attrs["groups"])
+    assert list(table.columns) == COLUMNS
+    assert len(table) == points * len(VARIANTS) * SETTINGS["draws"] * len(SETTINGS["epsilons"])
+    small, large = table[table.epsilon == 1e-4], table[table.epsilon == 10.0]
+    assert (small.ratio - 1).abs().max() < 0.03, small[["point", "variant", "ratio"]]
+    assert small.sign_agree.all()
+    # ε = 10: the step is ten times the stream it joins; second order dominates, for every variant
+    departure = (large.ratio - 1).abs().groupby(large.variant).median()
+    assert (departure > 0.3).all(), departure
+
+
+def test_summary_claims_and_plot(table, tmp_path):
+    summary = summarize_interventions(table)
+    assert len(summary) == table.groupby(["variant", "point", "width"]).ngroups
+    assert (summary.smallest_epsilon == 1e-4).all() and (summary.sign_agreement == 1.0).all()
+    assert ((summary.median_ratio - 1).abs() < 0.03).all()
+    # first order holds at 1e-4 and fails by ε = 10, so the limit lies on the grid below 10
+    assert summary.first_order_limit.isin([1e-4, 1e-2]).all()
+    claims = intervention_claims(table)
+    assert [set(claim) for claim in claims] == [{"paper", "claim", "paper_value", "this_run", "holds", "note"}] * 2
+    assert claims[0]["paper_value"] == "96–99 %" and claims[0]["holds"] and claims[1]["holds"]
+    plot_interventions(table, tmp_path / "interventions.png")
+    assert (tmp_path / "interventions.png").stat().st_size > 10_000
+
+
+def test_summary_limit_is_where_the_median_ratio_first_leaves_the_band(table):
+    fake = table.copy()
+    fake["ratio"] = fake.epsilon.map({1e-4: 1.01, 1e-2: 0.90, 10.0: 1.0})  # back inside at 10: must not count
+    assert (summarize_interventions(fake).first_order_limit == 1e-4).all()
+    fake["ratio"] = 0.5
+    assert summarize_interventions(fake).first_order_limit.isna().all()
+
+
+def test_draws_are_disjoint_and_bad_settings_are_named():
+    split = np.array(["train"] * 40 + ["test"] * 30, dtype=object)
+    draws = disjoint_draws(split, 10, 7, 4, seed=0)
+    train = np.concatenate([m for m, _ in draws])
+    test = np.concatenate([k for _, k in draws])
+    assert len(set(train)) == 40 and len(set(test)) == 28 and (split[train] == "train").all() and (split[test] == "test").all()
+    with pytest.raises(ValueError, match=r"draws × K = 5 × 7 exceeds the 30 test rows"):
+        disjoint_draws(split, 8, 7, 5, seed=0)
+    with pytest.raises(ValueError, match="unknown setting"):
+        resolve_settings({"eps": [0.1]})
+    with pytest.raises(ValueError, match="intervene.variants"):
+        resolve_settings({"variants": ["bias"]})
+    with pytest.raises(ValueError, match="intervene.epsilons"):
+        resolve_settings({"epsilons": [0.1, -1]})
+
+
+def test_a_store_from_another_model_or_dataset_is_refused(dumped, prepared):
+    checkpoint, store, data = dumped
+    _, meta = load_checkpoint(checkpoint)
+    attrs = dict(open_store(store).attrs)
+    check_pairing(checkpoint, store, meta, attrs, data)  # the true pair passes
+    with pytest.raises(ValueError, match="width"):
+        check_pairing(checkpoint, store, {**meta, "width": meta["width"] + 1}, attrs, data)
+    other = prepared("shakespeare" if data.name == "digits" else "digits")
+    with pytest.raises(ValueError, match="dataset"):
+        check_pairing(checkpoint, store, meta, attrs, other)

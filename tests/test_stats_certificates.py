@@ -1,0 +1,157 @@
+"""Certificates, intervals and the status of a result row (PAPERS.md P1, DESIGN.md §5, §8)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from growcert.stats import Moments, alignment_row, certificates, effective_dims, misalignment
+from growcert.stats.certificates import STATUS_NO_SIGNAL, STATUS_OK, certificate_columns
+from growcert.stats.intervals import fieller_interval, wilson_interval
+from growcert.stats.moments import population_moments
+
+
+def spiked_population(dim, mean_scale, spike, seed):
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(0.0, mean_scale / np.sqrt(dim), dim)
+    direction = rng.standard_normal(dim)
+    direction /= np.linalg.norm(direction)
+    covariance = np.eye(dim) + spike * np.outer(direction, direction)
+    return mean, covariance
+
+
+def draw(rng, mean, covariance, n, heavy=False):
+    z = rng.standard_normal((n, len(mean))) @ np.linalg.cholesky(covariance).T
+    if heavy:  # multivariate t with 5 dof, rescaled to the same covariance
+        z *= np.sqrt(3 / 5) / np.sqrt(rng.chisquare(5, size=(n, 1)) / 5)
+    return mean + z
+
+
+def test_formulas_on_hand_computed_values():
+    m = Moments(n=None, mu_sq=2.0, mu_4=4.0, mu_sigma_mu=2.0, tr_sigma2=8.0)
+    assert effective_dims(m) == (2.0, 0.5, 0.5)
+    b_exact, b_align, n_eff = certificates(m, 4, 5)
+    assert n_eff == pytest.approx(2.0)
+    variance = (1 / 4 + 1 / 5) * 2.0 + 8.0 / 20
+    assert b_exact == pytest.approx(variance / (variance + 4.0))
+    assert b_align == pytest.approx(1 / (1 + 2.0 * 0.5))
+
+
+def test_exact_certificate_never_exceeds_theorem_one():
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        dim = int(rng.integers(1, 30))
+        mean = rng.normal(0, rng.uniform(0.01, 3), dim)
+        a = rng.standard_normal((dim, dim)) * rng.uniform(0.01, 3)
+        m = population_moments(mean, a @ a.T)
+        M, K = (int(v) for v in rng.integers(1, 500, size=2))
+        b_exact, b_align, _ = certificates(m, M, K)
+        assert 0 <= b_exact <= b_align * (1 + 1e-12) <= 1
+
+
+@pytest.mark.parametrize("heavy", [False, True], ids=["gaussian", "student_t5"])
+@pytest.mark.parametrize("M,K", [(4, 4), (16, 16), (8, 32)])
+@pytest.mark.parametrize("mean_scale,spike", [(1.0, 0.0), (0.8, 8.0), (2.0, 20.0)])
+def test_iid_misalignment_is_certified(heavy, M, K, mean_scale, spike):
+    """p̂ (its Wilson lower bound) ≤ B_exact ≤ B_align, with true and with estimated moments."""
+    dim = 24
+    mean, covariance = spiked_population(dim, mean_scale, spike, seed=M + K)
+    rng = np.random.default_rng(M * K)
+    pool = draw(rng, mean, covariance, n=3000, heavy=heavy)
+    p_hat, lo, hi = misalignment(pool, None, M, K, replicates=4000, seed=1)
+    b_exact, b_align, _ = certificates(population_moments(mean, covariance), M, K)
+    assert lo <= b_exact <= b_align
+    assert p_hat <= b_exact  # holds with a wide margin here: Cantelli is loose
+    row = alignment_row(pool, M=M, K=K)
+    if row["status"] == STATUS_OK:
+        assert lo <= row["b_exact"] <= row["b_align"]
+
+
+def test_zero_mean_pool_is_undetermined_and_strong_mean_is_ok():
+    rng = np.random.default_rng(2)
+    mean, covariance = spiked_population(30, 0.0, 3.0, seed=1)
+    noise = draw(rng, mean, covariance, n=400)
+    row = alignment_row(noise, M=8, K=8)
+    assert row["status"] == STATUS_NO_SIGNAL
+    assert abs(row["detectability"]) < 2
+    assert math.isnan(row["d_align"]) and math.isnan(row["b_exact"]) and math.isnan(row["b_align"])
+    assert not math.isnan(row["d_align_raw"]) and not math.isnan(row["b_exact_raw"])
+
+    strong = draw(rng, np.full(30, 0.5), covariance, n=400)
+    row = alignment_row(strong, M=8, K=8)
+    assert row["status"] == STATUS_OK and row["detectability"] > 10
+    assert row["d_align"] == row["d_align_raw"] == min(row["d_par"], row["d_2"])
+    assert row["d_align_lo"] <= row["d_align"] <= row["d_align_hi"] < math.inf
+    assert row["b_exact"] == row["b_exact_raw"] <= row["b_align"]
+
+
+def test_negative_estimate_is_reported_not_clipped():
+    # Mean along e_0, noise only orthogonal to it: μᵀΣμ = 0, so its unbiased estimate is
+    # negative about half the time while the mean itself is clearly detectable.
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        x = rng.standard_normal((60, 6))
+        x[:, 0] = 1.0
+        row = alignment_row(x, M=4, K=4)
+        if row["mu_sigma_mu"] < 0:
+            break
+    else:
+        pytest.fail("no negative estimate of mu_sigma_mu in 40 seeds")
+    assert row["detectability"] > 2
+    assert row["status"] == "undetermined: negative estimate of mu_sigma_mu"
+    assert math.isnan(row["d_align"]) and math.isnan(row["d_par"])
+    assert row["d_align_raw"] == row["d_par_raw"] < 0  # raw kept, sign intact
+    assert row["d_par_hi"] == math.inf  # the denominator is not significantly nonzero
+
+
+def test_row_has_the_documented_columns_and_plugin_side_by_side():
+    rng = np.random.default_rng(3)
+    row = alignment_row(rng.standard_normal((50, 5)) + 1.0)
+    for name in ("mu_sq", "mu_4", "mu_sigma_mu", "tr_sigma2", "d_par", "d_2", "d_align"):
+        assert f"{name}_plugin" in row
+    for name in ("d_par", "d_2", "d_align"):
+        assert {f"{name}_lo", f"{name}_hi", f"{name}_raw"} <= set(row)
+    assert {"n", "dim", "method", "status", "detectability", "mu_sq_se"} <= set(row)
+    assert "b_exact" not in row  # certificates only when M and K are given
+    with pytest.raises(ValueError, match="both M and K"):
+        alignment_row(rng.standard_normal((50, 5)), M=4)
+
+
+def test_jackknife_fieller_intervals_cover_at_about_the_nominal_level():
+    dim, n, reps = 8, 200, 200
+    mean, covariance = spiked_population(dim, 2.0, 4.0, seed=9)
+    d_par, d_2, d_align = effective_dims(population_moments(mean, covariance))
+    rng = np.random.default_rng(10)
+    hits = np.zeros(3)
+    for _ in range(reps):
+        row = alignment_row(draw(rng, mean, covariance, n))
+        hits += [row["d_par_lo"] <= d_par <= row["d_par_hi"], row["d_2_lo"] <= d_2 <= row["d_2_hi"],
+                 row["d_align_lo"] <= d_align <= row["d_align_hi"]]
+    coverage = hits / reps
+    # nominal 0.95 (d_align: ≥ 0.95 by Bonferroni); 4 binomial SEs below it still fails a broken interval
+    assert np.all(coverage >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / reps)), coverage
+
+
+def test_fieller_interval_is_unbounded_when_the_denominator_is_not_significant():
+    assert fieller_interval(1.0, 2.0, 0.01, 0.01, 0.0)[1] < math.inf
+    lo, hi = fieller_interval(1.0, 0.1, 0.01, 0.04, 0.0)
+    assert hi == math.inf and lo > 0
+    assert fieller_interval(1.0, 0.1, 1.0, 0.04, 0.0) == (0.0, math.inf)
+
+
+def test_wilson_interval_known_values():
+    lo, hi = wilson_interval(0, 100)
+    z2 = 1.959963984540054**2
+    assert lo == 0.0 and hi == pytest.approx(z2 / (100 + z2))
+    lo, hi = wilson_interval(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+
+
+def test_certificate_columns_for_more_sizes_match_the_row():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((80, 6)) + 0.8
+    row = alignment_row(x, M=4, K=8)
+    again = certificate_columns(alignment_row(x), 4, 8)
+    assert {k: row[k] for k in again} == again
+    bigger = certificate_columns(row, 64, 64)
+    assert bigger["b_exact"] < row["b_exact"] and bigger["b_align"] < row["b_align"]
