@@ -57,7 +57,11 @@ def plot_dalign_vs_width(alignment: pd.DataFrame, out: str | Path) -> None:
                                 (series["d_align_hi"] - series["d_align"]).replace(np.inf, np.nan).fillna(0)],
                           marker="o", capsize=2, label=point, color=color)
         undetermined = int(frame["d_align"].isna().sum())
-        axis.set(xscale="log", yscale="log", xlabel="width", ylabel="d_align (unbiased, held-out pool)",
+        width_ticks(axis, frame["width"])
+        if len(determined):
+            # Intervals that reach 0 (or infinity) run off the axis instead of squashing the points.
+            axis.set_ylim(determined["d_align"].min() / 20, determined["d_align"].max() * 20)
+        axis.set(yscale="log", xlabel="width", ylabel="d_align (unbiased, held-out pool, 95 % interval)",
                  title=f"{title}\n{undetermined} of {len(frame)} cells undetermined (not shown)")
         if len(determined):
             axis.legend(fontsize=7, ncol=2)
@@ -75,7 +79,8 @@ def plot_plugin_vs_unbiased(alignment: pd.DataFrame, out: str | Path) -> None:
     for axis, title, frame in _panels(long):
         figure = axis.figure
         sns.lineplot(frame, x="width", y="value", hue="point", style="estimator", markers=True, palette="viridis", ax=axis)
-        axis.set(xscale="log", yscale="log", xlabel="width", ylabel="d_align", title=title)
+        width_ticks(axis, frame["width"])
+        axis.set(yscale="log", xlabel="width", ylabel="d_align", title=title)
         axis.legend(fontsize=6, ncol=2)
         axis.grid(alpha=0.3)
     if figure is not None:
@@ -88,17 +93,30 @@ def deepest_point(table: pd.DataFrame) -> pd.DataFrame:
     return table[number == number.groupby([table[c] for c in ["family", "dataset", "width", "depth"]]).transform("max")]
 
 
-def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> None:
+def width_ticks(axis, values) -> None:
+    """Log axis with the grid's own values as plain tick labels."""
+    values = sorted(set(int(v) for v in values))
+    axis.set_xscale("log")
+    axis.set_xticks(values, [str(v) for v in values])
+    axis.minorticks_off()
+
+
+def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> int:
+    """p̂ per mode with Wilson bars; B_exact, B_align where determined. Returns the undetermined count."""
     for mode, series in frame.groupby("mode"):
         series = series.groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
         axis.errorbar(series[x], series["p_hat"], yerr=[series["p_hat"] - series["p_lo"], series["p_hi"] - series["p_hat"]],
                       marker="o", capsize=2, label=f"p̂ ({mode})")
     iid = frame[frame["mode"] == "iid"].groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
-    axis.plot(iid[x], iid["b_exact_raw"], "s--", label="B_exact")
-    axis.plot(iid[x], iid["b_align_raw"], "^:", label="B_align")
-    axis.set(xscale="log", ylim=(-0.02, 1.02), ylabel="P(μ_M·g_K ≤ 0)")
+    # Certificates only where the held-out moments are determined (NaN otherwise): a raw bound from a
+    # negative estimate is not a probability.
+    axis.plot(iid[x], iid["b_exact"], "s--", label="B_exact")
+    axis.plot(iid[x], iid["b_align"], "^:", label="B_align")
+    width_ticks(axis, frame[x])
+    axis.set(ylim=(-0.02, 1.02), ylabel="P(μ_M·g_K ≤ 0)")
     axis.legend(fontsize=7)
     axis.grid(alpha=0.3)
+    return int(iid["b_exact"].isna().sum())
 
 
 def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int], out_width: str | Path,
@@ -108,8 +126,9 @@ def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
     figure = None
     for axis, title, frame in _panels(at_reference):
         figure = axis.figure
-        _certificate_lines(axis, frame, "width")
-        axis.set(xlabel="width", title=f"{title}, M = {reference_mk[0]}, K = {reference_mk[1]}, last point")
+        missing = _certificate_lines(axis, frame, "width")
+        axis.set(xlabel="width", title=f"{title}, M = {reference_mk[0]}, K = {reference_mk[1]}, last point\n"
+                                       f"certificates undetermined at {missing} of {frame['width'].nunique()} widths")
     if figure is not None:
         save_figure(figure, out_width)
     widest = final[final["width"] == final.groupby(PANEL)["width"].transform("max")]
@@ -117,8 +136,9 @@ def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
     figure = None
     for axis, title, frame in _panels(symmetric):
         figure = axis.figure
-        _certificate_lines(axis, frame, "M")
-        axis.set(xlabel="M = K", title=f"{title}, widest model, last point")
+        missing = _certificate_lines(axis, frame, "M")
+        axis.set(xlabel="M = K", title=f"{title}, widest model, last point\n"
+                                       f"certificates undetermined at {missing} of {frame['M'].nunique()} (M, K)")
     if figure is not None:
         save_figure(figure, out_mk)
 
