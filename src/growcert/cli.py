@@ -33,6 +33,17 @@ def _write_csv(table, path: str) -> None:
     _log(f"{len(table)} rows -> {path}")
 
 
+def spaced_points(store: str, count: int) -> list[str]:
+    """`count` insertion points of a store, evenly spaced from the first to the last."""
+    import numpy as np
+
+    from growcert.store import open_store
+
+    groups = list(open_store(store).attrs["groups"])
+    positions = np.unique(np.round(np.linspace(0, len(groups) - 1, min(count, len(groups)))).astype(int))
+    return [groups[i] for i in positions]
+
+
 def torch_threads(threads: int) -> None:
     import torch
 
@@ -72,7 +83,10 @@ def cmd_intervene(args: argparse.Namespace) -> None:
     from growcert.intervene import run_interventions
 
     torch_threads(args.threads)
-    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), _settings(args.settings), log=_log)
+    settings = _settings(args.settings)
+    if "max_points" in settings:
+        settings["points"] = spaced_points(args.store, settings.pop("max_points"))
+    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), settings, log=_log)
     _write_csv(table, args.out)
 
 
