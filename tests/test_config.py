@@ -79,6 +79,10 @@ def with_change(path, value):
     (("grids", 0, "depths"), [10], "config key 'grids[0].depths[0]': resnet depth must be 6n+2"),
     (("grids", 0, "train", "checkpoints"), [5000], "config key 'grids[0].train.checkpoints[0]': step 5000 is beyond"),
     (("grids", 0, "dataset"), "shakespeare", "config key 'grids[0].dataset': family resnet cannot train on shakespeare"),
+    (("grokking", "adamw", "baseline_weight_decay"), 0.5, "config key 'grokking.adamw.baseline_weight_decay': 0.5 is not one of"),
+    (("grokking", "batch_size"), 5000, "config key 'grokking.batch_size': 5000 is not below the 1081 training equations"),
+    (("alignment", "reference_MK"), [5, 5], "config key 'alignment.reference_MK': [5, 5] is not one of alignment.MK"),
+    (("intervene", "variants"), ["bias"], "config key 'intervene.variants[0]'"),
 ])
 def test_bad_config_is_one_line_naming_the_key(path, value, expected):
     with pytest.raises(ConfigError) as caught:

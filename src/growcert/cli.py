@@ -137,6 +137,19 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
                              figures / "p1_misalignment_vs_MK.png")
 
 
+def cmd_grokking(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert.tasks.grokking import grokking_claims, grokking_settings, plot_grokking, run_grokking
+
+    settings = grokking_settings(_settings(args.settings))
+    out = Path(args.out)
+    run_grokking(settings, out, log=_log, threads=args.threads)
+    plot_grokking(out / "curves.csv", args.figure)
+    _write_csv(pd.DataFrame(grokking_claims(out / "summary.csv", settings)), args.claims)
+    _write_csv(pd.read_csv(out / "summary.csv"), args.table)
+
+
 def cmd_summarize_training(args: argparse.Namespace) -> None:
     from growcert.summaries import training_table
 
@@ -233,6 +246,15 @@ def build_parser() -> argparse.ArgumentParser:
     interventions.add_argument("--out-claims", required=True)
     interventions.add_argument("--figure", required=True)
     interventions.set_defaults(handler=cmd_summarize_interventions)
+
+    grokking = stages.add_parser("grokking", help="P2 grokking: AdamW, Grokfast-EMA, PopulationRiskAdam on a/b mod p")
+    grokking.add_argument("--settings", default="{}", help="config key grokking, as JSON or @file")
+    grokking.add_argument("--out", required=True, help="folder for curves.csv, summary.csv, provenance.json")
+    grokking.add_argument("--figure", required=True)
+    grokking.add_argument("--claims", required=True)
+    grokking.add_argument("--table", required=True, help="steps-to-95 %% table for the report")
+    grokking.add_argument("--threads", type=int, default=1)
+    grokking.set_defaults(handler=cmd_grokking)
 
     summarize = stages.add_parser("summarize-training", help="tidy table of every run's evaluation history")
     summarize.add_argument("runs", nargs="+", help="run folders holding metrics.json")

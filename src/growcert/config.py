@@ -77,7 +77,22 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
     return config
 
 
+def _check_grokking(grokking: dict[str, Any]) -> None:
+    adamw, model = grokking["adamw"], grokking["model"]
+    if adamw["baseline_weight_decay"] not in adamw["weight_decays"]:
+        raise ConfigError(f"config key 'grokking.adamw.baseline_weight_decay': {adamw['baseline_weight_decay']} is not "
+                          f"one of grokking.adamw.weight_decays {adamw['weight_decays']}")
+    if model["width"] % model["heads"] or (model["width"] // model["heads"]) % 2:
+        raise ConfigError(f"config key 'grokking.model.heads': width {model['width']} / heads {model['heads']} must be "
+                          f"an even integer (RoPE rotates feature pairs)")
+    train_equations = round(grokking["train_fraction"] * grokking["p"] * (grokking["p"] - 1))
+    if grokking["batch_size"] is not None and grokking["batch_size"] >= train_equations:
+        raise ConfigError(f"config key 'grokking.batch_size': {grokking['batch_size']} is not below the "
+                          f"{train_equations} training equations (the population-risk gate needs batch noise)")
+
+
 def _check_cross_keys(config: dict[str, Any]) -> None:
+    _check_grokking(config["grokking"])
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}

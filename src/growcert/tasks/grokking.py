@@ -1,0 +1,328 @@
+"""Grokking on modular division, optimizers side by side (PAPERS.md P2).
+
+Task of Power et al. 2022, "Grokking: Generalization Beyond Overfitting on Small Algorithmic
+Datasets": equations "a ∘ b =" → c with c = a·b⁻¹ mod p, b ≠ 0, a seeded fraction of the p(p−1)
+equations for training. Model: the package's LLaMA-style decoder (2 layers, width 128, 4 heads by
+default) over p + 2 tokens (numbers, ∘, =), context 4, trained on the answer position only.
+
+Every optimizer starts from the same initial weights and sees the same split and the same batches
+(per seed), so differences are the optimizer's alone:
+- AdamW over a list of decoupled weight decays (the paper's baseline is the small-decay regime,
+  ≈ 0.01 here; with decay 1.0 AdamW alone groks fast, so the sweep is reported whole);
+- Grokfast-EMA (Lee et al. 2024, "Grokfast: Accelerated Grokking by Amplifying Slow Gradients")
+  as published: after backward, ema ← α·ema + (1−α)·grad, grad ← grad + λ·ema, on Adam with
+  L2-*coupled* weight decay (decoupling it breaks it, PAPERS.md calibration);
+- PopulationRiskAdam (streaming variance) over a list of decoupled weight decays (0 = the plain gate).
+Outputs: curves.csv, summary.csv, provenance.json; `plot_grokking` and `grokking_claims` read them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from growcert.models.llama import Llama, LlamaConfig
+from growcert.optim import PopulationRiskAdam
+from growcert.provenance import provenance
+
+# Defaults of the `grokking:` config section (schema: rules/schemas/config.schema.yaml); sized for
+# ~4-5 minutes on one CPU core. configs/paper.yaml sets p = 97 and the paper's budget.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "p": 47, "train_fraction": 0.5, "split_seed": 0, "seeds": [0], "steps": 3000, "batch_size": 128,
+    "eval_every": 100, "stop_at_test_acc": 0.99, "lr": 1e-3, "betas": [0.9, 0.98],
+    "model": {"width": 128, "depth": 2, "heads": 4, "mlp_hidden": None},
+    "adamw": {"weight_decays": [0.01, 1.0], "baseline_weight_decay": 0.01},
+    "grokfast": {"enabled": True, "alpha": 0.98, "lamb": 2.0, "weight_decay": 0.005},
+    "poprisk": {"weight_decays": [0.0, 1.0]},
+}
+CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction"]
+SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
+                   "seconds"]
+CLAIM = "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW"
+EVAL_CHUNK = 4096
+
+
+def grokking_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """DEFAULT_SETTINGS with `overrides` merged in (one level deep for the sub-sections)."""
+    settings = copy.deepcopy(DEFAULT_SETTINGS)
+    for key, value in (overrides or {}).items():
+        if key not in settings:
+            raise KeyError(f"unknown grokking setting {key!r}; known: {sorted(settings)}")
+        settings[key] = {**settings[key], **value} if isinstance(settings[key], dict) else value
+    return settings
+
+
+def division_equations(p: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every equation "a ∘ b =" (b ≠ 0) as tokens (p(p−1), 4) and its answer c = a·b⁻¹ mod p."""
+    if p < 3 or any(p % d == 0 for d in range(2, math.isqrt(p) + 1)):
+        raise ValueError(f"grokking p must be a prime >= 3 (division needs every b != 0 invertible), got p={p}")
+    a, b = torch.meshgrid(torch.arange(p), torch.arange(1, p), indexing="ij")
+    a, b = a.reshape(-1), b.reshape(-1)
+    inverse = torch.tensor([pow(int(value), -1, p) for value in range(1, p)])
+    answers = (a * inverse[b - 1]) % p
+    operator, equals = torch.full_like(a, p), torch.full_like(a, p + 1)
+    return torch.stack((a, operator, b, equals), dim=1), answers
+
+
+def split_indices(count: int, train_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Disjoint seeded train/held-out index sets covering range(count)."""
+    if not 0.0 < train_fraction < 1.0:
+        raise ValueError(f"grokking train_fraction must lie in (0, 1), got {train_fraction}")
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+    cut = round(train_fraction * count)
+    return order[:cut].sort().values, order[cut:].sort().values
+
+
+def build_model(settings: dict[str, Any]) -> Llama:
+    model = settings["model"]
+    if model["width"] % model["heads"]:
+        raise ValueError(f"grokking model width {model['width']} is not divisible by heads {model['heads']}")
+    return Llama(LlamaConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
+                             head_dim=model["width"] // model["heads"], mlp_hidden=model["mlp_hidden"], context=4))
+
+
+def answer_loss(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of the answer, predicted at the "=" position (the last of the four)."""
+    return F.cross_entropy(model(tokens)[:, -1, :], answers, reduction=reduction)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor) -> tuple[float, float]:
+    """Mean loss and accuracy over all of `tokens`, in chunks."""
+    loss_sum, correct = 0.0, 0
+    for start in range(0, len(tokens), EVAL_CHUNK):
+        logits = model(tokens[start:start + EVAL_CHUNK])[:, -1, :]
+        target = answers[start:start + EVAL_CHUNK]
+        loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
+        correct += (logits.argmax(dim=-1) == target).sum().item()
+    return loss_sum / len(tokens), correct / len(tokens)
+
+
+class GrokfastEMA:
+    """The published Grokfast-EMA gradient filter: amplify the slow (EMA) component of the gradient."""
+
+    def __init__(self, alpha: float, lamb: float):
+        self.alpha, self.lamb, self.ema = alpha, lamb, None
+
+    @torch.no_grad()
+    def __call__(self, model: nn.Module) -> None:
+        params = [p for p in model.parameters() if p.grad is not None]
+        if self.ema is None:  # the reference code starts the average at the first gradient
+            self.ema = [p.grad.detach().clone() for p in params]
+        for ema, p in zip(self.ema, params):
+            ema.mul_(self.alpha).add_(p.grad, alpha=1 - self.alpha)
+            p.grad.add_(ema, alpha=self.lamb)
+
+
+def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The optimizers compared, each {name, kind, weight_decay}, in a fixed order."""
+    arms = [{"name": f"AdamW wd={wd:g}", "kind": "adamw", "weight_decay": wd}
+            for wd in settings["adamw"]["weight_decays"]]
+    if settings["grokfast"]["enabled"]:
+        wd = settings["grokfast"]["weight_decay"]
+        arms.append({"name": f"Grokfast-EMA wd={wd:g} (L2)", "kind": "grokfast", "weight_decay": wd})
+    arms += [{"name": f"PopulationRiskAdam wd={wd:g}", "kind": "poprisk", "weight_decay": wd}
+             for wd in settings["poprisk"]["weight_decays"]]
+    return arms
+
+
+def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any], batch: int, train_size: int):
+    lr, betas, wd = settings["lr"], tuple(settings["betas"]), arm["weight_decay"]
+    # Every parameter is decayed, norms' gains included, as in Power et al. and the Grokfast code.
+    if arm["kind"] == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=wd), None
+    if arm["kind"] == "grokfast":
+        grokfast = settings["grokfast"]
+        return (torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
+                GrokfastEMA(grokfast["alpha"], grokfast["lamb"]))
+    if batch >= train_size:
+        raise ValueError(f"PopulationRiskAdam's streaming variance needs sampled minibatches, but batch_size "
+                         f"{batch} covers the {train_size} training equations; lower batch_size or raise p")
+    return PopulationRiskAdam(model.parameters(), lr=lr, betas=betas, weight_decay=wd, variance="streaming",
+                              batch_size=batch, train_size=train_size), None
+
+
+def first_step(history: list[dict[str, float]], key: str, threshold: float) -> int | None:
+    return next((int(row["step"]) for row in history if row[key] >= threshold), None)
+
+
+def train_arm(arm, settings, seed, initial_state, model, data, log) -> tuple[list[dict], dict]:
+    """Train one optimizer from `initial_state`; returns its curve rows and its summary row."""
+    train_tokens, train_answers, test_tokens, test_answers = data
+    model.load_state_dict(initial_state)
+    model.train()
+    train_size = len(train_tokens)
+    batch = min(settings["batch_size"] or train_size, train_size)
+    optimizer, grad_filter = make_optimizer(arm, model, settings, batch, train_size)
+    # The batch order depends on the seed only, so every optimizer sees the same batches.
+    batches = torch.Generator().manual_seed(seed + 1)
+    history: list[dict[str, float]] = []
+
+    def record(step: int) -> dict[str, float]:
+        model.eval()
+        train_loss, train_acc = evaluate(model, train_tokens, train_answers)
+        test_loss, test_acc = evaluate(model, test_tokens, test_answers)
+        model.train()
+        gated = getattr(optimizer, "last_gated_fraction", None)
+        row = {"optimizer": arm["name"], "seed": seed, "step": step, "train_acc": train_acc, "test_acc": test_acc,
+               "train_loss": train_loss, "test_loss": test_loss, "gated_fraction": math.nan if gated is None else gated}
+        history.append(row)
+        return row
+
+    record(0)
+    started, step = time.perf_counter(), 0
+    for step in range(1, settings["steps"] + 1):
+        if batch < train_size:
+            chosen = torch.randperm(train_size, generator=batches)[:batch]  # fresh batch, independent per step
+            tokens, answers = train_tokens[chosen], train_answers[chosen]
+        else:
+            tokens, answers = train_tokens, train_answers
+        optimizer.zero_grad(set_to_none=True)
+        loss = answer_loss(model, tokens, answers)
+        loss.backward()
+        if grad_filter is not None:
+            grad_filter(model)
+        optimizer.step()
+        if step % settings["eval_every"] == 0 or step == settings["steps"]:
+            row = record(step)
+            if step % (settings["eval_every"] * 20) == 0:
+                log(f"  {arm['name']} seed {seed} step {step}: train acc {row['train_acc']:.3f}  "
+                    f"held-out acc {row['test_acc']:.3f}  ({time.perf_counter() - started:.0f}s)")
+            stop = settings["stop_at_test_acc"]
+            if stop is not None and row["test_acc"] >= stop:
+                break
+    seconds = time.perf_counter() - started  # training and its evaluations
+    summary = {"optimizer": arm["name"], "weight_decay": arm["weight_decay"], "seed": seed,
+               "memorised_step": first_step(history, "train_acc", 0.99),
+               "step_95": first_step(history, "test_acc", 0.95), "step_99": first_step(history, "test_acc", 0.99),
+               "final_test_acc": history[-1]["test_acc"], "seconds": round(seconds, 2)}
+    log(f"{arm['name']} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
+        f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {step} steps ({seconds:.0f}s)")
+    return history, summary
+
+
+def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
+                 threads: int | None = None) -> dict[str, Any]:
+    """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run_grokking(grokking_settings(settings), Path(out_dir), log)
+    finally:
+        torch.set_num_threads(previous_threads)  # the thread count is process-wide: leave it as found
+
+
+def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.use_deterministic_algorithms(True)
+    # Small or no weight decay drives gradients and Adam moments into denormals on CPU, ~2x slower
+    # steps after a few thousand of them; flushing them does not change the trajectory (PAPERS.md P2).
+    torch.set_flush_denormal(True)
+
+    tokens, answers = division_equations(settings["p"])
+    train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
+    data = (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index])
+    arms = optimizer_arms(settings)
+    log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
+        f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, up to {settings['steps']} steps")
+
+    curves, summaries = [], []
+    for seed in settings["seeds"]:
+        torch.manual_seed(seed)
+        model = build_model(settings)
+        initial_state = copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
+        for arm in arms:
+            history, summary = train_arm(arm, settings, seed, initial_state, model, data, log)
+            curves += history
+            summaries.append(summary)
+
+    curves_table = pd.DataFrame(curves, columns=CURVE_COLUMNS)
+    summary_table = pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)
+    for column in ("memorised_step", "step_95", "step_99"):
+        summary_table[column] = summary_table[column].astype("Int64")  # missing = not reached
+    curves_table.to_csv(out_dir / "curves.csv", index=False)
+    summary_table.to_csv(out_dir / "summary.csv", index=False)
+    record = provenance(settings)
+    record["num_parameters"] = sum(p.numel() for p in model.parameters())
+    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
+    return {"curves": curves_table, "summary": summary_table, "provenance": record}
+
+
+def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
+    """Train and held-out accuracy against log step, one line per optimizer (band: range over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    curves = pd.read_csv(curves_csv)
+    curves = curves[curves["step"] > 0]  # a log axis has no step 0
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    for axis, (column, title) in zip(axes, (("train_acc", "train"), ("test_acc", "held-out"))):
+        sns.lineplot(curves, x="step", y=column, hue="optimizer", errorbar=("pi", 100), ax=axis,
+                     legend=column == "test_acc")
+        axis.set_xscale("log")
+        axis.set_title(f"{title} accuracy")
+        axis.set_ylabel("accuracy")
+        axis.axhline(0.95, color="grey", linewidth=0.7, linestyle=":")
+        axis.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the panel
+    figure.tight_layout()
+    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out_png, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+
+
+def _median_step(frame: pd.DataFrame) -> float:
+    """Median over seeds of step_95, with 'not reached' counted as +inf (so a majority unreached is inf)."""
+    return float(frame["step_95"].astype("Float64").fillna(math.inf).median())
+
+
+def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam arm,
+    medians over seeds. The arm is compared with AdamW in the paper's regime (small weight decay) and,
+    when the sweep has it, with AdamW at the arm's own weight decay; it holds only if it beats both,
+    so a large decay that speeds up AdamW as much cannot pass as the gate's doing."""
+    settings = grokking_settings(settings)
+    table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
+    baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
+    adamw = table[table["optimizer"].str.startswith("AdamW")]
+    adamw_steps = {wd: _median_step(frame) for wd, frame in adamw.groupby("weight_decay")}
+    if baseline_wd not in adamw_steps:
+        raise ValueError(f"no AdamW run with the baseline weight decay {baseline_wd}: add it to adamw.weight_decays")
+    fmt = lambda step: f"{step:,.0f}" if math.isfinite(step) else f"not by {cap:,}"  # noqa: E731
+    sweep = "; ".join(f"{name}: {fmt(_median_step(frame))}" for name, frame in table.groupby("optimizer", sort=False))
+    rows = []
+    poprisk = table[table["optimizer"].str.startswith("PopulationRiskAdam")]
+    for (name, wd), frame in poprisk.groupby(["optimizer", "weight_decay"], sort=False):
+        steps = _median_step(frame)
+        rivals = {baseline_wd: adamw_steps[baseline_wd]}
+        if wd in adamw_steps:
+            rivals[wd] = adamw_steps[wd]
+        parts = []
+        for rival_wd, rival in rivals.items():
+            ratio = ("" if not math.isfinite(steps) else f" ({rival / steps:.1f}×)" if math.isfinite(rival)
+                     else f" (> {cap / steps:.1f}×, AdamW capped)")
+            parts.append(f"vs AdamW wd={rival_wd:g}: {fmt(rival)}{ratio}")
+        holds = "not reached" if not math.isfinite(steps) else all(steps < rival for rival in rivals.values())
+        rows.append({
+            "paper": "P2", "claim": CLAIM, "paper_value": "5,950 vs 29,450 (4.9×)",
+            "this_run": f"{name}: {fmt(steps)} " + "; ".join(parts),
+            "holds": holds,
+            "note": (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
+                     f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, {len(frame)} seed(s). The paper's "
+                     f"baseline is AdamW with small weight decay (wd={baseline_wd:g} here); holds = fewer steps "
+                     f"than it and than AdamW at the same decay. Whole sweep (median step to 95 %): {sweep}."),
+        })
+    return rows
