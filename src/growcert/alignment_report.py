@@ -105,7 +105,9 @@ def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> int:
     """p̂ per mode with Wilson bars; B_exact, B_align where determined. Returns the undetermined count."""
     for mode, series in frame.groupby("mode"):
         series = series.groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
-        axis.errorbar(series[x], series["p_hat"], yerr=[series["p_hat"] - series["p_lo"], series["p_hi"] - series["p_hat"]],
+        below = (series["p_hat"] - series["p_lo"]).clip(lower=0)
+        above = (series["p_hi"] - series["p_hat"]).clip(lower=0)
+        axis.errorbar(series[x], series["p_hat"], yerr=[below, above],
                       marker="o", capsize=2, label=f"p̂ ({mode})")
     iid = frame[frame["mode"] == "iid"].groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
     # Certificates only where the held-out moments are determined (NaN otherwise): a raw bound from a
@@ -122,12 +124,14 @@ def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> int:
 def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int], out_width: str | Path,
                       out_mk: str | Path) -> None:
     final = deepest_point(last_step(misalignment))
+    # One depth per family (the deepest trained), so each line is one model per width.
+    final = final[final["depth"] == final.groupby(PANEL)["depth"].transform("max")]
     at_reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1])]
     figure = None
     for axis, title, frame in _panels(at_reference):
         figure = axis.figure
         missing = _certificate_lines(axis, frame, "width")
-        axis.set(xlabel="width", title=f"{title}, M = {reference_mk[0]}, K = {reference_mk[1]}, last point\n"
+        axis.set(xlabel="width", title=f"{title}, M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}, last point\n"
                                        f"certificates undetermined at {missing} of {frame['width'].nunique()} widths")
     if figure is not None:
         save_figure(figure, out_width)
