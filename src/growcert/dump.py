@@ -23,7 +23,7 @@ from growcert.capture import capture_batch, native_dims
 from growcert.checkpoint import load_checkpoint
 from growcert.data import PreparedDataset
 from growcert.provenance import provenance
-from growcert.store import GroupSpec, StoreWriter
+from growcert.store import GroupSpec, StoreWriter, sample_chunk
 
 LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean_over_tokens"}
 
@@ -31,8 +31,8 @@ LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean
 class ChunkBuffer:
     """Collects one group's captured rows and hands them out in whole chunks of that group."""
 
-    def __init__(self, writer: StoreWriter, group: str):
-        self.group, self.chunk = group, writer.chunks[group]
+    def __init__(self, group: str, chunk: int):
+        self.group, self.chunk = group, chunk
         self.parts: list[dict[str, np.ndarray]] = []
         self.buffered = self.written = 0
 
@@ -86,23 +86,30 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
         "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},
     }
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
-    writer = StoreWriter(out, specs, split, examples.index, labels, attrs, group_attrs)
+    chunks = {spec.name: sample_chunk(spec, len(examples)) for spec in specs}
     log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
-        f"of {checkpoint} -> {out} (chunks of {min(writer.chunks.values())}-{max(writer.chunks.values())} samples)")
-
-    buffers = {name: ChunkBuffer(writer, name) for name in points}
+        f"of {checkpoint} -> {out} (chunks of {min(chunks.values())}-{max(chunks.values())} samples)")
+    buffers = {name: ChunkBuffer(name, chunks[name]) for name in points}
     started = time.perf_counter()
-    # One background writer: compressing and writing chunks (which releases the GIL) overlaps the
-    # next batch's passes; at most one write is in flight, so memory stays at a few chunks.
-    background = ThreadPoolExecutor(max_workers=1)
+    # Background writers: creating the store's template, then compressing and writing whole chunks
+    # (zarr and blosc release the GIL), overlap the passes. While batches are captured at most one
+    # write is in flight, so memory stays at a few chunks; the last chunks of every group are written
+    # in parallel once the passes are done.
+    background = ThreadPoolExecutor(max_workers=2)
+    creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs)
     pending: list[Future] = []
+
+    def write_all(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
+        writer = creating.result()
+        for item in ready:
+            writer.write(*item)
 
     def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
         if not ready:
             return
         while pending:
             pending.pop().result()  # re-raises a failed write here
-        pending.append(background.submit(lambda: [writer.write(*item) for item in ready]))
+        pending.append(background.submit(write_all, ready))
 
     batch_size = settings["batch_size"]
     total_batches = -(-len(examples) // batch_size)
@@ -113,10 +120,10 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
         if number % max(1, total_batches // 10) == 0 or number == total_batches:
             log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                 f"examples captured, {time.perf_counter() - started:.1f}s")
-    submit([item for name in points for item in buffers[name].drain()])
-    while pending:
-        pending.pop().result()
+    pending.extend(background.submit(write_all, buffers[name].drain()) for name in points)
+    for future in pending:
+        future.result()
     background.shutdown()
-    path = writer.finish()
+    path = creating.result().finish()
     log(f"done: {path} in {time.perf_counter() - started:.1f}s")
     return path
