@@ -15,6 +15,7 @@ include: "rules/train.smk"
 include: "rules/dump.smk"
 include: "rules/alignment.smk"
 include: "rules/interventions.smk"
+include: "rules/depth.smk"
 include: "rules/poprisk.smk"
 include: "rules/report.smk"
 

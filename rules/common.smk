@@ -18,6 +18,7 @@ RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{see
 
 wildcard_constraints:
     family="resnet|llama",
+    experiment=r"[a-z]+_[a-z0-9_]+_w\d+_d\d+",
     dataset="[a-z0-9_]+",
     width=r"\d+",
     depth=r"\d+",
@@ -81,3 +82,23 @@ def per_store(template):
 
 def alignment_settings(wildcards=None):
     return json.dumps(config["alignment"], sort_keys=True)
+
+
+DEPTH = f"{RESULTS}/stats/depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+GROW = f"{RESULTS}/grow/{{experiment}}"
+
+
+def grow_experiments():
+    """Folder names of the growth experiments: family_dataset_w{width}_d{base}."""
+    return [f"{e['family']}_{e['dataset']}_w{e['width']}_d{e['base_depth']}" for e in config["grow"]["experiments"]]
+
+
+def grow_settings_json(wildcards):
+    from growcert.grow import grow_settings
+
+    return json.dumps(grow_settings(config, grow_experiments().index(wildcards.experiment)), sort_keys=True)
+
+
+def grow_dataset(wildcards):
+    experiment = config["grow"]["experiments"][grow_experiments().index(wildcards.experiment)]
+    return prepared_dataset(experiment["dataset"])

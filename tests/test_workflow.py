@@ -62,7 +62,7 @@ def test_ci_dag_builds_every_target(ci_run):
                 log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0.log"
                 assert "step" in log.read_text()  # progress is visible in the rule log
     for figure in ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
-                   "p1_interventions"):
+                   "p1_interventions", "p2_grokking", "p3_depth", "p3_growth"):
         assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
     claims = pd.concat([pd.read_csv(path) for path in (results / "claims").glob("*.csv")])
     assert {"d_align increases with width", "B_align ≥ B_exact ≥ p̂ (iid)",
@@ -108,8 +108,9 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
     per_checkpoint = len(grid["train"]["checkpoints"])
     expected = {"dump_gradients": per_checkpoint, "estimate_alignment": per_checkpoint,
-                "estimate_misalignment": per_checkpoint, "intervene": 1, "summarize_training": 1,
-                "summarize_alignment": 1, "summarize_interventions": 1, "plot_training": 1, "report": 1, "all": 1}
+                "estimate_misalignment": per_checkpoint, "estimate_depth": per_checkpoint, "intervene": 1,
+                "summarize_training": 1, "summarize_alignment": 1, "summarize_interventions": 1, "summarize_depth": 1,
+                "summarize_growth": 1, "plot_training": 1, "report": 1, "all": 1}
     assert planned_jobs(follow_up) == expected, follow_up.stdout[-3000:]
 
 

@@ -150,6 +150,45 @@ def cmd_grokking(args: argparse.Namespace) -> None:
     _write_csv(pd.read_csv(out / "summary.csv"), args.table)
 
 
+def cmd_estimate_depth(args: argparse.Namespace) -> None:
+    from growcert.depth import estimate_depth
+
+    torch_threads(args.threads)
+    _write_csv(estimate_depth(args.store, _settings(args.settings), log=_log), args.out)
+
+
+def cmd_summarize_depth(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert.depth import plot_depth, recommend_depth
+
+    settings = _settings(args.settings)
+    table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
+    _write_csv(table, args.out_table)
+    _write_csv(recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"]),
+               args.out_decision)
+    plot_depth(table, args.figure)
+
+
+def cmd_grow(args: argparse.Namespace) -> None:
+    from growcert.data import load_prepared
+    from growcert.grow import grow_and_compare
+
+    grow_and_compare(_settings(args.settings), load_prepared(args.data), args.out, log=_log, threads=args.threads)
+
+
+def cmd_summarize_growth(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from growcert.grow import depth_claims, plot_growth
+
+    growth = pd.concat([pd.read_csv(Path(folder) / "growth.csv") for folder in args.runs], ignore_index=True)
+    depth = pd.read_csv(args.depth)
+    _write_csv(growth, args.out_table)
+    _write_csv(pd.DataFrame(depth_claims(depth, growth)), args.out_claims)
+    plot_growth(growth, args.figure)
+
+
 def cmd_summarize_training(args: argparse.Namespace) -> None:
     from growcert.summaries import training_table
 
@@ -255,6 +294,36 @@ def build_parser() -> argparse.ArgumentParser:
     grokking.add_argument("--table", required=True, help="steps-to-95 %% table for the report")
     grokking.add_argument("--threads", type=int, default=1)
     grokking.set_defaults(handler=cmd_grokking)
+
+    depth = stages.add_parser("estimate-depth", help="first-order value of a zero-output block at every point of a store")
+    depth.add_argument("--store", required=True)
+    depth.add_argument("--settings", required=True, help="config key depth, as JSON or @file")
+    depth.add_argument("--out", required=True)
+    depth.add_argument("--threads", type=int, default=1)
+    depth.set_defaults(handler=cmd_estimate_depth)
+
+    depth_summary = stages.add_parser("summarize-depth", help="pool depth tables: saturation decision and figure")
+    depth_summary.add_argument("tables", nargs="+")
+    depth_summary.add_argument("--settings", required=True, help="config key depth, as JSON or @file")
+    depth_summary.add_argument("--out-table", required=True)
+    depth_summary.add_argument("--out-decision", required=True)
+    depth_summary.add_argument("--figure", required=True)
+    depth_summary.set_defaults(handler=cmd_summarize_depth)
+
+    grow = stages.add_parser("grow", help="grow a shallow net with zero-output blocks vs training from scratch")
+    grow.add_argument("--data", required=True)
+    grow.add_argument("--settings", required=True, help="one growth experiment (growcert.grow.grow_settings)")
+    grow.add_argument("--out", required=True, help="folder for growth.csv and selection.csv")
+    grow.add_argument("--threads", type=int, default=1)
+    grow.set_defaults(handler=cmd_grow)
+
+    growth_summary = stages.add_parser("summarize-growth", help="pool growth tables: figure and P3 claims")
+    growth_summary.add_argument("runs", nargs="+", help="grow output folders")
+    growth_summary.add_argument("--depth", required=True, help="pooled depth table")
+    growth_summary.add_argument("--out-table", required=True)
+    growth_summary.add_argument("--out-claims", required=True)
+    growth_summary.add_argument("--figure", required=True)
+    growth_summary.set_defaults(handler=cmd_summarize_growth)
 
     summarize = stages.add_parser("summarize-training", help="tidy table of every run's evaluation history")
     summarize.add_argument("runs", nargs="+", help="run folders holding metrics.json")

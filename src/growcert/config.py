@@ -91,8 +91,28 @@ def _check_grokking(grokking: dict[str, Any]) -> None:
                           f"{train_equations} training equations (the population-risk gate needs batch noise)")
 
 
+def _check_grow(config: dict[str, Any]) -> None:
+    for index, experiment in enumerate(config["grow"]["experiments"]):
+        where = f"grow.experiments[{index}]"
+        family = experiment["family"]
+        if (family == "llama") != (experiment["dataset"] == "shakespeare"):
+            raise ConfigError(f"config key '{where}.dataset': family {family} cannot train on {experiment['dataset']}")
+        depths = [("base_depth", experiment["base_depth"]), ("deeper_depth", experiment["deeper_depth"])]
+        for key, depth in depths:
+            if depth is not None and family == "resnet" and (depth < 8 or (depth - 2) % 6):
+                raise ConfigError(f"config key '{where}.{key}': resnet depth must be 6n+2 with n >= 1, got {depth}")
+        if experiment["deeper_depth"] is not None and experiment["deeper_depth"] <= experiment["base_depth"]:
+            raise ConfigError(f"config key '{where}.deeper_depth': {experiment['deeper_depth']} is not deeper than base_depth")
+        if family == "llama" and experiment["width"] % config["models"]["llama"]["head_dim"]:
+            raise ConfigError(f"config key '{where}.width': {experiment['width']} is not a multiple of models.llama.head_dim")
+        points = experiment["base_depth"] + 1 if family == "llama" else 3 * (experiment["base_depth"] - 2) // 6 + 1
+        if experiment["blocks"] > points:
+            raise ConfigError(f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points")
+
+
 def _check_cross_keys(config: dict[str, Any]) -> None:
     _check_grokking(config["grokking"])
+    _check_grow(config)
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}

@@ -1,0 +1,87 @@
+rule estimate_depth:
+    input:
+        store=STORE,
+    output:
+        table=DEPTH,
+    params:
+        settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
+    log:
+        f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 3000 * attempt,
+        runtime=lambda wildcards, attempt: 20 * attempt,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert estimate-depth --store {input.store} --settings {params.settings:q} --out {output.table} "
+        "--threads {threads} > {log} 2>&1"
+
+
+rule grow_model:
+    input:
+        info=grow_dataset,
+    output:
+        run=directory(GROW),
+    params:
+        settings=grow_settings_json,
+        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+    log:
+        f"{RESULTS}/logs/grow_model/{{experiment}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/grow_model/{{experiment}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 60 * attempt,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert grow --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
+        "--threads {threads} > {log} 2>&1"
+
+
+localrules:
+    summarize_depth,
+    summarize_growth,
+
+
+rule summarize_depth:
+    input:
+        tables=per_store(DEPTH),
+    output:
+        table=f"{RESULTS}/stats/depth.csv",
+        decision=f"{RESULTS}/tables/p3_recommended_depth.csv",
+        figure=f"{RESULTS}/figures/p3_depth.png",
+    params:
+        settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
+    log:
+        f"{RESULTS}/logs/summarize_depth.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summarize_depth.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert summarize-depth {input.tables} --settings {params.settings:q} --out-table {output.table} "
+        "--out-decision {output.decision} --figure {output.figure} > {log} 2>&1"
+
+
+rule summarize_growth:
+    input:
+        runs=expand(GROW, experiment=grow_experiments()),
+        depth=f"{RESULTS}/stats/depth.csv",
+    output:
+        table=f"{RESULTS}/tables/p3_growth.csv",
+        claims=f"{RESULTS}/claims/p3_depth.csv",
+        figure=f"{RESULTS}/figures/p3_growth.png",
+    log:
+        f"{RESULTS}/logs/summarize_growth.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summarize_growth.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert summarize-growth {input.runs} --depth {input.depth} --out-table {output.table} "
+        "--out-claims {output.claims} --figure {output.figure} > {log} 2>&1"
