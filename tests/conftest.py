@@ -18,3 +18,26 @@ def prepared(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+LLAMA_TINY = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0}
+
+
+def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8):
+    """Train a tiny model for a few steps into `folder`; returns its last checkpoint."""
+    from growcert.train import train_model
+
+    if model is None:
+        model = dict(LLAMA_TINY) if family == "llama" else {}
+    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": model,
+                "train": {"steps": steps, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
+                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [steps], "eval_every": steps,
+                          "eval_examples": 16, "single_pass": True}}
+    train_model(settings, data, folder, log=lambda _: None)
+    return folder / f"step{steps}.pt"
+
+
+@pytest.fixture(scope="session")
+def train_tiny():
+    """train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8) -> checkpoint path."""
+    return _train_tiny

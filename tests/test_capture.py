@@ -9,7 +9,6 @@ from growcert.capture import capture_batch
 from growcert.checkpoint import load_checkpoint
 from growcert.dump import dump_gradients
 from growcert.store import open_group
-from growcert.train import train_model
 
 DUMP = {"train_examples": 24, "test_examples": 16, "batch_size": 7, "seed": 1, "points": None}
 
@@ -30,21 +29,10 @@ def relative_error(a, b):
     return float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)) / max(np.linalg.norm(np.asarray(b, np.float64)), 1e-30))
 
 
-def trained_run(prepared, tmp_path_factory, family, dataset, width, depth):
-    model_options = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
-    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": model_options,
-                "train": {"steps": 8, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [8], "eval_every": 8,
-                          "eval_examples": 16, "single_pass": True}}
-    folder = tmp_path_factory.mktemp(f"run-{family}")
-    train_model(settings, prepared(dataset), folder, log=lambda _: None)
-    return folder / "step8.pt"
-
-
 @pytest.fixture(scope="module", params=[("resnet", "digits", 1, 14), ("llama", "shakespeare", 16, 3)], ids=["resnet", "llama"])
-def dumped(request, prepared, tmp_path_factory):
+def dumped(request, prepared, tmp_path_factory, train_tiny):
     family, dataset, width, depth = request.param
-    checkpoint = trained_run(prepared, tmp_path_factory, family, dataset, width, depth)
+    checkpoint = train_tiny(prepared(dataset), tmp_path_factory.mktemp(f"run-{family}"), family, dataset, width, depth)
     store = tmp_path_factory.mktemp(f"store-{family}") / "step8.zarr"
     dump_gradients(checkpoint, prepared(dataset), store, DUMP, log=lambda _: None)
     return checkpoint, store, prepared(dataset)

@@ -13,10 +13,9 @@ from growcert.models import build_model
 from growcert.models.blocks import insert_block, insert_blocks, make_block
 from growcert.stats import depth as stats
 from growcert.store import GroupSpec, StoreWriter, open_group, open_store
-from growcert.train import train_model
 
 DUMP = {"train_examples": 24, "test_examples": 24, "batch_size": 8, "seed": 1, "points": None}
-LLAMA = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0}
+LLAMA = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0}  # same as conftest.LLAMA_TINY
 FAMILIES = [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 2)]
 
 
@@ -50,16 +49,11 @@ def test_insertion_leaves_the_function_bit_identical(prepared, family, dataset, 
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=["resnet", "llama"])
-def dumped(request, prepared, tmp_path_factory):
+def dumped(request, prepared, tmp_path_factory, train_tiny):
     """A tiny model trained for 8 steps, and its gradient store."""
     family, dataset, width, depth = request.param
-    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0,
-                "model": LLAMA if family == "llama" else {},
-                "train": {"steps": 8, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [8], "eval_every": 8,
-                          "eval_examples": 16, "single_pass": True}}
     folder = tmp_path_factory.mktemp(f"depth-{family}")
-    train_model(settings, prepared(dataset), folder, log=lambda _: None)
+    train_tiny(prepared(dataset), folder, family, dataset, width, depth, model=LLAMA if family == "llama" else {})
     dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", DUMP, log=lambda _: None)
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 

@@ -10,7 +10,6 @@ from growcert.intervene import (COLUMNS, VARIANTS, check_pairing, disjoint_draws
                                 plot_interventions, prepare_intervention, resolve_settings, run_interventions,
                                 stored_examples, summarize_interventions)
 from growcert.store import open_group, open_store, split_of
-from growcert.train import train_model
 
 DUMP = {"train_examples": 32, "test_examples": 32, "batch_size": 16, "seed": 1, "points": None}
 SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed": 3}
@@ -18,16 +17,11 @@ SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed"
 
 @pytest.fixture(scope="module", params=[("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 2)],
                 ids=["resnet", "llama"])
-def dumped(request, prepared, tmp_path_factory):
+def dumped(request, prepared, tmp_path_factory, train_tiny):
     """A tiny model trained for 8 steps, and its gradient store."""
     family, dataset, width, depth = request.param
-    options = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
-    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": options,
-                "train": {"steps": 8, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [8], "eval_every": 8,
-                          "eval_examples": 16, "single_pass": True}}
     folder = tmp_path_factory.mktemp(f"intervene-{family}")
-    train_model(settings, prepared(dataset), folder, log=lambda _: None)
+    train_tiny(prepared(dataset), folder, family, dataset, width, depth)
     dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", DUMP, log=lambda _: None)
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 

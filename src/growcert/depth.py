@@ -226,6 +226,8 @@ def plot_depth(table: pd.DataFrame, out_png: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from growcert.plots import save_figure
+
     shown = table[(table["pool"] == "test") & (table["step"] == table.groupby(["family", "dataset"])["step"].transform("max"))]
     panels = list(shown.groupby(["family", "dataset"]))
     figure, axes = plt.subplots(max(1, len(panels)), 4, figsize=(17, 3.6 * max(1, len(panels))), squeeze=False)
@@ -251,6 +253,4 @@ def plot_depth(table: pd.DataFrame, out_png: str | Path) -> None:
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)
     figure.tight_layout()
-    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_png, dpi=110, bbox_inches="tight")
-    plt.close(figure)
+    save_figure(figure, out_png)

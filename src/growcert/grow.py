@@ -265,6 +265,8 @@ def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from growcert.plots import save_figure
     import seaborn as sns
 
     panels = list(table.groupby(["family", "dataset", "width"]))
@@ -291,9 +293,7 @@ def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
         left.grid(alpha=0.3)
         right.grid(alpha=0.3)
     figure.tight_layout()
-    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_png, dpi=110, bbox_inches="tight")
-    plt.close(figure)
+    save_figure(figure, out_png)
 
 
 def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:

@@ -295,6 +295,8 @@ def plot_interventions(table: pd.DataFrame, out_png: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from growcert.plots import save_figure
     import seaborn as sns
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -315,9 +317,7 @@ def plot_interventions(table: pd.DataFrame, out_png: str | Path) -> None:
               ylabel="observed / predicted (median over draws, points)", title="where first order stops holding")
     right.legend(fontsize=7)
     figure.tight_layout()
-    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_png, dpi=110, bbox_inches="tight")
-    plt.close(figure)
+    save_figure(figure, out_png)
 
 
 def intervention_claims(table: pd.DataFrame, tolerance: float = 0.05) -> list[dict[str, Any]]:

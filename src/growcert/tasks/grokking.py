@@ -264,6 +264,8 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from growcert.plots import save_figure
     import seaborn as sns
 
     curves = pd.read_csv(curves_csv)
@@ -279,9 +281,7 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
         axis.grid(alpha=0.3)
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the panel
     figure.tight_layout()
-    Path(out_png).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out_png, dpi=110, bbox_inches="tight")
-    plt.close(figure)
+    save_figure(figure, out_png)
 
 
 def _median_step(frame: pd.DataFrame) -> float:
