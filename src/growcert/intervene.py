@@ -36,7 +36,8 @@ from growcert.batches import Examples, examples_at
 from growcert.checkpoint import load_checkpoint
 from growcert.data import PreparedDataset
 from growcert.dump import dump_examples
-from growcert.models.residual import ResidualParameter, ZeroOutputBlock, block_seed
+from growcert.models.blocks import family_layout, make_block
+from growcert.models.residual import ResidualParameter
 from growcert.stats import reduce_examples
 from growcert.store import open_group, open_store, split_of
 
@@ -116,16 +117,11 @@ def _stored(group: xr.Dataset, variable: str, rows: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.asarray(group[variable].isel(sample=rows).values, dtype=np.float64))
 
 
-def _family_layout(family: str) -> tuple[int, str]:
-    """(feature axis of the stream counted from the end, the block's normalisation u) per family."""
-    return {"resnet": (-3, "identity"), "llama": (-1, "rms")}[family]
-
-
 def prepare_intervention(group: xr.Dataset, family: str, point: str, variant: str, train_rows: np.ndarray,
-                         test_rows: np.ndarray, settings: dict[str, Any], norm_eps: float = 1e-6,
+                         test_rows: np.ndarray, settings: dict[str, Any],
                          dtype: torch.dtype = torch.float64) -> Intervention:
     """Build the zero-weight module of `variant` for `point` and its D_M, D_K, unit from the store."""
-    channel_dim, norm = _family_layout(family)
+    channel_dim, _ = family_layout(family)
     z_train = _stored(group, "z", train_rows)
     features = z_train.shape[channel_dim]
     positions = z_train[0].numel() // features
@@ -141,10 +137,10 @@ def prepare_intervention(group: xr.Dataset, family: str, point: str, variant: st
         unit = stream_rms * (np.sqrt(positions) if variant == "per_position" else 1.0)
         train_gradient, test_gradient = (torch.from_numpy(mean[name]).reshape(shape) for name in ("train", "test"))
     else:
-        hidden = settings["block_hidden"] or 2 * features
-        # Built in float64 so the store side (D_M, D_K, u) is computed at full precision, then cast.
-        module = ZeroOutputBlock(features, hidden, channel_dim, norm, block_seed(settings["seed"], point),
-                                 norm_eps=norm_eps, dtype=torch.float64)
+        # The P3 block itself (models/blocks.py), built in float64 so the store side (D_M, D_K, u) is
+        # computed at full precision, then cast.
+        module = make_block(family, features, point, hidden=settings["block_hidden"], seed=settings["seed"],
+                            dtype=torch.float64)
         train_gradient = module.weight_gradient(z_train, _stored(group, "q", train_rows))
         test_gradient = module.weight_gradient(_stored(group, "z", test_rows), _stored(group, "q", test_rows))
         feature_rms = float((module.hidden(z_train).square().sum() / (len(train_rows) * positions)).sqrt())
@@ -236,7 +232,6 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
         held_out.append(examples)
         base.append(float(losses.mean()))
 
-    norm_eps = getattr(getattr(model, "config", None), "norm_eps", 1e-6)
     identity = {key: attrs[key] for key in ("family", "dataset", "width", "depth", "seed", "step")}
     rows = []
     for point in points:
@@ -244,7 +239,7 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
         for variant in settings["variants"]:
             for draw, (train_rows, test_rows) in enumerate(draws):
                 intervention = prepare_intervention(group, attrs["family"], point, variant, train_rows, test_rows,
-                                                    settings, norm_eps=norm_eps, dtype=dtype)
+                                                    settings, dtype=dtype)
                 with inserted(model, point, intervention.module) as module:
                     for epsilon in map(float, settings["epsilons"]):
                         with torch.no_grad():
