@@ -41,3 +41,21 @@ def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8
 def train_tiny():
     """train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8) -> checkpoint path."""
     return _train_tiny
+
+
+def _planned_jobs(output: str) -> dict[str, int]:
+    """{rule: count} from the job-stats table Snakemake prints for a (dry) run."""
+    lines = output.splitlines()
+    counts = {}
+    for line in lines[lines.index("Job stats:") + 3:] if "Job stats:" in lines else []:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+@pytest.fixture(scope="session")
+def planned_jobs():
+    """planned_jobs(snakemake_output_text) -> {rule: count} (the workflow and the SLURM tests share it)."""
+    return _planned_jobs

@@ -80,20 +80,8 @@ def test_second_run_has_nothing_to_do(ci_run):
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def planned_jobs(result):
-    """{rule: count} from the job-stats table of a dry run."""
-    lines = (result.stdout + result.stderr).splitlines()
-    counts = {}
-    for line in lines[lines.index("Job stats:") + 3:] if "Job stats:" in lines else []:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
-
-
 @pytest.mark.slow
-def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
+def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jobs):
     # Snakemake does not rebuild a deleted intermediate while everything downstream is up to date
     # (snakemake issue 1978): asking for it rebuilds just that run, and the next plain run then
     # updates only the tables, figures and report that read it.
@@ -102,7 +90,7 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
     shutil.rmtree(victim)
     plan = snakemake("--configfile", "configs/ci.yaml", "--dry-run", str(victim), results=ci_run)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert planned_jobs(plan) == {"train_model": 1}, plan.stdout[-3000:]
+    assert planned_jobs(plan.stdout + plan.stderr) == {"train_model": 1}, plan.stdout[-3000:]
     rebuilt = snakemake(str(victim), "--configfile", "configs/ci.yaml", results=ci_run)
     assert rebuilt.returncode == 0 and (victim / "metrics.json").is_file(), rebuilt.stderr[-2000:]
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
@@ -111,16 +99,16 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run):
                 "estimate_misalignment": per_checkpoint, "estimate_depth": per_checkpoint, "intervene": 1,
                 "summarize_training": 1, "summarize_alignment": 1, "summarize_interventions": 1, "summarize_depth": 1,
                 "summarize_growth": 1, "plot_training": 1, "report": 1, "all": 1}
-    assert planned_jobs(follow_up) == expected, follow_up.stdout[-3000:]
+    assert planned_jobs(follow_up.stdout + follow_up.stderr) == expected, follow_up.stdout[-3000:]
 
 
-def test_paper_grid_plans_without_error(tmp_path):
+def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
     result = snakemake("--configfile", "configs/paper.yaml", "--dry-run", results=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     with open(ROOT / "configs" / "paper.yaml") as handle:
         grids = yaml.safe_load(handle)["grids"]
     expected = sum(len(g["widths"]) * len(g["depths"]) * len(g["seeds"]) for g in grids)
-    assert planned_jobs(result)["train_model"] == expected
+    assert planned_jobs(result.stdout + result.stderr)["train_model"] == expected
 
 
 def test_bad_config_fails_with_one_line_naming_the_key(tmp_path):

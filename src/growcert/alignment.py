@@ -28,7 +28,6 @@ from growcert.stats.certificates import certificate_columns
 from growcert.store import open_group, open_store, split_of
 
 IDENTITY = ["family", "dataset", "width", "depth", "seed", "step"]
-MODES = ("iid", "train_test")
 
 
 def store_identity(path: str | Path) -> dict[str, Any]:

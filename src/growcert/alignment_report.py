@@ -127,24 +127,23 @@ def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
     # One depth per family (the deepest trained), so each line is one model per width.
     final = final[final["depth"] == final.groupby(PANEL)["depth"].transform("max")]
     at_reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1])]
-    figure = None
-    for axis, title, frame in _panels(at_reference):
-        figure = axis.figure
-        missing = _certificate_lines(axis, frame, "width")
-        axis.set(xlabel="width", title=f"{title}, M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}, last point\n"
-                                       f"certificates undetermined at {missing} of {frame['width'].nunique()} widths")
-    if figure is not None:
-        save_figure(figure, out_width)
+    _certificate_figure(at_reference, "width", out_width,
+                        lambda frame: f"M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}")
     widest = final[final["width"] == final.groupby(PANEL)["width"].transform("max")]
-    symmetric = widest[widest["M"] == widest["K"]]
+    _certificate_figure(widest[widest["M"] == widest["K"]], "M", out_mk, lambda frame: "widest model")
+
+
+def _certificate_figure(table: pd.DataFrame, x: str, out: str | Path, describe) -> None:
+    """One panel per family/dataset x reduction: p̂ and the certificates against `x` (width or M = K)."""
     figure = None
-    for axis, title, frame in _panels(symmetric):
+    for axis, title, frame in _panels(table):
         figure = axis.figure
-        missing = _certificate_lines(axis, frame, "M")
-        axis.set(xlabel="M = K", title=f"{title}, widest model, last point\n"
-                                       f"certificates undetermined at {missing} of {frame['M'].nunique()} (M, K)")
+        missing = _certificate_lines(axis, frame, x)
+        label = "width" if x == "width" else "M = K"
+        axis.set(xlabel=label, title=f"{title}, {describe(frame)}, last point\n"
+                                     f"certificates undetermined at {missing} of {frame[x].nunique()} values of {label}")
     if figure is not None:
-        save_figure(figure, out_mk)
+        save_figure(figure, out)
 
 
 def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:

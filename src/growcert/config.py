@@ -152,10 +152,6 @@ class Run:
     depth: int
     seed: int
 
-    @property
-    def tag(self) -> str:
-        return f"w{self.width}_d{self.depth}_s{self.seed}"
-
 
 def training_runs(config: dict[str, Any]) -> list[Run]:
     """Every (family, dataset, width, depth, seed) the config trains, in grid order."""

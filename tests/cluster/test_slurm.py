@@ -114,18 +114,6 @@ def cancel_unfinished(job_ids):
         subprocess.run(["scancel", *unfinished], capture_output=True, timeout=30)
 
 
-def planned_jobs(output):
-    """{rule: count} from the job-stats table of a dry run."""
-    lines = output.splitlines()
-    counts = {}
-    for line in lines[lines.index("Job stats:") + 3:] if "Job stats:" in lines else []:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
-
-
 def run_dir(results, family, dataset, width, depth, seed=0):
     return results / "models" / family / dataset / f"w{width}_d{depth}_s{seed}"
 
@@ -226,7 +214,7 @@ def cancel_a_running_job(process, log, rule, deadline):
     pytest.fail(f"no {rule} job could be cancelled while running; snakemake output:\n{log.read_text()[-3000:]}")
 
 
-def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_run, tmp_path):
+def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_run, tmp_path, planned_jobs):
     # Only the resnet grid's stores (its training runs and dumps): the whole DAG ran above, and
     # this keeps the test to a few minutes.
     resnet = [grid for grid in ci_config()["grids"] if grid["family"] == "resnet"]

@@ -37,8 +37,7 @@ def build_model(family: str, width: int, depth: int, data_info: dict[str, Any],
 
         if data_info["kind"] != "image":
             raise ValueError(f"family 'resnet' needs an image dataset, got kind {data_info['kind']!r}")
-        channels, height, width_px = data_info["shape"]
-        config = ResNetConfig(width=width, depth=depth, in_channels=channels,
+        config = ResNetConfig(width=width, depth=depth, in_channels=data_info["shape"][0],
                               num_classes=data_info["num_classes"], **options)
         return ResNet(config)
     if family == "llama":

@@ -105,7 +105,3 @@ def insert_blocks(model: nn.Module, points: Sequence[str], **options) -> list[Ze
     """`insert_block` at each of `points` (same options); returns the blocks in that order."""
     return [insert_block(model, point, **options) for point in points]
 
-
-def inserted_blocks(model: nn.Module) -> dict[str, int]:
-    """How many blocks each point carries (points without any are left out)."""
-    return {name: len(point.inserted) for name, point in model.points.items() if len(point.inserted)}
