@@ -5,6 +5,8 @@ import json
 from snakemake.exceptions import WorkflowError
 
 from growcert.config import ConfigError, Run, load_schema, run_steps, train_settings, training_runs, validate_config
+from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
+from growcert.config import preference_reference_run, preference_runs
 
 try:
     validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
@@ -17,7 +19,7 @@ RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{see
 
 
 wildcard_constraints:
-    family="resnet|llama",
+    family="resnet|llama|hf",
     experiment=r"[a-z]+_[a-z0-9_]+_w\d+_d\d+",
     dataset="[a-z0-9_]+",
     width=r"\d+",
@@ -57,12 +59,15 @@ INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{d
 
 
 def intervention_targets():
-    """Per run: the last checkpoint, or every checkpoint (config intervene.checkpoints)."""
+    """Per run: the last checkpoint, or every checkpoint (config intervene.checkpoints); pretrained models
+    when config pretrained.intervene is true."""
     targets = []
     for run in training_runs(config):
         steps = run_steps(config, run)
         for step in steps if config["intervene"]["checkpoints"] == "all" else steps[-1:]:
             targets.append(INTERVENTIONS.format(**vars(run), step=step))
+    if config["pretrained"]["intervene"]:
+        targets += [INTERVENTIONS.format(**vars(run), step=step) for run, step in pretrained_stores(config)]
     return targets
 
 
@@ -77,7 +82,9 @@ P1_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs
 
 
 def per_store(template):
-    return [template.format(**vars(run), step=step) for run in training_runs(config) for step in run_steps(config, run)]
+    """`template` for every gradient store: each trained run's checkpoints, then each pretrained model."""
+    stores = [(run, step) for run in training_runs(config) for step in run_steps(config, run)]
+    return [template.format(**vars(run), step=step) for run, step in stores + pretrained_stores(config)]
 
 
 def alignment_settings(wildcards=None):
@@ -102,3 +109,87 @@ def grow_settings_json(wildcards):
 def grow_dataset(wildcards):
     experiment = config["grow"]["experiments"][grow_experiments().index(wildcards.experiment)]
     return prepared_dataset(experiment["dataset"])
+
+
+# Pretrained Hugging Face models (family hf, config key pretrained): their stores and interventions come
+# from the rules dump_pretrained / intervene_pretrained, which read a checkpoint folder instead of a run.
+PRETRAINED_STORE = f"{RESULTS}/grads/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
+PRETRAINED_INTERVENTIONS = f"{RESULTS}/interventions/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+
+
+def pretrained_of(wildcards):
+    run = Run("hf", wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed))
+    return pretrained_model(config, run, int(wildcards.step))
+
+
+def pretrained_folder(wildcards):
+    return pretrained_checkpoint(config, pretrained_of(wildcards))
+
+
+def pretrained_input(wildcards):
+    """The checkpoint's config.json when its folder exists (a replaced checkpoint reruns the dump); nothing
+    otherwise, so that `growcert dump` looks in the Hugging Face cache and names the fix when it is missing."""
+    config_json = os.path.join(pretrained_folder(wildcards), "config.json")
+    return [config_json] if os.path.isfile(config_json) else []
+
+
+def pretrained_hf_settings(wildcards):
+    return json.dumps(pretrained_settings(config, pretrained_of(wildcards)), sort_keys=True)
+
+
+def pretrained_dump_settings(wildcards):
+    return json.dumps({**config["dump"], **config["pretrained"]["dump"]}, sort_keys=True)
+
+
+def pretrained_parameters(wildcards):
+    """~12·width²·depth: the parameters of a decoder of that width and depth (embeddings aside)."""
+    return 12 * int(wildcards.width) ** 2 * int(wildcards.depth)
+
+
+def pretrained_mem_mb(bytes_per_parameter):
+    """mem_mb of a pretrained model's job: its parameters at `bytes_per_parameter`, as much again for
+    activations, plus 4 GB; doubled on a retry."""
+    return lambda wildcards, attempt: attempt * (4000 + 2 * bytes_per_parameter * pretrained_parameters(wildcards) // 2**20)
+
+
+def pretrained_runtime(wildcards, attempt):
+    """An hour plus a forward-backward pass over every dumped token (6 flops per parameter and token) at a
+    conservative 20 GFLOP/s per thread: pythia-6.9b's 512 x 128 tokens on 8 threads take ~4.5 h.
+    Doubled on a retry."""
+    dump = json.loads(pretrained_dump_settings(wildcards))
+    tokens = (dump["train_examples"] + dump["test_examples"]) * config["pretrained"]["context"]
+    seconds = 6 * pretrained_parameters(wildcards) * tokens / (2e10 * config["pretrained"]["threads"])
+    return attempt * (60 + int(seconds) // 60)
+
+
+def depth_settings(wildcards):
+    """config depth, with config pretrained.depth overriding it for the pretrained models' stores."""
+    overrides = config["pretrained"]["depth"] if wildcards.family == "hf" else {}
+    return json.dumps({**config["depth"], **overrides}, sort_keys=True)
+
+
+def depth_mem_mb(wildcards, attempt):
+    """2 GB plus the largest per-point array of block gradients the stage may hold (depth.max_feature_mb,
+    raised for large pretrained models); doubled on a retry."""
+    return attempt * (2000 + json.loads(depth_settings(wildcards))["max_feature_mb"])
+
+
+def depth_runtime(wildcards, attempt):
+    """20 minutes; a pretrained model's store (up to tens of GB) gets its dump's time. Doubled on a retry."""
+    return pretrained_runtime(wildcards, attempt) if wildcards.family == "hf" else 20 * attempt
+
+
+def preference_reference(wildcards):
+    """The trained llama run DPO starts from (config preference.reference); none with preference.hf_model."""
+    run = preference_reference_run(config)
+    return [] if run is None else RUN_DIR.format(**vars(run))
+
+
+# The self-contained P2 experiments (growcert.experiments): each trains its own small models from its
+# config section and writes its folder, figure, claim rows and report table.
+P2_EXPERIMENTS = ["grokking", "pinn", "theory"] + (["preference"] if preference_runs(config) else [])
+
+
+def experiment_outputs(name):
+    return {"summary": f"{RESULTS}/{name}/summary.csv", "figure": f"{RESULTS}/figures/p2_{name}.png",
+            "claims": f"{RESULTS}/claims/p2_{name}.csv", "table": f"{RESULTS}/tables/p2_{name}.csv"}

@@ -4,15 +4,15 @@ rule estimate_depth:
     output:
         table=DEPTH,
     params:
-        settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
+        settings=depth_settings,
     log:
         f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 3000 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        mem_mb=depth_mem_mb,
+        runtime=depth_runtime,
     conda:
         "../envs/growcert.yaml"
     shell:

@@ -1,4 +1,6 @@
 rule dump_gradients:
+    wildcard_constraints:
+        family="resnet|llama",
     input:
         run=RUN_DIR,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
@@ -21,3 +23,30 @@ rule dump_gradients:
     shell:
         "growcert dump --checkpoint {params.checkpoint} --data {params.data_dir} --settings {params.settings:q} "
         "--out {output.store} --threads {threads} > {log} 2>&1"
+
+
+# A pretrained Hugging Face model (config key pretrained): the same dump, from its checkpoint folder.
+rule dump_pretrained:
+    input:
+        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+        checkpoint=pretrained_input,
+    output:
+        store=directory(PRETRAINED_STORE),
+    params:
+        settings=pretrained_dump_settings,
+        hf=pretrained_hf_settings,
+        checkpoint=pretrained_folder,
+        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+    log:
+        f"{RESULTS}/logs/dump_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/dump_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+    threads: config["pretrained"]["threads"]
+    resources:
+        mem_mb=pretrained_mem_mb(4),
+        runtime=pretrained_runtime,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert dump --checkpoint {params.checkpoint:q} --hf {params.hf:q} --data {params.data_dir} "
+        "--settings {params.settings:q} --out {output.store} --threads {threads} > {log} 2>&1"

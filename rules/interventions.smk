@@ -1,4 +1,6 @@
 rule intervene:
+    wildcard_constraints:
+        family="resnet|llama",
     input:
         run=RUN_DIR,
         store=STORE,
@@ -22,6 +24,34 @@ rule intervene:
     shell:
         "growcert intervene --checkpoint {params.checkpoint} --store {input.store} --data {params.data_dir} "
         "--settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
+
+
+# The same interventions on a pretrained Hugging Face model (config pretrained.intervene).
+rule intervene_pretrained:
+    input:
+        store=PRETRAINED_STORE,
+        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+        checkpoint=pretrained_input,
+    output:
+        table=PRETRAINED_INTERVENTIONS,
+    params:
+        settings=intervene_settings,
+        hf=pretrained_hf_settings,
+        checkpoint=pretrained_folder,
+        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+    log:
+        f"{RESULTS}/logs/intervene_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/intervene_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+    threads: config["pretrained"]["threads"]
+    resources:
+        mem_mb=pretrained_mem_mb(8),
+        runtime=pretrained_runtime,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert intervene --checkpoint {params.checkpoint:q} --hf {params.hf:q} --store {input.store} "
+        "--data {params.data_dir} --settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
 
 
 localrules:

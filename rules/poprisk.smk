@@ -1,23 +1,50 @@
-rule grokking:
+# The self-contained P2 experiments (growcert.experiments); outputs from experiment_outputs (common.smk).
+rule p2_experiment:
     output:
-        summary=f"{RESULTS}/grokking/summary.csv",
-        curves=f"{RESULTS}/grokking/curves.csv",
-        figure=f"{RESULTS}/figures/p2_grokking.png",
-        claims=f"{RESULTS}/claims/p2_grokking.csv",
-        table=f"{RESULTS}/tables/p2_grokking_steps.csv",
+        **experiment_outputs("{task}"),
+    wildcard_constraints:
+        task="grokking|pinn|theory",
     params:
-        settings=lambda wildcards: json.dumps(config["grokking"], sort_keys=True),
+        settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     log:
-        f"{RESULTS}/logs/grokking.log",
+        f"{RESULTS}/logs/{{task}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/grokking.tsv"
-    threads: config["threads"]["grokking"]
+        f"{RESULTS}/benchmarks/{{task}}.tsv"
+    threads: lambda wildcards: config["threads"][wildcards.task]
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert grokking --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
+        "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
         "--claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"
+
+
+# DPO starts from a llama the pipeline pretrained on Shakespeare (config preference.reference), or from a
+# local Hugging Face checkpoint (config preference.hf_model), which then replaces that input.
+rule preference:
+    input:
+        reference=preference_reference,
+        info=lambda wildcards: prepared_dataset("shakespeare"),
+    output:
+        **experiment_outputs("preference"),
+    params:
+        settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),
+        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+        reference=lambda wildcards, input: f"--reference {input.reference}" if input.reference else "",
+        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+    log:
+        f"{RESULTS}/logs/preference.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/preference.tsv"
+    threads: config["threads"]["preference"]
+    resources:
+        mem_mb=lambda wildcards, attempt: 8000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert preference --settings {params.settings:q} {params.reference} --data {params.data_dir} --out {params.out_dir} "
+        "--figure {output.figure} --claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"

@@ -23,12 +23,14 @@ rule report:
         training=f"{RESULTS}/stats/training.csv",
         figures=[f"{RESULTS}/figures/training_grid.png", f"{RESULTS}/figures/p1_interventions.png"]
         + [f"{RESULTS}/figures/{name}.png" for name in P1_FIGURES]
-        + [f"{RESULTS}/figures/p2_grokking.png", f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"],
+        + [experiment_outputs(name)["figure"] for name in P2_EXPERIMENTS]
+        + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"],
         claims=[f"{RESULTS}/claims/p1_interventions.csv", f"{RESULTS}/claims/p1_alignment.csv",
-                f"{RESULTS}/claims/p2_grokking.csv", f"{RESULTS}/claims/p3_depth.csv"],
+                f"{RESULTS}/claims/p3_depth.csv"]
+        + [experiment_outputs(name)["claims"] for name in P2_EXPERIMENTS],
         tables=[f"{RESULTS}/tables/p1_interventions_summary.csv", f"{RESULTS}/tables/p1_alignment_summary.csv",
-                f"{RESULTS}/tables/p2_grokking_steps.csv", f"{RESULTS}/tables/p3_recommended_depth.csv",
-                f"{RESULTS}/tables/p3_growth.csv"],
+                f"{RESULTS}/tables/p3_recommended_depth.csv", f"{RESULTS}/tables/p3_growth.csv"]
+        + [experiment_outputs(name)["table"] for name in P2_EXPERIMENTS],
     output:
         html=f"{RESULTS}/report.html",
     params:

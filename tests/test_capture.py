@@ -9,24 +9,9 @@ from growcert.capture import capture_batch
 from growcert.checkpoint import load_checkpoint
 from growcert.dump import dump_gradients
 from growcert.store import open_group
+from helpers import relative_error, single_example
 
 DUMP = {"train_examples": 24, "test_examples": 16, "batch_size": 7, "seed": 1, "points": None}
-
-
-def single_example(model, inputs, target, point):
-    """z and ∇_z of one example's loss, computed with that example alone in the batch."""
-    kept = {}
-    handle = model.points[point].register_forward_hook(lambda module, args, output: kept.setdefault("z", output))
-    try:
-        loss = model.per_example_loss(model(inputs[None]), target[None]).sum()
-        (gradient,) = torch.autograd.grad(loss, kept["z"])
-    finally:
-        handle.remove()
-    return kept["z"][0].detach(), gradient[0]
-
-
-def relative_error(a, b):
-    return float(np.linalg.norm(np.asarray(a, np.float64) - np.asarray(b, np.float64)) / max(np.linalg.norm(np.asarray(b, np.float64)), 1e-30))
 
 
 @pytest.fixture(scope="module", params=[("resnet", "digits", 1, 14), ("llama", "shakespeare", 16, 3)], ids=["resnet", "llama"])

@@ -73,6 +73,6 @@ def native_dims(family: str, shape: tuple[int, ...]) -> tuple[str, ...]:
     """Dim names of one example's activation at a point, by family (DESIGN.md §4)."""
     if family == "resnet" and len(shape) == 3:
         return ("channel", "height", "width")
-    if family == "llama" and len(shape) == 2:
+    if family in ("llama", "hf") and len(shape) == 2:
         return ("token", "feature")
     raise ValueError(f"no native dims for family {family!r} with activation shape {shape}")

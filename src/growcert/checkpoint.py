@@ -4,6 +4,8 @@ A checkpoint is one `torch.save` file holding the state dict, the family, width,
 the prepared dataset's `info`, the family options, the training step and the
 provenance block. `load_checkpoint` rebuilds the network through `build_model`, so
 every later stage (dump, interventions, growth) gets the same model the trainer had.
+`load_model` is what the stages that run a model call: such a checkpoint, or a pretrained
+Hugging Face causal LM (family `hf`, `models/hf.py`) with the text re-read through its tokenizer.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from growcert.errors import CheckpointError
+from growcert.errors import CheckpointError, ConfigError
 from growcert.models import build_model
 
 
@@ -53,3 +55,29 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[nn.Mod
     model.eval()
     metadata = {key: value for key, value in payload.items() if key != "state_dict"}
     return model, metadata
+
+
+def load_model(checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any], Any]:
+    """(model in eval mode, metadata, `data` as the model reads it), for every stage that runs a model.
+
+    Without `hf`: a growcert checkpoint (`stepN.pt`) and the prepared dataset unchanged. With `hf` (the
+    settings of `growcert.models.hf.HFSettings`, `{}` for the defaults): `checkpoint` is a pretrained
+    Hugging Face causal LM (a folder, or a repository id in the local cache) of the family `hf`, and a
+    text dataset is re-read through the checkpoint's tokenizer when it has one (`data/tokenized.py`).
+    """
+    if hf is None:
+        model, metadata = load_checkpoint(checkpoint)
+        return model, metadata, data
+    # imported here: only pretrained models need them (and the optional transformers behind them)
+    from growcert.data.tokenized import tokenized
+    from growcert.models.hf import load_pretrained
+
+    if data.kind != "text":
+        raise ConfigError(f"family 'hf' reads text; dataset {data.name!r} is {data.kind}")
+    model, metadata = load_pretrained(checkpoint, hf)
+    if model.tokenizer is not None:
+        def encode(texts):
+            return model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+
+        data = tokenized(data, encode, metadata["store_attrs"]["tokenizer"], model.vocab_size)
+    return model, metadata, data

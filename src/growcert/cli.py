@@ -64,12 +64,21 @@ def cmd_train(args: argparse.Namespace) -> None:
     train_model(_settings(args.settings), load_prepared(args.data), args.out, threads=args.threads, log=_log)
 
 
+def _hf_settings(text: str | None) -> dict[str, Any] | None:
+    """--hf: None for a growcert checkpoint, else the pretrained model's settings (models.hf.HFSettings)."""
+    return None if text is None else _settings(text)
+
+
+HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
+           "with these settings as JSON or @file, '{}' for the defaults (growcert.models.hf.HFSettings)")
+
+
 def cmd_dump(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.dump import dump_gradients
 
     dump_gradients(args.checkpoint, load_prepared(args.data), args.out, _settings(args.settings),
-                   threads=args.threads, log=_log)
+                   threads=args.threads, log=_log, hf=_hf_settings(args.hf))
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
@@ -86,7 +95,8 @@ def cmd_intervene(args: argparse.Namespace) -> None:
     settings = _settings(args.settings)
     if "max_points" in settings:
         settings["points"] = spaced_points(args.store, settings.pop("max_points"))
-    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), settings, log=_log)
+    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), settings, log=_log,
+                              hf=_hf_settings(args.hf))
     _write_csv(table, args.out)
 
 
@@ -137,17 +147,12 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
                              figures / "p1_misalignment_vs_MK.png")
 
 
-def cmd_grokking(args: argparse.Namespace) -> None:
-    import pandas as pd
+def cmd_experiment(args: argparse.Namespace) -> None:
+    from growcert.experiments import EXPERIMENTS, run_experiment
 
-    from growcert.tasks.grokking import grokking_claims, grokking_settings, plot_grokking, run_grokking
-
-    settings = grokking_settings(_settings(args.settings))
-    out = Path(args.out)
-    run_grokking(settings, out, log=_log, threads=args.threads)
-    plot_grokking(out / "curves.csv", args.figure)
-    _write_csv(pd.DataFrame(grokking_claims(out / "summary.csv", settings)), args.claims)
-    _write_csv(pd.read_csv(out / "summary.csv"), args.table)
+    inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
+    run_experiment(args.stage, _settings(args.settings), args.out, args.figure, args.claims, args.table,
+                   threads=args.threads, log=_log, **inputs)
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
@@ -232,12 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(handler=cmd_train)
 
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
-    dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run")
+    dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
     dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
     dump.add_argument("--settings", default='{"train_examples": 512, "test_examples": 512, "batch_size": 64, '
                       '"seed": 0, "points": null}', help="dump settings as JSON, or @file (config key dump)")
     dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
     dump.add_argument("--threads", type=int, default=1)
+    dump.add_argument("--hf", default=None, help=HF_HELP)
     dump.set_defaults(handler=cmd_dump)
 
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
@@ -276,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     intervene.add_argument("--settings", default="{}", help="intervention settings as JSON, or @file (config key intervene)")
     intervene.add_argument("--out", required=True, help="tidy CSV, one row per point x variant x draw x epsilon")
     intervene.add_argument("--threads", type=int, default=1)
+    intervene.add_argument("--hf", default=None, help=HF_HELP)
     intervene.set_defaults(handler=cmd_intervene)
 
     interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, claims")
@@ -286,14 +293,24 @@ def build_parser() -> argparse.ArgumentParser:
     interventions.add_argument("--figure", required=True)
     interventions.set_defaults(handler=cmd_summarize_interventions)
 
-    grokking = stages.add_parser("grokking", help="P2 grokking: AdamW, Grokfast-EMA, PopulationRiskAdam on a/b mod p")
-    grokking.add_argument("--settings", default="{}", help="config key grokking, as JSON or @file")
-    grokking.add_argument("--out", required=True, help="folder for curves.csv, summary.csv, provenance.json")
-    grokking.add_argument("--figure", required=True)
-    grokking.add_argument("--claims", required=True)
-    grokking.add_argument("--table", required=True, help="steps-to-95 %% table for the report")
-    grokking.add_argument("--threads", type=int, default=1)
-    grokking.set_defaults(handler=cmd_grokking)
+    from growcert.experiments import EXPERIMENTS
+
+    for experiment in EXPERIMENTS.values():  # grokking, pinn, preference, theory: one shape of command
+        command = stages.add_parser(experiment.name, help=experiment.help)
+        command.add_argument("--settings", default="{}", help=f"config key {experiment.name}, as JSON or @file")
+        command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json")
+        command.add_argument("--figure", required=True)
+        command.add_argument("--claims", required=True)
+        command.add_argument("--table", required=True, help="the experiment's table for the report")
+        command.add_argument("--threads", type=int, default=1)
+        if "reference_checkpoint" in experiment.inputs:
+            command.add_argument("--reference", dest="reference_checkpoint", default=None,
+                                 help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
+                                      "not needed when the settings name hf_model")
+        if "data" in experiment.inputs:
+            command.add_argument("--data", default=None, help="prepared Shakespeare folder (default: prepared "
+                                 "afresh with the reference run's dataset settings)")
+        command.set_defaults(handler=cmd_experiment)
 
     depth = stages.add_parser("estimate-depth", help="first-order value of a zero-output block at every point of a store")
     depth.add_argument("--store", required=True)

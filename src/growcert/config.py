@@ -43,6 +43,15 @@ def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
             _fill_defaults(item, schema["items"])
 
 
+def section_defaults(section: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The defaults of one top-level config section, from the schema: the single source of the
+    defaults that the experiment modules (grokking, pinn, preference, theory) use on their own."""
+    schema = load_schema() if schema is None else schema
+    defaults: dict[str, Any] = {}
+    _fill_defaults(defaults, schema["properties"][section])
+    return defaults
+
+
 def key_path(path: Any) -> str:
     """Render a jsonschema error path as `grids[0].train.steps`."""
     rendered = ""
@@ -110,9 +119,52 @@ def _check_grow(config: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points")
 
 
+def _check_pretrained(pretrained: dict[str, Any]) -> None:
+    """Each pretrained model names its own results folder: (width, depth, seed, step) and names are unique."""
+    folders: dict[tuple[int, int, int, int], int] = {}
+    names: dict[str, int] = {}
+    for index, model in enumerate(pretrained["models"]):
+        where = f"pretrained.models[{index}]"
+        if model["name"] in names:
+            raise ConfigError(f"config key '{where}.name': {model['name']} is already pretrained.models[{names[model['name']]}]")
+        names[model["name"]] = index
+        folder = (model["width"], model["depth"], model["seed"], model["step"])
+        if folder in folders:
+            raise ConfigError(f"config key '{where}': {model['name']} has the width, depth, seed and step of "
+                              f"pretrained.models[{folders[folder]}], which name its results folder; label one with "
+                              f"another step or seed")
+        folders[folder] = index
+
+
+def preference_runs(config: dict[str, Any]) -> bool:
+    """Whether the pipeline runs the DPO experiment: it needs a local Hugging Face model (preference.hf_model)
+    or a llama trained on Shakespeare; a config without either (an image-only study) skips it."""
+    return bool(config["preference"]["hf_model"]) or any(
+        grid["family"] == "llama" and grid["dataset"] == "shakespeare" for grid in config["grids"])
+
+
+def preference_reference_run(config: dict[str, Any]) -> Run | None:
+    """The llama/shakespeare run DPO starts from: config preference.reference, or the grid's first run;
+    None when preference.hf_model replaces it or the config trains no such run (DPO is then skipped)."""
+    preference = config["preference"]
+    if preference["hf_model"] or not preference_runs(config):
+        return None
+    runs = [run for run in training_runs(config) if (run.family, run.dataset) == ("llama", "shakespeare")]
+    if preference["reference"] is None:
+        return runs[0]
+    run = Run("llama", "shakespeare", **preference["reference"])
+    if run not in runs:
+        raise ConfigError(f"config key 'preference.reference': no llama/shakespeare grid trains width {run.width}, "
+                          f"depth {run.depth}, seed {run.seed}; name one of its runs, null for its first, "
+                          f"or set preference.hf_model")
+    return run
+
+
 def _check_cross_keys(config: dict[str, Any]) -> None:
     _check_grokking(config["grokking"])
     _check_grow(config)
+    _check_pretrained(config["pretrained"])
+    preference_reference_run(config)
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}
@@ -185,3 +237,35 @@ def settings_hash(settings: dict[str, Any]) -> str:
     """Stable short hash of a settings dict (canonical JSON)."""
     canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# Pretrained Hugging Face models (config key `pretrained`, family `hf`): analysed, never trained.
+PRETRAINED_FAMILY = "hf"
+HF_KEYS = ("context", "tokenizer", "allow_download")  # the pretrained section's keys every model shares
+
+
+def pretrained_stores(config: dict[str, Any]) -> list[tuple[Run, int]]:
+    """(run, step) of every pretrained model's gradient store, in config order."""
+    pretrained = config["pretrained"]
+    return [(Run(PRETRAINED_FAMILY, pretrained["dataset"], model["width"], model["depth"], model["seed"]), model["step"])
+            for model in pretrained["models"]]
+
+
+def pretrained_model(config: dict[str, Any], run: Run, step: int) -> dict[str, Any]:
+    """The `pretrained.models` entry whose results folder is (run, step)."""
+    for (candidate, candidate_step), model in zip(pretrained_stores(config), config["pretrained"]["models"]):
+        if (candidate, candidate_step) == (run, step):
+            return model
+    raise ConfigError(f"config key 'pretrained.models': no model with width {run.width}, depth {run.depth}, "
+                      f"seed {run.seed}, step {step} on {run.dataset}")
+
+
+def pretrained_checkpoint(config: dict[str, Any], model: dict[str, Any]) -> str:
+    """The checkpoint folder of a pretrained model: its `path`, else checkpoint_root/name."""
+    return model["path"] or str(Path(config["pretrained"]["checkpoint_root"]) / model["name"])
+
+
+def pretrained_settings(config: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """What `growcert dump --hf` / `intervene --hf` need for one model (growcert.models.hf.HFSettings)."""
+    shared = {key: config["pretrained"][key] for key in HF_KEYS}
+    return {**shared, **{key: model[key] for key in ("repo", "name", "width", "depth", "step", "seed")}}

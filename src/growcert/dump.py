@@ -20,12 +20,13 @@ import zarr
 
 from growcert.batches import Examples, fixed_examples
 from growcert.capture import capture_batch, native_dims
-from growcert.checkpoint import load_checkpoint
+from growcert.checkpoint import load_model
 from growcert.data import PreparedDataset
 from growcert.provenance import provenance
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
 
-LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean_over_tokens"}
+LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean_over_tokens",
+              "hf": "next_token_cross_entropy_mean_over_tokens"}
 
 
 class ChunkBuffer:
@@ -64,10 +65,13 @@ def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int 
 
 
 def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any],
-                   threads: int = 1, log: Callable[[str], None] = print) -> Path:
-    """Write the gradient store of `checkpoint` to `out`; returns the store path."""
+                   threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None) -> Path:
+    """Write the gradient store of `checkpoint` to `out`; returns the store path.
+
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`checkpoint.load_model`).
+    """
     torch.set_num_threads(threads)
-    model, meta = load_checkpoint(checkpoint)
+    model, meta, data = load_model(checkpoint, data, hf)
     family = meta["family"]
     context = meta["model_options"].get("context") if data.info["kind"] == "text" else None
     examples, split = dump_examples(data, settings, context)
@@ -84,6 +88,7 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
         "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
         "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
         "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},
+        **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
     chunks = {spec.name: sample_chunk(spec, len(examples)) for spec in specs}

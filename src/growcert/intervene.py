@@ -33,7 +33,7 @@ import xarray as xr
 from torch import nn
 
 from growcert.batches import Examples, examples_at
-from growcert.checkpoint import load_checkpoint
+from growcert.checkpoint import load_model
 from growcert.data import PreparedDataset
 from growcert.dump import dump_examples
 from growcert.models.blocks import family_layout, make_block
@@ -207,10 +207,14 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
 
 
 def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedDataset,
-                      settings: dict[str, Any] | None = None, log: Callable[[str], None] = print) -> pd.DataFrame:
-    """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table)."""
+                      settings: dict[str, Any] | None = None, log: Callable[[str], None] = print,
+                      hf: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
+
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`checkpoint.load_model`).
+    """
     settings = resolve_settings(settings)
-    model, meta = load_checkpoint(checkpoint)
+    model, meta, data = load_model(checkpoint, data, hf)
     attrs = dict(open_store(store).attrs)
     check_pairing(checkpoint, store, meta, attrs, data)
     dtype = getattr(torch, settings["dtype"])

@@ -30,6 +30,10 @@ PAPER_CLAIMS = [
     ("P2", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW", "2.4× faster"),
     ("P2", "noisy DPO: final reward accuracy", "0.566 → 0.641"),
     ("P2", "noisy DPO: mean absolute reward drift", "3.05× smaller"),
+    ("P2", "reservoir is invisible to the test set (G_Q on ker W_S)", "0 (Prop. 3.2)"),
+    ("P2", "label noise in the reservoir is benign", "benign (reservoir noise invisible to the test set)"),
+    ("P2", "train–test coupling residual R_⊥ = 0 under squared loss", "0 (squared loss); not 0 in general"),
+    ("P2", "SGD drift grows as T, fluctuation as √T", "T¹ and T^½"),
     ("P3", "first-order value of an inserted block falls with depth and plateaus", "plateau"),
     ("P3", "grown networks match networks trained from scratch", "match or beat"),
 ]

@@ -3,6 +3,8 @@
 Families:
 - `resnet`: CIFAR-style ResNet, depth 6n+2, channel-width multiplier k (16k/32k/64k), BatchNorm.
 - `llama`: decoder-only byte LM, RMSNorm pre-norm, RoPE, SwiGLU, bias-free; width = d_model.
+- `hf`: a pretrained Hugging Face causal LM (Pythia/GPT-NeoX, GPT-2, Qwen2), loaded from a checkpoint
+  folder by `models.hf.load_pretrained` (never built here); width = hidden size, depth = layers.
 
 Every model built here is an `nn.Module` with
 - `points`: an `nn.ModuleDict` of `InsertionPoint`s (`block0` ... `block{L}`), in stream order;
@@ -21,7 +23,7 @@ from torch import nn
 
 from growcert.models.points import InsertionPoint, point_names
 
-FAMILIES = ("resnet", "llama")
+FAMILIES = ("resnet", "llama", "hf")
 
 
 def build_model(family: str, width: int, depth: int, data_info: dict[str, Any],
@@ -47,6 +49,9 @@ def build_model(family: str, width: int, depth: int, data_info: dict[str, Any],
             raise ValueError(f"family 'llama' needs a text dataset, got kind {data_info['kind']!r}")
         config = LlamaConfig(width=width, depth=depth, vocab_size=data_info["vocab_size"], **options)
         return Llama(config)
+    if family == "hf":
+        raise ValueError("family 'hf' is loaded from a pretrained checkpoint (growcert.models.hf.load_pretrained), "
+                         "not built from a width and a depth")
     raise ValueError(f"unknown model family {family!r} (known: {', '.join(FAMILIES)})")
 
 

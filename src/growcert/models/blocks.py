@@ -11,6 +11,12 @@ computes the block's features from stored z with `ZeroOutputBlock.hidden`), the 
     family   stream              u(z)                         W_in (seeded by block_seed(seed, point))
     resnet   (C, H, W), post-ReLU identity (BN-at-init, see residual.py)  (hidden × C), 1×1
     llama    (T, D)              RMSNorm without gain (pre-norm)          (hidden × D), per token
+    hf       (T, D)              RMSNorm without gain (pre-norm)          (hidden × D), per token
+
+For pretrained Hugging Face models (`hf`) the inserted block is this project's block, not a copy of the
+checkpoint's own layer type: a pre-norm per-token MLP added to the stream a decoder layer's residual add
+left (GPT-2 and Pythia normalise with LayerNorm, Qwen2 with RMSNorm; the block's gain-free RMSNorm is the
+scale normalisation they share, so its features do not depend on the stream's scale, which grows with depth).
 
 hidden defaults to 2 × the stream's features, as in the interventions. Why 1×1 and not a 3×3 W_in on
 ResNets: the first-order value is then Σ_positions q hᵀ with h computed position by position from the
@@ -33,7 +39,7 @@ from torch import nn
 from growcert.models.residual import ZeroOutputBlock, block_seed
 
 # (feature axis of the stream counted from the end, the block's normalisation u) per family.
-FAMILY_LAYOUT = {"resnet": (-3, "identity"), "llama": (-1, "rms")}
+FAMILY_LAYOUT = {"resnet": (-3, "identity"), "llama": (-1, "rms"), "hf": (-1, "rms")}
 NORM_EPS = 1e-6  # the block's own RMSNorm epsilon (LlamaConfig's default; not a model option)
 
 
@@ -62,12 +68,14 @@ def point_index(point: str) -> int:
 
 
 def stream_features(model: nn.Module, point: str) -> int:
-    """Channels (resnet) or features (llama) of the residual stream at `point`."""
+    """Channels (resnet) or features (llama, hf) of the residual stream at `point`."""
     index = point_index(point)
     if point not in model.points:
         raise ValueError(f"unknown insertion point {point!r}; the model has {list(model.points)}")
     if model.family == "llama":
         return model.config.width
+    if model.family == "hf":
+        return model.width
     if model.family == "resnet":
         # block0 sits after the stem; block i after residual block i, whose last BatchNorm sets the channels
         return model.stem[1].num_features if index == 0 else model.blocks[index - 1].bn2.num_features

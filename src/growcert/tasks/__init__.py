@@ -1,1 +1,1 @@
-"""Population-risk training experiments of PAPERS.md P2 (grokking; PINN and preference tasks to come)."""
+"""Self-contained experiments of PAPERS.md P2: grokking, the noisy PINN and noisy-label DPO (preference)."""

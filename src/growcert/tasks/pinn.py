@@ -1,0 +1,335 @@
+"""Population-risk training on a physics-informed network with a noisy initial condition (PAPERS.md P2).
+
+Problem: 1-D advection  u_t + β u_x = 0  on x ∈ [0, 2π), t ∈ [0, 1], periodic in x, with
+u(x, 0) = sin x known only through noisy observations y_i = sin x_i + ε_i, ε_i ~ N(0, noise_std²).
+Exact solution u(x, t) = sin(x − βt), used for the test error only.
+
+Model: a tanh MLP (x, t) → u, `depth` hidden layers of `width` (Raissi et al. 2019's PINN; Xavier-normal
+weights, zero biases), inputs rescaled to [−1, 1]. The loss is the standard soft-constrained PINN loss
+
+    L = mean_r (u_t + β u_x)²  +  mean_i (u(x_i, 0) − y_i)²  +  mean_j (u(0, t_j) − u(2π, t_j))²
+        residual, collocation     initial condition, noisy    periodic boundary
+
+with equal weights. Periodicity is a loss term, not hard-encoded with (sin x, cos x) input features:
+that is how the advection PINN benchmarks (Krishnapriyan et al. 2021) pose it, and a periodic
+embedding would make sin x itself a feature of the input, so the network would need to learn
+almost nothing about the initial condition's shape — the comparison would measure little.
+
+Data per seed (a generator seeded by the seed): `ic_points` noisy observations at uniform x_i,
+`collocation_points` uniform (x, t), `boundary_points` uniform t_j. Minibatches are *stratified*:
+each step draws, without replacement and independently of earlier steps, the same fraction
+f ≈ batch_size / N of each pool (N = the three pools together), and the step's loss is the sum of
+the three term means over those draws. That is the average of b = batch_size per-example losses,
+each weighted by N/N_k (k its pool), an unbiased estimate of L; PopulationRiskAdam gets that b and
+N, and because every stratum is sampled at the same fraction, its finite-population correction
+N/(N − b) is the right one for every term. With `resample_collocation`, each step's collocation
+points are fresh uniform draws instead (an infinite pool, no correction for that term); the gate is
+then built without train_size, so the correction of the finite IC and boundary pools is dropped and
+its streaming variance is slightly low there (the gate opens a little more). The pools still serve
+for `train_loss`.
+
+Every optimizer starts, per seed, from the same initial weights and sees the same batches:
+AdamW over a learning-rate grid (the best of the grid is the paper's baseline) and PopulationRiskAdam
+over its own grid (best against best, so a gain cannot be a mere smaller effective step), both with
+the same decoupled weight decay and betas.
+Metric: relative test ℓ2 = ‖u_θ − u‖ / ‖u‖ on a fixed grid (`test_grid` points in x by t), the first
+evaluated step at which it is ≤ `target_l2`, and its final value.
+Outputs: curves.csv, summary.csv, provenance.json; growcert.tasks.pinn_report (best lr, table, plot,
+claim row) reads them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+
+from growcert.config import section_defaults
+from growcert.optim import PopulationRiskAdam
+from growcert.experiments import torch_scope
+from growcert.provenance import provenance
+
+TWO_PI = 2 * math.pi
+
+# Defaults of the `pinn:` config section, read from its schema (rules/schemas/config.schema.yaml) so the
+# pipeline and a bare `growcert pinn` agree: all arms and seeds in about a minute on one CPU core.
+# configs/paper.yaml holds the larger run (pools 4096/256/128, batch 256, 6000 steps, five seeds).
+DEFAULT_SETTINGS: dict[str, Any] = section_defaults("pinn")
+CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction"]
+SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds"]
+CLAIM = "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW"
+
+
+def pinn_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """DEFAULT_SETTINGS with `overrides` merged in (flat: every key is a value)."""
+    settings = copy.deepcopy(DEFAULT_SETTINGS)
+    for key, value in (overrides or {}).items():
+        if key not in settings:
+            raise KeyError(f"unknown pinn setting {key!r}; known: {sorted(settings)}")
+        settings[key] = value
+    if not settings["adamw_lrs"] or not settings["poprisk_lrs"]:
+        raise ValueError("pinn adamw_lrs and poprisk_lrs must be non-empty: each optimizer's best lr of its grid "
+                         "is the one compared")
+    return settings
+
+
+def exact_solution(x: Tensor, t: Tensor, beta: float) -> Tensor:
+    """u(x, t) = u0(x − βt) with u0 = sin (2π-periodic, so no wrapping is needed)."""
+    return torch.sin(x - beta * t)
+
+
+class AdvectionPINN(nn.Module):
+    """tanh MLP u(x, t), inputs rescaled from [0, 2π] × [0, 1] to [−1, 1]²; Xavier-normal init."""
+
+    def __init__(self, width: int = 50, depth: int = 4):
+        super().__init__()
+        sizes = [2] + [width] * depth
+        layers: list[nn.Module] = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(fan_in, fan_out), nn.Tanh()]
+        layers.append(nn.Linear(sizes[-1], 1))
+        self.net = nn.Sequential(*layers)
+        for layer in self.net:
+            if isinstance(layer, nn.Linear):
+                nn.init.xavier_normal_(layer.weight)
+                nn.init.zeros_(layer.bias)
+
+    def forward(self, x: Tensor, t: Tensor) -> Tensor:
+        inputs = torch.stack((x / math.pi - 1.0, 2.0 * t - 1.0), dim=-1)
+        return self.net(inputs).squeeze(-1)
+
+
+def advection_residual(u: Callable[[Tensor, Tensor], Tensor], x: Tensor, t: Tensor, beta: float,
+                       create_graph: bool = True) -> Tensor:
+    """u_t + β u_x at each point, by autograd through `u` (any pointwise callable: a network or a formula).
+    With `create_graph` the residual can itself be differentiated (training); without, it is a value."""
+    x = x.detach().requires_grad_(True)
+    t = t.detach().requires_grad_(True)
+    values = u(x, t)
+    # u is pointwise, so the gradient of the sum holds each point's own derivatives
+    u_x, u_t = torch.autograd.grad(values.sum(), (x, t), create_graph=create_graph)
+    return u_t + beta * u_x
+
+
+def pinn_loss_terms(u: Callable[[Tensor, Tensor], Tensor], batch: dict[str, Tensor], beta: float,
+                    create_graph: bool = True) -> dict[str, Tensor]:
+    """The three mean-squared terms and their sum ("total") on one batch
+    {x_r, t_r: collocation; x_ic, y_ic: noisy initial observations; t_bc: boundary times}."""
+    residual = advection_residual(u, batch["x_r"], batch["t_r"], beta, create_graph)
+    initial = u(batch["x_ic"], torch.zeros_like(batch["x_ic"])) - batch["y_ic"]
+    t_bc = batch["t_bc"]
+    boundary = u(torch.zeros_like(t_bc), t_bc) - u(torch.full_like(t_bc, TWO_PI), t_bc)
+    terms = {"residual": residual.square().mean(), "initial": initial.square().mean(),
+             "boundary": boundary.square().mean()}
+    terms["total"] = terms["residual"] + terms["initial"] + terms["boundary"]
+    return terms
+
+
+def make_problem(settings: dict[str, Any], seed: int) -> dict[str, Tensor]:
+    """The seed's pools: noisy IC observations, collocation points, boundary times (float32)."""
+    generator = torch.Generator().manual_seed(seed)
+    uniform = lambda n: torch.rand(n, generator=generator)  # noqa: E731
+    x_ic = TWO_PI * uniform(settings["ic_points"])
+    noise = settings["noise_std"] * torch.randn(settings["ic_points"], generator=generator)
+    return {"x_ic": x_ic, "y_ic": torch.sin(x_ic) + noise,
+            "x_r": TWO_PI * uniform(settings["collocation_points"]), "t_r": uniform(settings["collocation_points"]),
+            "t_bc": uniform(settings["boundary_points"])}
+
+
+def pool_sizes(settings: dict[str, Any]) -> dict[str, int]:
+    return {"residual": settings["collocation_points"], "initial": settings["ic_points"],
+            "boundary": settings["boundary_points"]}
+
+
+def stratum_batch_sizes(settings: dict[str, Any]) -> dict[str, int]:
+    """Per-pool draws per step: the same fraction batch_size / N of each pool (at least 2 of each,
+    so every term has a sampling variance), never the whole pool."""
+    pools = pool_sizes(settings)
+    total = sum(pools.values())
+    if not 0 < settings["batch_size"] < total:
+        raise ValueError(f"pinn batch_size must lie in (0, {total}) (the pools together): the gate needs "
+                         f"sampled minibatches, got {settings['batch_size']}")
+    sizes = {term: min(max(2, round(settings["batch_size"] * n / total)), n - 1) for term, n in pools.items()}
+    if min(pools.values()) < 3:
+        raise ValueError(f"pinn pools need at least 3 points each, got {pools}")
+    return sizes
+
+
+def sample_batch(problem: dict[str, Tensor], sizes: dict[str, int], resample: bool,
+                 generator: torch.Generator) -> dict[str, Tensor]:
+    """One stratified minibatch; draws depend on the generator only, so every arm sees the same batches."""
+    pick = lambda n, k: torch.randperm(n, generator=generator)[:k]  # noqa: E731
+    ic = pick(len(problem["x_ic"]), sizes["initial"])
+    bc = pick(len(problem["t_bc"]), sizes["boundary"])
+    if resample:
+        x_r = TWO_PI * torch.rand(sizes["residual"], generator=generator)
+        t_r = torch.rand(sizes["residual"], generator=generator)
+    else:
+        r = pick(len(problem["x_r"]), sizes["residual"])
+        x_r, t_r = problem["x_r"][r], problem["t_r"][r]
+    return {"x_r": x_r, "t_r": t_r, "x_ic": problem["x_ic"][ic], "y_ic": problem["y_ic"][ic],
+            "t_bc": problem["t_bc"][bc]}
+
+
+def evaluation_grid(settings: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
+    """Flattened test points (x on [0, 2π) without the duplicate 2π, t on [0, 1]) and the exact u there."""
+    nx, nt = settings["test_grid"]
+    x, t = torch.meshgrid(torch.arange(nx) * (TWO_PI / nx), torch.linspace(0.0, 1.0, nt), indexing="ij")
+    x, t = x.reshape(-1), t.reshape(-1)
+    return x, t, exact_solution(x, t, settings["beta"])
+
+
+def relative_l2(u: Callable[[Tensor, Tensor], Tensor], grid: tuple[Tensor, Tensor, Tensor]) -> float:
+    """‖u − u_exact‖ / ‖u_exact‖ over the test grid."""
+    x, t, exact = grid
+    with torch.no_grad():
+        return float(torch.linalg.vector_norm(u(x, t) - exact) / torch.linalg.vector_norm(exact))
+
+
+def steps_to_target(steps: Sequence[int], l2: Sequence[float], target: float) -> int | None:
+    """First evaluated step whose ℓ2 is ≤ target (None: never)."""
+    return next((int(step) for step, value in zip(steps, l2) if value <= target), None)
+
+
+def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The optimizers compared, each {optimizer, lr}, in a fixed order: the AdamW grid, then the gate."""
+    return ([{"optimizer": "AdamW", "lr": float(lr)} for lr in settings["adamw_lrs"]]
+            + [{"optimizer": "PopulationRiskAdam", "lr": float(lr)} for lr in settings["poprisk_lrs"]])
+
+
+def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
+    betas, wd = tuple(settings["betas"]), settings["weight_decay"]
+    if arm["optimizer"] == "AdamW":
+        return torch.optim.AdamW(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd)
+    sizes = stratum_batch_sizes(settings)
+    if settings["poprisk_variance"] == "exact":  # s²/b from per-example gradients: no correction to undo
+        return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="exact")
+    if settings["poprisk_variance"] != "streaming":
+        raise ValueError(f"pinn poprisk_variance must be 'streaming' or 'exact', got {settings['poprisk_variance']!r}")
+    fixed_pools = not settings["resample_collocation"]  # finite-population correction only for finite pools
+    return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="streaming",
+                              batch_size=sum(sizes.values()),
+                              train_size=sum(pool_sizes(settings).values()) if fixed_pools else None)
+
+
+def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], beta: float) -> dict[Tensor, Tensor]:
+    """Rows for `PopulationRiskAdam(variance="exact").step(per_example_grads=...)` under stratified sampling;
+    sets each parameter's .grad to the batch gradient of the total loss.
+
+    The step's gradient is a sum of three independent stratum means, so its variance is Σ_k s_k²/b_k,
+    not the pooled s²/b (which would count the differences between the terms' mean gradients as noise).
+    The optimizer computes Σ_i (z_i − z̄)² / (b(b − 1)) over the b rows it gets; the rows
+    z = c_k (g − ḡ_k), c_k² = b(b − 1) / (b_k(b_k − 1)), centred within their stratum, make that
+    exactly Σ_k s_k²/b_k."""
+    names = [name for name, _ in model.named_parameters()]
+    params = {name: p.detach() for name, p in model.named_parameters()}
+
+    def u(params, x, t):  # one point
+        return functional_call(model, params, (x.reshape(1), t.reshape(1))).squeeze(0)
+
+    def residual_loss(params, x, t):
+        u_x, u_t = grad(u, argnums=(1, 2))(params, x, t)
+        return (u_t + beta * u_x).square()
+
+    def initial_loss(params, x, y):
+        return (u(params, x, torch.zeros_like(x)) - y).square()
+
+    def boundary_loss(params, t):
+        return (u(params, torch.zeros_like(t), t) - u(params, torch.full_like(t, TWO_PI), t)).square()
+
+    strata = [vmap(grad(residual_loss), in_dims=(None, 0, 0))(params, batch["x_r"], batch["t_r"]),
+              vmap(grad(initial_loss), in_dims=(None, 0, 0))(params, batch["x_ic"], batch["y_ic"]),
+              vmap(grad(boundary_loss), in_dims=(None, 0))(params, batch["t_bc"])]
+    b = sum(len(stratum[names[0]]) for stratum in strata)
+    rows: dict[Tensor, Tensor] = {}
+    for name, p in model.named_parameters():
+        p.grad = sum(stratum[name].mean(dim=0) for stratum in strata)
+        parts = []
+        for stratum in strata:
+            examples = stratum[name]
+            b_k = len(examples)
+            parts.append((examples - examples.mean(dim=0)) * math.sqrt(b * (b - 1) / (b_k * (b_k - 1))))
+        rows[p] = torch.cat(parts)
+    return rows
+
+
+def train_arm(arm, settings, seed, initial_state, model, problem, grid, log) -> tuple[list[dict], dict]:
+    """Train one optimizer from `initial_state`; returns its curve rows and its summary row."""
+    model.load_state_dict(initial_state)
+    optimizer = make_optimizer(arm, model, settings)
+    sizes = stratum_batch_sizes(settings)
+    batches = torch.Generator().manual_seed(seed + 1)  # the same batch sequence for every arm of a seed
+    beta, history = settings["beta"], []
+    exact = arm["optimizer"] == "PopulationRiskAdam" and settings["poprisk_variance"] == "exact"
+
+    def record(step: int) -> None:
+        train_loss = pinn_loss_terms(model, problem, beta, create_graph=False)["total"].item()  # whole pools
+        gated = getattr(optimizer, "last_gated_fraction", None)
+        history.append({"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step": step,
+                        "test_l2": relative_l2(model, grid), "train_loss": train_loss,
+                        "gated_fraction": math.nan if gated is None else gated})
+
+    record(0)
+    started = time.perf_counter()
+    for step in range(1, settings["steps"] + 1):
+        batch = sample_batch(problem, sizes, settings["resample_collocation"], batches)
+        optimizer.zero_grad(set_to_none=True)
+        if exact:
+            optimizer.step(per_example_grads=stratified_example_gradients(model, batch, beta))
+        else:
+            pinn_loss_terms(model, batch, beta)["total"].backward()
+            optimizer.step()
+        if step % settings["eval_every"] == 0 or step == settings["steps"]:
+            record(step)
+    seconds = time.perf_counter() - started  # training and its evaluations
+    reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
+                              settings["target_l2"])
+    summary = {"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step_to_target": reached,
+               "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2)}
+    log(f"{arm['optimizer']} lr={arm['lr']:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
+        f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)")
+    return history, summary
+
+
+def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
+             threads: int | None = None) -> dict[str, Any]:
+    """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
+    with torch_scope(threads):
+        return _run_pinn(pinn_settings(settings), Path(out_dir), log)
+
+
+def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grid, arms = evaluation_grid(settings), optimizer_arms(settings)
+    log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: "
+        f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps, "
+        f"batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
+    curves, summaries = [], []
+    for seed in settings["seeds"]:
+        problem = make_problem(settings, seed)
+        with torch.random.fork_rng():  # seeded initial weights without reseeding the caller's generator
+            torch.manual_seed(seed)
+            model = AdvectionPINN(settings["width"], settings["depth"])
+        initial_state = copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
+        for arm in arms:
+            history, summary = train_arm(arm, settings, seed, initial_state, model, problem, grid, log)
+            curves += history
+            summaries.append(summary)
+
+    curves_table = pd.DataFrame(curves, columns=CURVE_COLUMNS)
+    summary_table = pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)
+    summary_table["step_to_target"] = summary_table["step_to_target"].astype("Int64")  # missing = not reached
+    curves_table.to_csv(out_dir / "curves.csv", index=False)
+    summary_table.to_csv(out_dir / "summary.csv", index=False)
+    record = provenance(settings)
+    record["num_parameters"] = sum(p.numel() for p in model.parameters())
+    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
+    return {"curves": curves_table, "summary": summary_table, "provenance": record}

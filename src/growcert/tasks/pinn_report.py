@@ -1,0 +1,153 @@
+"""Reading a PINN run (growcert.tasks.pinn, PAPERS.md P2): best learning rate per optimizer, the
+steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim row.
+
+Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
+"Median steps to target" is over seeds, with a run that never reached the target counted as +inf,
+so an lr whose median run does not reach it is "not reached" (with an even number of seeds, half
+unreached already is). Each optimizer's best lr is chosen from its own grid by one rule: fewest
+median steps, ties to the smaller median final ℓ2, then to the smaller lr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from growcert.tasks.pinn import CLAIM, DEFAULT_SETTINGS, pinn_settings, steps_to_target
+
+OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
+TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
+
+
+def _read(table: pd.DataFrame | str | Path) -> pd.DataFrame:
+    return table if isinstance(table, pd.DataFrame) else pd.read_csv(table)
+
+
+def median_steps(frame: pd.DataFrame) -> float:
+    """Median over seeds of step_to_target, 'not reached' counted as +inf."""
+    return float(pd.to_numeric(frame["step_to_target"], errors="coerce").astype(float).fillna(math.inf).median())
+
+
+def best_lr(summary: pd.DataFrame, optimizer: str) -> tuple[float, float, float]:
+    """(lr, median steps to target, median final ℓ2) of `optimizer`'s best grid lr (module docstring's rule)."""
+    runs = summary[summary["optimizer"] == optimizer]
+    if runs.empty:
+        raise ValueError(f"no {optimizer} runs in the summary")
+    steps, final, lr = min((median_steps(frame), float(frame["final_l2"].median()), float(lr))
+                           for lr, frame in runs.groupby("lr"))
+    return lr, steps, final
+
+
+def pinn_table(summary: pd.DataFrame | str | Path) -> pd.DataFrame:
+    """One row per optimizer at its best lr: median steps to target (NaN: not reached), median final ℓ2,
+    how many seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
+    summary = _read(summary)
+    rows = []
+    for optimizer in [name for name in OPTIMIZERS if (summary["optimizer"] == name).any()]:
+        lr, steps, final = best_lr(summary, optimizer)
+        runs = summary[(summary["optimizer"] == optimizer) & (summary["lr"] == lr)]
+        rows.append({"optimizer": optimizer, "best_lr": lr,
+                     "median_steps_to_target": steps if math.isfinite(steps) else math.nan,
+                     "median_final_l2": final, "reached": int(runs["step_to_target"].notna().sum()),
+                     "seeds": len(runs)})
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+
+def _summary_from_curves(curves: pd.DataFrame, target_l2: float) -> pd.DataFrame:
+    rows = [{"optimizer": optimizer, "lr": lr, "seed": seed, "final_l2": frame["test_l2"].iloc[-1],
+             "step_to_target": steps_to_target(frame["step"], frame["test_l2"], target_l2)}
+            for (optimizer, lr, seed), frame in curves.groupby(["optimizer", "lr", "seed"], sort=False)]
+    return pd.DataFrame(rows)
+
+
+def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | None = None) -> None:
+    """Test ℓ2 against step (log y), median over seeds. Each optimizer's best lr (the one the claim
+    compares) is bold with the seeds' range as a band; the other lrs of the grids are thin. The target
+    comes from `target_l2`, else from provenance.json beside the curves, else the default."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from growcert.plots import save_figure
+
+    curves = pd.read_csv(curves_csv)
+    if target_l2 is None:
+        sidecar = Path(curves_csv).with_name("provenance.json")
+        known = json.loads(sidecar.read_text())["settings"] if sidecar.exists() else {}
+        target_l2 = known.get("target_l2", DEFAULT_SETTINGS["target_l2"])
+    summary = _summary_from_curves(curves, target_l2)
+    styles = {"AdamW": ("tab:blue", "Blues"), "PopulationRiskAdam": ("tab:red", "Oranges")}
+
+    figure, axis = plt.subplots(figsize=(7.5, 4.5))
+    for optimizer, (bold_colour, palette) in styles.items():
+        runs = curves[curves["optimizer"] == optimizer]
+        if runs.empty:
+            continue
+        chosen = best_lr(summary, optimizer)[0]
+        lrs = sorted(runs["lr"].unique())
+        for index, lr in enumerate(lrs):
+            band = runs[runs["lr"] == lr].groupby("step")["test_l2"].agg(["median", "min", "max"])
+            if lr == chosen:
+                axis.plot(band.index, band["median"], color=bold_colour, linewidth=2.2, zorder=3,
+                          label=f"{optimizer} lr={lr:g} (best of grid)")
+                axis.fill_between(band.index, band["min"], band["max"], color=bold_colour, alpha=0.15, linewidth=0)
+            else:
+                shade = plt.get_cmap(palette)(0.3 + 0.4 * index / max(1, len(lrs) - 1))
+                axis.plot(band.index, band["median"], color=shade, linewidth=0.9, label=f"{optimizer} lr={lr:g}")
+    axis.axhline(target_l2, color="grey", linewidth=0.8, linestyle=":", label=f"target ℓ2 = {target_l2:g}")
+    axis.set_yscale("log")
+    axis.set_xlabel("step")
+    axis.set_ylabel("relative test ℓ2")
+    axis.set_title("PINN advection, noisy initial condition (median over seeds)")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """One claim row (paper, claim, paper_value, this_run, holds, note): the best PopulationRiskAdam lr
+    against the best AdamW lr, medians over seeds. holds: True when PopulationRiskAdam needs fewer
+    median steps to target, False when not, "not reached" when its median run never reaches it."""
+    settings = pinn_settings(settings)
+    table = _read(summary)
+    target, cap = settings["target_l2"], settings["steps"]
+    fmt = lambda step: f"{step:,.0f}" if math.isfinite(step) else f"not by {cap:,}"  # noqa: E731
+    adamw_lr, adamw_steps, adamw_final = best_lr(table, "AdamW")
+    gate_lr, gate_steps, gate_final = best_lr(table, "PopulationRiskAdam")
+    if not math.isfinite(gate_steps):
+        ratio, holds = "", "not reached"
+    elif math.isfinite(adamw_steps):
+        ratio, holds = f" (speed-up {adamw_steps / gate_steps:.2f}×)", bool(gate_steps < adamw_steps)
+    else:
+        ratio, holds = f" (speed-up > {cap / gate_steps:.2f}×, AdamW capped)", True
+    grids, edges = [], []
+    for optimizer, chosen in (("AdamW", adamw_lr), ("PopulationRiskAdam", gate_lr)):
+        runs = table[table["optimizer"] == optimizer]
+        grids.append(f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame))} "
+                                                 f"({frame['final_l2'].median():.3f})"
+                                                 for lr, frame in runs.groupby("lr")))
+        lrs = sorted(runs["lr"].unique())
+        if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]):
+            edges.append(f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it")
+    nx, nt = settings["test_grid"]
+    return [{
+        "paper": "P2", "claim": CLAIM, "paper_value": "2.4× faster",
+        "this_run": (f"PopulationRiskAdam (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
+                     f"{fmt(adamw_steps)} steps{ratio}; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
+        "holds": holds,
+        "note": (f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
+                 f"{table['seed'].nunique()} seed(s), evaluated every {settings['eval_every']} steps, cap {cap:,}. "
+                 f"Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
+                 f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
+                 f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
+                 f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
+                 f"boundary points, weight decay {settings['weight_decay']:g}, {settings['poprisk_variance']} "
+                 f"variance. Each optimizer's lr is the best of its own grid. Median steps (final ℓ2) per lr: "
+                 + "; ".join(grids) + (". " + "; ".join(edges) if edges else "") + "."),
+    }]

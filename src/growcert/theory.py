@@ -1,0 +1,355 @@
+"""Signal channel, reservoir and drift–diffusion diagnostics on small networks (PAPERS.md P2 theory).
+
+Output-space dynamics along the actual training trajectory of a small residual MLP (tanh, float64)
+on (a) a subset of scikit-learn digits, with squared loss on one-hot targets and with cross-entropy,
+and (b) a 1-d regression task with label noise. The operators (propagator P, dissipation Gramian W_S,
+transfer operators G_S, G_Q) and their definitions live in `growcert.theory_dynamics`; numerics on
+the recorded matrices in `growcert.stats.kernels`. This module runs the experiments, draws the figure
+and writes the claim rows:
+
+- Per gradient-descent run: channel/reservoir split of W_S, reservoir invisibility (Prop. 3.2) and
+  the train–test coupling residual R_⊥ (defined in `growcert.theory_dynamics`).
+- Drift–diffusion of minibatch SGD (defined and recorded in `growcert.theory_dynamics`).
+- Benign label noise (regression, squared loss): noise ε on the training labels shifts g_0 by −ε,
+  so to first order it moves the test outputs by G_Q ε; split ε = Π_ker ε + Π_range ε and measure
+  both parts' test responses, then retrain from the same initialisation with extra noise of the same
+  norm placed entirely in the reservoir or in the channel of that trajectory.
+
+Outputs of `run_theory`: summary.csv (tidy: task, loss, seed, measure, value), spectrum.csv
+(eigenvalues of W_S(0→t) at each checkpoint), drift.csv, provenance.json; `plot_theory` and
+`theory_claims` read them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from growcert.config import section_defaults
+from growcert.experiments import torch_scope
+from growcert.provenance import provenance
+from growcert.stats.kernels import root_mean_square, split_channel
+from growcert.theory_dynamics import (LOSSES, FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
+                                      digits_task, drift_exponents, fit_metrics, regression_task, sgd_drift,
+                                      spectrum_rows, test_prediction_rms, train_gd, trajectory_measures)
+
+# Defaults of the `theory:` config section; sized for about a minute on one CPU core. Digits: width 2
+# on 8 principal components is 54 parameters for n·C = 300 outputs, so even with the kernel moving
+# a reservoir of ~100 directions survives rank_tol (width 3 on 16 inputs fills all 300). lr keeps
+# c = η λ_max(K)/n below 1 for both losses. SGD: lr 5e-4 keeps η·T·λ_max(K)/n ≲ 1 over the horizon,
+# the regime of the drift–diffusion statement (a roughly constant population gradient); at lr 0.02
+# the channel relaxes within the horizon and the drift saturates (fitted exponent ≈ 0.45).
+DEFAULT_SETTINGS: dict[str, Any] = section_defaults("theory")  # the schema's defaults (one source)
+# configs/paper.yaml holds a larger run (minutes to an hour on CPU; the operators cost O(m³) per step, m = n·C).
+SUMMARY_COLUMNS = ["task", "loss", "seed", "measure", "value"]
+SPECTRUM_COLUMNS = ["task", "loss", "seed", "step", "index", "eigenvalue"]
+DRIFT_COLUMNS = ["task", "loss", "seed", "replicate", "T", "drift_norm", "fluctuation_norm"]
+CLAIM_INVISIBLE = "reservoir is invisible to the test set (G_Q on ker W_S)"
+CLAIM_BENIGN = "label noise in the reservoir is benign"
+CLAIM_COUPLING = "train–test coupling residual R_⊥ = 0 under squared loss"
+CLAIM_DRIFT = "SGD drift grows as T, fluctuation as √T"
+INVISIBLE_BELOW = 1e-2  # ratio ‖G_Q|ker‖/‖G_Q|range‖ under which the claim counts as holding
+BENIGN_BELOW = 1e-2  # test response to reservoir noise / to same-norm channel noise, for "benign"
+EXPONENT_TOLERANCE = 0.1  # |fitted − expected| allowed for the drift (1) and fluctuation (0.5) exponents
+
+
+def theory_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """DEFAULT_SETTINGS with `overrides` merged in (one level deep for the sub-sections)."""
+    settings = copy.deepcopy(DEFAULT_SETTINGS)
+    for key, value in (overrides or {}).items():
+        if key not in settings:
+            raise KeyError(f"unknown theory setting {key!r}; known: {sorted(settings)}")
+        if isinstance(settings[key], dict):
+            unknown = sorted(set(value) - set(settings[key]))
+            if unknown:
+                raise KeyError(f"unknown theory.{key} setting(s) {unknown}; known: {sorted(settings[key])}")
+            settings[key] = {**settings[key], **value}
+        else:
+            settings[key] = value
+    for loss in settings["digits"]["losses"]:
+        if loss not in LOSSES:
+            raise ValueError(f"theory digits loss must be one of {LOSSES}, got {loss!r}")
+    return settings
+
+
+# ---------------------------------------------------------------------------------------------- experiments
+
+
+def unit(vector: np.ndarray) -> np.ndarray:
+    norm = np.linalg.norm(vector)
+    return vector / norm if norm > 0 else vector
+
+
+def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: int, noisy: Trajectory,
+                   noise: torch.Tensor, checkpoints: list[int]) -> dict[str, float]:
+    """Where the label noise of `noisy` sits (reservoir vs channel of its own W_S), the first-order test
+    response of each part, and retrained twins from the same initialisation: clean labels, and extra
+    noise of the same norm placed entirely in the reservoir, or in the channel."""
+    config = settings["regression"]
+    final = noisy.snapshots[-1]
+    split = split_channel(final.gramian, settings["rank_tol"])
+    epsilon = noise.reshape(-1).numpy()
+    in_reservoir, in_channel = split.project(epsilon)
+    norm, rms = np.linalg.norm(epsilon), lambda v: float(np.sqrt(np.mean(v ** 2)))  # noqa: E731
+    labels = task.y_train + noise
+    rows = {"noise_reservoir_fraction": float(np.sum(in_reservoir ** 2) / norm ** 2),
+            "noise_channel_fraction": float(np.sum(in_channel ** 2) / norm ** 2),
+            # g_0 = u_S(0) − y − ε: the noise moves final test outputs by +G_Q ε to first order
+            "response_iid_reservoir_part": rms(final.test_transfer @ in_reservoir),
+            "response_iid_channel_part": rms(final.test_transfer @ in_channel)}
+
+    def train(targets: torch.Tensor) -> Trajectory:  # same initialisation and steps, training only
+        return train_gd(net, task, "squared", config["lr"], config["steps"], checkpoints, targets, operators=False)
+
+    clean = train(task.y_train)
+    mse = lambda t: float(np.mean((t.snapshots[-1].test_outputs - task.y_test.reshape(-1).numpy()) ** 2))  # noqa: E731
+    rows |= {"test_mse_clean": mse(clean), "test_mse_noisy": mse(noisy), "delta_test_mse_iid": mse(noisy) - mse(clean),
+             "response_iid_retrained": test_prediction_rms(noisy, clean)}
+    # fresh directions for the injected noise: independent of ε, seeded
+    draws = np.random.default_rng(10_000 + seed).standard_normal((2, len(epsilon)))
+    for part, basis, draw in (("reservoir", split.reservoir, draws[0]), ("channel", split.channel, draws[1])):
+        if basis.shape[1] == 0:
+            rows[f"response_{part}_noise_retrained"] = rows[f"delta_test_mse_{part}_noise"] = math.nan
+            continue
+        extra = norm * unit(basis @ (basis.T @ draw))
+        twin = train(labels + torch.from_numpy(extra).reshape(labels.shape))
+        rows[f"response_{part}_noise_retrained"] = test_prediction_rms(twin, noisy)
+        rows[f"delta_test_mse_{part}_noise"] = mse(twin) - mse(noisy)
+    return rows
+
+
+def build_net(task: Task, config: dict[str, Any], seed: int) -> FlatModel:
+    torch.manual_seed(seed)
+    return FlatModel(ResidualMLP(task.x_train.shape[1], config["width"], config["depth"], task.y_train.shape[1]))
+
+
+def run_experiment(task: Task, loss: str, config: dict[str, Any], settings: dict[str, Any], seed: int,
+                   log: Callable[[str], None], labels: torch.Tensor | None = None):
+    """One gradient-descent run with operators + its SGD drift; returns (trajectory, net, rows...)."""
+    started = time.perf_counter()
+    net = build_net(task, config, seed)
+    checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
+    trajectory = train_gd(net, task, loss, config["lr"], config["steps"], checkpoints, labels)
+    key = {"task": task.name, "loss": loss, "seed": seed}
+    measures = trajectory_measures(trajectory, settings["rank_tol"])
+    scored = task if labels is None else Task(task.name, task.x_train, task.x_test, labels, task.y_test)
+    measures |= fit_metrics(scored, loss, trajectory.snapshots[-1])
+    measures["parameters"] = float(len(net.theta0))
+    split = split_channel(trajectory.snapshots[-1].gramian, settings["rank_tol"])
+    drift = sgd_drift(net, scored, loss, split.channel, settings, seed)
+    measures["drift_exponent"], measures["fluctuation_exponent"] = drift_exponents(pd.DataFrame(drift),
+                                                                                     settings["sgd"]["fit_from"])
+    log(f"{task.name}/{loss} seed {seed}: {int(measures['parameters'])} parameters, {int(measures['outputs'])} "
+        f"outputs -> channel {int(measures['channel_dim'])} / reservoir {int(measures['reservoir_dim'])}; "
+        f"invisibility {measures['invisibility_ratio']:.2e}, coupling R_perp {measures['coupling_residual']:.2e}, "
+        f"exponents {measures['drift_exponent']:.2f}/{measures['fluctuation_exponent']:.2f} "
+        f"({time.perf_counter() - started:.0f}s)")
+    if measures["step_sharpness"] > 1.0:
+        log(f"  warning: eta*lambda_max(K)/n reached {measures['step_sharpness']:.2f} > 1: steps are not small, "
+            f"the first-order operators and the coupling bound are unreliable; lower the lr")
+    return trajectory, net, measures, spectrum_rows(trajectory, key), drift
+
+
+def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
+               threads: int | None = None) -> dict[str, Any]:
+    """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json."""
+    with torch_scope(threads):
+        return _run_theory(theory_settings(settings), Path(out_dir), log)
+
+
+def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary, spectra, drifts = [], [], []
+
+    def keep(task_name, loss, seed, measures):
+        summary.extend({"task": task_name, "loss": loss, "seed": seed, "measure": name, "value": value}
+                       for name, value in measures.items())
+
+    digits, regression = digits_task(settings), regression_task(settings)
+    config = settings["regression"]
+    for seed in settings["seeds"]:
+        for loss in settings["digits"]["losses"]:
+            _, _, measures, spectrum, drift = run_experiment(digits, loss, settings["digits"], settings, seed, log)
+            keep("digits", loss, seed, measures)
+            spectra += spectrum
+            drifts += drift
+        noise = config["noise_std"] * torch.randn(regression.y_train.shape, dtype=torch.float64,
+                                                  generator=torch.Generator().manual_seed(seed + 7))
+        trajectory, net, measures, spectrum, drift = run_experiment(regression, "squared", config, settings, seed,
+                                                                    log, regression.y_train + noise)
+        checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
+        measures |= noise_measures(net, regression, settings, seed, trajectory, noise, checkpoints)
+        log(f"  label noise: {measures['noise_reservoir_fraction']:.0%} of its energy in the reservoir; test "
+            f"response to same-norm noise: reservoir {measures['response_reservoir_noise_retrained']:.2e}, "
+            f"channel {measures['response_channel_noise_retrained']:.2e}")
+        keep("regression", "squared", seed, measures)
+        spectra += spectrum
+        drifts += drift
+
+    tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
+              "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
+              "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
+    for name, table in tables.items():
+        table.to_csv(out_dir / f"{name}.csv", index=False)
+    record = provenance(settings)
+    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
+    return {**tables, "provenance": record}
+
+
+# ---------------------------------------------------------------------------------------------- figure, claims
+
+
+def _run_label(task: str, loss: str) -> str:
+    return f"{task}/{loss.replace('cross_entropy', 'CE')}"
+
+
+def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
+    """Three panels from run_theory's CSVs (first seed): the W_S eigen-spectrum at each checkpoint
+    (relative to the final λ_max, with the rank tolerance), where the regression label noise sits and
+    what same-norm noise in the reservoir or the channel does to the test outputs, and the SGD drift
+    and fluctuation RMS against T with the fitted slopes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from growcert.plots import save_figure
+
+    out_dir = Path(out_dir)
+    summary, spectrum = pd.read_csv(out_dir / "summary.csv"), pd.read_csv(out_dir / "spectrum.csv")
+    drift = pd.read_csv(out_dir / "drift.csv")
+    rank_tol = json.loads((out_dir / "provenance.json").read_text()).get("settings", {}).get("rank_tol")
+    seed = int(summary["seed"].min())
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    colours = dict(zip(summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None),
+                       plt.get_cmap("tab10").colors))
+
+    axis = axes[0]
+    for (task, loss), frame in spectrum[spectrum["seed"] == seed].groupby(["task", "loss"], sort=False):
+        steps = sorted(frame["step"].unique())
+        top = frame.loc[frame["step"] == steps[-1], "eigenvalue"].max()
+        for position, (step, at_step) in enumerate(frame.groupby("step")):
+            values = np.clip(at_step.sort_values("index")["eigenvalue"].to_numpy() / top, 1e-18, None)
+            axis.plot(np.arange(1, len(values) + 1), values, color=colours[(task, loss)],
+                      alpha=0.25 + 0.75 * (position + 1) / len(steps), linewidth=1.0,
+                      label=f"{_run_label(task, loss)} (steps {steps[0]}…{steps[-1]}, light → dark)"
+                      if step == steps[-1] else None)
+    if rank_tol:
+        axis.axhline(rank_tol, color="grey", linestyle=":", linewidth=1, label=f"rank tolerance {rank_tol:g}")
+    axis.set(yscale="log", xscale="log", xlabel="eigenvalue index", ylabel="eigenvalue of W_S(0→t) / final λ_max",
+             title="dissipation Gramian spectrum over training")
+    axis.legend(fontsize=7)
+
+    axis = axes[1]
+    noise = summary[(summary["task"] == "regression") & (summary["seed"] == seed)].set_index("measure")["value"]
+    groups = {"label-noise energy fraction": ("noise_reservoir_fraction", "noise_channel_fraction"),
+              "test response (RMS) to\nsame-norm injected noise": ("response_reservoir_noise_retrained",
+                                                                 "response_channel_noise_retrained"),
+              "Δ test MSE from\nsame-norm injected noise": ("delta_test_mse_reservoir_noise",
+                                                           "delta_test_mse_channel_noise")}
+    for offset, (part, colour) in enumerate((("reservoir", "tab:blue"), ("channel", "tab:orange"))):
+        values = [abs(noise.get(names[offset], np.nan)) for names in groups.values()]
+        bars = axis.bar(np.arange(len(groups)) + (offset - 0.5) * 0.38, values, 0.38, color=colour, label=part)
+        axis.bar_label(bars, labels=[f"{v:.1e}" for v in values], fontsize=7)
+    axis.set_xticks(np.arange(len(groups)), list(groups), fontsize=8)
+    axis.set(yscale="log", ylabel="value (log scale)", title="regression label noise: reservoir vs channel")
+    axis.legend(fontsize=8)
+
+    axis = axes[2]
+    for (task, loss), frame in drift[drift["seed"] == seed].groupby(["task", "loss"], sort=False):
+        by_t = frame.groupby("T")
+        horizons = np.array(sorted(by_t.groups))
+        exponents = summary[(summary["task"] == task) & (summary["loss"] == loss) & (summary["seed"] == seed)]
+        slope = exponents.set_index("measure")["value"]
+        for column, style, name in (("drift_norm", "-", "drift"), ("fluctuation_norm", "--", "fluctuation")):
+            rms = by_t[column].apply(lambda v: float(root_mean_square(v.to_numpy()))).loc[horizons]
+            measure = "drift_exponent" if name == "drift" else "fluctuation_exponent"
+            axis.plot(horizons, rms, style, color=colours[(task, loss)],
+                      label=f"{_run_label(task, loss)} {name}: slope {slope.get(measure, np.nan):.2f}")
+    axis.set(xscale="log", yscale="log", xlabel="SGD steps T", ylabel="RMS over batch streams (channel coords)",
+             title="SGD drift (∝T) and fluctuation (∝√T)")
+    axis.legend(fontsize=7)
+    for axis in axes:
+        axis.grid(alpha=0.3, which="both")
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def _medians(summary: pd.DataFrame) -> pd.DataFrame:
+    """Median over seeds: rows (task, loss), columns measures."""
+    return summary.pivot_table(index=["task", "loss"], columns="measure", values="value", aggfunc="median")
+
+
+def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Claim rows (paper, claim, paper_value, this_run, holds, note) from summary.csv, medians over seeds."""
+    settings = theory_settings(settings)
+    table = _medians(pd.read_csv(Path(out_dir) / "summary.csv"))
+    runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
+    seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"
+    rows = []
+
+    with_reservoir = [(t, l, r) for t, l, r in runs if r["reservoir_dim"] > 0 and np.isfinite(r["invisibility_ratio"])]
+    worst = max((r["invisibility_ratio"] for _, _, r in with_reservoir), default=math.nan)
+    rows.append({
+        "paper": "P2", "claim": CLAIM_INVISIBLE, "paper_value": "0 (Prop. 3.2)",
+        "this_run": "; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
+                              f"(reservoir {r['reservoir_dim']:.0f}/{r['outputs']:.0f})"
+                              if np.isfinite(r["invisibility_ratio"]) else f"{_run_label(t, l)}: reservoir empty"
+                              for t, l, r in runs),
+        "holds": bool(with_reservoir and worst < INVISIBLE_BELOW),
+        "note": (f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
+                 f"eigenvalues of W_S ≤ rank_tol·λ_max, so the ratio is capped by the Cauchy–Schwarz bound "
+                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}."),
+    })
+
+    noise = table.loc[("regression", "squared")]
+    reservoir, channel = noise["response_reservoir_noise_retrained"], noise["response_channel_noise_retrained"]
+    rows.append({
+        "paper": "P2", "claim": CLAIM_BENIGN, "paper_value": "benign (reservoir noise invisible to the test set)",
+        "this_run": (f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
+                     f"response to same-norm noise: reservoir {reservoir:.1e} vs channel {channel:.1e} RMS, "
+                     f"Δ test MSE {noise['delta_test_mse_reservoir_noise']:.1e} vs "
+                     f"{noise['delta_test_mse_channel_noise']:.1e}; the iid noise cost "
+                     f"{noise['delta_test_mse_iid']:.1e} test MSE"),
+        "holds": bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
+        "note": (f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
+                 f"norm as the iid noise placed entirely in the reservoir or the channel of the noisy run's W_S, "
+                 f"retrained from the same initialisation; holds if the reservoir response is < "
+                 f"{BENIGN_BELOW:g} × the channel response. {seeds}."),
+    })
+
+    squared = [(t, l, r) for t, l, r in runs if l == "squared"]
+    other = [(t, l, r) for t, l, r in runs if l != "squared"]
+    rows.append({
+        "paper": "P2", "claim": CLAIM_COUPLING, "paper_value": "0 (squared loss); not 0 in general",
+        "this_run": "; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
+                              + (f" (cap {r['coupling_bound']:.1e})" if l == "squared" else "")
+                              for t, l, r in squared + other),
+        "holds": bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
+        "note": ("R_⊥ = ‖ΔG_Q Π_ker ΔG_S · g_0‖/‖ΔG_Q g_0‖, worst start checkpoint; with the truncated "
+                 "pseudo-inverse the squared-loss residual is provably below the cap "
+                 "√(2ΔE_Q·rank_tol·σ_max/(2−c)), "
+                 "which is its numerical zero; holds if every squared-loss run is below its cap. Cross-entropy "
+                 "has no such guarantee and is reported as measured. " + seeds + "."),
+    })
+
+    fits = [(t, l, r["drift_exponent"], r["fluctuation_exponent"]) for t, l, r in runs]
+    rows.append({
+        "paper": "P2", "claim": CLAIM_DRIFT, "paper_value": "T¹ and T^½",
+        "this_run": "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}" for t, l, d, f in fits),
+        "holds": bool(fits and all(abs(d - 1) <= EXPONENT_TOLERANCE and abs(f - 0.5) <= EXPONENT_TOLERANCE
+                                   for _, _, d, f in fits)),
+        "note": (f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
+                 f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
+                 f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; holds if every run is within "
+                 f"±{EXPONENT_TOLERANCE} of 1 and 0.5. {seeds}."),
+    })
+    return rows

@@ -1,0 +1,188 @@
+"""P2 theory diagnostics (growcert.theory, growcert.theory_dynamics, growcert.stats.kernels): closed forms
+on a linear model, the squared-loss coupling identity on a small network, drift/diffusion exponents on
+synthetic streams, reservoir invisibility on a trained network, and one tiny end-to-end run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from growcert import theory
+from growcert.stats.kernels import coupling_residual, restricted_norm, split_channel
+from growcert.theory_dynamics import (FlatModel, Task, checkpoint_steps, digits_task, drift_exponents,
+                                      log_horizons, regression_task, train_gd, trajectory_measures)
+
+torch.set_num_threads(1)
+
+
+def linear_task(n=12, d=4, outputs=2, n_test=7, seed=0) -> Task:
+    rng = np.random.default_rng(seed)
+    x, x_test = rng.standard_normal((n, d)), rng.standard_normal((n_test, d))
+    y, y_test = rng.standard_normal((n, outputs)), rng.standard_normal((n_test, outputs))
+    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    return Task("linear", t(x), t(x_test), t(y), t(y_test))
+
+
+def test_linear_model_operators_match_closed_forms():
+    """f(x) = Wx, squared loss: K = XXᵀ ⊗ I_C (example-major) is constant, P_k = (I − sK)^k with
+    s = η/n, W_S = s Σ_{k<N} P_kᵀ K P_k, G_S = s Σ K P_k = I − P_N, G_Q = s Σ K_QS P_k."""
+    task, lr, steps = linear_task(), 0.3, 40
+    n, outputs = task.y_train.shape
+    torch.manual_seed(0)
+    net = FlatModel(nn.Linear(task.x_train.shape[1], outputs, bias=False, dtype=torch.float64))
+    trajectory = train_gd(net, task, "squared", lr, steps, [0, 17, steps])
+    x, x_test = task.x_train.numpy(), task.x_test.numpy()
+    kernel = np.kron(x @ x.T, np.eye(outputs))
+    kernel_test = np.kron(x_test @ x.T, np.eye(outputs))
+    scale, identity = lr / n, np.eye(n * outputs)
+    assert scale * np.linalg.eigvalsh(kernel).max() < 1  # contracting steps
+    for snapshot in trajectory.snapshots:
+        powers = [np.linalg.matrix_power(identity - scale * kernel, k) for k in range(snapshot.step + 1)]
+        gramian = scale * sum(p.T @ kernel @ p for p in powers[:-1]) if snapshot.step else 0 * identity
+        np.testing.assert_allclose(snapshot.kernel_train, kernel, atol=1e-12)
+        np.testing.assert_allclose(snapshot.kernel_test_train, kernel_test, atol=1e-12)
+        np.testing.assert_allclose(snapshot.propagator, powers[-1], atol=1e-12)
+        np.testing.assert_allclose(snapshot.gramian, gramian, atol=1e-12)
+        np.testing.assert_allclose(snapshot.train_transfer, identity - powers[-1], atol=1e-12)
+        test_transfer = scale * sum((kernel_test @ p for p in powers[:-1]), np.zeros_like(kernel_test))
+        np.testing.assert_allclose(snapshot.test_transfer, test_transfer, atol=1e-12)
+    # eigen-form of the same sum: λ_W = sλ (1 − (1 − sλ)^{2N}) / (1 − (1 − sλ)²), zero where λ = 0
+    lam = np.clip(np.linalg.eigvalsh(kernel), 0, None)
+    ratio = 1 - scale * lam
+    safe = np.where(lam > 1e-9, 1 - ratio ** 2, 1.0)
+    expected = np.where(lam > 1e-9, scale * lam * (1 - ratio ** (2 * steps)) / safe, 0.0)
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(trajectory.snapshots[-1].gramian)), np.sort(expected),
+                               atol=1e-12)
+    # a linear model is exactly linearised; its reservoir is ker(Xᵀ) ⊗ R^C; G_Q vanishes there; A° is exact
+    measures = trajectory_measures(trajectory, rank_tol=1e-9)
+    d = x.shape[1]
+    assert (measures["channel_dim"], measures["reservoir_dim"]) == (d * outputs, (n - d) * outputs)
+    assert measures["linearisation_error"] < 1e-10
+    assert measures["invisibility_ratio"] < 1e-10
+    assert measures["coupling_residual"] < 1e-10
+    # the predicted train displacement is −G_S g_0 = −(I − P_N) g_0: the closed-form residual after N steps
+    g0 = trajectory.initial_gradient
+    np.testing.assert_allclose(trajectory.snapshots[-1].train_outputs - task.y_train.numpy().reshape(-1),
+                               powers[-1] @ g0, atol=1e-10)
+
+
+def small_digits(loss: str, steps: int = 60):
+    settings = theory.theory_settings({"digits": {"train_size": 10, "test_size": 20, "input_dim": 4, "width": 2,
+                                                  "steps": steps, "lr": 0.05}})
+    task, config = digits_task(settings), settings["digits"]
+    net = theory.build_net(task, config, seed=0)
+    return train_gd(net, task, loss, config["lr"], steps, checkpoint_steps(steps, 3))
+
+
+def test_squared_loss_coupling_residual_is_numerical_zero_on_a_small_network():
+    """Squared loss: ΔG_S = P_s − P_T exactly (telescoping, however the kernel moves), and the fitted
+    coupling leaves R_⊥ below the proven cap for the truncated pseudo-inverse; cross-entropy breaks the
+    telescoping identity (H ≠ I), so the identity check is not vacuous."""
+    squared, entropy = small_digits("squared"), small_digits("cross_entropy")
+    for trajectory, telescopes in ((squared, True), (entropy, False)):
+        start, final = trajectory.snapshots[1], trajectory.snapshots[-1]
+        gap = np.abs((final.train_transfer - start.train_transfer) - (start.propagator - final.propagator)).max()
+        assert (gap < 1e-12) == telescopes, (trajectory.loss, gap)
+    measures = trajectory_measures(squared, rank_tol=1e-6)
+    assert measures["kernel_change"] > 0.05  # the kernel really moves (feature learning, not a linear model)
+    assert measures["linearisation_error"] < 0.05  # small steps: the first-order operators describe the run
+    assert measures["coupling_residual"] <= measures["coupling_bound"] < 1e-2
+    assert measures["coupling_residual"] < 1e-4
+    # tightening the tolerance drives the squared-loss residual further towards zero
+    final, first = squared.snapshots[-1], squared.snapshots[0]
+    tight = coupling_residual(final.test_transfer - first.test_transfer, final.train_transfer - first.train_transfer,
+                              squared.initial_gradient, rank_tol=1e-10)
+    assert tight["relative"] < 1e-6
+
+
+def synthetic_drift(replicates: int, steps: int, dims: int, persistent: bool, seed: int = 0) -> pd.DataFrame:
+    """Stream x_k = μ + σ_k ξ_k: drift D(T) = Tμ; fluctuation F(T) = Σ σ_k ξ_k, a martingale whose scale
+    σ_k ∈ {1, 2} depends on the previous increment (not iid). persistent=True replaces ξ_k by one ξ per
+    stream (not a martingale: F grows as T)."""
+    rng = np.random.default_rng(seed)
+    horizons = log_horizons(steps)
+    rows = []
+    for replicate in range(replicates):
+        mean = rng.standard_normal(dims)
+        noise = rng.standard_normal((steps, dims))
+        if persistent:
+            noise[:] = noise[0]
+        scales = np.ones(steps)
+        scales[1:] = np.where(noise[:-1, 0] > 0, 1.0, 2.0)
+        fluctuation = np.cumsum(scales[:, None] * noise, axis=0)
+        for horizon in horizons:
+            rows.append({"replicate": replicate, "T": horizon, "drift_norm": horizon * np.linalg.norm(mean),
+                         "fluctuation_norm": np.linalg.norm(fluctuation[horizon - 1])})
+    return pd.DataFrame(rows)
+
+
+def test_drift_and_fluctuation_exponents_on_a_synthetic_stream():
+    replicates, steps, dims, fit_from = 256, 1024, 4, 4
+    drift, fluctuation = drift_exponents(synthetic_drift(replicates, steps, dims, persistent=False), fit_from)
+    # RMS² over R replicates of ‖F(T)‖² (≈ χ²_d-like) has relative sd ≈ √(2/(dR)), so log RMS has sd
+    # ≈ 1/√(2dR); a least-squares slope moves by at most sd(ε)/sd(log T): allow 5 of those.
+    horizons = np.array([t for t in log_horizons(steps) if t >= fit_from], dtype=float)
+    tolerance = 5 / math.sqrt(2 * dims * replicates) / np.log(horizons).std()
+    assert tolerance < 0.1
+    assert drift == pytest.approx(1.0, abs=1e-9)
+    assert fluctuation == pytest.approx(0.5, abs=tolerance)
+    _, persistent = drift_exponents(synthetic_drift(replicates, steps, dims, persistent=True), fit_from)
+    assert persistent == pytest.approx(1.0, abs=tolerance)  # a non-martingale is told apart
+
+
+def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
+    settings = theory.theory_settings({"regression": {"train_size": 24, "test_size": 40, "width": 3,
+                                                      "steps": 150, "lr": 0.1}})
+    task, config = regression_task(settings), settings["regression"]
+    net = theory.build_net(task, config, seed=0)
+    trajectory = train_gd(net, task, "squared", config["lr"], config["steps"], checkpoint_steps(150, 2))
+    measures = trajectory_measures(trajectory, settings["rank_tol"])
+    assert measures["reservoir_dim"] > 0 and measures["channel_dim"] > 0
+    assert measures["invisibility_ratio"] <= measures["invisibility_bound_ratio"] < 1.0
+    assert measures["invisibility_ratio"] < theory.INVISIBLE_BELOW
+    # contrast: G_Q on a random subspace of the same dimension is far from invisible
+    final = trajectory.snapshots[-1]
+    split = split_channel(final.gramian, settings["rank_tol"])
+    random_basis, _ = np.linalg.qr(np.random.default_rng(0).standard_normal(split.reservoir.shape))
+    on_random = restricted_norm(final.test_transfer, random_basis) / restricted_norm(final.test_transfer, split.channel)
+    assert on_random > 100 * measures["invisibility_ratio"]
+
+
+TINY = {"checkpoints": 2,
+        "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
+        "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
+        "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}
+
+
+def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
+    result = theory.run_theory(TINY, tmp_path, log=lambda _: None, threads=1)
+    for name, columns in (("summary", theory.SUMMARY_COLUMNS), ("spectrum", theory.SPECTRUM_COLUMNS),
+                          ("drift", theory.DRIFT_COLUMNS)):
+        table = pd.read_csv(tmp_path / f"{name}.csv")
+        assert list(table.columns) == columns and len(table) > 0
+    assert (tmp_path / "provenance.json").exists()
+    summary = result["summary"]
+    assert {("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")} == set(
+        summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None))
+    theory.plot_theory(tmp_path, tmp_path / "theory.png")
+    assert (tmp_path / "theory.png").stat().st_size > 10_000
+    rows = theory.theory_claims(tmp_path, TINY)
+    assert [row["claim"] for row in rows] == [theory.CLAIM_INVISIBLE, theory.CLAIM_BENIGN, theory.CLAIM_COUPLING,
+                                              theory.CLAIM_DRIFT]
+    for row in rows:
+        assert set(row) == {"paper", "claim", "paper_value", "this_run", "holds", "note"}
+        assert row["paper"] == "P2" and isinstance(row["holds"], bool) and row["this_run"]
+
+
+def test_settings_reject_unknown_keys():
+    with pytest.raises(KeyError, match="unknown theory setting"):
+        theory.theory_settings({"stepz": 3})
+    with pytest.raises(KeyError, match="unknown theory.sgd setting"):
+        theory.theory_settings({"sgd": {"batch": 3}})
+    with pytest.raises(ValueError, match="loss must be one of"):
+        theory.theory_settings({"digits": {"losses": ["hinge"]}})
