@@ -12,7 +12,7 @@ rule estimate_alignment:
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        runtime=store_runtime,
     conda:
         "../envs/growcert.yaml"
     shell:
@@ -34,7 +34,7 @@ rule estimate_misalignment:
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        runtime=store_runtime,
     conda:
         "../envs/growcert.yaml"
     shell:

@@ -174,8 +174,9 @@ def depth_mem_mb(wildcards, attempt):
     return attempt * (2000 + json.loads(depth_settings(wildcards))["max_feature_mb"])
 
 
-def depth_runtime(wildcards, attempt):
-    """20 minutes; a pretrained model's store (up to tens of GB) gets its dump's time. Doubled on a retry."""
+def store_runtime(wildcards, attempt):
+    """Minutes of a job that reads a whole gradient store: 20; a pretrained model's store (up to tens of GB)
+    gets its dump's time. Doubled on a retry."""
     return pretrained_runtime(wildcards, attempt) if wildcards.family == "hf" else 20 * attempt
 
 

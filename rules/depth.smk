@@ -12,7 +12,7 @@ rule estimate_depth:
     threads: 1
     resources:
         mem_mb=depth_mem_mb,
-        runtime=depth_runtime,
+        runtime=store_runtime,
     conda:
         "../envs/growcert.yaml"
     shell:

@@ -181,6 +181,16 @@ def test_missing_checkpoint_is_one_line_naming_where_and_how(tmp_path, shakespea
     assert "hf download" in lines[0] and not (tmp_path / "x.zarr").exists()
 
 
+def test_missing_relative_folder_is_not_mistaken_for_a_hub_repository(tmp_path, monkeypatch):
+    # "checkpoints/pythia-70m" has the shape of a repository id; with a local checkpoints/ folder it is a
+    # missing checkpoint folder, and the hint names the placeholder repository, not the path
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(CheckpointError) as error:
+        load_causal_lm("checkpoints/pythia-70m")
+    assert "hf download ORG/NAME --local-dir" in str(error.value) and "allow_download" not in str(error.value)
+
+
 @pytest.mark.parametrize("dumped", ["gpt_neox"], indirect=True)
 def test_declared_width_must_match_the_checkpoint(dumped):
     _, folder, _ = dumped

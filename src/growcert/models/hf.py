@@ -96,13 +96,16 @@ def checkpoint_folder(path: str | Path, repo: str | None = None, allow_download:
     """The local folder (or, with `allow_download`, the repository id) that `from_pretrained` should read.
 
     Looks, in order, at `path` itself (a folder with a config.json), then at the repository id (`repo`,
-    or `path` when it looks like `org/name`) in the local Hugging Face cache. Raises CheckpointError
+    or `path` when it looks like `org/name` and `org` is no local folder) in the local Hugging Face cache. Raises CheckpointError
     in one line naming where it looked and how to provide the checkpoint.
     """
     folder = Path(path).expanduser()
     if (folder / "config.json").is_file():
         return str(folder)
-    repo = repo or (str(path) if REPO_ID.match(str(path)) and not folder.exists() else None)
+    # `org/name` is a repository id unless its `org` part is a local folder (then it is a missing checkpoint
+    # folder such as checkpoints/pythia-70m, and the hint below must not tell the user to download it).
+    looks_like_repo = REPO_ID.match(str(path)) and not folder.exists() and not folder.parent.exists()
+    repo = repo or (str(path) if looks_like_repo else None)
     _quiet_transformers()  # a clear line if transformers (and with it huggingface_hub) is not installed
     from huggingface_hub import constants, snapshot_download
 
