@@ -1,6 +1,8 @@
 """Config validation: defaults filled in, one-line errors naming the key, grid expansion."""
 
 import copy
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -127,3 +129,21 @@ def test_schema_dataset_defaults_match_the_dataset_modules():
     config = validate_config({}, SCHEMA)
     for name in DATASETS:
         assert config["datasets"][name] == default_settings(name), name
+
+
+@pytest.mark.parametrize("experiment", ["grokking", "pinn", "preference", "theory"])
+def test_experiment_settings_are_checked_by_the_schema_with_one_line_naming_the_key(experiment, tmp_path):
+    from growcert.config import section_settings
+
+    assert section_settings(experiment, {}) == validate_config(copy.deepcopy(BASE), SCHEMA)[experiment]
+    with pytest.raises(ConfigError, match=rf"^config key '{experiment}\.bogus': unknown key"):
+        section_settings(experiment, {"bogus": 1})
+    with pytest.raises(ConfigError, match=rf"^config key '{experiment}\.seeds': \[\] should be non-empty"):
+        section_settings(experiment, {"seeds": []})
+    result = subprocess.run([sys.executable, "-m", "growcert.cli", experiment, "--settings", '{"seeds": "0"}',
+                             "--out", str(tmp_path), "--figure", str(tmp_path / "f.png"), "--claims",
+                             str(tmp_path / "c.csv"), "--table", str(tmp_path / "t.csv")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"growcert {experiment}: error: config key '{experiment}.seeds': '0' is not of type 'array'"], result.stderr
+    assert not list(tmp_path.iterdir())  # nothing written before the settings are known to be good

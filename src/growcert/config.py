@@ -60,14 +60,23 @@ def key_path(path: Any) -> str:
     return rendered or "<top level>"
 
 
-def _one_line(error: jsonschema.ValidationError) -> str:
+def _one_line(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -> str:
+    path = [*prefix, *error.absolute_path]
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
-        where = key_path(list(error.absolute_path) + [extra[0]]) if extra else key_path(error.absolute_path)
+        where = key_path(path + [extra[0]]) if extra else key_path(path)
         return f"config key '{where}': unknown key (allowed here: {allowed})"
     message = " ".join(error.message.split())
-    return f"config key '{key_path(error.absolute_path)}': {message}"
+    return f"config key '{key_path(path)}': {message}"
+
+
+def _validate(instance: Any, schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        # The deepest, most specific error says most about what to fix.
+        raise ConfigError(_one_line(jsonschema.exceptions.best_match(errors), prefix))
 
 
 def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -77,13 +86,21 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
     """
     schema = load_schema() if schema is None else schema
     _fill_defaults(config, schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
-    if errors:
-        # The deepest, most specific error says most about what to fix.
-        raise ConfigError(_one_line(jsonschema.exceptions.best_match(errors)))
+    _validate(config, schema)
     _check_cross_keys(config)
     return config
+
+
+def section_settings(section: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One top-level section (an experiment's settings, e.g. `growcert pinn --settings`) with its schema
+    defaults filled in and validated as the pipeline would: ConfigError naming `section.key` otherwise."""
+    schema = load_schema()["properties"][section]
+    settings = copy.deepcopy(overrides or {})
+    _fill_defaults(settings, schema)
+    _validate(settings, schema, (section,))
+    if section == "grokking":
+        _check_grokking(settings)
+    return settings
 
 
 def _check_grokking(grokking: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from growcert.config import section_settings
+
 
 @dataclass(frozen=True)
 class Experiment:
@@ -108,7 +110,7 @@ def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, fi
     experiment = EXPERIMENTS[name]
     module = importlib.import_module(experiment.module)
     report = importlib.import_module(experiment.report_module or experiment.module)
-    settings = getattr(module, experiment.settings)(overrides)
+    settings = getattr(module, experiment.settings)(section_settings(name, overrides))
     out_dir = Path(out_dir)
     getattr(module, experiment.run)(settings, out_dir, log=log, threads=threads, **inputs)
     Path(figure).parent.mkdir(parents=True, exist_ok=True)
