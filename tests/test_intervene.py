@@ -10,6 +10,7 @@ from growcert.intervene import (COLUMNS, VARIANTS, check_pairing, disjoint_draws
                                 plot_interventions, prepare_intervention, resolve_settings, run_interventions,
                                 stored_examples, summarize_interventions)
 from growcert.store import open_group, open_store, split_of
+from helpers import relative_error
 
 DUMP = {"train_examples": 32, "test_examples": 32, "batch_size": 16, "seed": 1, "points": None}
 SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed": 3}
@@ -44,10 +45,6 @@ def interventions(dumped, dtype=torch.float32):
         for variant in VARIANTS:
             yield model, meta, group, prepare_intervention(group, meta["family"], point, variant, train_rows,
                                                            test_rows, settings, dtype=dtype), train_rows, test_rows
-
-
-def relative_error(a, b):
-    return float(abs(a - b) / max(abs(b), 1e-30))
 
 
 def test_zero_intervention_leaves_outputs_bit_identical(dumped):

@@ -43,15 +43,6 @@ def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
             _fill_defaults(item, schema["items"])
 
 
-def section_defaults(section: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The defaults of one top-level config section, from the schema: the single source of the
-    defaults that the experiment modules (grokking, pinn, preference, theory) use on their own."""
-    schema = load_schema() if schema is None else schema
-    defaults: dict[str, Any] = {}
-    _fill_defaults(defaults, schema["properties"][section])
-    return defaults
-
-
 def key_path(path: Any) -> str:
     """Render a jsonschema error path as `grids[0].train.steps`."""
     rendered = ""
@@ -93,7 +84,8 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
 
 def section_settings(section: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """One top-level section (an experiment's settings, e.g. `growcert pinn --settings`) with its schema
-    defaults filled in and validated as the pipeline would: ConfigError naming `section.key` otherwise."""
+    defaults filled in and validated as the pipeline would: ConfigError naming `section.key` otherwise.
+    Without overrides: the section's defaults, the single source of the experiment modules' defaults."""
     schema = load_schema()["properties"][section]
     settings = copy.deepcopy(overrides or {})
     _fill_defaults(settings, schema)

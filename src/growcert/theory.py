@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from growcert.config import section_defaults
+from growcert.config import section_settings
 from growcert.experiments import torch_scope
 from growcert.provenance import provenance
 from growcert.stats.kernels import root_mean_square, split_channel
@@ -47,7 +47,7 @@ from growcert.theory_dynamics import (LOSSES, FlatModel, ResidualMLP, Task, Traj
 # c = η λ_max(K)/n below 1 for both losses. SGD: lr 5e-4 keeps η·T·λ_max(K)/n ≲ 1 over the horizon,
 # the regime of the drift–diffusion statement (a roughly constant population gradient); at lr 0.02
 # the channel relaxes within the horizon and the drift saturates (fitted exponent ≈ 0.45).
-DEFAULT_SETTINGS: dict[str, Any] = section_defaults("theory")  # the schema's defaults (one source)
+DEFAULT_SETTINGS: dict[str, Any] = section_settings("theory")  # the schema's defaults (one source)
 # configs/paper.yaml holds a larger run (minutes to an hour on CPU; the operators cost O(m³) per step, m = n·C).
 SUMMARY_COLUMNS = ["task", "loss", "seed", "measure", "value"]
 SPECTRUM_COLUMNS = ["task", "loss", "seed", "step", "index", "eigenvalue"]

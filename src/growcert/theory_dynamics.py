@@ -86,11 +86,12 @@ class Task:
 def digits_task(settings: dict[str, Any]) -> Task:
     """A seeded subset of sklearn digits, pixels/16 projected on the training subset's top principal
     directions (fewer inputs, fewer parameters: the point is a model smaller than n·C)."""
-    from sklearn.datasets import load_digits
+    from growcert.data.digits import load_digits_arrays  # the project's checked loader of the same data
 
     config = settings["digits"]
-    bunch = load_digits()
-    pixels, labels = torch.tensor(bunch.data, dtype=torch.float64) / 16.0, torch.tensor(bunch.target)
+    images, labels, _, _ = load_digits_arrays()
+    pixels = torch.tensor(images.reshape(len(images), -1), dtype=torch.float64) / 16.0
+    labels = torch.from_numpy(labels)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(config["split_seed"]))
     train, test = order[:config["train_size"]], order[config["train_size"]:config["train_size"] + config["test_size"]]
     mean = pixels[train].mean(0)

@@ -37,7 +37,7 @@ SETTINGS = {
 _DATA_PACKAGE, _DATA_FILE = "sklearn.datasets.data", "digits.csv.gz"
 
 
-def _load() -> tuple[np.ndarray, np.ndarray, dict[str, Any], str]:
+def load_digits_arrays() -> tuple[np.ndarray, np.ndarray, dict[str, Any], str]:
     """Images (n, 1, 8, 8) uint8, labels int64, source record and sha256 of the raw data."""
     try:
         import sklearn
@@ -76,7 +76,7 @@ def _load() -> tuple[np.ndarray, np.ndarray, dict[str, Any], str]:
 
 
 def build(settings: dict[str, Any]) -> BuiltDataset:
-    images, labels, source, digest = _load()
+    images, labels, source, digest = load_digits_arrays()
     n = labels.shape[0]
     n_test = held_out_count(n, settings["test_fraction"])
     rng = split_rng(settings["seed"], 0)

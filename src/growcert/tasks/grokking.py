@@ -30,15 +30,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from growcert.config import section_defaults
+from growcert.config import section_settings
+from growcert.experiments import torch_scope
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
-from growcert.experiments import torch_scope
 from growcert.provenance import provenance
 
 # Defaults of the `grokking:` config section, read from its schema (rules/schemas/config.schema.yaml)
 # so the pipeline and a bare `growcert grokking` agree; configs/paper.yaml sets p = 97 and the paper's budget.
-DEFAULT_SETTINGS: dict[str, Any] = section_defaults("grokking")
+DEFAULT_SETTINGS: dict[str, Any] = section_settings("grokking")
 CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
                    "seconds"]

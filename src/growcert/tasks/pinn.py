@@ -41,6 +41,7 @@ claim row) reads them.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import time
@@ -52,9 +53,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from growcert.config import section_defaults
-from growcert.optim import PopulationRiskAdam
+from growcert.config import section_settings
 from growcert.experiments import torch_scope
+from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
 
 TWO_PI = 2 * math.pi
@@ -62,22 +63,20 @@ TWO_PI = 2 * math.pi
 # Defaults of the `pinn:` config section, read from its schema (rules/schemas/config.schema.yaml) so the
 # pipeline and a bare `growcert pinn` agree: all arms and seeds in about a minute on one CPU core.
 # configs/paper.yaml holds the larger run (pools 4096/256/128, batch 256, 6000 steps, five seeds).
-DEFAULT_SETTINGS: dict[str, Any] = section_defaults("pinn")
+DEFAULT_SETTINGS: dict[str, Any] = section_settings("pinn")
 CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds"]
 CLAIM = "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW"
 
 
 def pinn_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in (flat: every key is a value)."""
+    """DEFAULT_SETTINGS with `overrides` merged in (flat: every key is a value). Types and ranges are the
+    schema's (config.section_settings checks them for the command and the pipeline)."""
     settings = copy.deepcopy(DEFAULT_SETTINGS)
     for key, value in (overrides or {}).items():
         if key not in settings:
             raise KeyError(f"unknown pinn setting {key!r}; known: {sorted(settings)}")
         settings[key] = value
-    if not settings["adamw_lrs"] or not settings["poprisk_lrs"]:
-        raise ValueError("pinn adamw_lrs and poprisk_lrs must be non-empty: each optimizer's best lr of its grid "
-                         "is the one compared")
     return settings
 
 
@@ -119,14 +118,23 @@ def advection_residual(u: Callable[[Tensor, Tensor], Tensor], x: Tensor, t: Tens
     return u_t + beta * u_x
 
 
+def initial_error(u: Callable[[Tensor, Tensor], Tensor], x: Tensor, y: Tensor) -> Tensor:
+    """u(x, 0) − y: misfit to the noisy observations of the initial condition."""
+    return u(x, torch.zeros_like(x)) - y
+
+
+def boundary_error(u: Callable[[Tensor, Tensor], Tensor], t: Tensor) -> Tensor:
+    """u(0, t) − u(2π, t): the periodic boundary condition's violation."""
+    return u(torch.zeros_like(t), t) - u(torch.full_like(t, TWO_PI), t)
+
+
 def pinn_loss_terms(u: Callable[[Tensor, Tensor], Tensor], batch: dict[str, Tensor], beta: float,
                     create_graph: bool = True) -> dict[str, Tensor]:
     """The three mean-squared terms and their sum ("total") on one batch
     {x_r, t_r: collocation; x_ic, y_ic: noisy initial observations; t_bc: boundary times}."""
     residual = advection_residual(u, batch["x_r"], batch["t_r"], beta, create_graph)
-    initial = u(batch["x_ic"], torch.zeros_like(batch["x_ic"])) - batch["y_ic"]
-    t_bc = batch["t_bc"]
-    boundary = u(torch.zeros_like(t_bc), t_bc) - u(torch.full_like(t_bc, TWO_PI), t_bc)
+    initial = initial_error(u, batch["x_ic"], batch["y_ic"])
+    boundary = boundary_error(u, batch["t_bc"])
     terms = {"residual": residual.square().mean(), "initial": initial.square().mean(),
              "boundary": boundary.square().mean()}
     terms["total"] = terms["residual"] + terms["initial"] + terms["boundary"]
@@ -212,8 +220,6 @@ def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, An
     sizes = stratum_batch_sizes(settings)
     if settings["poprisk_variance"] == "exact":  # s²/b from per-example gradients: no correction to undo
         return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="exact")
-    if settings["poprisk_variance"] != "streaming":
-        raise ValueError(f"pinn poprisk_variance must be 'streaming' or 'exact', got {settings['poprisk_variance']!r}")
     fixed_pools = not settings["resample_collocation"]  # finite-population correction only for finite pools
     return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="streaming",
                               batch_size=sum(sizes.values()),
@@ -240,10 +246,10 @@ def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], bet
         return (u_t + beta * u_x).square()
 
     def initial_loss(params, x, y):
-        return (u(params, x, torch.zeros_like(x)) - y).square()
+        return initial_error(functools.partial(u, params), x, y).square()
 
     def boundary_loss(params, t):
-        return (u(params, torch.zeros_like(t), t) - u(params, torch.full_like(t, TWO_PI), t)).square()
+        return boundary_error(functools.partial(u, params), t).square()
 
     strata = [vmap(grad(residual_loss), in_dims=(None, 0, 0))(params, batch["x_r"], batch["t_r"]),
               vmap(grad(initial_loss), in_dims=(None, 0, 0))(params, batch["x_ic"], batch["y_ic"]),

@@ -45,17 +45,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from growcert.config import section_defaults
+from growcert.config import section_settings
 from growcert.errors import ConfigError
-from growcert.optim import PopulationRiskAdam
 from growcert.experiments import torch_scope
+from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
 from growcert.tasks.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
 from growcert.tasks.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 
 # Defaults of the `preference:` config section, read from its schema (rules/schemas/config.schema.yaml):
 # about a minute of one CPU core with the default pipeline's width-32, depth-2 llama of context 64.
-DEFAULT_SETTINGS: dict[str, Any] = section_defaults("preference")
+DEFAULT_SETTINGS: dict[str, Any] = section_settings("preference")
 OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
 CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds"]
@@ -65,8 +65,9 @@ EVAL_CHUNK = 256  # sequences per forward pass when evaluating
 
 
 def preference_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in, checked. `reference` (which pipeline run to start
-    from: null = the grid's first llama/shakespeare run) is resolved by the pipeline, not here."""
+    """DEFAULT_SETTINGS with `overrides` merged in, with the checks across keys; types and ranges are the
+    schema's (config.section_settings checks them for the command and the pipeline). `reference` (which
+    pipeline run to start from: null = the grid's first llama/shakespeare run) is resolved by the pipeline."""
     settings = copy.deepcopy(DEFAULT_SETTINGS)
     for key, value in (overrides or {}).items():
         if key not in settings:
@@ -75,18 +76,10 @@ def preference_settings(overrides: dict[str, Any] | None = None) -> dict[str, An
             raise ConfigError(f"preference.reference names a run by its width, depth and seed; got key(s) "
                               f"{sorted(value)}")
         settings[key] = value
-    for key in ("pairs_train", "pairs_test", "prompt_bytes", "continuation_bytes", "steps", "batch_size",
-                "eval_every"):
-        if not isinstance(settings[key], int) or settings[key] < 1:
-            raise ConfigError(f"preference.{key} must be an integer >= 1, got {settings[key]!r}")
-    if not 0.0 <= settings["swap_rate"] <= 1.0:
-        raise ConfigError(f"preference.swap_rate must lie in [0, 1], got {settings['swap_rate']}")
     if settings["batch_size"] >= settings["pairs_train"]:
         raise ConfigError(f"preference.batch_size {settings['batch_size']} must be below pairs_train "
                           f"{settings['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
                           "minibatches)")
-    if not settings["seeds"]:
-        raise ConfigError("preference.seeds must list at least one seed")
     return settings
 
 
