@@ -18,11 +18,11 @@ from pathlib import Path
 
 import torch
 
-from growcert.batches import fixed_examples
-from growcert.checkpoint import save_checkpoint
+from growcert.data.batches import fixed_examples
+from growcert.store.checkpoint import save_checkpoint
 from growcert.data import load_prepared, prepare_dataset
-from growcert.dump import dump_gradients
-from growcert.inspect_store import _stored_bytes
+from growcert.stages.dump import dump_gradients
+from growcert.store.inspect import _stored_bytes
 from growcert.models import build_model
 
 CASES = [("resnet", "digits", 2, 20, {}), ("llama", "shakespeare", 128, 2, {"head_dim": 16, "context": 64})]

@@ -6,7 +6,7 @@ from snakemake.exceptions import WorkflowError
 
 from growcert.config import ConfigError, Run, load_schema, run_steps, train_settings, training_runs, validate_config
 from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
-from growcert.config import preference_reference_run, preference_runs
+from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
 
 try:
     validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
@@ -101,9 +101,7 @@ def grow_experiments():
 
 
 def grow_settings_json(wildcards):
-    from growcert.grow import grow_settings
-
-    return json.dumps(grow_settings(config, grow_experiments().index(wildcards.experiment)), sort_keys=True)
+    return json.dumps(grow_experiment_settings(config, grow_experiments().index(wildcards.experiment)), sort_keys=True)
 
 
 def grow_dataset(wildcards):

@@ -25,7 +25,7 @@ LLAMA_TINY = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 100
 
 def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8):
     """Train a tiny model for a few steps into `folder`; returns its last checkpoint."""
-    from growcert.train import train_model
+    from growcert.stages.train import train_model
 
     if model is None:
         model = dict(LLAMA_TINY) if family == "llama" else {}

@@ -4,15 +4,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from growcert.alignment import estimate_alignment, estimate_misalignment
-from growcert.alignment_report import alignment_claims
+from growcert.stages.alignment import estimate_alignment, estimate_misalignment
+from growcert.report.alignment import alignment_claims
 from growcert.stats import certificates, effective_dims
 from growcert.stats.moments import population_moments
 from growcert.store import GroupSpec, StoreWriter
 
 SETTINGS = {"reductions": ["sum_positions", "flatten"], "detect_threshold": 2.0, "level": 0.95,
             "MK": [[8, 8], [32, 32]], "reference_MK": [8, 8], "modes": ["iid", "train_test"],
-            "replicates": 4000, "seed": 0, "points": None}
+            "replicates": 4000, "seed": 0}
 CHANNELS, HEIGHT, WIDTH = 6, 2, 2
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from growcert.batches import fixed_examples
-from growcert.capture import capture_batch
-from growcert.checkpoint import load_checkpoint
-from growcert.dump import dump_gradients
+from growcert.data.batches import fixed_examples
+from growcert.models.capture import capture_batch
+from growcert.store.checkpoint import load_checkpoint
+from growcert.stages.dump import dump_gradients
 from growcert.store import open_group
 from helpers import relative_error, single_example
 

@@ -133,13 +133,13 @@ def test_schema_dataset_defaults_match_the_dataset_modules():
 
 @pytest.mark.parametrize("experiment", ["grokking", "pinn", "preference", "theory"])
 def test_experiment_settings_are_checked_by_the_schema_with_one_line_naming_the_key(experiment, tmp_path):
-    from growcert.config import section_settings
+    from growcert.config import stage_settings
 
-    assert section_settings(experiment, {}) == validate_config(copy.deepcopy(BASE), SCHEMA)[experiment]
+    assert stage_settings(experiment, {}) == validate_config(copy.deepcopy(BASE), SCHEMA)[experiment]
     with pytest.raises(ConfigError, match=rf"^config key '{experiment}\.bogus': unknown key"):
-        section_settings(experiment, {"bogus": 1})
+        stage_settings(experiment, {"bogus": 1})
     with pytest.raises(ConfigError, match=rf"^config key '{experiment}\.seeds': \[\] should be non-empty"):
-        section_settings(experiment, {"seeds": []})
+        stage_settings(experiment, {"seeds": []})
     result = subprocess.run([sys.executable, "-m", "growcert.cli", experiment, "--settings", '{"seeds": "0"}',
                              "--out", str(tmp_path), "--figure", str(tmp_path / "f.png"), "--claims",
                              str(tmp_path / "c.csv"), "--table", str(tmp_path / "t.csv")],

@@ -6,9 +6,12 @@ import pandas as pd
 import pytest
 import torch
 
-from growcert.checkpoint import load_checkpoint
-from growcert.depth import COLUMNS, block_features, estimate_depth, plot_depth, recommend_depth
-from growcert.dump import dump_examples, dump_gradients
+from growcert.store.checkpoint import load_checkpoint
+from growcert.block_features import block_features
+from growcert.data.batches import dump_examples
+from growcert.report.depth import plot_depth, recommend_depth
+from growcert.stages.depth import COLUMNS, estimate_depth
+from growcert.stages.dump import dump_gradients
 from growcert.models import build_model
 from growcert.models.blocks import insert_block, insert_blocks, make_block
 from growcert.stats import depth as stats

@@ -8,8 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from growcert.tasks.grokking import (CLAIM, CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
-                                     grokking_claims, grokking_settings, plot_grokking, run_grokking, split_indices)
+from growcert.report.claims import ROW_COLUMNS
+from growcert.config import stage_settings
+from growcert.errors import ConfigError
+from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
+                                     grokking_claims, plot_grokking, run_grokking, split_indices)
 
 
 @pytest.mark.parametrize("p", [5, 13, 97])
@@ -77,8 +80,8 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     assert (tmp_path / "grokking.png").stat().st_size > 10_000
 
     rows = grokking_claims(tmp_path / "summary.csv", TINY)
-    assert len(rows) == 2 and all(row["claim"] == CLAIM for row in rows)
-    assert all(set(row) == {"paper", "claim", "paper_value", "this_run", "holds", "note"} for row in rows)
+    assert len(rows) == 2 and all(row["claim_id"] == "p2_grokking" for row in rows)
+    assert all(list(row) == ROW_COLUMNS for row in rows)
 
 
 def summary_of(adamw_step, poprisk_step, poprisk_wd=0.0):
@@ -106,8 +109,8 @@ def test_claim_holds_is_honest(adamw_step, poprisk_step, poprisk_wd, holds):
 
 
 def test_unknown_setting_is_refused():
-    with pytest.raises(KeyError, match="unknown grokking setting"):
-        grokking_settings({"weight_decay": 0.1})
+    with pytest.raises(ConfigError, match=r"'grokking.weight_decay': unknown key"):
+        stage_settings("grokking", {"weight_decay": 0.1})
 
 
 def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path):

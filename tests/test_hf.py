@@ -13,13 +13,13 @@ import torch
 import transformers
 import yaml
 
-from growcert.capture import capture_batch
-from growcert.checkpoint import load_model
+from growcert.models.capture import capture_batch
+from growcert.store.checkpoint import load_model
 from growcert.config import validate_config
 from growcert.data import load_prepared, prepare_dataset
-from growcert.dump import dump_gradients
+from growcert.stages.dump import dump_gradients
 from growcert.errors import CheckpointError, ConfigError
-from growcert.intervene import run_interventions
+from growcert.stages.interventions import run_interventions
 from growcert.models.blocks import insert_blocks
 from growcert.models.hf import byte_token_ids, load_byte_level_lm, load_causal_lm, load_pretrained
 from growcert.store import open_group, open_store
@@ -93,7 +93,7 @@ def test_stored_q_is_each_examples_own_gradient(dumped, shakespeare):
     model, meta, data = load_model(folder, shakespeare[1], {"context": CONTEXT})
     attrs = dict(open_store(store).attrs)
     assert (attrs["family"], attrs["width"], attrs["depth"], attrs["tokenizer"]) == ("hf", 16, 2, "bytes")
-    from growcert.batches import fixed_examples
+    from growcert.data.batches import fixed_examples
 
     train = fixed_examples(data, "train", DUMP["train_examples"], DUMP["seed"], CONTEXT)
     test = fixed_examples(data, "test", DUMP["test_examples"], DUMP["seed"], CONTEXT)
@@ -132,7 +132,7 @@ def test_inserted_zero_output_block_leaves_logits_unchanged(dumped, shakespeare)
 @pytest.mark.parametrize("dumped", ["gpt2"], indirect=True)  # one suffices: the intervention code is family-generic
 def test_interventions_predict_the_held_out_change(dumped, shakespeare):
     _, folder, store = dumped
-    settings = {"M": 4, "K": 4, "draws": 2, "epsilons": [1e-4, 1.0], "points": ["block0", "block2"], "seed": 2}
+    settings = {"M": 4, "K": 4, "draws": 2, "epsilons": [1e-4, 1.0], "max_points": 2, "seed": 2}
     table = run_interventions(folder, store, shakespeare[1], settings, log=lambda _: None, hf={"context": CONTEXT})
     smallest = table[table["epsilon"] == 1e-4]
     assert set(smallest["variant"]) == {"shared", "per_position", "block"} and set(table["family"]) == {"hf"}

@@ -4,11 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from growcert.checkpoint import load_checkpoint
-from growcert.dump import dump_gradients
-from growcert.intervene import (COLUMNS, VARIANTS, check_pairing, disjoint_draws, inserted, intervention_claims,
-                                plot_interventions, prepare_intervention, resolve_settings, run_interventions,
-                                stored_examples, summarize_interventions)
+from growcert.report.claims import ROW_COLUMNS
+from growcert.store.checkpoint import load_checkpoint
+from growcert.stages.dump import dump_gradients
+from growcert.config import stage_settings
+from growcert.errors import StoreError
+from growcert.report.interventions import intervention_claims, plot_interventions, summarize_interventions
+from growcert.stages.interventions import (COLUMNS, VARIANTS, check_pairing, disjoint_draws, inserted,
+                                           prepare_intervention, run_interventions, stored_examples)
 from growcert.store import open_group, open_store, split_of
 from helpers import relative_error
 
@@ -38,7 +41,7 @@ def interventions(dumped, dtype=torch.float32):
     checkpoint, store, data = dumped
     model, meta = load_checkpoint(checkpoint)
     model = model.to(dtype)
-    settings = resolve_settings(SETTINGS)
+    settings = stage_settings("intervene", SETTINGS)
     for point in model.points:
         group = open_group(store, point)
         train_rows, test_rows = disjoint_draws(split_of(group), 16, 16, 2, seed=3)[0]
@@ -119,7 +122,7 @@ def test_summary_claims_and_plot(table, tmp_path):
     # first order holds at 1e-4 and fails by ε = 10, so the limit lies on the grid below 10
     assert summary.first_order_limit.isin([1e-4, 1e-2]).all()
     claims = intervention_claims(table)
-    assert [set(claim) for claim in claims] == [{"paper", "claim", "paper_value", "this_run", "holds", "note"}] * 2
+    assert [list(claim) for claim in claims] == [ROW_COLUMNS] * 2
     assert claims[0]["paper_value"] == "96–99 %" and claims[0]["holds"] and claims[1]["holds"]
     plot_interventions(table, tmp_path / "interventions.png")
     assert (tmp_path / "interventions.png").stat().st_size > 10_000
@@ -141,12 +144,12 @@ def test_draws_are_disjoint_and_bad_settings_are_named():
     assert len(set(train)) == 40 and len(set(test)) == 28 and (split[train] == "train").all() and (split[test] == "test").all()
     with pytest.raises(ValueError, match=r"draws × K = 5 × 7 exceeds the 30 test rows"):
         disjoint_draws(split, 8, 7, 5, seed=0)
-    with pytest.raises(ValueError, match="unknown setting"):
-        resolve_settings({"eps": [0.1]})
+    with pytest.raises(ValueError, match=r"'intervene.eps': unknown key"):
+        stage_settings("intervene", {"eps": [0.1]})
     with pytest.raises(ValueError, match="intervene.variants"):
-        resolve_settings({"variants": ["bias"]})
+        stage_settings("intervene", {"variants": ["bias"]})
     with pytest.raises(ValueError, match="intervene.epsilons"):
-        resolve_settings({"epsilons": [0.1, -1]})
+        stage_settings("intervene", {"epsilons": [0.1, -1]})
 
 
 def test_a_store_from_another_model_or_dataset_is_refused(dumped, prepared):
@@ -154,8 +157,8 @@ def test_a_store_from_another_model_or_dataset_is_refused(dumped, prepared):
     _, meta = load_checkpoint(checkpoint)
     attrs = dict(open_store(store).attrs)
     check_pairing(checkpoint, store, meta, attrs, data)  # the true pair passes
-    with pytest.raises(ValueError, match="width"):
+    with pytest.raises(StoreError, match="width"):
         check_pairing(checkpoint, store, {**meta, "width": meta["width"] + 1}, attrs, data)
     other = prepared("shakespeare" if data.name == "digits" else "digits")
-    with pytest.raises(ValueError, match="dataset"):
+    with pytest.raises(StoreError, match="dataset"):
         check_pairing(checkpoint, store, meta, attrs, other)

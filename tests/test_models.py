@@ -328,7 +328,8 @@ def test_build_model():
     assert isinstance(llm, Llama) and llm.family == "llama"
     assert llm.config.vocab_size == 100 and llm.config.n_heads == 4 and len(llm.points) == 3
     assert llm(torch.zeros(2, 8, dtype=torch.long)).shape == (2, 8, 100)
-    assert llm.num_parameters() == sum(p.numel() for p in llm.parameters()) > 0
+    # D = 32, H = 88 (multiple of 8 nearest 8/3·32), V = 100, 2 blocks; see the arithmetic below
+    assert llm.num_parameters() == 2 * 100 * 32 + 2 * (4 * 32**2 + 3 * 32 * 88 + 2 * 32) + 32 == 31_648
 
     with pytest.raises(ValueError, match="image"):
         build_model("resnet", 1, 8, {"kind": "text", "vocab_size": 256})
@@ -336,3 +337,57 @@ def test_build_model():
         build_model("llama", 32, 2, {"kind": "image", "shape": [1, 8, 8], "num_classes": 10})
     with pytest.raises(ValueError, match="family"):
         build_model("mlp", 1, 8, {"kind": "image", "shape": [1, 8, 8], "num_classes": 10})
+
+
+# ---------------------------------------------------------------------------
+# parameter counts, from the architectures' definitions (not from the modules)
+
+
+def llama_count(vocab, width, depth, hidden):
+    """Embedding V·D; per block attention q, k, v, o (4·D², no biases), SwiGLU gate, up, down (3·D·H)
+    and two RMSNorm gains (2·D); the final RMSNorm gain D; an untied head V·D."""
+    return vocab * width + depth * (4 * width**2 + 3 * width * hidden + 2 * width) + width + vocab * width
+
+
+@pytest.mark.parametrize("width, depth, vocab, head_dim, mlp_hidden, hidden", [
+    (32, 2, 100, 8, None, 88),    # 8/3·32 = 85.3 -> 88
+    (48, 1, 256, 16, None, 128),  # 8/3·48 = 128 exactly
+    (64, 3, 13, 16, None, 168),   # 170.7 -> 168
+    (16, 2, 7, 4, 24, 24),        # an explicit hidden size
+])
+def test_llama_parameter_count_follows_the_architecture(width, depth, vocab, head_dim, mlp_hidden, hidden):
+    model = Llama(LlamaConfig(width=width, depth=depth, vocab_size=vocab, head_dim=head_dim,
+                              mlp_hidden=mlp_hidden, context=8))
+    expected = llama_count(vocab, width, depth, hidden)
+    assert model.num_parameters() == expected
+    assert sum(p.numel() for p in model.parameters()) == expected  # nothing shared or hidden from the count
+
+
+def resnet_count(width, depth, in_channels, classes):
+    """3×3 stem conv (no bias) + BN (γ, β); per BasicBlock two 3×3 convs (no bias) and two BNs, plus a
+    1×1 conv + BN shortcut where the channels change (the first block of stages 2 and 3); a linear
+    classifier with bias on 64k features. BN running statistics are buffers, not parameters."""
+    n = (depth - 2) // 6
+    c1, c2, c3 = 16 * width, 32 * width, 64 * width
+    total = 9 * in_channels * c1 + 2 * c1
+    for c_in, c_out in ((c1, c1), (c1, c2), (c2, c3)):
+        first = 9 * c_in * c_out + 9 * c_out * c_out + 4 * c_out + (c_in * c_out + 2 * c_out if c_in != c_out else 0)
+        total += first + (n - 1) * (18 * c_out * c_out + 4 * c_out)
+    return total + c3 * classes + classes
+
+
+@pytest.mark.parametrize("width, depth, in_channels, classes", [(1, 8, 1, 10), (2, 14, 1, 10), (1, 20, 3, 100)])
+def test_resnet_parameter_count_follows_the_architecture(width, depth, in_channels, classes):
+    model = ResNet(ResNetConfig(width=width, depth=depth, in_channels=in_channels, num_classes=classes))
+    assert model.num_parameters() == resnet_count(width, depth, in_channels, classes)
+
+
+def test_resnet_parameter_count_by_hand():
+    # ResNet-14, k = 2, one input channel, 10 classes: channels 32, 64, 128, two blocks per stage
+    stem = 9 * 1 * 32 + 2 * 32                                               # 352
+    stage1 = 2 * (9 * 32 * 32 * 2 + 4 * 32)                                  # 37,120 (identity shortcuts)
+    stage2 = (9 * 32 * 64 + 9 * 64 * 64 + 4 * 64 + 32 * 64 + 2 * 64) + (9 * 64 * 64 * 2 + 4 * 64)
+    stage3 = (9 * 64 * 128 + 9 * 128 * 128 + 4 * 128 + 64 * 128 + 2 * 128) + (9 * 128 * 128 * 2 + 4 * 128)
+    fc = 128 * 10 + 10
+    assert stem + stage1 + stage2 + stage3 + fc == 696_042
+    assert make_resnet(width=2, depth=14).num_parameters() == 696_042

@@ -121,17 +121,33 @@ def linear_gradient_stream(pool, b, steps, seed, **options):
 
 
 @pytest.mark.parametrize("at_step, runs", [(2, 40), (3, 40), (400, 1)])
-def test_streaming_variance_is_unbiased_for_the_batch_mean_variance(at_step, runs):
+def test_streaming_variance_is_unbiased_for_the_batch_mean_variance(at_step, runs, monkeypatch):
     # Stationary per-example gradients, pool of N = 600 rows, batches of b = 32 drawn without replacement:
     # V̂ (with its N/(N − b) correction) must estimate the exact variant's target S²/b at every step.
+    # V̂ is read where the gate uses it: what the streaming noise estimate hands to the gate's comparison.
     pool = torch.randn(600, 1000, generator=torch.Generator().manual_seed(0)) * torch.linspace(0.5, 2.0, 1000) + 1.0
     b = 32
     target = pool.var(dim=0, correction=1) / b
+    streaming_noise = PopulationRiskAdam._streaming_noise
+    gate_variance = []
+
+    def spy(*args):
+        noise, scale = streaming_noise(*args)
+        gate_variance[:] = [n * scale for n in noise]  # the V̂ the gate compares g² with at this step
+        return noise, scale
+
+    monkeypatch.setattr(PopulationRiskAdam, "_streaming_noise", staticmethod(spy))
     ratios = []
     for run in range(runs):
         for step, optimizer, theta in linear_gradient_stream(pool, b, at_step, seed=run, betas=(0.9, 0.98)):
             pass
-        ratios.append((optimizer.per_example_variance()[theta] / b / target).mean().item())
+        [v_hat] = gate_variance
+        ratios.append((v_hat / target).mean().item())
+        # the gate opened exactly where g² > V̂, and per_example_variance reports the same V̂ (times b)
+        margin = theta.grad ** 2 - v_hat
+        clear = margin.abs() > 1e-5 * v_hat
+        assert torch.equal(optimizer.last_open[theta][clear], (margin > 0)[clear]) and clear.float().mean() > 0.99
+        assert torch.allclose(optimizer.per_example_variance()[theta] / b, v_hat, rtol=1e-5)
     # Early steps average many runs: within one run all elements share the rows drawn, and how much two
     # batches overlap moves the mean ratio by ~±6 %. Without c_t the step-2 ratio would be 2.0, without
     # the finite-population factor 0.95; measured means 1.00-1.02 (run-to-run SD ~0.04).

@@ -12,14 +12,15 @@ import torch
 import transformers
 from torch import nn
 
-from growcert.checkpoint import load_checkpoint
+from growcert.store.checkpoint import load_checkpoint
 from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig
-from growcert.tasks.preference import (CLAIM_ACCURACY, CLAIM_DRIFT, CURVE_COLUMNS, OPTIMIZERS, SUMMARY_COLUMNS,
+from growcert.config import stage_settings
+from growcert.experiments.preference import (CURVE_COLUMNS, OPTIMIZERS, SUMMARY_COLUMNS,
                                        all_logprobs, continuation_logprobs, dpo_loss, plot_preference,
-                                       preference_claims, preference_settings, run_preference, train_arm)
-from growcert.tasks.preference_pairs import make_pairs, pair_tokens, reward_accuracy, swap_labels, vowel_reward
-from growcert.tasks.preference_reference import checkpoint_file, load_hf_reference
+                                       preference_claims, run_preference, train_arm)
+from growcert.experiments.preference_pairs import make_pairs, pair_tokens, reward_accuracy, swap_labels, vowel_reward
+from growcert.experiments.preference_reference import checkpoint_file, load_hf_reference
 
 TINY = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 4,
         "batch_size": 8, "eval_every": 2, "seeds": [0, 1], "lr": 3e-3}
@@ -97,7 +98,7 @@ def test_reference_stays_frozen_and_the_policy_moves(tmp_path, prepared, train_t
     reference, _ = load_checkpoint(checkpoint)
     reference.requires_grad_(False)
     before = {name: value.clone() for name, value in reference.state_dict().items()}
-    settings = preference_settings(TINY)
+    settings = stage_settings("preference", TINY)
     splits = {}
     for split, count, seed in (("train", 24, 0), ("test", 12, 1)):
         pairs = make_pairs(reference, torch.arange(256), getattr(text, f"{split}_x"), text.segment_starts(split),
@@ -144,7 +145,7 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     plot_preference(tmp_path / "out" / "curves.csv", tmp_path / "preference.png")
     assert (tmp_path / "preference.png").stat().st_size > 10_000
     rows = preference_claims(tmp_path / "out" / "summary.csv", TINY)
-    assert [row["claim"] for row in rows] == [CLAIM_ACCURACY, CLAIM_DRIFT]
+    assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy", "p2_dpo_drift"]
     assert [row["paper_value"] for row in rows] == ["0.566 → 0.641", "3.05× smaller"]
     assert all(row["paper"] == "P2" and isinstance(row["holds"], bool) for row in rows)
 
@@ -159,15 +160,15 @@ def test_claims_compare_medians_over_seeds():
 
 
 def test_settings_and_context_are_checked(tmp_path, prepared, train_tiny):
-    with pytest.raises(ConfigError, match="unknown preference setting 'swap'"):
-        preference_settings({"swap": 0.3})
+    with pytest.raises(ConfigError, match=r"'preference.swap': unknown key"):
+        stage_settings("preference", {"swap": 0.3})
     with pytest.raises(ConfigError, match="batch_size"):
-        preference_settings({"pairs_train": 16, "batch_size": 16})
-    with pytest.raises(ConfigError, match="width, depth and seed"):
-        preference_settings({"reference": {"width": 64, "steps": 3}})
-    assert preference_settings({})["reference"] is None
+        stage_settings("preference", {"pairs_train": 16, "batch_size": 16})
+    with pytest.raises(ConfigError, match=r"preference.reference.steps': unknown key"):
+        stage_settings("preference", {"reference": {"width": 64, "steps": 3}})
+    assert stage_settings("preference", {})["reference"] is None
     named = {"width": 64, "depth": 1, "seed": 0}
-    assert preference_settings({"reference": named})["reference"] == named
+    assert stage_settings("preference", {"reference": named})["reference"] == named
     with pytest.raises(ConfigError, match="reference policy"):
         run_preference(TINY, tmp_path / "out", log=lambda _: None)
     checkpoint = train_tiny(prepared("shakespeare"), tmp_path / "ref", "llama", "shakespeare", 16, 1)

@@ -1,12 +1,13 @@
 """Certificates, intervals and the status of a result row (PAPERS.md P1, DESIGN.md §5, §8)."""
 
+import itertools
 import math
 
 import numpy as np
 import pytest
 
 from growcert.stats import Moments, alignment_row, certificates, effective_dims, misalignment
-from growcert.stats.certificates import STATUS_NO_SIGNAL, STATUS_OK, certificate_columns
+from growcert.stats.certificates import STATUS_NO_SIGNAL, STATUS_OK, certificate_columns, detectability
 from growcert.stats.intervals import fieller_interval, wilson_interval
 from growcert.stats.moments import population_moments
 
@@ -65,6 +66,48 @@ def test_iid_misalignment_is_certified(heavy, M, K, mean_scale, spike):
     row = alignment_row(pool, M=M, K=K)
     if row["status"] == STATUS_OK:
         assert lo <= row["b_exact"] <= row["b_align"]
+
+
+@pytest.mark.parametrize("n, mu_sq, mu_sigma_mu, tr_sigma2, z, se", [
+    (10, 3.0, 2.0, 9.0, 3.0, 1.0),                    # 4·2/10 + 2·9/90 = 0.8 + 0.2 = 1
+    (10, -0.5, 2.0, 9.0, -0.5, 1.0),                  # the sign of the estimate is kept
+    (10, 3.0, -1.0, 9.0, 3.0 / math.sqrt(0.2), math.sqrt(0.2)),  # negative μᵀΣμ: its positive part, 0
+    (5, 1.0, 0.25, -4.0, 1.0 / math.sqrt(0.2), math.sqrt(0.2)),  # 4·0.25/5 + 0 (negative tr Σ²)
+    (10, 3.0, -1.0, 0.0, math.nan, math.nan),         # no usable scale
+])
+def test_detectability_is_the_estimate_over_its_exact_standard_error(n, mu_sq, mu_sigma_mu, tr_sigma2, z, se):
+    m = Moments(n=n, mu_sq=mu_sq, mu_4=mu_sq**2, mu_sigma_mu=mu_sigma_mu, tr_sigma2=tr_sigma2)
+    assert detectability(m) == pytest.approx((z, se), rel=1e-12, nan_ok=True)
+
+
+def brute_force_u_statistics(x):
+    """‖μ‖², μᵀΣμ, tr Σ² as averages of kernels over distinct index tuples of the Gram matrix:
+    E[G_ij] = ‖μ‖², E[G_ij G_ik] = μᵀΣμ + ‖μ‖⁴, E[G_ij G_kl] = ‖μ‖⁴, E[G_ij²] = tr Σ² + 2 μᵀΣμ + ‖μ‖⁴."""
+    gram = x @ x.T
+    pairs = list(itertools.permutations(range(len(x)), 2))
+    triples = list(itertools.permutations(range(len(x)), 3))
+    quads = list(itertools.permutations(range(len(x)), 4))
+    a1 = np.mean([gram[i, j] for i, j in pairs])
+    a2 = np.mean([gram[i, j] ** 2 for i, j in pairs])
+    a3 = np.mean([gram[i, j] * gram[i, k] for i, j, k in triples])
+    a4 = np.mean([gram[i, j] * gram[k, l] for i, j, k, l in quads])
+    return a1, a3 - a4, a2 - 2 * a3 + a4
+
+
+@pytest.mark.parametrize("shift, seed", [(0.0, 0), (0.7, 7), (3.0, 7)])  # (0.0, 0): μᵀΣμ estimate < 0
+def test_row_detectability_is_the_closed_form_of_brute_force_u_statistics(shift, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((8, 3)) + shift
+    n = len(x)
+    mu_sq, mu_sigma_mu, tr_sigma2 = brute_force_u_statistics(x)
+    row = alignment_row(x)
+    assert (row["mu_sq"], row["mu_sigma_mu"], row["tr_sigma2"]) == pytest.approx(
+        (mu_sq, mu_sigma_mu, tr_sigma2), rel=1e-9, abs=1e-12)
+    if shift == 0.0:
+        assert mu_sigma_mu < 0  # the case where detectability takes the positive part
+    se = math.sqrt(4 * max(mu_sigma_mu, 0) / n + 2 * max(tr_sigma2, 0) / (n * (n - 1)))
+    assert row["mu_sq_se"] == pytest.approx(se, rel=1e-9)
+    assert row["detectability"] == pytest.approx(mu_sq / se, rel=1e-9)
 
 
 def test_zero_mean_pool_is_undetermined_and_strong_mean_is_ok():
@@ -147,11 +190,67 @@ def test_wilson_interval_known_values():
     assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
 
 
-def test_certificate_columns_for_more_sizes_match_the_row():
+def closed_form_certificates(mu_sq, mu_sigma_mu, tr_sigma2, M, K):
+    """(B_exact, B_align, n_eff) from PAPERS.md P1's formulas, written out here (‖μ‖⁴ = mu_sq²)."""
+    mu_4 = mu_sq**2
+    n_eff = M * K / (M + K + 1)
+    d_align = min(mu_4 / mu_sigma_mu, mu_4 / tr_sigma2)
+    variance = (1 / M + 1 / K) * mu_sigma_mu + tr_sigma2 / (M * K)
+    return variance / (variance + mu_4), 1 / (1 + n_eff * d_align), n_eff
+
+
+# (mean, covariance) pairs picked by hand: isotropic, a spike along μ, a spike orthogonal to μ,
+# a large mean in a low dimension and a weak mean in a higher one
+HAND_PICKED = [
+    ([1.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]),
+    ([1.0, 1.0, 0.0], [[5.0, 4.0, 0.0], [4.0, 5.0, 0.0], [0.0, 0.0, 1.0]]),
+    ([2.0, 0.0, 0.0], [[0.5, 0.0, 0.0], [0.0, 9.0, 0.0], [0.0, 0.0, 9.0]]),
+    ([3.0], [[0.25]]),
+    ([0.1, -0.2, 0.1, 0.0], [[2.0, 0.5, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.3],
+                             [0.0, 0.0, 0.3, 4.0]]),
+]
+
+
+@pytest.mark.parametrize("M,K", [(1, 1), (4, 5), (16, 3), (64, 64)])
+@pytest.mark.parametrize("case", range(len(HAND_PICKED)))
+def test_certificates_match_the_closed_forms_on_hand_picked_moments(case, M, K):
+    mean, covariance = (np.array(v, dtype=float) for v in HAND_PICKED[case])
+    mu_sq = float(sum(v * v for v in mean))
+    mu_sigma_mu = float(sum(mean[i] * covariance[i, j] * mean[j]
+                            for i in range(len(mean)) for j in range(len(mean))))
+    tr_sigma2 = float(sum(covariance[i, j] ** 2 for i in range(len(mean)) for j in range(len(mean))))
+    m = Moments(n=None, mu_sq=mu_sq, mu_4=mu_sq**2, mu_sigma_mu=mu_sigma_mu, tr_sigma2=tr_sigma2)
+    expected = closed_form_certificates(mu_sq, mu_sigma_mu, tr_sigma2, M, K)
+    assert certificates(m, M, K) == pytest.approx(expected, rel=1e-12)
+    b_exact, b_align, _ = expected
+    assert 0 < b_exact <= b_align < 1
+
+    # certificate_columns reads the same quantities from a row: shown when "ok", NaN otherwise
+    row = {"n": 50, "dim": len(mean), "mu_sq": mu_sq, "mu_4": mu_sq**2, "mu_sigma_mu": mu_sigma_mu,
+           "tr_sigma2": tr_sigma2, "status": STATUS_OK}
+    columns = certificate_columns(row, M, K)
+    assert (columns["M"], columns["K"]) == (M, K)
+    assert (columns["b_exact"], columns["b_align"], columns["n_eff"]) == pytest.approx(expected, rel=1e-12)
+    assert (columns["b_exact_raw"], columns["b_align_raw"]) == pytest.approx(expected[:2], rel=1e-12)
+    hidden = certificate_columns(dict(row, status=STATUS_NO_SIGNAL), M, K)
+    assert math.isnan(hidden["b_exact"]) and math.isnan(hidden["b_align"])
+    assert (hidden["b_exact_raw"], hidden["b_align_raw"]) == pytest.approx(expected[:2], rel=1e-12)
+
+
+def test_certificate_columns_of_a_pool_are_the_closed_forms_of_its_estimates():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((80, 6)) + 0.8
     row = alignment_row(x, M=4, K=8)
-    again = certificate_columns(alignment_row(x), 4, 8)
-    assert {k: row[k] for k in again} == again
-    bigger = certificate_columns(row, 64, 64)
-    assert bigger["b_exact"] < row["b_exact"] and bigger["b_align"] < row["b_align"]
+    assert row["status"] == STATUS_OK
+    # closed forms on the row's own estimates (‖μ‖⁴ estimated separately, so not mu_sq²)
+    mu_4, musm, tr2 = row["mu_4"], row["mu_sigma_mu"], row["tr_sigma2"]
+    for M, K in ((4, 8), (64, 64)):
+        variance = (1 / M + 1 / K) * musm + tr2 / (M * K)
+        n_eff = M * K / (M + K + 1)
+        expected = {"b_exact": variance / (variance + mu_4),
+                    "b_align": 1 / (1 + n_eff * min(mu_4 / musm, mu_4 / tr2)), "n_eff": n_eff}
+        columns = row if (M, K) == (4, 8) else certificate_columns(row, M, K)
+        assert {k: columns[k] for k in expected} == pytest.approx(expected, rel=1e-12)
+        assert columns["b_exact"] <= columns["b_align"]
+    # more examples on both sides certify less misalignment
+    assert certificate_columns(row, 64, 64)["b_align"] < row["b_align"]

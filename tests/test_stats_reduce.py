@@ -71,6 +71,6 @@ def test_stats_package_imports_no_torch_and_no_model_code():
 
     code = ("import sys, growcert.stats; "
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'growcert.models', "
-            "'growcert.train', 'growcert.capture'))]; print(bad); assert not bad")
+            "'growcert.stages.train', 'growcert.models.capture'))]; print(bad); assert not bad")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,9 +9,9 @@ import pytest
 import xarray as xr
 import zarr
 
-from growcert.dump import dump_gradients
+from growcert.stages.dump import dump_gradients
 from growcert.store import MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store, sample_chunk
-from growcert.train import train_model
+from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
          GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4))]

@@ -1,4 +1,4 @@
-"""P2 theory diagnostics (growcert.theory, growcert.theory_dynamics, growcert.stats.kernels): closed forms
+"""P2 theory diagnostics (growcert.experiments.theory, growcert.experiments.theory_dynamics, growcert.stats.kernels): closed forms
 on a linear model, the squared-loss coupling identity on a small network, drift/diffusion exponents on
 synthetic streams, reservoir invisibility on a trained network, and one tiny end-to-end run."""
 
@@ -12,9 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from growcert import theory
+from growcert.config import stage_settings
+from growcert.errors import ConfigError
+from growcert.experiments import theory
+from growcert.report.claims import ROW_COLUMNS
 from growcert.stats.kernels import coupling_residual, restricted_norm, split_channel
-from growcert.theory_dynamics import (FlatModel, Task, checkpoint_steps, digits_task, drift_exponents,
+from growcert.experiments.theory_dynamics import (FlatModel, Task, checkpoint_steps, digits_task, drift_exponents,
                                       log_horizons, regression_task, train_gd, trajectory_measures)
 
 torch.set_num_threads(1)
@@ -72,7 +75,7 @@ def test_linear_model_operators_match_closed_forms():
 
 
 def small_digits(loss: str, steps: int = 60):
-    settings = theory.theory_settings({"digits": {"train_size": 10, "test_size": 20, "input_dim": 4, "width": 2,
+    settings = stage_settings("theory", {"digits": {"train_size": 10, "test_size": 20, "input_dim": 4, "width": 2,
                                                   "steps": steps, "lr": 0.05}})
     task, config = digits_task(settings), settings["digits"]
     net = theory.build_net(task, config, seed=0)
@@ -136,7 +139,7 @@ def test_drift_and_fluctuation_exponents_on_a_synthetic_stream():
 
 
 def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
-    settings = theory.theory_settings({"regression": {"train_size": 24, "test_size": 40, "width": 3,
+    settings = stage_settings("theory", {"regression": {"train_size": 24, "test_size": 40, "width": 3,
                                                       "steps": 150, "lr": 0.1}})
     task, config = regression_task(settings), settings["regression"]
     net = theory.build_net(task, config, seed=0)
@@ -172,17 +175,17 @@ def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
     theory.plot_theory(tmp_path, tmp_path / "theory.png")
     assert (tmp_path / "theory.png").stat().st_size > 10_000
     rows = theory.theory_claims(tmp_path, TINY)
-    assert [row["claim"] for row in rows] == [theory.CLAIM_INVISIBLE, theory.CLAIM_BENIGN, theory.CLAIM_COUPLING,
-                                              theory.CLAIM_DRIFT]
+    assert [row["claim_id"] for row in rows] == ["p2_reservoir_invisible", "p2_benign_noise", "p2_coupling_residual",
+                                                 "p2_drift_diffusion"]
     for row in rows:
-        assert set(row) == {"paper", "claim", "paper_value", "this_run", "holds", "note"}
+        assert list(row) == ROW_COLUMNS
         assert row["paper"] == "P2" and isinstance(row["holds"], bool) and row["this_run"]
 
 
 def test_settings_reject_unknown_keys():
-    with pytest.raises(KeyError, match="unknown theory setting"):
-        theory.theory_settings({"stepz": 3})
-    with pytest.raises(KeyError, match="unknown theory.sgd setting"):
-        theory.theory_settings({"sgd": {"batch": 3}})
-    with pytest.raises(ValueError, match="loss must be one of"):
-        theory.theory_settings({"digits": {"losses": ["hinge"]}})
+    with pytest.raises(ConfigError, match=r"'theory.stepz': unknown key"):
+        stage_settings("theory", {"stepz": 3})
+    with pytest.raises(ConfigError, match=r"'theory.sgd.batch': unknown key"):
+        stage_settings("theory", {"sgd": {"batch": 3}})
+    with pytest.raises(ConfigError, match=r"'theory.digits.losses\[0\]': 'hinge' is not one of"):
+        stage_settings("theory", {"digits": {"losses": ["hinge"]}})

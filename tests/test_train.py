@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from growcert.batches import TrainingBatches, examples_at, window_count
-from growcert.checkpoint import CheckpointError, load_checkpoint
-from growcert.train import train_model, warmup_factor
+from growcert.data.batches import TrainingBatches, examples_at, window_count
+from growcert.store.checkpoint import CheckpointError, load_checkpoint
+from growcert.stages.train import train_model
+from growcert.training import warmup_factor
 
 
 def settings(family, dataset, width, depth, seed=0, **train):

@@ -15,12 +15,24 @@ from typing import Any
 
 
 def _settings(text: str) -> dict[str, Any]:
-    """Settings as inline JSON, or `@path` to a JSON/YAML file."""
+    """Settings as inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
+    from growcert.errors import ConfigError
+
     if text.startswith("@"):
         import yaml
 
-        return yaml.safe_load(Path(text[1:]).read_text())
-    return json.loads(text)
+        path = Path(text[1:])
+        if not path.is_file():
+            raise ConfigError(f"settings file {path}: no such file")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
+        return {} if loaded is None else loaded
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
 
 
 def _log(message: str) -> None:
@@ -33,23 +45,6 @@ def _write_csv(table, path: str) -> None:
     _log(f"{len(table)} rows -> {path}")
 
 
-def spaced_points(store: str, count: int) -> list[str]:
-    """`count` insertion points of a store, evenly spaced from the first to the last."""
-    import numpy as np
-
-    from growcert.store import open_store
-
-    groups = list(open_store(store).attrs["groups"])
-    positions = np.unique(np.round(np.linspace(0, len(groups) - 1, min(count, len(groups)))).astype(int))
-    return [groups[i] for i in positions]
-
-
-def torch_threads(threads: int) -> None:
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def cmd_prepare(args: argparse.Namespace) -> None:
     from growcert.data import prepare_dataset
 
@@ -59,7 +54,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
-    from growcert.train import train_model
+    from growcert.stages.train import train_model
 
     train_model(_settings(args.settings), load_prepared(args.data), args.out, threads=args.threads, log=_log)
 
@@ -75,35 +70,31 @@ HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, 
 
 def cmd_dump(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
-    from growcert.dump import dump_gradients
+    from growcert.stages.dump import dump_gradients
 
     dump_gradients(args.checkpoint, load_prepared(args.data), args.out, _settings(args.settings),
                    threads=args.threads, log=_log, hf=_hf_settings(args.hf))
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    from growcert.inspect_store import inspect_store
+    from growcert.store.inspect import inspect_store
 
     print(inspect_store(args.store, summaries=not args.no_summaries))
 
 
 def cmd_intervene(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
-    from growcert.intervene import run_interventions
+    from growcert.stages.interventions import run_interventions
 
-    torch_threads(args.threads)
-    settings = _settings(args.settings)
-    if "max_points" in settings:
-        settings["points"] = spaced_points(args.store, settings.pop("max_points"))
-    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), settings, log=_log,
-                              hf=_hf_settings(args.hf))
+    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), _settings(args.settings),
+                              log=_log, hf=_hf_settings(args.hf), threads=args.threads)
     _write_csv(table, args.out)
 
 
 def cmd_summarize_interventions(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.intervene import intervention_claims, plot_interventions, summarize_interventions
+    from growcert.report.interventions import intervention_claims, plot_interventions, summarize_interventions
 
     table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
     _write_csv(table, args.out_table)
@@ -113,7 +104,7 @@ def cmd_summarize_interventions(args: argparse.Namespace) -> None:
 
 
 def cmd_estimate_alignment(args: argparse.Namespace) -> None:
-    from growcert.alignment import estimate_alignment
+    from growcert.stages.alignment import estimate_alignment
 
     _write_csv(estimate_alignment(args.store, _settings(args.settings), log=_log), args.out)
 
@@ -121,7 +112,7 @@ def cmd_estimate_alignment(args: argparse.Namespace) -> None:
 def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.alignment import estimate_misalignment
+    from growcert.stages.alignment import estimate_misalignment
 
     table = estimate_misalignment(args.store, pd.read_csv(args.alignment), _settings(args.settings), log=_log)
     _write_csv(table, args.out)
@@ -130,9 +121,10 @@ def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
 def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert import alignment_report as report
+    from growcert.config import stage_settings
+    from growcert.report import alignment as report
 
-    settings = _settings(args.settings)
+    settings = stage_settings("alignment", _settings(args.settings))
     reference = tuple(settings["reference_MK"])
     alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
     misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True)
@@ -156,18 +148,18 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
-    from growcert.depth import estimate_depth
+    from growcert.stages.depth import estimate_depth
 
-    torch_threads(args.threads)
-    _write_csv(estimate_depth(args.store, _settings(args.settings), log=_log), args.out)
+    _write_csv(estimate_depth(args.store, _settings(args.settings), log=_log, threads=args.threads), args.out)
 
 
 def cmd_summarize_depth(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.depth import plot_depth, recommend_depth
+    from growcert.config import stage_settings
+    from growcert.report.depth import plot_depth, recommend_depth
 
-    settings = _settings(args.settings)
+    settings = stage_settings("depth", _settings(args.settings))
     table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
     _write_csv(table, args.out_table)
     _write_csv(recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"]),
@@ -177,7 +169,7 @@ def cmd_summarize_depth(args: argparse.Namespace) -> None:
 
 def cmd_grow(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
-    from growcert.grow import grow_and_compare
+    from growcert.stages.grow import grow_and_compare
 
     grow_and_compare(_settings(args.settings), load_prepared(args.data), args.out, log=_log, threads=args.threads)
 
@@ -185,7 +177,7 @@ def cmd_grow(args: argparse.Namespace) -> None:
 def cmd_summarize_growth(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.grow import depth_claims, plot_growth
+    from growcert.report.depth import depth_claims, plot_growth
 
     growth = pd.concat([pd.read_csv(Path(folder) / "growth.csv") for folder in args.runs], ignore_index=True)
     depth = pd.read_csv(args.depth)
@@ -195,7 +187,7 @@ def cmd_summarize_growth(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize_training(args: argparse.Namespace) -> None:
-    from growcert.summaries import training_table
+    from growcert.report.training import training_table
 
     table = training_table(args.runs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -206,14 +198,14 @@ def cmd_summarize_training(args: argparse.Namespace) -> None:
 def cmd_plot_training(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.plots import training_grid
+    from growcert.report.figures import training_grid
 
     training_grid(pd.read_csv(args.table), args.out)
     _log(f"figure -> {args.out}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    from growcert.report import build_report
+    from growcert.report.html import build_report
 
     build_report(args.results, args.out)
     _log(f"report -> {args.out}")
@@ -231,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = stages.add_parser("train", help="train one model of a grid, saving checkpoints and metrics.json")
     train.add_argument("--data", required=True, help="prepared dataset folder")
-    train.add_argument("--settings", required=True, help="run settings as JSON, or @file (growcert.config.train_settings)")
+    train.add_argument("--settings", default="{}", help="one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, train (stage train of growcert.config.stage_settings)")
     train.add_argument("--out", required=True, help="run folder (step{N}.pt, metrics.json)")
     train.add_argument("--threads", type=int, default=1)
     train.set_defaults(handler=cmd_train)
@@ -239,8 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
     dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
     dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
-    dump.add_argument("--settings", default='{"train_examples": 512, "test_examples": 512, "batch_size": 64, '
-                      '"seed": 0, "points": null}', help="dump settings as JSON, or @file (config key dump)")
+    dump.add_argument("--settings", default="{}", help="dump settings as JSON, or @file (config key dump; "
+                      "missing keys take the schema's defaults)")
     dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
     dump.add_argument("--threads", type=int, default=1)
     dump.add_argument("--hf", default=None, help=HF_HELP)
@@ -253,21 +245,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
     estimate.add_argument("--store", required=True)
-    estimate.add_argument("--settings", required=True, help="config key alignment, as JSON or @file")
+    estimate.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
     estimate.add_argument("--out", required=True)
     estimate.set_defaults(handler=cmd_estimate_alignment)
 
     misaligned = stages.add_parser("estimate-misalignment", help="empirical misalignment and certificates over an (M, K) grid")
     misaligned.add_argument("--store", required=True)
     misaligned.add_argument("--alignment", required=True, help="the store's estimate-alignment table")
-    misaligned.add_argument("--settings", required=True, help="config key alignment, as JSON or @file")
+    misaligned.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
     misaligned.add_argument("--out", required=True)
     misaligned.set_defaults(handler=cmd_estimate_misalignment)
 
     pooled = stages.add_parser("summarize-alignment", help="pool alignment tables: figures, summary, claims")
     pooled.add_argument("--alignment", nargs="+", required=True)
     pooled.add_argument("--misalignment", nargs="+", required=True)
-    pooled.add_argument("--settings", required=True)
+    pooled.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
     pooled.add_argument("--out-alignment", required=True)
     pooled.add_argument("--out-misalignment", required=True)
     pooled.add_argument("--out-summary", required=True)
@@ -314,14 +306,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     depth = stages.add_parser("estimate-depth", help="first-order value of a zero-output block at every point of a store")
     depth.add_argument("--store", required=True)
-    depth.add_argument("--settings", required=True, help="config key depth, as JSON or @file")
+    depth.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
     depth.add_argument("--out", required=True)
     depth.add_argument("--threads", type=int, default=1)
     depth.set_defaults(handler=cmd_estimate_depth)
 
     depth_summary = stages.add_parser("summarize-depth", help="pool depth tables: saturation decision and figure")
     depth_summary.add_argument("tables", nargs="+")
-    depth_summary.add_argument("--settings", required=True, help="config key depth, as JSON or @file")
+    depth_summary.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
     depth_summary.add_argument("--out-table", required=True)
     depth_summary.add_argument("--out-decision", required=True)
     depth_summary.add_argument("--figure", required=True)
@@ -329,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     grow = stages.add_parser("grow", help="grow a shallow net with zero-output blocks vs training from scratch")
     grow.add_argument("--data", required=True)
-    grow.add_argument("--settings", required=True, help="one growth experiment (growcert.grow.grow_settings)")
+    grow.add_argument("--settings", default="{}", help="one growth experiment as JSON or @file: an entry of config grow.experiments with the section's shared keys (stage grow of growcert.config.stage_settings)")
     grow.add_argument("--out", required=True, help="folder for growth.csv and selection.csv")
     grow.add_argument("--threads", type=int, default=1)
     grow.set_defaults(handler=cmd_grow)

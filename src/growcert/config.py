@@ -82,16 +82,67 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
     return config
 
 
-def section_settings(section: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One top-level section (an experiment's settings, e.g. `growcert pinn --settings`) with its schema
-    defaults filled in and validated as the pipeline would: ConfigError naming `section.key` otherwise.
-    Without overrides: the section's defaults, the single source of the experiment modules' defaults."""
-    schema = load_schema()["properties"][section]
+# Stages whose settings are not one top-level section of the config but are built from its parts:
+#   train  one run of a grid (family, dataset, width, depth, seed, the family's model options, train)
+#   grow   one entry of grow.experiments with the section's shared keys (and the family's model options)
+#   hf     one entry of pretrained.models with the keys every pretrained model shares
+DERIVED_STAGES = ("train", "grow", "hf")
+
+
+def stage_schema(stage: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON schema of what `growcert <stage> --settings` takes: a top-level section of the config
+    (dump, alignment, intervene, depth, grokking, pinn, preference, theory, ...) or a derived stage."""
+    properties = (schema or load_schema())["properties"]
+    if stage in properties and stage not in DERIVED_STAGES:
+        return properties[stage]
+    if stage == "train":
+        grid = properties["grids"]["items"]["properties"]
+        run = {"family": grid["family"], "dataset": grid["dataset"],
+               "width": {"type": "integer", "minimum": 1, "description": grid["widths"]["description"]},
+               "depth": {"type": "integer", "minimum": 1, "description": grid["depths"]["description"]},
+               "seed": {"type": "integer", "minimum": 0, "default": 0, "description": "Seed of initialisation and batch order."},
+               "model": {"type": "object", "default": {}, "description": "The family's options (config key models.<family>)."},
+               "train": grid["train"]}
+        return {"type": "object", "additionalProperties": False, "required": ["family", "dataset", "width", "depth"],
+                "properties": run}
+    if stage == "grow":
+        section = properties["grow"]["properties"]
+        experiment = section["experiments"]["items"]
+        shared = {key: value for key, value in section.items() if key != "experiments"}
+        model = {"type": "object", "default": {}, "description": "The family's options (config key models.<family>)."}
+        return {"type": "object", "additionalProperties": False, "required": experiment["required"],
+                "properties": {**shared, **experiment["properties"], "model": model}}
+    if stage == "hf":
+        pretrained = properties["pretrained"]["properties"]
+        model = pretrained["models"]["items"]["properties"]
+        # Outside the pipeline a model need not declare name, width and depth (null: as the checkpoint has them).
+        optional = {key: value if "default" in value else {**value, "type": [value["type"], "null"], "default": None}
+                    for key, value in model.items()}
+        return {"type": "object", "additionalProperties": False,
+                "properties": {**{key: pretrained[key] for key in HF_KEYS}, **optional}}
+    raise ConfigError(f"no settings schema for stage {stage!r}")
+
+
+def stage_settings(stage: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ONE way a stage gets its settings: `overrides` with the schema's defaults filled in, validated as
+    the pipeline validates its config, plus the stage's checks across keys. ConfigError names the key.
+
+    Idempotent, so the pipeline's full section and a bare `growcert <stage> --settings '{}'` give the same
+    settings, and a module may resolve again what the command line already resolved.
+    """
+    schema = load_schema()
     settings = copy.deepcopy(overrides or {})
-    _fill_defaults(settings, schema)
-    _validate(settings, schema, (section,))
-    if section == "grokking":
-        _check_grokking(settings)
+    if not isinstance(settings, dict):
+        raise ConfigError(f"settings of {stage}: expected a mapping of keys to values, got {type(settings).__name__}")
+    prefix = () if stage == "train" else (stage,)
+    section = stage_schema(stage, schema)
+    _fill_defaults(settings, section)
+    _validate(settings, section, prefix)
+    if stage in ("train", "grow"):  # the family's options: the schema of config key models.<family>
+        family_options = schema["properties"]["models"]["properties"][settings["family"]]
+        _fill_defaults(settings["model"], family_options)
+        _validate(settings["model"], family_options, (*prefix, "model"))
+    STAGE_CHECKS.get(stage, lambda _: None)(settings)
     return settings
 
 
@@ -109,23 +160,71 @@ def _check_grokking(grokking: dict[str, Any]) -> None:
                           f"{train_equations} training equations (the population-risk gate needs batch noise)")
 
 
+def _check_preference(preference: dict[str, Any]) -> None:
+    if preference["batch_size"] >= preference["pairs_train"]:
+        raise ConfigError(f"config key 'preference.batch_size': {preference['batch_size']} must be below pairs_train "
+                          f"{preference['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
+                          "minibatches)")
+
+
+def _check_model(where: str, family: str, dataset: str, widths: dict[str, int], depths: dict[str, int],
+                 head_dim: int) -> None:
+    """A family's rules (models.<family>.FAMILY) on a grid or run: the dataset kind it reads, its depths and
+    its widths, given as {key under `where`: value}."""
+    from growcert.data import DATASET_KINDS
+    from growcert.models import family_of
+
+    rules = family_of(family)
+    within = f"{where}." if where else ""
+    if DATASET_KINDS[dataset] != rules.data_kind:
+        raise ConfigError(f"config key '{within}dataset': family {family} cannot train on {dataset}")
+    for key, depth in depths.items():
+        if problem := rules.depth_problem(depth):
+            raise ConfigError(f"config key '{within}{key}': {problem}")
+    for key, width in widths.items():
+        if problem := rules.width_problem(width, head_dim):
+            raise ConfigError(f"config key '{within}{key}': {problem}")
+
+
+def _check_grow_experiment(experiment: dict[str, Any], where: str = "grow") -> None:
+    from growcert.models import family_of
+
+    depths = {"base_depth": experiment["base_depth"]}
+    if experiment["deeper_depth"] is not None:
+        depths["deeper_depth"] = experiment["deeper_depth"]
+    _check_model(where, experiment["family"], experiment["dataset"], {"width": experiment["width"]}, depths,
+                 experiment["model"].get("head_dim", 1))
+    if experiment["deeper_depth"] is not None and experiment["deeper_depth"] <= experiment["base_depth"]:
+        raise ConfigError(f"config key '{where}.deeper_depth': {experiment['deeper_depth']} is not deeper than base_depth")
+    points = family_of(experiment["family"]).point_count(experiment["base_depth"])
+    if experiment["blocks"] > points:
+        raise ConfigError(f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points")
+
+
+def _check_train_run(run: dict[str, Any]) -> None:
+    _check_model("", run["family"], run["dataset"], {"width": run["width"]}, {"depth": run["depth"]},
+                 run["model"].get("head_dim", 1))
+    _check_budget("train", run["train"])
+
+
+def _check_budget(where: str, train: dict[str, Any]) -> None:
+    """Checkpoints are distinct steps within the training budget."""
+    for index, step in enumerate(train["checkpoints"]):
+        if step > train["steps"]:
+            raise ConfigError(f"config key '{where}.checkpoints[{index}]': step {step} is beyond the budget of "
+                              f"{train['steps']} steps")
+    if len(set(train["checkpoints"])) != len(train["checkpoints"]):
+        raise ConfigError(f"config key '{where}.checkpoints': steps must be distinct")
+
+
+STAGE_CHECKS = {"grokking": _check_grokking, "preference": _check_preference, "grow": _check_grow_experiment,
+                "train": _check_train_run}
+
+
 def _check_grow(config: dict[str, Any]) -> None:
     for index, experiment in enumerate(config["grow"]["experiments"]):
-        where = f"grow.experiments[{index}]"
-        family = experiment["family"]
-        if (family == "llama") != (experiment["dataset"] == "shakespeare"):
-            raise ConfigError(f"config key '{where}.dataset': family {family} cannot train on {experiment['dataset']}")
-        depths = [("base_depth", experiment["base_depth"]), ("deeper_depth", experiment["deeper_depth"])]
-        for key, depth in depths:
-            if depth is not None and family == "resnet" and (depth < 8 or (depth - 2) % 6):
-                raise ConfigError(f"config key '{where}.{key}': resnet depth must be 6n+2 with n >= 1, got {depth}")
-        if experiment["deeper_depth"] is not None and experiment["deeper_depth"] <= experiment["base_depth"]:
-            raise ConfigError(f"config key '{where}.deeper_depth': {experiment['deeper_depth']} is not deeper than base_depth")
-        if family == "llama" and experiment["width"] % config["models"]["llama"]["head_dim"]:
-            raise ConfigError(f"config key '{where}.width': {experiment['width']} is not a multiple of models.llama.head_dim")
-        points = experiment["base_depth"] + 1 if family == "llama" else 3 * (experiment["base_depth"] - 2) // 6 + 1
-        if experiment["blocks"] > points:
-            raise ConfigError(f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points")
+        _check_grow_experiment({**experiment, "model": config["models"][experiment["family"]]},
+                               f"grow.experiments[{index}]")
 
 
 def _check_pretrained(pretrained: dict[str, Any]) -> None:
@@ -171,6 +270,7 @@ def preference_reference_run(config: dict[str, Any]) -> Run | None:
 
 def _check_cross_keys(config: dict[str, Any]) -> None:
     _check_grokking(config["grokking"])
+    _check_preference(config["preference"])
     _check_grow(config)
     _check_pretrained(config["pretrained"])
     preference_reference_run(config)
@@ -183,24 +283,11 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
         if pair in seen:
             raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]")
         seen[pair] = position
-        train = grid["train"]
-        for index, step in enumerate(train["checkpoints"]):
-            if step > train["steps"]:
-                raise ConfigError(f"config key '{where}.train.checkpoints[{index}]': step {step} is beyond the budget of {train['steps']} steps")
-        if len(set(train["checkpoints"])) != len(train["checkpoints"]):
-            raise ConfigError(f"config key '{where}.train.checkpoints': steps must be distinct")
-        if grid["family"] == "resnet":
-            for index, depth in enumerate(grid["depths"]):
-                if depth < 8 or (depth - 2) % 6:
-                    raise ConfigError(f"config key '{where}.depths[{index}]': resnet depth must be 6n+2 with n >= 1 (8, 14, 20, ...), got {depth}")
-        if grid["family"] == "llama":
-            head_dim = config["models"]["llama"]["head_dim"]
-            for index, width in enumerate(grid["widths"]):
-                if width % head_dim:
-                    raise ConfigError(f"config key '{where}.widths[{index}]': llama width {width} is not a multiple of models.llama.head_dim={head_dim}")
-        image_only = grid["dataset"] != "shakespeare"
-        if (grid["family"] == "llama") == image_only:
-            raise ConfigError(f"config key '{where}.dataset': family {grid['family']} cannot train on {grid['dataset']}")
+        _check_budget(f"{where}.train", grid["train"])
+        _check_model(where, grid["family"], grid["dataset"],
+                     {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
+                     {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])},
+                     config["models"][grid["family"]].get("head_dim", 1))
 
 
 @dataclass(frozen=True)
@@ -235,6 +322,15 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
         "model": dict(config["models"][run.family]),
         "train": dict(grid["train"]),
     }
+
+
+def grow_experiment_settings(config: dict[str, Any], index: int) -> dict[str, Any]:
+    """What `growcert grow` needs for experiment `index` of a validated config: the entry, the `grow` section's
+    shared keys and the family's model options (stage `grow` of `stage_settings`)."""
+    section = config["grow"]
+    shared = {key: value for key, value in section.items() if key != "experiments"}
+    experiment = dict(section["experiments"][index])
+    return {**shared, **experiment, "model": dict(config["models"][experiment["family"]])}
 
 
 def run_steps(config: dict[str, Any], run: Run) -> list[int]:

@@ -33,4 +33,8 @@ class StoreError(GrowcertError, RuntimeError):
     """A gradient store is missing, incomplete, corrupted or not what the caller expects."""
 
 
+class NumericalError(GrowcertError, FloatingPointError):
+    """A loss or a stored value became NaN or infinite; the message names the run or store and the step."""
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (GrowcertError, json.JSONDecodeError, FileNotFoundError)

@@ -35,7 +35,7 @@ from growcert.data.prepared import (
 )
 
 __all__ = [
-    "DATASETS", "DatasetError", "PreparedDataset", "prepare_dataset", "load_prepared",
+    "DATASETS", "DATASET_KINDS", "DatasetError", "PreparedDataset", "prepare_dataset", "load_prepared",
     "default_settings", "settings_spec", "ARRAYS_FILE", "INFO_FILE",
 ]
 
@@ -46,18 +46,20 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class _Entry:
+    kind: str  # "image" or "text": which model families can read it
     settings: Mapping[str, Setting]
     build: Callable[[dict[str, Any]], BuiltDataset]
 
 
 _REGISTRY: dict[str, _Entry] = {
-    "digits": _Entry(digits.SETTINGS, digits.build),
-    "shakespeare": _Entry(shakespeare.SETTINGS, shakespeare.build),
-    "fashion_mnist": _Entry(fashion_mnist.SETTINGS, fashion_mnist.build),
-    "cifar10": _Entry(cifar.SETTINGS, lambda settings: cifar.build("cifar10", settings)),
-    "cifar100": _Entry(cifar.SETTINGS, lambda settings: cifar.build("cifar100", settings)),
+    "digits": _Entry("image", digits.SETTINGS, digits.build),
+    "shakespeare": _Entry("text", shakespeare.SETTINGS, shakespeare.build),
+    "fashion_mnist": _Entry("image", fashion_mnist.SETTINGS, fashion_mnist.build),
+    "cifar10": _Entry("image", cifar.SETTINGS, lambda settings: cifar.build("cifar10", settings)),
+    "cifar100": _Entry("image", cifar.SETTINGS, lambda settings: cifar.build("cifar100", settings)),
 }
 assert tuple(_REGISTRY) == DATASETS
+DATASET_KINDS = {name: entry.kind for name, entry in _REGISTRY.items()}
 
 
 def _entry(name: str) -> _Entry:

@@ -4,9 +4,9 @@ P3 inserts a residual block r(z) = W_out φ(W_in u(z)) whose last projection W_o
 network function is unchanged, and asks whether the conditional activation gradient has a component
 the block can follow. The block itself is `residual.ZeroOutputBlock` (pointwise: a 1×1-convolution
 MLP on images, a per-token MLP on sequences, φ = GELU); this module fixes, per family, the choices
-that make it *the* block of this project, so that the offline estimate (`growcert.depth`, which
+that make it *the* block of this project, so that the offline estimate (`growcert.stages.depth`, which
 computes the block's features from stored z with `ZeroOutputBlock.hidden`), the growth experiment
-(`growcert.grow`) and the interventions all use one and the same block:
+(`growcert.stages.grow`) and the interventions all use one and the same block:
 
     family   stream              u(z)                         W_in (seeded by block_seed(seed, point))
     resnet   (C, H, W), post-ReLU identity (BN-at-init, see residual.py)  (hidden × C), 1×1
@@ -36,10 +36,9 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from growcert.models import family_of
 from growcert.models.residual import ZeroOutputBlock, block_seed
 
-# (feature axis of the stream counted from the end, the block's normalisation u) per family.
-FAMILY_LAYOUT = {"resnet": (-3, "identity"), "llama": (-1, "rms"), "hf": (-1, "rms")}
 NORM_EPS = 1e-6  # the block's own RMSNorm epsilon (LlamaConfig's default; not a model option)
 
 
@@ -53,13 +52,6 @@ class GrowableBlock(ZeroOutputBlock):
         self.w_in = nn.Parameter(w_in.detach().clone())
 
 
-def family_layout(family: str) -> tuple[int, str]:
-    """(channel_dim, norm) of the family's block: where features sit in the stream, and u."""
-    if family not in FAMILY_LAYOUT:
-        raise ValueError(f"no zero-output block for model family {family!r} (known: {', '.join(FAMILY_LAYOUT)})")
-    return FAMILY_LAYOUT[family]
-
-
 def point_index(point: str) -> int:
     """`block7` -> 7: the number of residual blocks of the base network below the point."""
     if not point.startswith("block") or not point[5:].isdigit():
@@ -68,18 +60,11 @@ def point_index(point: str) -> int:
 
 
 def stream_features(model: nn.Module, point: str) -> int:
-    """Channels (resnet) or features (llama, hf) of the residual stream at `point`."""
-    index = point_index(point)
+    """Channels (resnet) or features (llama, hf) of the residual stream at `point` (the family's rule)."""
+    point_index(point)
     if point not in model.points:
         raise ValueError(f"unknown insertion point {point!r}; the model has {list(model.points)}")
-    if model.family == "llama":
-        return model.config.width
-    if model.family == "hf":
-        return model.width
-    if model.family == "resnet":
-        # block0 sits after the stem; block i after residual block i, whose last BatchNorm sets the channels
-        return model.stem[1].num_features if index == 0 else model.blocks[index - 1].bn2.num_features
-    raise ValueError(f"no zero-output block for model family {model.family!r}")
+    return family_of(model.family).stream_features(model, point)
 
 
 def make_block(family: str, features: int, point: str, *, hidden: int | None = None, seed: int = 0,
@@ -90,10 +75,10 @@ def make_block(family: str, features: int, point: str, *, hidden: int | None = N
     store is the block that growth inserts. float64 blocks (used offline) hold the same W_in as
     float32 ones up to rounding, since W_in is drawn in float64 and cast.
     """
-    channel_dim, norm = family_layout(family)
+    rules = family_of(family)
     hidden = hidden or 2 * features
     cls = GrowableBlock if trainable else ZeroOutputBlock
-    return cls(features, hidden, channel_dim, norm, block_seed(seed, point), norm_eps=NORM_EPS, dtype=dtype)
+    return cls(features, hidden, rules.channel_dim, rules.block_norm, block_seed(seed, point), norm_eps=NORM_EPS, dtype=dtype)
 
 
 def insert_block(model: nn.Module, point: str, *, hidden: int | None = None, seed: int = 0,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from torch import nn
 
 from growcert.errors import CheckpointError, ConfigError, GrowcertError
 from growcert.models.llama import Llama
+from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
@@ -55,30 +56,25 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 @dataclass
 class HFSettings:
-    """How one pretrained checkpoint is read (config key `pretrained`, one entry of `pretrained.models`)."""
+    """How one pretrained checkpoint is read (stage `hf` of `config.stage_settings`: the keys of config
+    `pretrained` every model shares, and one entry of `pretrained.models`; defaults in the schema)."""
 
-    context: int = 128              # tokens per sequence the dump cuts from the text
-    tokenizer: str = "auto"         # auto: the checkpoint's tokenizer if it has one, else bytes; bytes: byte ids
-    allow_download: bool = False    # fetch from the Hub when neither the folder nor the cache holds it
-    repo: str | None = None         # Hub repository id (looked up in the cache; named in the how-to-fetch line)
-    name: str | None = None         # the model's name in the config (labels the store)
-    width: int | None = None        # expected hidden size (None: whatever the checkpoint has)
-    depth: int | None = None        # expected number of decoder layers
-    step: int = 0                   # training step of the checkpoint (labels the store; Pythia's final is 143000)
-    seed: int = 0                   # training seed of the checkpoint (labels the store)
+    context: int             # tokens per sequence the dump cuts from the text
+    tokenizer: str           # auto: the checkpoint's tokenizer if it has one, else bytes; bytes: byte ids
+    allow_download: bool     # fetch from the Hub when neither the folder nor the cache holds it
+    repo: str | None         # Hub repository id (looked up in the cache; named in the how-to-fetch line)
+    name: str | None         # the model's name in the config (labels the store)
+    path: str | None         # its folder in the config (the command line names it as --checkpoint)
+    width: int | None        # expected hidden size (None: whatever the checkpoint has)
+    depth: int | None        # expected number of decoder layers
+    step: int                # training step of the checkpoint (labels the store; Pythia's final is 143000)
+    seed: int                # training seed of the checkpoint (labels the store)
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any] | None) -> "HFSettings":
-        known = {field.name for field in fields(cls)}
-        unknown = sorted(set(settings or {}) - known)
-        if unknown:
-            raise ConfigError(f"hf: unknown setting(s) {unknown}; known: {sorted(known)}")
-        resolved = cls(**(settings or {}))
-        if resolved.tokenizer not in ("auto", "bytes"):
-            raise ConfigError(f"hf.tokenizer must be 'auto' or 'bytes', got {resolved.tokenizer!r}")
-        if not isinstance(resolved.context, int) or resolved.context < 2:
-            raise ConfigError(f"hf.context must be an integer >= 2, got {resolved.context!r}")
-        return resolved
+        from growcert.config import stage_settings
+
+        return cls(**stage_settings("hf", settings))
 
 
 def _quiet_transformers() -> None:
@@ -325,3 +321,10 @@ def load_byte_level_lm(path: str | Path, allow_download: bool = False, repo: str
     model = HFCausalLM(_load_from(source, path), load_tokenizer(source, allow_download))
     byte_to_id, mapping = byte_token_ids(model.tokenizer, model.vocab_size)
     return ByteLevelLM(model, byte_to_id, mapping, model.vocab_size, str(source))
+
+
+# A pretrained decoder: loaded (load_pretrained), never built; its points are block0..block{layers}.
+FAMILY = Family(name="hf", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
+                native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
+                point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.width,
+                depth_problem=lambda depth: None)

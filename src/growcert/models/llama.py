@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
 
 
@@ -202,3 +203,18 @@ class Llama(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def width_problem(width: int, head_dim: int) -> str | None:
+    """Why `width` cannot be split into heads of `head_dim` features, or None."""
+    return f"llama width {width} is not a multiple of models.llama.head_dim={head_dim}" if width % head_dim else None
+
+
+def build(width: int, depth: int, data_info: dict, options: dict) -> Llama:
+    return Llama(LlamaConfig(width=width, depth=depth, vocab_size=data_info["vocab_size"], **options))
+
+
+FAMILY = Family(name="llama", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
+                native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
+                point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.config.width,
+                depth_problem=lambda depth: None, width_problem=width_problem, build=build)

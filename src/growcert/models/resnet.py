@@ -29,7 +29,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
+
+
+def depth_problem(depth: int) -> str | None:
+    """Why `depth` is not a ResNet-(6n+2) depth, or None."""
+    if not isinstance(depth, Integral) or depth < 8 or (depth - 2) % 6 != 0:
+        return f"resnet depth must be 6n+2 with n >= 1 (8, 14, 20, ...), got {depth!r}"
+    return None
+
+
+def point_count(depth: int) -> int:
+    """block0 after the stem, then one point after each of the 3n residual blocks."""
+    return 3 * (depth - 2) // 6 + 1
 
 
 @dataclass
@@ -42,8 +55,8 @@ class ResNetConfig:
     def __post_init__(self):
         if not isinstance(self.width, Integral) or self.width < 1:
             raise ValueError(f"resnet width must be an integer >= 1, got width={self.width!r}")
-        if not isinstance(self.depth, Integral) or self.depth < 8 or (self.depth - 2) % 6 != 0:
-            raise ValueError(f"resnet depth must be 6n+2 with n >= 1 (8, 14, 20, ...), got depth={self.depth!r}")
+        if depth_problem(self.depth):
+            raise ValueError(depth_problem(self.depth))
         if self.in_channels < 1 or self.num_classes < 1:
             raise ValueError(f"resnet needs in_channels >= 1 and num_classes >= 1, got "
                              f"in_channels={self.in_channels!r}, num_classes={self.num_classes!r}")
@@ -144,3 +157,21 @@ class ResNet(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def stream_features(model: ResNet, point: str) -> int:
+    """Channels of the stream at `point`: block0 after the stem; block i after residual block i, whose last
+    BatchNorm sets them."""
+    index = int(point.removeprefix("block"))
+    return model.stem[1].num_features if index == 0 else model.blocks[index - 1].bn2.num_features
+
+
+def build(width: int, depth: int, data_info: dict, options: dict) -> ResNet:
+    return ResNet(ResNetConfig(width=width, depth=depth, in_channels=data_info["shape"][0],
+                               num_classes=data_info["num_classes"], **options))
+
+
+FAMILY = Family(name="resnet", data_kind="image", loss_name="cross_entropy",
+                native_dims=("channel", "height", "width"), channel_dim=-3, block_norm="identity",
+                point_count=point_count, stream_features=stream_features, depth_problem=depth_problem,
+                build=build)

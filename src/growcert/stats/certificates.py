@@ -22,8 +22,8 @@ NaN and the raw values stay in ``*_raw`` columns.
 Detectability uses the exact variance of the U-statistic ‖μ‖²_U = T1/n(n−1):
     Var = 4 μᵀΣμ / n + 2 tr(Σ²) / (n(n−1))
 (Hoeffding: ζ1 = μᵀΣμ, ζ2 = tr Σ² + 2 μᵀΣμ), estimated without bias by
-plugging in the unbiased μᵀΣμ and tr(Σ²) (mu_sq_variance; detectability
-takes their positive parts so the SE always exists).  Unlike a jackknife
+plugging in the unbiased μᵀΣμ and tr(Σ²) (`detectability` takes their
+positive parts so the SE always exists).  Unlike a jackknife
 variance, which overestimates when μ = 0 (the degenerate case that matters
 here), the formula is exact under the null as well.
 """
@@ -81,12 +81,6 @@ def certificates(m: Moments, M: int, K: int) -> tuple[float, float, float]:
     b_exact = _ratio(variance, variance + float(m.mu_4))
     b_align = _ratio(1.0, 1.0 + effective * effective_dims(m)[2])
     return b_exact, b_align, effective
-
-
-def mu_sq_variance(m: Moments) -> float:
-    """Var of the U-statistic ‖μ‖²: 4 μᵀΣμ/n + 2 tr(Σ²)/(n(n−1)), unbiased (and raw) from estimates."""
-    n = m.n
-    return 4.0 * float(m.mu_sigma_mu) / n + 2.0 * float(m.tr_sigma2) / (n * (n - 1))
 
 
 def detectability(m: Moments) -> tuple[float, float]:

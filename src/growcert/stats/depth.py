@@ -1,6 +1,6 @@
 """The first-order value of an inserted zero-output block, and the saturation decision (PAPERS.md P3).
 
-Pure numerics on numpy arrays that `growcert.depth` computes from stored (z, q) with the block's own
+Pure numerics on numpy arrays that `growcert.stages.depth` computes from stored (z, q) with the block's own
 code. For a block r(z) = W_out φ(W_in u(z)) with W_out = 0, example i contributes
 
     G_i = Σ_t q_it h_itᵀ   (D × H; t runs over spatial or token positions, h = φ(W_in u(z)))

@@ -1,6 +1,6 @@
 """Signal channel, reservoir, train–test coupling and drift–diffusion numerics (PAPERS.md P2).
 
-Pure numpy on the operators that `growcert.theory` records along a training trajectory (the
+Pure numpy on the operators that `growcert.experiments.theory` records along a training trajectory (the
 definitions are derived in that module's docstring); nothing here knows networks or torch.
 
 - `split_channel(W_S, rank_tol)`: eigendecomposition of the cumulative dissipation Gramian and its
@@ -106,7 +106,7 @@ def coupling_residual(test_transfer: np.ndarray, train_transfer: np.ndarray, out
 def coupling_bound(test_energy: float, train_sigma_max: float, step_sharpness: float,
                    rank_tol: float = RANK_TOL) -> float:
     """Squared loss only: ‖R_⊥‖ ≤ √(2 E_Q · rank_tol · σ_max(ΔG_S) / (2 − c)), c = max_k η λ_max(K_k)/n
-    (derivation in growcert.theory); infinite when c ≥ 2, where the steps stop contracting."""
+    (derivation in growcert.experiments.theory); infinite when c ≥ 2, where the steps stop contracting."""
     if step_sharpness >= 2.0:
         return float("inf")
     return float(np.sqrt(2.0 * test_energy * rank_tol * train_sigma_max / (2.0 - step_sharpness)))

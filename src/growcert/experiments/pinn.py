@@ -34,7 +34,7 @@ over its own grid (best against best, so a gain cannot be a mere smaller effecti
 the same decoupled weight decay and betas.
 Metric: relative test ℓ2 = ‖u_θ − u‖ / ‖u‖ on a fixed grid (`test_grid` points in x by t), the first
 evaluated step at which it is ≤ `target_l2`, and its final value.
-Outputs: curves.csv, summary.csv, provenance.json; growcert.tasks.pinn_report (best lr, table, plot,
+Outputs: curves.csv, summary.csv, provenance.json; growcert.experiments.pinn_report (best lr, table, plot,
 claim row) reads them.
 """
 
@@ -53,31 +53,15 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from growcert.config import section_settings
-from growcert.experiments import torch_scope
+from growcert.config import stage_settings
 from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
+from growcert.runtime import torch_runtime
 
 TWO_PI = 2 * math.pi
 
-# Defaults of the `pinn:` config section, read from its schema (rules/schemas/config.schema.yaml) so the
-# pipeline and a bare `growcert pinn` agree: all arms and seeds in about a minute on one CPU core.
-# configs/paper.yaml holds the larger run (pools 4096/256/128, batch 256, 6000 steps, five seeds).
-DEFAULT_SETTINGS: dict[str, Any] = section_settings("pinn")
 CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds"]
-CLAIM = "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW"
-
-
-def pinn_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in (flat: every key is a value). Types and ranges are the
-    schema's (config.section_settings checks them for the command and the pipeline)."""
-    settings = copy.deepcopy(DEFAULT_SETTINGS)
-    for key, value in (overrides or {}).items():
-        if key not in settings:
-            raise KeyError(f"unknown pinn setting {key!r}; known: {sorted(settings)}")
-        settings[key] = value
-    return settings
 
 
 def exact_solution(x: Tensor, t: Tensor, beta: float) -> Tensor:
@@ -308,8 +292,8 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log) -> 
 def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
              threads: int | None = None) -> dict[str, Any]:
     """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
-    with torch_scope(threads):
-        return _run_pinn(pinn_settings(settings), Path(out_dir), log)
+    with torch_runtime(threads):
+        return _run_pinn(stage_settings("pinn", settings), Path(out_dir), log)
 
 
 def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:

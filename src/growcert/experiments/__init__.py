@@ -6,10 +6,10 @@ folder, tidy CSVs plus provenance.json; the CLI then draws its figure, writes it
 which module implements each step, so the command line stays a thin loop over it:
 
     experiment   module                       inputs                       report table
-    grokking     growcert.tasks.grokking      -                            summary.csv as written
-    pinn         growcert.tasks.pinn, _report -                            best lr per optimizer
-    preference   growcert.tasks.preference    reference run, text data     medians per optimizer
-    theory       growcert.theory              -                            medians per measure
+    grokking     growcert.experiments.grokking      -                            summary.csv as written
+    pinn         growcert.experiments.pinn, _report -                            best lr per optimizer
+    preference   growcert.experiments.preference    reference run, text data     medians per optimizer
+    theory       growcert.experiments.theory              -                            medians per measure
 
 Modules are imported when an experiment runs: torch-heavy imports stay off `growcert --help`.
 """
@@ -17,14 +17,13 @@ Modules are imported when an experiment runs: torch-heavy imports stay off `grow
 from __future__ import annotations
 
 import importlib
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
-from growcert.config import section_settings
+from growcert.config import stage_settings
 
 
 @dataclass(frozen=True)
@@ -34,30 +33,12 @@ class Experiment:
     name: str
     module: str
     help: str
-    settings: str          # overrides -> full, checked settings (attribute of `module`)
     run: str               # (settings, out_dir, log=, threads=, **inputs) -> anything; writes CSVs
     plot: Callable[[Any, Path, str], None]            # (report module, out_dir, figure path)
     claims: Callable[[Any, Path, dict[str, Any]], list[dict[str, Any]]]
     table: Callable[[Any, Path], pd.DataFrame]
     inputs: tuple[str, ...] = ()  # extra keyword arguments of `run`, given on the command line
     report_module: str | None = None  # where plot, claims and table live, when not in `module`
-
-
-@contextmanager
-def torch_scope(threads: int | None):
-    """Run an experiment with `threads` torch threads (None: as set) and deterministic algorithms, then
-    put both back: they are process-wide, and tests run many experiments in one process."""
-    import torch
-
-    previous_threads, previous_deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous_threads)
-        torch.use_deterministic_algorithms(previous_deterministic)
 
 
 def _median_by(columns: list[str]) -> Callable[[Any, Path], pd.DataFrame]:
@@ -71,32 +52,32 @@ def _median_by(columns: list[str]) -> Callable[[Any, Path], pd.DataFrame]:
 
 EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment in [
     Experiment(
-        "grokking", "growcert.tasks.grokking",
+        "grokking", "growcert.experiments.grokking",
         "P2 grokking: AdamW, Grokfast-EMA, PopulationRiskAdam on a/b mod p",
-        "grokking_settings", "run_grokking",
+        "run_grokking",
         plot=lambda module, out, figure: module.plot_grokking(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.grokking_claims(out / "summary.csv", settings),
         table=lambda module, out: pd.read_csv(out / "summary.csv")),
     Experiment(
-        "pinn", "growcert.tasks.pinn",
+        "pinn", "growcert.experiments.pinn",
         "P2 noisy PINN (1-d advection): steps to test l2 <= target, tuned AdamW vs PopulationRiskAdam",
-        "pinn_settings", "run_pinn",
+        "run_pinn",
         plot=lambda module, out, figure: module.plot_pinn(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.pinn_claims(out / "summary.csv", settings),
         table=lambda module, out: module.pinn_table(out / "summary.csv"),
-        report_module="growcert.tasks.pinn_report"),
+        report_module="growcert.experiments.pinn_report"),
     Experiment(
-        "preference", "growcert.tasks.preference",
+        "preference", "growcert.experiments.preference",
         "P2 noisy-label DPO on a pretrained llama: held-out reward accuracy and reward drift",
-        "preference_settings", "run_preference",
+        "run_preference",
         plot=lambda module, out, figure: module.plot_preference(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.preference_claims(out / "summary.csv", settings),
         table=_median_by(["optimizer"]),
         inputs=("reference_checkpoint", "data")),
     Experiment(
-        "theory", "growcert.theory",
+        "theory", "growcert.experiments.theory",
         "P2 theory: signal channel, reservoir, train-test coupling and SGD drift-diffusion",
-        "theory_settings", "run_theory",
+        "run_theory",
         plot=lambda module, out, figure: module.plot_theory(out, figure),
         claims=lambda module, out, settings: module.theory_claims(out, settings),
         table=_median_by(["task", "loss", "measure"])),
@@ -110,7 +91,7 @@ def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, fi
     experiment = EXPERIMENTS[name]
     module = importlib.import_module(experiment.module)
     report = importlib.import_module(experiment.report_module or experiment.module)
-    settings = getattr(module, experiment.settings)(section_settings(name, overrides))
+    settings = stage_settings(name, overrides)
     out_dir = Path(out_dir)
     getattr(module, experiment.run)(settings, out_dir, log=log, threads=threads, **inputs)
     Path(figure).parent.mkdir(parents=True, exist_ok=True)

@@ -32,51 +32,29 @@ import torch
 import xarray as xr
 from torch import nn
 
-from growcert.batches import Examples, examples_at
-from growcert.checkpoint import load_model
+from growcert.config import stage_settings
+from growcert.data.batches import Examples, dump_examples, examples_at
+from growcert.errors import ConfigError, StoreError
+from growcert.store.checkpoint import load_model
 from growcert.data import PreparedDataset
-from growcert.dump import dump_examples
-from growcert.models.blocks import family_layout, make_block
+from growcert.models import family_of
+from growcert.models.blocks import make_block
 from growcert.models.residual import ResidualParameter
+from growcert.runtime import torch_runtime
 from growcert.stats import reduce_examples
 from growcert.store import open_group, open_store, split_of
 
 VARIANTS = ("shared", "per_position", "block")
 REDUCTION = {"shared": "sum_positions", "per_position": "flatten", "block": "block_features"}
-DEFAULTS: dict[str, Any] = {
-    "points": None,            # insertion points (store groups); None = every group of the store
-    "variants": list(VARIANTS),
-    "M": 64,                   # training examples whose mean gradient sets the step direction
-    "K": 64,                   # held-out examples whose mean loss change is measured
-    "draws": 4,                # disjoint (M, K) draws from the store's train and test rows
-    "epsilons": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0],  # relative step sizes
-    "seed": 0,                 # draws and the block's W_in
-    "block_hidden": None,      # hidden size of the block; None = 2 × the stream's features
-    "dtype": "float64",        # forward passes measuring the observed change
-    "batch_size": 256,
-}
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "variant", "draw", "M", "K",
            "epsilon", "predicted", "observed", "ratio", "sign_agree",
            "reduction", "alignment", "step_length", "base_loss"]
 
 
-def resolve_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
-    """DEFAULTS overlaid with `settings`; a wrong key or value fails in one line naming it."""
-    unknown = sorted(set(settings or {}) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"intervene: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
-    resolved = {**DEFAULTS, **(settings or {})}
-    for key in ("M", "K", "draws", "batch_size"):
-        if not isinstance(resolved[key], (int, np.integer)) or resolved[key] < 1:
-            raise ValueError(f"intervene.{key} must be an integer >= 1, got {resolved[key]!r}")
-    if not resolved["epsilons"] or any(not float(e) > 0 for e in resolved["epsilons"]):
-        raise ValueError(f"intervene.epsilons must be a non-empty list of positive numbers, got {resolved['epsilons']!r}")
-    bad = [v for v in resolved["variants"] if v not in VARIANTS]
-    if bad or not resolved["variants"]:
-        raise ValueError(f"intervene.variants must be a non-empty subset of {list(VARIANTS)}, got {resolved['variants']!r}")
-    if resolved["dtype"] not in ("float32", "float64"):
-        raise ValueError(f"intervene.dtype must be 'float32' or 'float64', got {resolved['dtype']!r}")
-    return resolved
+def spaced_points(groups: list[str], count: int) -> list[str]:
+    """`count` insertion points evenly spaced from the first group to the last (config intervene.max_points)."""
+    positions = np.unique(np.round(np.linspace(0, len(groups) - 1, min(count, len(groups)))).astype(int))
+    return [groups[i] for i in positions]
 
 
 def disjoint_draws(split: np.ndarray, M: int, K: int, draws: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -84,7 +62,7 @@ def disjoint_draws(split: np.ndarray, M: int, K: int, draws: int, seed: int) -> 
     train, test = np.flatnonzero(split == "train"), np.flatnonzero(split == "test")
     for name, size, rows in (("M", M, train), ("K", K, test)):
         if draws * size > len(rows):
-            raise ValueError(f"intervene: draws × {name} = {draws} × {size} exceeds the {len(rows)} "
+            raise ConfigError(f"config key 'intervene.draws': draws × {name} = {draws} × {size} exceeds the {len(rows)} "
                              f"{'train' if name == 'M' else 'test'} rows of the store; lower them or dump more examples")
     rng = np.random.default_rng(seed)
     train, test = rng.permutation(train), rng.permutation(test)
@@ -121,7 +99,7 @@ def prepare_intervention(group: xr.Dataset, family: str, point: str, variant: st
                          test_rows: np.ndarray, settings: dict[str, Any],
                          dtype: torch.dtype = torch.float64) -> Intervention:
     """Build the zero-weight module of `variant` for `point` and its D_M, D_K, unit from the store."""
-    channel_dim, _ = family_layout(family)
+    channel_dim = family_of(family).channel_dim
     z_train = _stored(group, "z", train_rows)
     features = z_train.shape[channel_dim]
     positions = z_train[0].numel() // features
@@ -180,7 +158,7 @@ def stored_examples(data: PreparedDataset, meta: dict[str, Any], group: xr.Datas
     context = meta["model_options"].get("context") if data.info["kind"] == "text" else None
     split, index = split_of(group)[rows], np.asarray(group["index"].values)[rows]
     if len(set(split)) != 1:
-        raise ValueError("stored_examples: rows must come from one split")
+        raise ValueError("stored_examples: rows must come from one split")  # a programming error, not the user's
     positions = index // context if context else index
     examples = examples_at(data, split[0], positions, context)
     examples.index = index
@@ -192,9 +170,9 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
     """Refuse a store that was not dumped from this checkpoint and this prepared dataset."""
     for key in ("family", "width", "depth", "step"):
         if attrs.get(key) != meta[key]:
-            raise ValueError(f"store {store} has {key}={attrs.get(key)!r} but checkpoint {checkpoint} has {meta[key]!r}")
+            raise StoreError(f"store {store} has {key}={attrs.get(key)!r} but checkpoint {checkpoint} has {meta[key]!r}")
     if attrs.get("dataset") != data.name or attrs.get("data_sha256") != data.info.get("sha256"):
-        raise ValueError(f"store {store} was dumped from dataset {attrs.get('dataset')!r} "
+        raise StoreError(f"store {store} was dumped from dataset {attrs.get('dataset')!r} "
                          f"(sha256 {attrs.get('data_sha256')}), not from the given {data.name!r}")
     dump_settings = (attrs.get("provenance") or {}).get("settings") or {}
     if {"train_examples", "test_examples", "seed"} <= set(dump_settings):
@@ -203,23 +181,29 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
         expected, _ = dump_examples(data, dump_settings, context)
         stored = np.asarray(open_group(store, attrs["groups"][0])["index"].values)
         if not np.array_equal(expected.index, stored):
-            raise ValueError(f"store {store}: its sample index is not what its dump settings select from {data.name}")
+            raise StoreError(f"store {store}: its sample index is not what its dump settings select from {data.name}")
 
 
 def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedDataset,
                       settings: dict[str, Any] | None = None, log: Callable[[str], None] = print,
-                      hf: dict[str, Any] | None = None) -> pd.DataFrame:
+                      hf: dict[str, Any] | None = None, threads: int = 1) -> pd.DataFrame:
     """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
 
-    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`checkpoint.load_model`).
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
+    Points: `max_points` of the store's groups, evenly spaced from block0 to the last.
     """
-    settings = resolve_settings(settings)
+    settings = stage_settings("intervene", settings)
+    with torch_runtime(threads):
+        return _run_interventions(checkpoint, store, data, settings, log, hf)
+
+
+def _run_interventions(checkpoint, store, data, settings, log, hf) -> pd.DataFrame:
     model, meta, data = load_model(checkpoint, data, hf)
     attrs = dict(open_store(store).attrs)
     check_pairing(checkpoint, store, meta, attrs, data)
-    dtype = getattr(torch, settings["dtype"])
+    dtype = torch.float64  # observed changes of 1e-7 nats must be resolved
     model = model.to(dtype).eval()
-    points = list(settings["points"] or attrs["groups"])
+    points = spaced_points(list(attrs["groups"]), settings["max_points"])
     first = open_group(store, points[0])
     draws = disjoint_draws(split_of(first), settings["M"], settings["K"], settings["draws"], settings["seed"])
 
@@ -231,7 +215,7 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
         # The stored losses came from the float32 dump of this checkpoint: a mismatch means the
         # store, the checkpoint or the rebuilt examples do not belong together.
         if not np.allclose(losses.numpy(), stored, rtol=1e-3, atol=1e-5):
-            raise ValueError(f"store {store}: recomputed held-out losses differ from the stored ones by up to "
+            raise StoreError(f"store {store}: recomputed held-out losses differ from the stored ones by up to "
                              f"{np.abs(losses.numpy() - stored).max():.3g}; it was not dumped from {checkpoint}")
         held_out.append(examples)
         base.append(float(losses.mean()))
@@ -262,84 +246,3 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
         log(f"{point}: median observed/predicted at ε={smallest.epsilon.iloc[0]:g}: "
             + ", ".join(f"{v} {g.ratio.median():.4f}" for v, g in smallest.groupby("variant", sort=False)))
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def summarize_interventions(table: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:
-    """Per (variant, point, width): median ratio and sign agreement at the smallest ε, first-order limit.
-
-    `first_order_limit` is the largest ε up to which the median ratio (over draws) stays within
-    `tolerance` of 1 at every ε of the grid from the smallest on: where first order stops holding.
-    NaN when it fails already at the smallest ε.
-    """
-    keys = ["family", "dataset", "depth", "step", "variant", "point", "width"]
-    rows = []
-    for key, frame in table.groupby(keys, sort=True):
-        smallest = frame["epsilon"].min()
-        at_smallest = frame[frame["epsilon"] == smallest]
-        limit = np.nan
-        for epsilon, ratio in frame.groupby("epsilon")["ratio"].median().sort_index().items():
-            if not abs(ratio - 1) <= tolerance:
-                break
-            limit = epsilon
-        rows.append({**dict(zip(keys, key)), "draws": at_smallest["draw"].nunique(), "smallest_epsilon": smallest,
-                     "median_ratio": at_smallest["ratio"].median(),
-                     "sign_agreement": at_smallest["sign_agree"].mean(),
-                     "sign_agreement_all_eps": frame["sign_agree"].mean(), "first_order_limit": limit})
-    return pd.DataFrame(rows)
-
-
-def plot_interventions(table: pd.DataFrame, out_png: str | Path) -> None:
-    """|observed| vs |predicted| (log-log, identity line) and median ratio vs ε per width."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from growcert.plots import save_figure
-    import seaborn as sns
-
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    shown = table.assign(abs_predicted=table["predicted"].abs(), abs_observed=table["observed"].abs(),
-                         sign=np.where(table["sign_agree"], "sign agrees", "sign differs"))
-    shown = shown[(shown["abs_predicted"] > 0) & (shown["abs_observed"] > 0)]
-    sns.scatterplot(shown, x="abs_predicted", y="abs_observed", hue="variant", style="sign", s=18, alpha=0.7, ax=left)
-    low, high = shown[["abs_predicted", "abs_observed"]].min().min(), shown[["abs_predicted", "abs_observed"]].max().max()
-    left.plot([low, high], [low, high], color="black", lw=1, ls="--", label="observed = predicted")
-    left.set(xscale="log", yscale="log", xlabel="|predicted held-out change| (nats)",
-             ylabel="|observed held-out change| (nats)", title="first-order prediction vs forward passes")
-    left.legend(fontsize=7)
-    sns.lineplot(table, x="epsilon", y="ratio", hue="width", style="variant", estimator="median",
-                 errorbar=("pi", 50), markers=True, palette="viridis", ax=right)
-    right.axhspan(0.95, 1.05, color="grey", alpha=0.2, lw=0)
-    right.axhline(1.0, color="black", lw=1, ls="--")
-    right.set(xscale="log", ylim=(-0.5, 2.0), xlabel="ε (step length relative to the stream)",
-              ylabel="observed / predicted (median over draws, points)", title="where first order stops holding")
-    right.legend(fontsize=7)
-    figure.tight_layout()
-    save_figure(figure, out_png)
-
-
-def intervention_claims(table: pd.DataFrame, tolerance: float = 0.05) -> list[dict[str, Any]]:
-    """The P1 intervention claims checked against this run (ratio and sign at the smallest ε)."""
-    smallest = table["epsilon"].min()
-    small = table[table["epsilon"] == smallest]
-    ratios = small["ratio"].dropna()
-    median, low, high = ratios.median(), ratios.quantile(0.25), ratios.quantile(0.75)
-    agree = small["sign_agree"].mean()
-    cells = f"{len(small)} (point, variant, draw) cells at ε = {smallest:g}"
-    # Where this run's pooled median ratio sits in the paper's band: the step scale it corresponds to.
-    by_epsilon = table.groupby("epsilon")["ratio"].median()
-    in_band = by_epsilon[(by_epsilon >= 0.96) & (by_epsilon <= 0.99)].index
-    band = f"median ratio in 96–99 % at ε = {', '.join(f'{e:g}' for e in in_band)}" if len(in_band) else \
-        "no ε of the grid has a median ratio in 96–99 %"
-    return [
-        {"paper": "P1", "claim": "observed/predicted held-out change at small ε", "paper_value": "96–99 %",
-         "this_run": f"median {median:.1%} (IQR {low:.1%}–{high:.1%})",
-         "holds": bool(abs(median - 1) <= tolerance),
-         "note": f"{cells}; holds = within {tolerance:.0%} of the first-order prediction. The ratio tends to 100 % "
-                 f"as ε → 0 by construction; the paper's 96–99 % is at its own small step scale ({band})."},
-        {"paper": "P1", "claim": "the alignment statistic predicts the sign of the held-out change",
-         "paper_value": "sign predicted", "this_run": f"{agree:.1%} sign agreement",
-         "holds": bool(agree >= 0.95),
-         "note": f"{cells}; over every ε of the grid {table['sign_agree'].mean():.1%} (large steps overshoot)."},
-    ]

@@ -30,30 +30,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from growcert.config import section_settings
-from growcert.experiments import torch_scope
+from growcert.config import stage_settings
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
+from growcert.report.claims import claim_row
+from growcert.runtime import torch_runtime
 
-# Defaults of the `grokking:` config section, read from its schema (rules/schemas/config.schema.yaml)
-# so the pipeline and a bare `growcert grokking` agree; configs/paper.yaml sets p = 97 and the paper's budget.
-DEFAULT_SETTINGS: dict[str, Any] = section_settings("grokking")
 CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
                    "seconds"]
-CLAIM = "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW"
 EVAL_CHUNK = 4096
-
-
-def grokking_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in (one level deep for the sub-sections)."""
-    settings = copy.deepcopy(DEFAULT_SETTINGS)
-    for key, value in (overrides or {}).items():
-        if key not in settings:
-            raise KeyError(f"unknown grokking setting {key!r}; known: {sorted(settings)}")
-        settings[key] = {**settings[key], **value} if isinstance(settings[key], dict) else value
-    return settings
 
 
 def division_equations(p: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -208,15 +195,14 @@ def train_arm(arm, settings, seed, initial_state, model, data, log) -> tuple[lis
 def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
                  threads: int | None = None) -> dict[str, Any]:
     """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
-    with torch_scope(threads):
-        return _run_grokking(grokking_settings(settings), Path(out_dir), log)
+    # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
+    # ~2x slower steps after a few thousand of them, without changing the trajectory (PAPERS.md P2)
+    with torch_runtime(threads, flush_denormal=True):
+        return _run_grokking(stage_settings("grokking", settings), Path(out_dir), log)
 
 
 def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Small or no weight decay drives gradients and Adam moments into denormals on CPU, ~2x slower
-    # steps after a few thousand of them; flushing them does not change the trajectory (PAPERS.md P2).
-    torch.set_flush_denormal(True)
 
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
@@ -254,7 +240,7 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from growcert.plots import save_figure
+    from growcert.report.figures import save_figure
     import seaborn as sns
 
     curves = pd.read_csv(curves_csv)
@@ -283,7 +269,7 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
     medians over seeds. The arm is compared with AdamW in the paper's regime (small weight decay) and,
     when the sweep has it, with AdamW at the arm's own weight decay; it holds only if it beats both,
     so a large decay that speeds up AdamW as much cannot pass as the gate's doing."""
-    settings = grokking_settings(settings)
+    settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
     adamw = table[table["optimizer"].str.startswith("AdamW")]
@@ -305,13 +291,12 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
                      else f" (> {cap / steps:.1f}×, AdamW capped)")
             parts.append(f"vs AdamW wd={rival_wd:g}: {fmt(rival)}{ratio}")
         holds = "not reached" if not math.isfinite(steps) else all(steps < rival for rival in rivals.values())
-        rows.append({
-            "paper": "P2", "claim": CLAIM, "paper_value": "5,950 vs 29,450 (4.9×)",
-            "this_run": f"{name}: {fmt(steps)} " + "; ".join(parts),
-            "holds": holds,
-            "note": (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
+        rows.append(claim_row(
+            "p2_grokking",
+            this_run=f"{name}: {fmt(steps)} " + "; ".join(parts),
+            holds=holds,
+            note=(f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
                      f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, {len(frame)} seed(s). The paper's "
                      f"baseline is AdamW with small weight decay (wd={baseline_wd:g} here); holds = fewer steps "
-                     f"than it and than AdamW at the same decay. Whole sweep (median step to 95 %): {sweep}."),
-        })
+                     f"than it and than AdamW at the same decay. Whole sweep (median step to 95 %): {sweep}.")))
     return rows

@@ -45,42 +45,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from growcert.config import section_settings
+from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments import torch_scope
 from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
-from growcert.tasks.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
-from growcert.tasks.preference_reference import load_hf_reference, load_pipeline_reference, model_context
+from growcert.report.claims import claim_row
+from growcert.runtime import torch_runtime
+from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
+from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 
-# Defaults of the `preference:` config section, read from its schema (rules/schemas/config.schema.yaml):
-# about a minute of one CPU core with the default pipeline's width-32, depth-2 llama of context 64.
-DEFAULT_SETTINGS: dict[str, Any] = section_settings("preference")
 OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
 CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction"]
 SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds"]
-CLAIM_ACCURACY = "noisy DPO: final reward accuracy"
-CLAIM_DRIFT = "noisy DPO: mean absolute reward drift"
 EVAL_CHUNK = 256  # sequences per forward pass when evaluating
-
-
-def preference_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in, with the checks across keys; types and ranges are the
-    schema's (config.section_settings checks them for the command and the pipeline). `reference` (which
-    pipeline run to start from: null = the grid's first llama/shakespeare run) is resolved by the pipeline."""
-    settings = copy.deepcopy(DEFAULT_SETTINGS)
-    for key, value in (overrides or {}).items():
-        if key not in settings:
-            raise ConfigError(f"unknown preference setting {key!r}; known: {sorted(settings)}")
-        if key == "reference" and value is not None and set(value) != {"width", "depth", "seed"}:
-            raise ConfigError(f"preference.reference names a run by its width, depth and seed; got key(s) "
-                              f"{sorted(value)}")
-        settings[key] = value
-    if settings["batch_size"] >= settings["pairs_train"]:
-        raise ConfigError(f"preference.batch_size {settings['batch_size']} must be below pairs_train "
-                          f"{settings['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
-                          "minibatches)")
-    return settings
 
 
 def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, reference_chosen: torch.Tensor,
@@ -198,8 +175,9 @@ def run_preference(settings: dict[str, Any], out_dir: str | Path, log: Callable[
     prepared Shakespeare dataset (PreparedDataset or folder); None prepares it afresh with the
     reference's dataset settings.
     """
-    settings = preference_settings(settings)
-    with torch_scope(threads):
+    settings = stage_settings("preference", settings)
+    # flush denormals: denormal Adam moments slow CPU steps without changing them (PAPERS.md P2)
+    with torch_runtime(threads, flush_denormal=True):
         return _run_preference(settings, reference_checkpoint, Path(out_dir), log, data)
 
 
@@ -227,7 +205,6 @@ def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | 
 def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) -> dict[str, Any]:
     reference, byte_to_id, description, data_settings = load_reference(settings, reference_checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
-    torch.set_flush_denormal(True)  # denormal Adam moments slow CPU steps without changing them (PAPERS.md P2)
     text = load_text(data, data_settings)
 
     started = time.perf_counter()
@@ -288,7 +265,7 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from growcert.plots import save_figure
+    from growcert.report.figures import save_figure
 
     curves = pd.read_csv(curves_csv)
     panels = (("heldout_reward_acc", "held-out reward accuracy (clean pairs)"),
@@ -309,7 +286,7 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
 def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Two claim rows (paper, claim, paper_value, this_run, holds, note), medians over seeds:
     PopulationRiskAdam's final held-out reward accuracy above AdamW's, and its drift below AdamW's."""
-    settings = preference_settings(settings)
+    settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     medians = table.groupby("optimizer")[["final_reward_acc", "final_drift"]].median()
     missing = [name for name in OPTIMIZERS if name not in medians.index]
@@ -324,14 +301,12 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
             f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; median over {seeds} seed(s).")
     ratio = adamw["final_drift"] / gated["final_drift"] if gated["final_drift"] > 0 else math.inf
     return [
-        {"paper": "P2", "claim": CLAIM_ACCURACY, "paper_value": "0.566 → 0.641",
-         "this_run": f"{adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}",
-         "holds": bool(gated["final_reward_acc"] > adamw["final_reward_acc"]),
-         "note": "AdamW → PopulationRiskAdam, held-out reward accuracy. " + note},
-        {"paper": "P2", "claim": CLAIM_DRIFT, "paper_value": "3.05× smaller",
-         "this_run": (f"{ratio:.2f}× smaller ({adamw['final_drift']:.3f} → {gated['final_drift']:.3f})"
+        claim_row("p2_dpo_accuracy", this_run=f"{adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}",
+                  holds=bool(gated["final_reward_acc"] > adamw["final_reward_acc"]),
+                  note="AdamW → PopulationRiskAdam, held-out reward accuracy. " + note),
+        claim_row("p2_dpo_drift", this_run=(f"{ratio:.2f}× smaller ({adamw['final_drift']:.3f} → {gated['final_drift']:.3f})"
                       if ratio >= 1 else f"{1 / ratio:.2f}× larger ({adamw['final_drift']:.3f} → "
                       f"{gated['final_drift']:.3f})"),
-         "holds": bool(gated["final_drift"] < adamw["final_drift"]),
-         "note": "AdamW → PopulationRiskAdam, mean |β log π/π_ref| over held-out continuations. " + note},
+                  holds=bool(gated["final_drift"] < adamw["final_drift"]),
+                  note="AdamW → PopulationRiskAdam, mean |β log π/π_ref| over held-out continuations. " + note),
     ]

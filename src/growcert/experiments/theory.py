@@ -3,13 +3,13 @@
 Output-space dynamics along the actual training trajectory of a small residual MLP (tanh, float64)
 on (a) a subset of scikit-learn digits, with squared loss on one-hot targets and with cross-entropy,
 and (b) a 1-d regression task with label noise. The operators (propagator P, dissipation Gramian W_S,
-transfer operators G_S, G_Q) and their definitions live in `growcert.theory_dynamics`; numerics on
+transfer operators G_S, G_Q) and their definitions live in `growcert.experiments.theory_dynamics`; numerics on
 the recorded matrices in `growcert.stats.kernels`. This module runs the experiments, draws the figure
 and writes the claim rows:
 
 - Per gradient-descent run: channel/reservoir split of W_S, reservoir invisibility (Prop. 3.2) and
-  the train–test coupling residual R_⊥ (defined in `growcert.theory_dynamics`).
-- Drift–diffusion of minibatch SGD (defined and recorded in `growcert.theory_dynamics`).
+  the train–test coupling residual R_⊥ (defined in `growcert.experiments.theory_dynamics`).
+- Drift–diffusion of minibatch SGD (defined and recorded in `growcert.experiments.theory_dynamics`).
 - Benign label noise (regression, squared loss): noise ε on the training labels shifts g_0 by −ε,
   so to first order it moves the test outputs by G_Q ε; split ε = Π_ker ε + Π_range ε and measure
   both parts' test responses, then retrain from the same initialisation with extra noise of the same
@@ -22,7 +22,6 @@ Outputs of `run_theory`: summary.csv (tidy: task, loss, seed, measure, value), s
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import time
@@ -33,11 +32,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from growcert.config import section_settings
-from growcert.experiments import torch_scope
+from growcert.config import stage_settings
 from growcert.provenance import provenance
+from growcert.report.claims import claim_row
+from growcert.runtime import torch_runtime
 from growcert.stats.kernels import root_mean_square, split_channel
-from growcert.theory_dynamics import (LOSSES, FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
+from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
                                       digits_task, drift_exponents, fit_metrics, regression_task, sgd_drift,
                                       spectrum_rows, test_prediction_rms, train_gd, trajectory_measures)
 
@@ -47,37 +47,13 @@ from growcert.theory_dynamics import (LOSSES, FlatModel, ResidualMLP, Task, Traj
 # c = η λ_max(K)/n below 1 for both losses. SGD: lr 5e-4 keeps η·T·λ_max(K)/n ≲ 1 over the horizon,
 # the regime of the drift–diffusion statement (a roughly constant population gradient); at lr 0.02
 # the channel relaxes within the horizon and the drift saturates (fitted exponent ≈ 0.45).
-DEFAULT_SETTINGS: dict[str, Any] = section_settings("theory")  # the schema's defaults (one source)
 # configs/paper.yaml holds a larger run (minutes to an hour on CPU; the operators cost O(m³) per step, m = n·C).
 SUMMARY_COLUMNS = ["task", "loss", "seed", "measure", "value"]
 SPECTRUM_COLUMNS = ["task", "loss", "seed", "step", "index", "eigenvalue"]
 DRIFT_COLUMNS = ["task", "loss", "seed", "replicate", "T", "drift_norm", "fluctuation_norm"]
-CLAIM_INVISIBLE = "reservoir is invisible to the test set (G_Q on ker W_S)"
-CLAIM_BENIGN = "label noise in the reservoir is benign"
-CLAIM_COUPLING = "train–test coupling residual R_⊥ = 0 under squared loss"
-CLAIM_DRIFT = "SGD drift grows as T, fluctuation as √T"
 INVISIBLE_BELOW = 1e-2  # ratio ‖G_Q|ker‖/‖G_Q|range‖ under which the claim counts as holding
 BENIGN_BELOW = 1e-2  # test response to reservoir noise / to same-norm channel noise, for "benign"
 EXPONENT_TOLERANCE = 0.1  # |fitted − expected| allowed for the drift (1) and fluctuation (0.5) exponents
-
-
-def theory_settings(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_SETTINGS with `overrides` merged in (one level deep for the sub-sections)."""
-    settings = copy.deepcopy(DEFAULT_SETTINGS)
-    for key, value in (overrides or {}).items():
-        if key not in settings:
-            raise KeyError(f"unknown theory setting {key!r}; known: {sorted(settings)}")
-        if isinstance(settings[key], dict):
-            unknown = sorted(set(value) - set(settings[key]))
-            if unknown:
-                raise KeyError(f"unknown theory.{key} setting(s) {unknown}; known: {sorted(settings[key])}")
-            settings[key] = {**settings[key], **value}
-        else:
-            settings[key] = value
-    for loss in settings["digits"]["losses"]:
-        if loss not in LOSSES:
-            raise ValueError(f"theory digits loss must be one of {LOSSES}, got {loss!r}")
-    return settings
 
 
 # ---------------------------------------------------------------------------------------------- experiments
@@ -131,7 +107,7 @@ def build_net(task: Task, config: dict[str, Any], seed: int) -> FlatModel:
     return FlatModel(ResidualMLP(task.x_train.shape[1], config["width"], config["depth"], task.y_train.shape[1]))
 
 
-def run_experiment(task: Task, loss: str, config: dict[str, Any], settings: dict[str, Any], seed: int,
+def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dict[str, Any], seed: int,
                    log: Callable[[str], None], labels: torch.Tensor | None = None):
     """One gradient-descent run with operators + its SGD drift; returns (trajectory, net, rows...)."""
     started = time.perf_counter()
@@ -161,8 +137,8 @@ def run_experiment(task: Task, loss: str, config: dict[str, Any], settings: dict
 def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
                threads: int | None = None) -> dict[str, Any]:
     """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json."""
-    with torch_scope(threads):
-        return _run_theory(theory_settings(settings), Path(out_dir), log)
+    with torch_runtime(threads):
+        return _run_theory(stage_settings("theory", settings), Path(out_dir), log)
 
 
 def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
@@ -177,13 +153,13 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
     config = settings["regression"]
     for seed in settings["seeds"]:
         for loss in settings["digits"]["losses"]:
-            _, _, measures, spectrum, drift = run_experiment(digits, loss, settings["digits"], settings, seed, log)
+            _, _, measures, spectrum, drift = run_theory_case(digits, loss, settings["digits"], settings, seed, log)
             keep("digits", loss, seed, measures)
             spectra += spectrum
             drifts += drift
         noise = config["noise_std"] * torch.randn(regression.y_train.shape, dtype=torch.float64,
                                                   generator=torch.Generator().manual_seed(seed + 7))
-        trajectory, net, measures, spectrum, drift = run_experiment(regression, "squared", config, settings, seed,
+        trajectory, net, measures, spectrum, drift = run_theory_case(regression, "squared", config, settings, seed,
                                                                     log, regression.y_train + noise)
         checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
         measures |= noise_measures(net, regression, settings, seed, trajectory, noise, checkpoints)
@@ -221,7 +197,7 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from growcert.plots import save_figure
+    from growcert.report.figures import save_figure
 
     out_dir = Path(out_dir)
     summary, spectrum = pd.read_csv(out_dir / "summary.csv"), pd.read_csv(out_dir / "spectrum.csv")
@@ -290,7 +266,7 @@ def _medians(summary: pd.DataFrame) -> pd.DataFrame:
 
 def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Claim rows (paper, claim, paper_value, this_run, holds, note) from summary.csv, medians over seeds."""
-    settings = theory_settings(settings)
+    settings = stage_settings("theory", settings)
     table = _medians(pd.read_csv(Path(out_dir) / "summary.csv"))
     runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
     seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"
@@ -298,58 +274,54 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -
 
     with_reservoir = [(t, l, r) for t, l, r in runs if r["reservoir_dim"] > 0 and np.isfinite(r["invisibility_ratio"])]
     worst = max((r["invisibility_ratio"] for _, _, r in with_reservoir), default=math.nan)
-    rows.append({
-        "paper": "P2", "claim": CLAIM_INVISIBLE, "paper_value": "0 (Prop. 3.2)",
-        "this_run": "; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
+    rows.append(claim_row(
+        "p2_reservoir_invisible",
+        this_run="; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
                               f"(reservoir {r['reservoir_dim']:.0f}/{r['outputs']:.0f})"
                               if np.isfinite(r["invisibility_ratio"]) else f"{_run_label(t, l)}: reservoir empty"
                               for t, l, r in runs),
-        "holds": bool(with_reservoir and worst < INVISIBLE_BELOW),
-        "note": (f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
+        holds=bool(with_reservoir and worst < INVISIBLE_BELOW),
+        note=(f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
                  f"eigenvalues of W_S ≤ rank_tol·λ_max, so the ratio is capped by the Cauchy–Schwarz bound "
-                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}."),
-    })
+                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}.")))
 
     noise = table.loc[("regression", "squared")]
     reservoir, channel = noise["response_reservoir_noise_retrained"], noise["response_channel_noise_retrained"]
-    rows.append({
-        "paper": "P2", "claim": CLAIM_BENIGN, "paper_value": "benign (reservoir noise invisible to the test set)",
-        "this_run": (f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
+    rows.append(claim_row(
+        "p2_benign_noise",
+        this_run=(f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
                      f"response to same-norm noise: reservoir {reservoir:.1e} vs channel {channel:.1e} RMS, "
                      f"Δ test MSE {noise['delta_test_mse_reservoir_noise']:.1e} vs "
                      f"{noise['delta_test_mse_channel_noise']:.1e}; the iid noise cost "
                      f"{noise['delta_test_mse_iid']:.1e} test MSE"),
-        "holds": bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
-        "note": (f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
+        holds=bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
+        note=(f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
                  f"norm as the iid noise placed entirely in the reservoir or the channel of the noisy run's W_S, "
                  f"retrained from the same initialisation; holds if the reservoir response is < "
-                 f"{BENIGN_BELOW:g} × the channel response. {seeds}."),
-    })
+                 f"{BENIGN_BELOW:g} × the channel response. {seeds}.")))
 
     squared = [(t, l, r) for t, l, r in runs if l == "squared"]
     other = [(t, l, r) for t, l, r in runs if l != "squared"]
-    rows.append({
-        "paper": "P2", "claim": CLAIM_COUPLING, "paper_value": "0 (squared loss); not 0 in general",
-        "this_run": "; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
+    rows.append(claim_row(
+        "p2_coupling_residual",
+        this_run="; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
                               + (f" (cap {r['coupling_bound']:.1e})" if l == "squared" else "")
                               for t, l, r in squared + other),
-        "holds": bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
-        "note": ("R_⊥ = ‖ΔG_Q Π_ker ΔG_S · g_0‖/‖ΔG_Q g_0‖, worst start checkpoint; with the truncated "
+        holds=bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
+        note=("R_⊥ = ‖ΔG_Q Π_ker ΔG_S · g_0‖/‖ΔG_Q g_0‖, worst start checkpoint; with the truncated "
                  "pseudo-inverse the squared-loss residual is provably below the cap "
                  "√(2ΔE_Q·rank_tol·σ_max/(2−c)), "
                  "which is its numerical zero; holds if every squared-loss run is below its cap. Cross-entropy "
-                 "has no such guarantee and is reported as measured. " + seeds + "."),
-    })
+                 "has no such guarantee and is reported as measured. " + seeds + ".")))
 
     fits = [(t, l, r["drift_exponent"], r["fluctuation_exponent"]) for t, l, r in runs]
-    rows.append({
-        "paper": "P2", "claim": CLAIM_DRIFT, "paper_value": "T¹ and T^½",
-        "this_run": "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}" for t, l, d, f in fits),
-        "holds": bool(fits and all(abs(d - 1) <= EXPONENT_TOLERANCE and abs(f - 0.5) <= EXPONENT_TOLERANCE
-                                   for _, _, d, f in fits)),
-        "note": (f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
+    rows.append(claim_row(
+        "p2_drift_diffusion",
+        this_run="; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}" for t, l, d, f in fits),
+        holds=bool(fits and all(abs(d - 1) <= EXPONENT_TOLERANCE and abs(f - 0.5) <= EXPONENT_TOLERANCE
+                                 for _, _, d, f in fits)),
+        note=(f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
                  f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
                  f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; holds if every run is within "
-                 f"±{EXPONENT_TOLERANCE} of 1 and 0.5. {seeds}."),
-    })
+                 f"±{EXPONENT_TOLERANCE} of 1 and 0.5. {seeds}.")))
     return rows

@@ -22,7 +22,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from growcert.plots import save_figure  # noqa: E402
+from growcert.report.figures import save_figure  # noqa: E402
+from growcert.report.claims import claim_row  # noqa: E402
 
 PANEL = ["family", "dataset"]
 
@@ -168,35 +169,31 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
     rising, judged = sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
     undetermined = int(held_out["d_align"].isna().sum())
     plugin = [_rising(series, "d_align_plugin") for _, series in held_out.groupby(keys)]
-    d_align_claim = {
-        "paper": "P1", "claim": "d_align increases with width", "paper_value": "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
-        "this_run": f"rises in {rising} of {judged} (point, reduction) series with ≥ 2 determined widths; "
+    d_align_claim = claim_row(
+        "p1_dalign_width",
+        this_run=f"rises in {rising} of {judged} (point, reduction) series with ≥ 2 determined widths; "
                     f"{undetermined} of {len(held_out)} cells undetermined; d_align range "
-                    f"{held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}",
-        "holds": ("undetermined" if judged == 0 else bool(rising == judged)),
-        "note": f"plug-in d_align rises in {sum(v is True for v in plugin)} of {sum(v is not None for v in plugin)} "
-                f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint",
-    }
+                 f"{held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}",
+        holds=("undetermined" if judged == 0 else bool(rising == judged)),
+        note=f"plug-in d_align rises in {sum(v is True for v in plugin)} of {sum(v is not None for v in plugin)} "
+             f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint")
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
     falling = [_rising(series, "p_hat") for _, series in reference.groupby(keys)]
     falls, judged_p = sum(v is False for v in falling), sum(v is not None for v in falling)
-    p_claim = {
-        "paper": "P1", "claim": "p̂ falls with width at fixed (M, K)", "paper_value": "falls with width",
-        "this_run": f"falls in {falls} of {judged_p} (point, reduction) series at M = {reference_mk[0]}, K = {reference_mk[1]} (iid)",
-        "holds": ("undetermined" if judged_p == 0 else bool(falls == judged_p)), "note": "Spearman sign of p̂ vs width",
-    }
+    p_claim = claim_row(
+        "p1_misalignment_width",
+        this_run=f"falls in {falls} of {judged_p} (point, reduction) series at M = {reference_mk[0]}, K = {reference_mk[1]} (iid)",
+        holds=("undetermined" if judged_p == 0 else bool(falls == judged_p)), note="Spearman sign of p̂ vs width")
     rows = [d_align_claim, p_claim]
     for mode in ("iid", "train_test"):
         cells = final[(final["mode"] == mode) & (final["status"] == "ok") & final["p_hat"].notna()]
         ordered = (cells["p_lo"] <= cells["b_exact"]) & (cells["b_exact"] <= cells["b_align"])
-        claim = "B_align ≥ B_exact ≥ p̂ (iid)" if mode == "iid" else "B_align ≥ B_exact ≥ p̂ (train → test)"
-        rows.append({
-            "paper": "P1", "claim": claim, "paper_value": "holds" if mode == "iid" else "not covered by the theorem",
-            "this_run": f"held in {int(ordered.sum())} of {len(cells)} determined cells (p̂'s Wilson lower bound ≤ B_exact)",
-            "holds": ("undetermined" if len(cells) == 0 else bool(ordered.all())),
-            "note": f"{int((final['mode'] == mode).sum()) - len(cells)} cells undetermined (no detectable mean or a "
-                    f"negative estimate); certificates from held-out moments"
-                    + ("; M from the training rows, where independence can fail" if mode == "train_test" else ""),
-        })
+        rows.append(claim_row(
+            "p1_certificate_iid" if mode == "iid" else "p1_certificate_train_test",
+            this_run=f"held in {int(ordered.sum())} of {len(cells)} determined cells (p̂'s Wilson lower bound ≤ B_exact)",
+            holds=("undetermined" if len(cells) == 0 else bool(ordered.all())),
+            note=f"{int((final['mode'] == mode).sum()) - len(cells)} cells undetermined (no detectable mean or a "
+                 f"negative estimate); certificates from held-out moments"
+                 + ("; M from the training rows, where independence can fail" if mode == "train_test" else "")))
     return rows

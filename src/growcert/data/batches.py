@@ -10,6 +10,7 @@ in which training and held-out activation gradients share a distribution.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -102,3 +103,13 @@ class TrainingBatches:
         self.cursor += self.batch_size
         examples = examples_at(self.data, "train", positions, self.context)
         return examples.inputs, examples.targets
+
+
+def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int | None) -> tuple[Examples, np.ndarray]:
+    """The examples a dump stores, train rows first, and their split labels."""
+    parts = [fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
+             for split in ("train", "test")]
+    split = np.array(["train"] * len(parts[0]) + ["test"] * len(parts[1]), dtype=object)
+    merged = Examples(torch.cat([p.inputs for p in parts]), torch.cat([p.targets for p in parts]),
+                      np.concatenate([p.index for p in parts]))
+    return merged, split

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from growcert.summaries import final_rows  # noqa: E402
+from growcert.report.training import final_rows  # noqa: E402
 
 
 def save_figure(figure: plt.Figure, out: str | Path) -> None:

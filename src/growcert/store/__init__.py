@@ -208,3 +208,13 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
             block = block[wanted - start]
         yield start, block
     del dataset
+
+
+# The attrs that name the model a store was dumped from: the identity columns of every per-store table.
+IDENTITY = ["family", "dataset", "width", "depth", "seed", "step"]
+
+
+def store_identity(path: str | Path) -> dict[str, Any]:
+    """The store's model: family, dataset, width, depth, seed and step, from its root attrs."""
+    attrs = dict(open_store(path).attrs)
+    return {key: attrs[key] for key in IDENTITY}

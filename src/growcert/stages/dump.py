@@ -14,20 +14,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 import xarray as xr
 import zarr
 
-from growcert.batches import Examples, fixed_examples
-from growcert.capture import capture_batch, native_dims
-from growcert.checkpoint import load_model
+from growcert.data.batches import dump_examples
+from growcert.models.capture import capture_batch, native_dims
+from growcert.store.checkpoint import load_model
 from growcert.data import PreparedDataset
+from growcert.models import family_of
+from growcert.config import stage_settings
 from growcert.provenance import provenance
+from growcert.runtime import torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
-
-LOSS_NAMES = {"resnet": "cross_entropy", "llama": "next_token_cross_entropy_mean_over_tokens",
-              "hf": "next_token_cross_entropy_mean_over_tokens"}
-
+from growcert.training import text_context
 
 class ChunkBuffer:
     """Collects one group's captured rows and hands them out in whole chunks of that group."""
@@ -54,26 +53,22 @@ class ChunkBuffer:
         return [(self.group, start, {key: array[:count] for key, array in joined.items()})]
 
 
-def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int | None) -> tuple[Examples, np.ndarray]:
-    """The examples a dump stores, train rows first, and their split labels."""
-    parts = [fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
-             for split in ("train", "test")]
-    split = np.array(["train"] * len(parts[0]) + ["test"] * len(parts[1]), dtype=object)
-    merged = Examples(torch.cat([p.inputs for p in parts]), torch.cat([p.targets for p in parts]),
-                      np.concatenate([p.index for p in parts]))
-    return merged, split
-
-
-def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any],
+def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any] | None,
                    threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None) -> Path:
     """Write the gradient store of `checkpoint` to `out`; returns the store path.
 
-    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`checkpoint.load_model`).
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
     """
-    torch.set_num_threads(threads)
+    settings = stage_settings("dump", settings)
+    with torch_runtime(threads):
+        return _dump(checkpoint, data, Path(out), settings, log, hf)
+
+
+def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: dict[str, Any],
+          log: Callable[[str], None], hf: dict[str, Any] | None) -> Path:
     model, meta, data = load_model(checkpoint, data, hf)
     family = meta["family"]
-    context = meta["model_options"].get("context") if data.info["kind"] == "text" else None
+    context = text_context(data, meta["model_options"])
     examples, split = dump_examples(data, settings, context)
     points = tuple(settings["points"] or model.points.keys())
 
@@ -84,7 +79,7 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     attrs = {
         "family": family, "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
         "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
-        "loss_function": LOSS_NAMES[family], "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "loss_function": family_of(family).loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
         "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
         "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},

@@ -2,9 +2,9 @@
 
 Sections follow the papers (PAPERS.md): the trained grid, P1 (width and alignment
 certificates), P2 (population-risk training), P3 (depth sufficiency), and a table of
-each paper claim against this run's number. Stages contribute claim rows as CSV files
-under `results/claims/` (columns: paper, claim, paper_value, this_run, holds, note);
-claims no stage has measured yet are listed as such rather than left out.
+each paper claim against this run's number. The claims are those of the registry
+(`report/claims.py`); stages contribute rows for them as CSV files under
+`results/claims/`, and a claim no stage measured is listed as such rather than left out.
 Figures are embedded as base64 PNG so the file can be mailed or archived alone.
 """
 
@@ -18,25 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from growcert.provenance import code_hash, git_commit, versions
-from growcert.summaries import final_rows
-
-# The claims of the three papers that the pipeline reproduces (PAPERS.md), in report order.
-PAPER_CLAIMS = [
-    ("P1", "d_align increases with width", "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072"),
-    ("P1", "p̂ falls with width at fixed (M, K)", "falls with width"),
-    ("P1", "B_align ≥ B_exact ≥ p̂ (iid)", "holds"),
-    ("P1", "observed/predicted held-out change at small ε", "96–99 %"),
-    ("P2", "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW", "5,950 vs 29,450 (4.9×)"),
-    ("P2", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW", "2.4× faster"),
-    ("P2", "noisy DPO: final reward accuracy", "0.566 → 0.641"),
-    ("P2", "noisy DPO: mean absolute reward drift", "3.05× smaller"),
-    ("P2", "reservoir is invisible to the test set (G_Q on ker W_S)", "0 (Prop. 3.2)"),
-    ("P2", "label noise in the reservoir is benign", "benign (reservoir noise invisible to the test set)"),
-    ("P2", "train–test coupling residual R_⊥ = 0 under squared loss", "0 (squared loss); not 0 in general"),
-    ("P2", "SGD drift grows as T, fluctuation as √T", "T¹ and T^½"),
-    ("P3", "first-order value of an inserted block falls with depth and plateaus", "plateau"),
-    ("P3", "grown networks match networks trained from scratch", "match or beat"),
-]
+from growcert.report.claims import CLAIMS, ROW_COLUMNS
+from growcert.report.training import final_rows
 
 SECTIONS = [
     ("p1", "P1 — width scaling and the alignment certificate"),
@@ -64,29 +47,34 @@ def _figure(path: Path) -> str:
 
 
 def _claims_table(results: Path) -> str:
-    measured = pd.DataFrame(columns=["paper", "claim", "paper_value", "this_run", "holds", "note"])
+    """Every registered claim (report/claims.py) in registry order, with the rows the stages wrote for it."""
+    measured = pd.DataFrame(columns=ROW_COLUMNS)
     claim_files = sorted((results / "claims").glob("*.csv"))
     if claim_files:
         measured = pd.concat([pd.read_csv(path) for path in claim_files], ignore_index=True)
     rows = []
-    # A stage may qualify a registered claim ("... (llama/shakespeare)"): match on the claim's start.
-    def registered(claim: str) -> bool:
-        return any(claim.startswith(known) for _, known, _ in PAPER_CLAIMS)
-
-    extra = [(row["paper"], row["claim"], str(row["paper_value"])) for _, row in measured.iterrows()
-             if not registered(row["claim"])]
-    for paper, claim, paper_value in PAPER_CLAIMS + list(dict.fromkeys(extra)):
-        match = measured[(measured["paper"] == paper) & measured["claim"].str.startswith(claim)]
+    for claim in CLAIMS.values():
+        match = measured[measured["claim_id"] == claim.key]
         if match.empty:
-            rows.append(f"<tr><td>{paper}</td><td>{html.escape(claim)}</td><td>{html.escape(paper_value)}</td>"
-                        f'<td class="pending" colspan="3">not measured in this run (its stage is not part of the pipeline yet)</td></tr>')
+            rows.append(f"<tr><td>{claim.paper}</td><td>{html.escape(claim.text)}</td>"
+                        f"<td>{html.escape(claim.paper_value)}</td>"
+                        f'<td class="pending" colspan="3">not measured in this run ({html.escape(claim.stage)} '
+                        f"did not write it)</td></tr>")
             continue
         for _, row in match.iterrows():
             holds = str(row["holds"]).lower()
             css = "holds-yes" if holds in ("true", "yes") else "holds-no" if holds in ("false", "no") else ""
-            rows.append(f"<tr><td>{paper}</td><td>{html.escape(row['claim'])}</td><td>{html.escape(str(row['paper_value']))}</td>"
+            rows.append(f"<tr><td>{claim.paper}</td><td>{html.escape(row['claim'])}</td>"
+                        f"<td>{html.escape(claim.paper_value)}</td>"
                         f"<td>{html.escape(str(row['this_run']))}</td><td class=\"{css}\">{html.escape(holds)}</td>"
                         f"<td>{html.escape(str(row['note']) if pd.notna(row['note']) else '')}</td></tr>")
+    # Rows whose claim_id the registry does not know (a stale or hand-written file) are shown, marked, last.
+    for _, row in measured[~measured["claim_id"].isin(list(CLAIMS))].iterrows():
+        rows.append(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['claim']))} "
+                    f"<em>(claim_id {html.escape(str(row['claim_id']))} is not in the registry)</em></td>"
+                    f"<td>{html.escape(str(row['paper_value']))}</td><td>{html.escape(str(row['this_run']))}</td>"
+                    f"<td>{html.escape(str(row['holds']).lower())}</td>"
+                    f"<td>{html.escape(str(row['note']) if pd.notna(row['note']) else '')}</td></tr>")
     return ("<table><tr><th>paper</th><th>claim</th><th>paper's value</th><th>this run</th><th>holds</th>"
             "<th>note</th></tr>" + "".join(rows) + "</table>")
 

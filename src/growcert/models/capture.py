@@ -70,9 +70,10 @@ def capture_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
 
 
 def native_dims(family: str, shape: tuple[int, ...]) -> tuple[str, ...]:
-    """Dim names of one example's activation at a point, by family (DESIGN.md §4)."""
-    if family == "resnet" and len(shape) == 3:
-        return ("channel", "height", "width")
-    if family in ("llama", "hf") and len(shape) == 2:
-        return ("token", "feature")
-    raise ValueError(f"no native dims for family {family!r} with activation shape {shape}")
+    """Dim names of one example's activation at a point: the family's (DESIGN.md §4)."""
+    from growcert.models import family_of
+
+    dims = family_of(family).native_dims
+    if len(dims) != len(shape):
+        raise ValueError(f"family {family!r} streams have dims {dims}; got an activation of shape {shape}")
+    return dims

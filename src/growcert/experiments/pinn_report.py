@@ -1,4 +1,4 @@
-"""Reading a PINN run (growcert.tasks.pinn, PAPERS.md P2): best learning rate per optimizer, the
+"""Reading a PINN run (growcert.experiments.pinn, PAPERS.md P2): best learning rate per optimizer, the
 steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim row.
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
@@ -17,7 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from growcert.tasks.pinn import CLAIM, DEFAULT_SETTINGS, pinn_settings, steps_to_target
+from growcert.config import stage_settings
+from growcert.experiments.pinn import steps_to_target
+from growcert.report.claims import claim_row
 
 OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
@@ -73,13 +75,13 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from growcert.plots import save_figure
+    from growcert.report.figures import save_figure
 
     curves = pd.read_csv(curves_csv)
     if target_l2 is None:
         sidecar = Path(curves_csv).with_name("provenance.json")
         known = json.loads(sidecar.read_text())["settings"] if sidecar.exists() else {}
-        target_l2 = known.get("target_l2", DEFAULT_SETTINGS["target_l2"])
+        target_l2 = stage_settings("pinn", known)["target_l2"]
     summary = _summary_from_curves(curves, target_l2)
     styles = {"AdamW": ("tab:blue", "Blues"), "PopulationRiskAdam": ("tab:red", "Oranges")}
 
@@ -114,7 +116,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
     """One claim row (paper, claim, paper_value, this_run, holds, note): the best PopulationRiskAdam lr
     against the best AdamW lr, medians over seeds. holds: True when PopulationRiskAdam needs fewer
     median steps to target, False when not, "not reached" when its median run never reaches it."""
-    settings = pinn_settings(settings)
+    settings = stage_settings("pinn", settings)
     table = _read(summary)
     target, cap = settings["target_l2"], settings["steps"]
     fmt = lambda step: f"{step:,.0f}" if math.isfinite(step) else f"not by {cap:,}"  # noqa: E731
@@ -136,12 +138,12 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
         if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]):
             edges.append(f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it")
     nx, nt = settings["test_grid"]
-    return [{
-        "paper": "P2", "claim": CLAIM, "paper_value": "2.4× faster",
-        "this_run": (f"PopulationRiskAdam (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
+    return [claim_row(
+        "p2_pinn",
+        this_run=(f"PopulationRiskAdam (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
                      f"{fmt(adamw_steps)} steps{ratio}; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
-        "holds": holds,
-        "note": (f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
+        holds=holds,
+        note=(f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
                  f"{table['seed'].nunique()} seed(s), evaluated every {settings['eval_every']} steps, cap {cap:,}. "
                  f"Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
                  f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
@@ -149,5 +151,4 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
                  f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
                  f"boundary points, weight decay {settings['weight_decay']:g}, {settings['poprisk_variance']} "
                  f"variance. Each optimizer's lr is the best of its own grid. Median steps (final ℓ2) per lr: "
-                 + "; ".join(grids) + (". " + "; ".join(edges) if edges else "") + "."),
-    }]
+                 + "; ".join(grids) + (". " + "; ".join(edges) if edges else "") + "."))]

@@ -2,7 +2,7 @@
 small residual MLP, the losses and their output Hessians, full-batch gradient descent that accumulates
 the propagator P, the dissipation Gramian W_S and the transfer operators G_S, G_Q, the per-run
 measures computed from them, and the channel-projected drift and fluctuation of minibatch SGD. The
-experiments around them live in `growcert.theory`; pure numerics
+experiments around them live in `growcert.experiments.theory`; pure numerics
 on the recorded matrices in `growcert.stats.kernels`.
 
 Definitions (discrete time; what the code computes is exactly these sums over the steps taken)
@@ -50,7 +50,7 @@ the flow limit u̇_S = −K_SS g/n and u̇_Q = −K_QS g/n.
   martingale difference. D(T) = Σ d_k grows ∝ T while the full-batch gradient is roughly constant;
   E‖F(T)‖² = Σ E‖f_k‖² (orthogonal increments), so RMS ‖F(T)‖ ∝ √T. Exponents are least-squares
   log–log slopes of the root mean square over replicate batch streams.
-  (The label-noise experiment is defined in `growcert.theory`.)
+  (The label-noise experiment is defined in `growcert.experiments.theory`.)
 """
 
 from __future__ import annotations

@@ -25,15 +25,8 @@ import pandas as pd
 
 from growcert.stats import alignment_row, misalignment, reduce_examples
 from growcert.stats.certificates import certificate_columns
-from growcert.store import open_group, open_store, split_of
-
-IDENTITY = ["family", "dataset", "width", "depth", "seed", "step"]
-
-
-def store_identity(path: str | Path) -> dict[str, Any]:
-    attrs = dict(open_store(path).attrs)
-    return {key: attrs[key] for key in IDENTITY}
-
+from growcert.config import stage_settings
+from growcert.store import open_group, open_store, split_of, store_identity
 
 def reduced_pools(path: str | Path, point: str, reduction: str):
     """(train, test) reduced q of one point, lazily (dask-backed DataArrays)."""
@@ -46,9 +39,10 @@ def reduced_pools(path: str | Path, point: str, reduction: str):
 
 def estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print) -> pd.DataFrame:
     """One row per point x reduction x pool: moments, ratios with intervals, detectability, plug-in."""
+    settings = stage_settings("alignment", settings)
     identity = store_identity(path)
     rows = []
-    for point in settings.get("points") or list(open_store(path).attrs["groups"]):
+    for point in list(open_store(path).attrs["groups"]):
         for reduction in settings["reductions"]:
             train, test = reduced_pools(path, point, reduction)
             for pool, values in (("test", test), ("train", train)):
@@ -63,6 +57,7 @@ def estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: d
                           log: Callable[[str], None] = print) -> pd.DataFrame:
     """One row per point x reduction x (M, K) x mode: p̂ with its Wilson interval, and the
     certificates B_exact, B_align from the held-out moments of `alignment` (no second moment pass)."""
+    settings = stage_settings("alignment", settings)
     identity = store_identity(path)
     held_out_rows = alignment[alignment["pool"] == "test"].set_index(["point", "reduction"])
     rows = []

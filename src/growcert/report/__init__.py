@@ -1,0 +1,10 @@
+"""The report layer: claims registry, figures and the HTML report, built from tidy tables only.
+
+    claims.py         every paper claim and its row type (the report reads this registry)
+    figures.py        one figure saver; the trained-grid figure
+    training.py       the tidy training table gathered from run folders
+    alignment.py      P1 alignment and misalignment: summary table, figures, claim rows
+    interventions.py  P1 interventions: summary table, figure, claim rows
+    depth.py          P3: saturation decision, depth and growth figures, claim rows
+    html.py           results/report.html, self-contained
+"""

@@ -1,0 +1,187 @@
+"""P3 read back from tidy tables: the saturation decision, the depth and growth figures, the P3 claim rows.
+
+`recommend_depth` turns the pooled `growcert estimate-depth` table into the decision of stats/depth.py's
+plateau test, across the depth grid and within each model over its points; `depth_claims` judges the
+two P3 claims on that decision and on the pooled `growcert grow` tables. Never reads a network or a store.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from growcert.report.claims import claim_row
+from growcert.report.figures import save_figure
+from growcert.stats import depth as stats
+from growcert.stats.intervals import normal_quantile
+
+# The arms of a growth comparison, in the order they are shown (growcert.stages.grow writes them).
+ARMS = ("shallow", "grown_value", "grown_uniform", "scratch", "deeper")
+
+
+def _sequences(table: pd.DataFrame):
+    """(view, keys, frame with columns rung/value/value_se/scaled_value/scaled_value_se) to decide on.
+
+    across_depth: per (family, dataset, width, step, pool), each model depth's value at its last point,
+    averaged over seeds (SE √Σse²/m); within_model: per model, its points in stream order.
+    """
+    base = ["family", "dataset", "width", "step", "pool"]
+    model = base + ["depth", "seed"]
+    last = table[table["point_index"] == table.groupby(model)["point_index"].transform("max")]
+    for keys, frame in last.groupby(base, sort=True):
+        per_depth = frame.groupby("depth").agg(
+            value=("value", "mean"), scaled_value=("scaled_value", "mean"),
+            value_se=("value_se", lambda s: np.sqrt((s ** 2).sum()) / len(s)),
+            scaled_value_se=("scaled_value_se", lambda s: np.sqrt((s ** 2).sum()) / len(s)))
+        if len(per_depth) >= 2:
+            yield "across_depth", dict(zip(base, keys)), per_depth.reset_index().rename(columns={"depth": "rung"})
+    for keys, frame in table.groupby(model, sort=True):
+        if frame["point_index"].nunique() >= 2:
+            yield "within_model", dict(zip(model, keys)), frame.sort_values("point_index").rename(
+                columns={"point_index": "rung"})
+
+
+def recommend_depth(table: pd.DataFrame, level: float = 0.95, draws: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The saturation decision (stats/depth.py's plateau test) for the raw and the scale-invariant value.
+
+    One row per view × sequence × criterion. `recommended` is a model depth (across_depth) or a point
+    index (within_model), with a percentile interval from parametric resampling; `falls` says whether the
+    deepest value is significantly below the shallowest one, `fall_ratio` by how much.
+    """
+    z = normal_quantile(level)
+    rows = []
+    for view, keys, frame in _sequences(table):
+        for criterion in ("value", "scaled_value"):
+            values, ses = frame[criterion].to_numpy(float), frame[f"{criterion}_se"].to_numpy(float)
+            decision = stats.saturation(frame["rung"].to_numpy(), values, ses, level, draws, seed)
+            falls = values[0] - values[-1] > z * np.hypot(ses[0], ses[-1])
+            rows.append({"family": keys["family"], "dataset": keys["dataset"], "width": keys["width"],
+                         "step": keys["step"], "pool": keys["pool"], "view": view,
+                         "depth": keys.get("depth", np.nan), "seed": keys.get("seed", np.nan),
+                         "criterion": criterion, "levels": ",".join(str(int(x)) for x in frame["rung"]),
+                         **decision, "first_value": values[0], "last_value": values[-1], "falls": bool(falls),
+                         "fall_ratio": values[0] / values[-1] if values[-1] else np.nan, "level": level})
+    return pd.DataFrame(rows)
+
+
+def plot_depth(table: pd.DataFrame, out_png: str | Path) -> None:
+    """Raw and scale-invariant value vs model depth (last point), and over the points of the deepest model."""
+    shown = table[(table["pool"] == "test") & (table["step"] == table.groupby(["family", "dataset"])["step"].transform("max"))]
+    panels = list(shown.groupby(["family", "dataset"]))
+    figure, axes = plt.subplots(max(1, len(panels)), 4, figsize=(17, 3.6 * max(1, len(panels))), squeeze=False)
+    for row, ((family, dataset), frame) in enumerate(panels):
+        last = frame[frame["point_index"] == frame.groupby(["depth", "seed", "width"])["point_index"].transform("max")]
+        deepest = frame[frame["depth"] == frame["depth"].max()]
+        specs = [(last, "depth", "value", "model depth (value at its last point)"),
+                 (last, "depth", "scaled_value", "model depth (value at its last point)"),
+                 (deepest, "point_index", "value", f"point index in the depth-{frame['depth'].max()} model"),
+                 (deepest, "point_index", "scaled_value", f"point index in the depth-{frame['depth'].max()} model")]
+        for column, (data, x, y, xlabel) in enumerate(specs):
+            axis = axes[row, column]
+            for width, part in data.groupby("width"):
+                part = part.groupby(x).agg(v=(y, "mean"), se=(f"{y}_se", lambda s: np.sqrt((s ** 2).sum()) / len(s)))
+                axis.errorbar(part.index, part["v"], yerr=normal_quantile(0.95) * part["se"], marker="o",
+                              capsize=3, label=f"width {width}")
+            positive = data[y][data[y] > 0]
+            # symlog: unbiased estimates can be ≤ 0 (within noise of zero) and must stay visible
+            axis.set_yscale("symlog", linthresh=float(positive.min()) if len(positive) else 1e-12)
+            axis.axhline(0.0, color="black", lw=0.8)
+            kind = "raw ‖E[q hᵀ]‖²" if y == "value" else "value × ‖z‖²/‖h‖² (scale-invariant)"
+            axis.set(xlabel=xlabel, ylabel=kind, title=f"{family}/{dataset}: {kind}")
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=7)
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
+    """Held-out loss along training per arm (mean over seeds), and the final held-out loss per arm and seed."""
+    panels = list(table.groupby(["family", "dataset", "width"]))
+    figure, axes = plt.subplots(max(1, len(panels)), 2, figsize=(12, 3.8 * max(1, len(panels))), squeeze=False)
+    order = [arm for arm in ARMS if arm in set(table["arm"])]
+    for row, ((family, dataset, width), frame) in enumerate(panels):
+        left, right = axes[row]
+        # from the first evaluation after step 0: the untrained loss would flatten every difference
+        sns.lineplot(frame[frame["step"] > 0], x="examples_seen", y="test_loss", hue="arm", hue_order=order,
+                     errorbar=("pi", 100), marker="o", ax=left)
+        grown = frame.loc[frame["arm"] == "grown_value", "grown_at"].dropna()
+        if len(grown):
+            left.axvline(grown.iloc[0] * frame["examples_seen"].max() / frame["step"].max(), color="grey", ls="--",
+                         lw=1, label="blocks inserted")
+        left.set(xlabel="training examples seen", ylabel="held-out loss",
+                 title=f"{family}/{dataset} width {width}: base depth {frame['base_depth'].iloc[0]}")
+        left.legend(fontsize=7)
+        last = frame[frame["step"] == frame["step"].max()]
+        sns.pointplot(last, x="arm", y="test_loss", order=order, errorbar=None, color="black", markers="_",
+                      linestyles="none", ax=right)
+        sns.stripplot(last, x="arm", y="test_loss", order=order, hue="seed", dodge=False, ax=right)
+        right.set(xlabel="", ylabel="final held-out loss", title="same budget: mean (bar) and seeds (dots)")
+        right.tick_params(axis="x", labelrotation=20)
+        left.grid(alpha=0.3)
+        right.grid(alpha=0.3)
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
+    claims = []
+    if depth_table.empty:
+        return claims
+    held_out = depth_table[depth_table["pool"] == "test"]
+    held_out = held_out[held_out["step"] == held_out.groupby(["family", "dataset"])["step"].transform("max")]
+    decisions = recommend_depth(held_out, level=level)
+    for (family, dataset), frame in decisions.groupby(["family", "dataset"]):
+        # across the depth grid when it has two depths or more; otherwise over the points of the deepest model
+        view = "across_depth" if (frame["view"] == "across_depth").any() else "within_model"
+        frame = frame[frame["view"] == view]
+        if view == "within_model":
+            frame = frame[frame["depth"] == frame["depth"].max()]
+        summary, holds = {}, {}
+        for criterion, part in frame.groupby("criterion"):
+            held = part["falls"] & part["status"].str.startswith("saturated")
+            holds[criterion] = bool(held.all())
+            summary[criterion] = "; ".join(
+                f"w{r.width}: {r.status}" + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
+                                              if r.status.startswith("saturated") else "")
+                + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
+                for r in part.itertuples())
+        unit = "model depth" if view == "across_depth" else "point index"
+        claims.append(claim_row("p3_depth_plateau", scope=f"{family}/{dataset}",
+                                this_run=f"scale-invariant: {summary.get('scaled_value', '')}",
+                                holds=holds.get("scaled_value", False),
+                                note=f"{view} over {unit} (held-out pool, last checkpoint); holds = significant fall from the "
+                               f"shallowest to the deepest level AND a plateau or zero within the grid, judged on the "
+                               f"scale-invariant value (P3 pilot). Raw value: {summary.get('value', '')} "
+                                     f"(holds on raw: {holds.get('value', False)})."))
+    return claims
+
+
+def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
+    claims = []
+    final = growth_table[growth_table["step"] == growth_table.groupby(["family", "dataset", "width"])["step"].transform("max")]
+    for (family, dataset, width), frame in final.groupby(["family", "dataset", "width"]):
+        loss = frame.pivot_table(index="seed", columns="arm", values="test_loss")
+        if not {"grown_value", "scratch"} <= set(loss.columns):
+            continue
+        difference = loss["grown_value"] - loss["scratch"]  # paired by seed: same batches, same evaluation rows
+        se = difference.std(ddof=1) / math.sqrt(len(difference)) if len(difference) > 1 else math.nan
+        tolerance = max(normal_quantile(level) * np.nan_to_num(se), 0.01 * loss["scratch"].mean())
+        means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
+        claims.append(claim_row("p3_grown_vs_scratch", scope=f"{family}/{dataset} width {width}",
+                                this_run=f"grown − scratch held-out loss {difference.mean():+.4f} (SE {se:.3g}, "
+                                   f"{len(difference)} seeds)",
+                                holds=bool(difference.mean() <= tolerance),
+                                note=f"mean final held-out loss: {means}. Same final architecture and budget; holds = grown "
+                               f"exceeds scratch by at most max(z·SE over seeds, 1 % of scratch's loss) = {tolerance:.3g}."))
+    return claims
+
+
+def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:
+    """The two P3 claims checked against this run (keys paper, claim, paper_value, this_run, holds, note)."""
+    return _depth_claim(depth_table, level) + _growth_claim(growth_table, level)

@@ -1,0 +1,215 @@
+"""`growcert grow`: grow a shallow network by inserting zero-output blocks and compare it with networks
+trained from scratch on the same budget (PAPERS.md P3, second finding).
+
+What a grown model is. The base is the family's own model at `base_depth` (ResNet-(6n+2), or a LLaMA
+with `base_depth` decoder layers). Growing appends `blocks` zero-output residual blocks
+(`models/blocks.py`, W_in trainable) at distinct insertion points: on a ResNet a 1×1-convolution MLP
+inside the stage whose stream the point carries (block0: after the stem; block i: after residual
+block i), on a LLaMA a residual MLP on RMSNorm(z) between decoder layers, i.e. an extra layer without
+attention. Each block adds 2·features·hidden parameters; the grown network's "depth" is the base depth
+plus `blocks` such layers.
+
+Arms, per seed, all on one budget of `train.steps` optimiser steps of `train.batch_size` examples, the
+same batches in the same order (one seed), evaluated on one held-out set:
+    shallow        the base alone for the whole budget (does extra depth help at all?)
+    grown_value    the base for grow_fraction × steps, then blocks at the points with the highest
+                   first-order value (`select_by`: the scale-invariant value by default), then the rest
+    grown_uniform  the same, blocks at evenly spaced points (the control for the selection rule)
+    scratch        the grown_value architecture (base + the same blocks at the same points) trained
+                   from step 0: zero-initialised W_out, as residual branches commonly are from scratch
+    deeper         the family's own model at `deeper_depth` from scratch (if given): the familiar deeper net
+The three arms that share the first phase share it exactly (one run, forked). The value is estimated on
+`select_examples` held-out examples disjoint from the evaluation set (or training examples), with the
+very block that is then inserted, so choosing points never looks at the rows the comparison is scored on.
+Right after insertion the outputs on those examples are compared: `insert_max_abs_change` is 0.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from growcert.block_features import PointArrays
+from growcert.config import stage_settings
+from growcert.data import PreparedDataset
+from growcert.data.batches import examples_at, fixed_examples, split_size
+from growcert.errors import ConfigError
+from growcert.models import build_model
+from growcert.models.blocks import insert_blocks, make_block, stream_features
+from growcert.models.capture import capture_batch
+from growcert.runtime import torch_runtime
+from growcert.stats import depth as stats
+from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, make_optimizer, text_context
+
+SELECT_SEED_OFFSET = 20_011  # selection examples: a seed stream of their own
+COLUMNS = ["family", "dataset", "width", "seed", "arm", "base_depth", "depth", "blocks", "points", "grown_at",
+           "num_parameters", "step", "examples_seen", "train_loss", "train_acc", "test_loss", "test_acc",
+           "insert_max_abs_change"]
+
+
+def evenly_spaced(points: list[str], count: int) -> list[str]:
+    """`count` of `points` at the midpoints of `count` equal segments: ⌊(j + ½)·P/count⌋."""
+    return [points[int((j + 0.5) * len(points) / count)] for j in range(count)]
+
+
+def selection_examples(data: PreparedDataset, settings: dict[str, Any], seed: int, context: int | None):
+    """Examples for the quick first-order estimate: held-out rows not in the evaluation set, or train rows."""
+    count = settings["select_examples"]
+    if settings["select_split"] == "train":
+        return fixed_examples(data, "train", count, seed + SELECT_SEED_OFFSET, context)
+    evaluation = fixed_examples(data, "test", settings["train"]["eval_examples"], seed + EVAL_SEED_OFFSET, context)
+    used = evaluation.index // context if context else evaluation.index
+    free = np.setdiff1d(np.arange(split_size(data, "test", context)), used)
+    if len(free) < count:
+        raise ConfigError(f"grow: {len(free)} held-out examples remain beside the evaluation set, fewer than "
+                          f"select_examples={count}; lower train.eval_examples or select_examples")
+    chosen = np.sort(np.random.default_rng(seed + SELECT_SEED_OFFSET).choice(free, count, replace=False))
+    return examples_at(data, "test", chosen, context)
+
+
+def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, seed: int,
+                       level: float) -> pd.DataFrame:
+    """Unbiased value and scaled value of the family's block at every point, from one batch."""
+    model.eval()
+    captured = capture_batch(model, inputs, targets)
+    rows = []
+    for point in model.points:
+        features = stream_features(model, point)
+        block = make_block(model.family, features, point, hidden=hidden, seed=seed, dtype=torch.float64)
+        arrays = PointArrays(len(inputs), features, block.w_in.shape[0])
+        arrays.add(0, block, captured.z[point].double(), captured.q[point].double(), np.full(len(inputs), "test"))
+        value = stats.first_order_value(arrays.g, level)
+        scaled = stats.scaled_value(value["value"], value["value_se"], arrays.z_sq, arrays.h_sq, level)
+        rows.append({"point": point, **value, **scaled})
+    model.train()
+    return pd.DataFrame(rows)
+
+
+class GrowthArm:
+    """One arm being trained: a `Trainer` (model, optimiser, its own copy of the batch stream) and its blocks."""
+
+    def __init__(self, arm: str, model: nn.Module, settings: dict[str, Any], data: PreparedDataset, seed: int,
+                 context: int | None, optimizer=None, skip: int = 0):
+        self.arm, self.model, self.settings, self.train = arm, model, settings, settings["train"]
+        self.trainer = Trainer(model, self.train, data, seed, context, label=f"grow {arm}", optimizer=optimizer)
+        for _ in range(skip):  # same stream as a run that already took `skip` steps
+            self.trainer.batches.next()
+        self.points: list[str] = []
+        self.grown_at, self.change = math.nan, math.nan
+
+    def grow(self, points: list[str], seed: int, step: int, probe: torch.Tensor) -> None:
+        """Insert trainable zero-output blocks; record how much the outputs on `probe` moved (0)."""
+        self.model.eval()
+        with torch.no_grad():
+            before = self.model(probe)
+        blocks = insert_blocks(self.model, points, hidden=self.settings["block_hidden"], seed=seed, trainable=True)
+        with torch.no_grad():
+            self.change = float((self.model(probe) - before).abs().max())
+        self.model.train()
+        self.trainer.optimizer.add_param_group({"params": [p for b in blocks for p in b.parameters()],
+                                                "weight_decay": self.train["weight_decay"]})
+        self.points, self.grown_at = list(points), step
+
+    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[["GrowthArm", int], None]) -> None:
+        self.model.train()
+        for step in range(first, last + 1):
+            self.trainer.step(step)
+            if step in evaluate_at:
+                record(self, step)
+
+    def fork(self, arm: str, data: PreparedDataset, seed: int, context: int | None, done: int) -> "GrowthArm":
+        """A copy that continues from here: same weights, optimiser state and position in the batch stream."""
+        model = copy.deepcopy(self.model)
+        optimizer = make_optimizer(model, self.train)
+        optimizer.load_state_dict(self.trainer.optimizer.state_dict())
+        return GrowthArm(arm, model, self.settings, data, seed, context, optimizer, skip=done)
+
+
+def grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path,
+                     log: Callable[[str], None] = print, threads: int = 1) -> pd.DataFrame:
+    """Run every arm for every seed; write growth.csv and selection.csv to out_dir; return the growth table."""
+    settings = stage_settings("grow", settings)
+    # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps ~2x
+    with torch_runtime(threads, flush_denormal=True):
+        return _grow_and_compare(settings, data, Path(out_dir), log)
+
+
+def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: Path,
+                      log: Callable[[str], None]) -> pd.DataFrame:
+    train, family = settings["train"], settings["family"]
+    context = text_context(data, settings["model"])
+    steps = train["steps"]
+    grown_at = max(1, min(steps - 1, round(settings["grow_fraction"] * steps)))
+    evaluate_at = {s for s in range(train["eval_every"], steps + 1, train["eval_every"])} | {grown_at, steps}
+    rows, selections = [], []
+    for seed in settings["seeds"]:
+        evaluation = evaluation_sets(data, train, seed, context)
+
+        def record(run: GrowthArm, step: int, arms: tuple[str, ...] | None = None) -> None:
+            train_loss, train_acc = evaluate(run.model, evaluation["train"])
+            test_loss, test_acc = evaluate(run.model, evaluation["test"])
+            for arm in arms or (run.arm,):
+                rows.append({"family": family, "dataset": settings["dataset"], "width": settings["width"],
+                             "seed": seed, "arm": arm, "base_depth": settings["base_depth"],
+                             "depth": run.model.config.depth, "blocks": len(run.points),
+                             "points": ";".join(run.points), "grown_at": run.grown_at,
+                             "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
+                             "examples_seen": step * train["batch_size"], "train_loss": train_loss,
+                             "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
+                             "insert_max_abs_change": run.change})
+
+        def model(depth: int) -> nn.Module:
+            torch.manual_seed(seed)  # every arm's base weights are the same draw
+            return build_model(family, settings["width"], depth, data.info, settings["model"])
+
+        shared_arms = ("shallow", "grown_value", "grown_uniform")
+        base = GrowthArm("shallow", model(settings["base_depth"]), settings, data, seed, context)
+        record(base, 0, shared_arms)
+        base.fit(1, grown_at, evaluate_at, lambda run, step: record(run, step, shared_arms))
+
+        probe = selection_examples(data, settings, seed, context)
+        scores = first_order_scores(base.model, probe.inputs, probe.targets, settings["block_hidden"], seed,
+                                    settings["level"])
+        points = list(base.model.points)
+        if settings["blocks"] > len(points):
+            raise ConfigError(f"grow.blocks={settings['blocks']} exceeds the {len(points)} insertion points of the base")
+        ranked = scores.sort_values(settings["select_by"], ascending=False)["point"].tolist()
+        chosen = {"grown_value": ranked[:settings["blocks"]], "grown_uniform": evenly_spaced(points, settings["blocks"])}
+        selections.append(scores.assign(seed=seed, rank=[ranked.index(p) for p in scores["point"]],
+                                        grown_value=scores["point"].isin(chosen["grown_value"]),
+                                        grown_uniform=scores["point"].isin(chosen["grown_uniform"])))
+        log(f"seed {seed}: {settings['select_by']} by point "
+            + ", ".join(f"{p} {v:.3g}" for p, v in zip(scores["point"], scores[settings["select_by"]]))
+            + f"; grow at {chosen['grown_value']} (uniform control {chosen['grown_uniform']})")
+
+        runs = [base]
+        for arm in ("grown_value", "grown_uniform"):
+            run = base.fork(arm, data, seed, context, grown_at)
+            run.grow(chosen[arm], seed, grown_at, probe.inputs)
+            runs.append(run)
+        for run in runs:
+            run.fit(grown_at + 1, steps, evaluate_at, record)
+        architecture = model(settings["base_depth"])  # the grown_value network, blocks in place from step 0
+        insert_blocks(architecture, chosen["grown_value"], hidden=settings["block_hidden"], seed=seed, trainable=True)
+        scratch = GrowthArm("scratch", architecture, settings, data, seed, context)
+        scratch.points, scratch.grown_at = chosen["grown_value"], 0
+        runs.append(scratch)
+        if settings["deeper_depth"] is not None:
+            runs.append(GrowthArm("deeper", model(settings["deeper_depth"]), settings, data, seed, context))
+        for run in runs[3:]:
+            record(run, 0)
+            run.fit(1, steps, evaluate_at, record)
+        final = {r["arm"]: r["test_loss"] for r in rows if r["seed"] == seed and r["step"] == steps}
+        log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.to_csv(out_dir / "growth.csv", index=False)
+    pd.concat(selections, ignore_index=True).to_csv(out_dir / "selection.csv", index=False)
+    return table

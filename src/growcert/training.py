@@ -1,0 +1,88 @@
+"""The one training step and evaluation that `growcert train` and `growcert grow` share.
+
+AdamW with matrices decayed and gains not, linear warm-up then a constant learning rate (so checkpoints
+taken along training at fixed budgets stay comparable across widths), a finite-loss check, global-norm
+clipping. The evaluation sets are seeded draws offset from the run's seed, so they do not depend on the
+training order; every arm of a growth comparison and every run of a grid is scored the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from growcert.data import PreparedDataset
+from growcert.data.batches import Examples, TrainingBatches, fixed_examples
+from growcert.errors import NumericalError
+
+# Evaluation sets are drawn with seeds offset from the run's seed so that they do not depend on the
+# training order.
+EVAL_SEED_OFFSET = 10_007
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, examples: Examples, batch_size: int = 256) -> tuple[float, float]:
+    """Mean per-example loss and accuracy of `model` (eval mode) on `examples`."""
+    was_training = model.training
+    model.eval()
+    loss_sum, correct_sum = 0.0, 0.0
+    for inputs, targets in examples.batches(batch_size):
+        outputs = model(inputs)
+        loss_sum += model.per_example_loss(outputs, targets).double().sum().item()
+        correct_sum += model.per_example_correct(outputs, targets).double().sum().item()
+    model.train(was_training)
+    return loss_sum / len(examples), correct_sum / len(examples)
+
+
+def evaluation_sets(data: PreparedDataset, train: dict[str, Any], seed: int,
+                    context: int | None) -> dict[str, Examples]:
+    """The fixed train and held-out evaluation examples of a run with this seed."""
+    return {split: fixed_examples(data, split, train["eval_examples"], seed + EVAL_SEED_OFFSET, context)
+            for split in ("train", "test")}
+
+
+def make_optimizer(model: nn.Module, train: dict[str, Any]) -> torch.optim.AdamW:
+    # Decay matrices and convolution kernels only; norms' gains stay undecayed (standard practice).
+    decayed = [p for p in model.parameters() if p.ndim >= 2]
+    undecayed = [p for p in model.parameters() if p.ndim < 2]
+    groups = [{"params": decayed, "weight_decay": train["weight_decay"]},
+              {"params": undecayed, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=train["lr"], betas=tuple(train["betas"]))
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate multiplier at optimiser step `step` (1-based): linear warm-up, then 1."""
+    return min(1.0, step / warmup_steps) if warmup_steps > 0 else 1.0
+
+
+def text_context(data: PreparedDataset, model_options: dict[str, Any]) -> int | None:
+    """Tokens per example for a text dataset (the family's `context` option); None for images."""
+    return model_options.get("context") if data.info["kind"] == "text" else None
+
+
+class Trainer:
+    """A model, its optimiser and its own seeded batch stream, advanced one step at a time."""
+
+    def __init__(self, model: nn.Module, train: dict[str, Any], data: PreparedDataset, seed: int,
+                 context: int | None, label: str, optimizer: torch.optim.Optimizer | None = None):
+        self.model, self.train, self.label = model, train, label
+        self.optimizer = optimizer or make_optimizer(model, train)
+        self.batches = TrainingBatches(data, train["batch_size"], train["steps"], seed, context, train["single_pass"])
+
+    def step(self, step: int) -> torch.Tensor:
+        """Optimiser step number `step` (1-based) on the next batch; returns the batch loss (detached)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.train["lr"] * warmup_factor(step, self.train["warmup_steps"])
+        inputs, targets = self.batches.next()
+        loss = self.model.per_example_loss(self.model(inputs), targets).mean()
+        if not math.isfinite(loss.item()):
+            raise NumericalError(f"{self.label}: training loss became {loss.item()} at step {step}; lower train.lr")
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.train["grad_clip"] is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.train["grad_clip"])
+        self.optimizer.step()
+        return loss.detach()
