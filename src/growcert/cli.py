@@ -35,6 +35,25 @@ def _settings(text: str) -> dict[str, Any]:
         raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
 
 
+# The settings each subcommand's --settings holds: a stage of growcert.config.stage_settings. main() resolves
+# them (schema defaults filled, validated) before the stage reads any input, so a bad key fails first.
+SETTINGS_STAGE = {"train": "train", "dump": "dump", "estimate-alignment": "alignment",
+                  "estimate-misalignment": "alignment", "summarize-alignment": "alignment", "intervene": "intervene",
+                  "estimate-depth": "depth", "summarize-depth": "depth", "grow": "grow", "grokking": "grokking",
+                  "pinn": "pinn", "preference": "preference", "theory": "theory"}
+
+
+def _resolve_settings(args: argparse.Namespace) -> None:
+    from growcert.config import stage_settings
+
+    if args.stage in SETTINGS_STAGE:
+        args.settings = stage_settings(SETTINGS_STAGE[args.stage], _settings(args.settings))
+    elif isinstance(getattr(args, "settings", None), str):
+        args.settings = _settings(args.settings)
+    if getattr(args, "hf", None) is not None:
+        args.hf = stage_settings("hf", _settings(args.hf))
+
+
 def _log(message: str) -> None:
     print(message, flush=True)
 
@@ -48,7 +67,7 @@ def _write_csv(table, path: str) -> None:
 def cmd_prepare(args: argparse.Namespace) -> None:
     from growcert.data import prepare_dataset
 
-    info = prepare_dataset(args.dataset, args.out, _settings(args.settings))
+    info = prepare_dataset(args.dataset, args.out, args.settings)
     _log(f"prepared {args.dataset}: {info['n_train']} train / {info['n_test']} test -> {args.out}")
 
 
@@ -56,12 +75,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.train import train_model
 
-    train_model(_settings(args.settings), load_prepared(args.data), args.out, threads=args.threads, log=_log)
-
-
-def _hf_settings(text: str | None) -> dict[str, Any] | None:
-    """--hf: None for a growcert checkpoint, else the pretrained model's settings (models.hf.HFSettings)."""
-    return None if text is None else _settings(text)
+    train_model(args.settings, load_prepared(args.data), args.out, threads=args.threads, log=_log)
 
 
 HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
@@ -72,8 +86,8 @@ def cmd_dump(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.dump import dump_gradients
 
-    dump_gradients(args.checkpoint, load_prepared(args.data), args.out, _settings(args.settings),
-                   threads=args.threads, log=_log, hf=_hf_settings(args.hf))
+    dump_gradients(args.checkpoint, load_prepared(args.data), args.out, args.settings,
+                   threads=args.threads, log=_log, hf=args.hf)
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
@@ -86,8 +100,8 @@ def cmd_intervene(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.interventions import run_interventions
 
-    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), _settings(args.settings),
-                              log=_log, hf=_hf_settings(args.hf), threads=args.threads)
+    table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), args.settings,
+                              log=_log, hf=args.hf, threads=args.threads)
     _write_csv(table, args.out)
 
 
@@ -106,7 +120,7 @@ def cmd_summarize_interventions(args: argparse.Namespace) -> None:
 def cmd_estimate_alignment(args: argparse.Namespace) -> None:
     from growcert.stages.alignment import estimate_alignment
 
-    _write_csv(estimate_alignment(args.store, _settings(args.settings), log=_log), args.out)
+    _write_csv(estimate_alignment(args.store, args.settings, log=_log), args.out)
 
 
 def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
@@ -114,17 +128,16 @@ def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
 
     from growcert.stages.alignment import estimate_misalignment
 
-    table = estimate_misalignment(args.store, pd.read_csv(args.alignment), _settings(args.settings), log=_log)
+    table = estimate_misalignment(args.store, pd.read_csv(args.alignment), args.settings, log=_log)
     _write_csv(table, args.out)
 
 
 def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.config import stage_settings
     from growcert.report import alignment as report
 
-    settings = stage_settings("alignment", _settings(args.settings))
+    settings = args.settings
     reference = tuple(settings["reference_MK"])
     alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
     misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True)
@@ -143,23 +156,22 @@ def cmd_experiment(args: argparse.Namespace) -> None:
     from growcert.experiments import EXPERIMENTS, run_experiment
 
     inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
-    run_experiment(args.stage, _settings(args.settings), args.out, args.figure, args.claims, args.table,
+    run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table,
                    threads=args.threads, log=_log, **inputs)
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
     from growcert.stages.depth import estimate_depth
 
-    _write_csv(estimate_depth(args.store, _settings(args.settings), log=_log, threads=args.threads), args.out)
+    _write_csv(estimate_depth(args.store, args.settings, log=_log, threads=args.threads), args.out)
 
 
 def cmd_summarize_depth(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.config import stage_settings
     from growcert.report.depth import plot_depth, recommend_depth
 
-    settings = stage_settings("depth", _settings(args.settings))
+    settings = args.settings
     table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
     _write_csv(table, args.out_table)
     _write_csv(recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"]),
@@ -171,7 +183,7 @@ def cmd_grow(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.grow import grow_and_compare
 
-    grow_and_compare(_settings(args.settings), load_prepared(args.data), args.out, log=_log, threads=args.threads)
+    grow_and_compare(args.settings, load_prepared(args.data), args.out, log=_log, threads=args.threads)
 
 
 def cmd_summarize_growth(args: argparse.Namespace) -> None:
@@ -356,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
+        _resolve_settings(args)
         args.handler(args)
     except USER_ERRORS as error:
         print(f"growcert {args.stage}: error: {error}", file=sys.stderr)

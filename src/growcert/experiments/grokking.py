@@ -19,7 +19,6 @@ Outputs: curves.csv, summary.csv, provenance.json; `plot_grokking` and `grokking
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from pathlib import Path
@@ -31,9 +30,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
+from growcert.experiments.common import format_steps, median_steps, run_arms, step_columns, write_tables
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
-from growcert.provenance import provenance
 from growcert.report.claims import claim_row
 from growcert.runtime import torch_runtime
 
@@ -211,26 +210,22 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
     log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
         f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, up to {settings['steps']} steps")
 
-    curves, summaries = [], []
-    for seed in settings["seeds"]:
+    sizes = {}
+
+    def prepare_seed(seed: int) -> tuple[nn.Module, dict]:
         torch.manual_seed(seed)
         model = build_model(settings)
-        initial_state = copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
-        for arm in arms:
-            history, summary = train_arm(arm, settings, seed, initial_state, model, data, log)
-            curves += history
-            summaries.append(summary)
+        sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
+        return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    curves_table = pd.DataFrame(curves, columns=CURVE_COLUMNS)
-    summary_table = pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)
-    for column in ("memorised_step", "step_95", "step_99"):
-        summary_table[column] = summary_table[column].astype("Int64")  # missing = not reached
-    curves_table.to_csv(out_dir / "curves.csv", index=False)
-    summary_table.to_csv(out_dir / "summary.csv", index=False)
-    record = provenance(settings)
-    record["num_parameters"] = sum(p.numel() for p in model.parameters())
-    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
-    return {"curves": curves_table, "summary": summary_table, "provenance": record}
+    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict]) -> tuple[list[dict], dict]:
+        model, initial_state = prepared
+        return train_arm(arm, settings, seed, initial_state, model, data, log)
+
+    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train)
+    summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
+    return write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS), "summary": summary},
+                        **sizes)
 
 
 def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -259,11 +254,6 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def _median_step(frame: pd.DataFrame) -> float:
-    """Median over seeds of step_95, with 'not reached' counted as +inf (so a majority unreached is inf)."""
-    return float(frame["step_95"].astype("Float64").fillna(math.inf).median())
-
-
 def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam arm,
     medians over seeds. The arm is compared with AdamW in the paper's regime (small weight decay) and,
@@ -273,15 +263,15 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
     adamw = table[table["optimizer"].str.startswith("AdamW")]
-    adamw_steps = {wd: _median_step(frame) for wd, frame in adamw.groupby("weight_decay")}
+    adamw_steps = {wd: median_steps(frame["step_95"]) for wd, frame in adamw.groupby("weight_decay")}
     if baseline_wd not in adamw_steps:
         raise ValueError(f"no AdamW run with the baseline weight decay {baseline_wd}: add it to adamw.weight_decays")
-    fmt = lambda step: f"{step:,.0f}" if math.isfinite(step) else f"not by {cap:,}"  # noqa: E731
-    sweep = "; ".join(f"{name}: {fmt(_median_step(frame))}" for name, frame in table.groupby("optimizer", sort=False))
+    sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
+                      for name, frame in table.groupby("optimizer", sort=False))
     rows = []
     poprisk = table[table["optimizer"].str.startswith("PopulationRiskAdam")]
     for (name, wd), frame in poprisk.groupby(["optimizer", "weight_decay"], sort=False):
-        steps = _median_step(frame)
+        steps = median_steps(frame["step_95"])
         rivals = {baseline_wd: adamw_steps[baseline_wd]}
         if wd in adamw_steps:
             rivals[wd] = adamw_steps[wd]
@@ -289,11 +279,11 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
         for rival_wd, rival in rivals.items():
             ratio = ("" if not math.isfinite(steps) else f" ({rival / steps:.1f}×)" if math.isfinite(rival)
                      else f" (> {cap / steps:.1f}×, AdamW capped)")
-            parts.append(f"vs AdamW wd={rival_wd:g}: {fmt(rival)}{ratio}")
+            parts.append(f"vs AdamW wd={rival_wd:g}: {format_steps(rival, cap)}{ratio}")
         holds = "not reached" if not math.isfinite(steps) else all(steps < rival for rival in rivals.values())
         rows.append(claim_row(
             "p2_grokking",
-            this_run=f"{name}: {fmt(steps)} " + "; ".join(parts),
+            this_run=f"{name}: {format_steps(steps, cap)} " + "; ".join(parts),
             holds=holds,
             note=(f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
                      f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, {len(frame)} seed(s). The paper's "

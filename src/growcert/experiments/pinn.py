@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import math
 import time
 from pathlib import Path
@@ -54,8 +53,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
+from growcert.experiments.common import run_arms, step_columns, write_tables
 from growcert.optim import PopulationRiskAdam
-from growcert.provenance import provenance
 from growcert.runtime import torch_runtime
 
 TWO_PI = 2 * math.pi
@@ -302,24 +301,21 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
     log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: "
         f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps, "
         f"batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
-    curves, summaries = [], []
-    for seed in settings["seeds"]:
+    sizes = {}
+
+    def prepare_seed(seed: int):
         problem = make_problem(settings, seed)
         with torch.random.fork_rng():  # seeded initial weights without reseeding the caller's generator
             torch.manual_seed(seed)
             model = AdvectionPINN(settings["width"], settings["depth"])
-        initial_state = copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
-        for arm in arms:
-            history, summary = train_arm(arm, settings, seed, initial_state, model, problem, grid, log)
-            curves += history
-            summaries.append(summary)
+        sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
+        return problem, model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    curves_table = pd.DataFrame(curves, columns=CURVE_COLUMNS)
-    summary_table = pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)
-    summary_table["step_to_target"] = summary_table["step_to_target"].astype("Int64")  # missing = not reached
-    curves_table.to_csv(out_dir / "curves.csv", index=False)
-    summary_table.to_csv(out_dir / "summary.csv", index=False)
-    record = provenance(settings)
-    record["num_parameters"] = sum(p.numel() for p in model.parameters())
-    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
-    return {"curves": curves_table, "summary": summary_table, "provenance": record}
+    def train(arm: dict[str, Any], seed: int, prepared) -> tuple[list[dict], dict]:
+        problem, model, initial_state = prepared
+        return train_arm(arm, settings, seed, initial_state, model, problem, grid, log)
+
+    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train)
+    summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
+    return write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS), "summary": summary},
+                        **sizes)

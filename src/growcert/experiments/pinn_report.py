@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from growcert.config import stage_settings
+from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.pinn import steps_to_target
 from growcert.report.claims import claim_row
 
@@ -29,17 +30,12 @@ def _read(table: pd.DataFrame | str | Path) -> pd.DataFrame:
     return table if isinstance(table, pd.DataFrame) else pd.read_csv(table)
 
 
-def median_steps(frame: pd.DataFrame) -> float:
-    """Median over seeds of step_to_target, 'not reached' counted as +inf."""
-    return float(pd.to_numeric(frame["step_to_target"], errors="coerce").astype(float).fillna(math.inf).median())
-
-
 def best_lr(summary: pd.DataFrame, optimizer: str) -> tuple[float, float, float]:
     """(lr, median steps to target, median final ℓ2) of `optimizer`'s best grid lr (module docstring's rule)."""
     runs = summary[summary["optimizer"] == optimizer]
     if runs.empty:
         raise ValueError(f"no {optimizer} runs in the summary")
-    steps, final, lr = min((median_steps(frame), float(frame["final_l2"].median()), float(lr))
+    steps, final, lr = min((median_steps(frame["step_to_target"]), float(frame["final_l2"].median()), float(lr))
                            for lr, frame in runs.groupby("lr"))
     return lr, steps, final
 
@@ -119,7 +115,9 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
     settings = stage_settings("pinn", settings)
     table = _read(summary)
     target, cap = settings["target_l2"], settings["steps"]
-    fmt = lambda step: f"{step:,.0f}" if math.isfinite(step) else f"not by {cap:,}"  # noqa: E731
+    def fmt(step: float) -> str:
+        return format_steps(step, cap)
+
     adamw_lr, adamw_steps, adamw_final = best_lr(table, "AdamW")
     gate_lr, gate_steps, gate_final = best_lr(table, "PopulationRiskAdam")
     if not math.isfinite(gate_steps):
@@ -131,7 +129,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
     grids, edges = [], []
     for optimizer, chosen in (("AdamW", adamw_lr), ("PopulationRiskAdam", gate_lr)):
         runs = table[table["optimizer"] == optimizer]
-        grids.append(f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame))} "
+        grids.append(f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame['step_to_target']))} "
                                                  f"({frame['final_l2'].median():.3f})"
                                                  for lr, frame in runs.groupby("lr")))
         lrs = sorted(runs["lr"].unique())

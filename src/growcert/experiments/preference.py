@@ -33,7 +33,6 @@ read them.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from pathlib import Path
@@ -46,9 +45,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
+from growcert.experiments.common import run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.optim import PopulationRiskAdam
-from growcert.provenance import provenance
 from growcert.report.claims import claim_row
 from growcert.runtime import torch_runtime
 from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
@@ -225,31 +224,29 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
         f"mean gap {gap['train']:.2f}; {pair_seconds:.0f}s), {settings['swap_rate']:.0%} train labels swapped, "
         f"{len(OPTIMIZERS)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps")
 
-    curves, summaries, swaps = [], [], {}
-    for seed in settings["seeds"]:
-        swapped = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
-        swaps[f"swapped_seed{seed}"] = swapped.numpy()
-        for name in OPTIMIZERS:
-            torch.manual_seed(seed)
-            _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped},
-                                            tensors["test"], settings, seed, log)
-            curves += history
-            summaries.append(summary)
+    swaps = {}
 
-    curves_table = pd.DataFrame(curves, columns=CURVE_COLUMNS)
-    summary_table = pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)
-    curves_table.to_csv(out_dir / "curves.csv", index=False)
-    summary_table.to_csv(out_dir / "summary.csv", index=False)
+    def prepare_seed(seed: int) -> torch.Tensor:
+        swaps[f"swapped_seed{seed}"] = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
+        return swaps[f"swapped_seed{seed}"]
+
+    def train(name: str, seed: int, swapped: torch.Tensor) -> tuple[list[dict], dict]:
+        torch.manual_seed(seed)
+        _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
+                                        settings, seed, log)
+        return history, summary
+
+    curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train)
+    swaps = {key: value.numpy() for key, value in swaps.items()}
     np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()
                                                   for key, value in split_pairs.items()}, **swaps)
-    record = provenance(settings)
-    record["reference"] = description
-    record["num_parameters"] = sum(p.numel() for p in reference.parameters())
-    record["pairs"] = {split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split],
-                               "tie_rate": float(p["tie_rate"])} for split, p in pairs.items()}
-    record["pair_seconds"] = round(pair_seconds, 2)
-    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
-    return {"curves": curves_table, "summary": summary_table, "provenance": record}
+    tables = {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
+              "summary": pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)}
+    return write_tables(out_dir, settings, tables, reference=description,
+                        num_parameters=sum(p.numel() for p in reference.parameters()),
+                        pairs={split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split],
+                                       "tie_rate": float(p["tie_rate"])} for split, p in pairs.items()},
+                        pair_seconds=round(pair_seconds, 2))
 
 
 # ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from growcert.config import stage_settings
-from growcert.provenance import provenance
+from growcert.experiments.common import write_tables
 from growcert.report.claims import claim_row
 from growcert.runtime import torch_runtime
 from growcert.stats.kernels import root_mean_square, split_channel
@@ -173,11 +173,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
     tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
               "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
               "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
-    for name, table in tables.items():
-        table.to_csv(out_dir / f"{name}.csv", index=False)
-    record = provenance(settings)
-    (out_dir / "provenance.json").write_text(json.dumps(record, indent=1))
-    return {**tables, "provenance": record}
+    return write_tables(out_dir, settings, tables)
 
 
 # ---------------------------------------------------------------------------------------------- figure, claims

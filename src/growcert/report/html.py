@@ -113,6 +113,8 @@ def _paper_section(results: Path, prefix: str, title: str) -> str:
 
 def build_report(results: str | Path, out: str | Path) -> None:
     results, out = Path(results), Path(out)
+    if not results.is_dir():
+        raise FileNotFoundError(f"results folder {results}: no such folder")
     version_text = ", ".join(f"{name} {value}" for name, value in versions().items())
     header = (f"<h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
               f"from <code>{html.escape(str(results))}</code>; code hash <code>{code_hash()}</code>, "

@@ -1,0 +1,185 @@
+"""Every `growcert <stage>`: a bad settings key and a missing input file each end in one line on stderr, exit
+status 2, and nothing written; and the settings a bare stage uses are the pipeline's (no drift)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from growcert.cli import SETTINGS_STAGE, build_parser, main
+from growcert.config import stage_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+RESNET_RUN = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8}
+GROW_RUN = {"family": "resnet", "dataset": "digits", "width": 1, "base_depth": 8}
+MISSING = "/nonexistent/growcert-input"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, train_tiny):
+    """Real inputs for every stage: prepared digits, a tiny trained resnet, its store and its tables."""
+    folder = tmp_path_factory.mktemp("cli-inputs")
+    assert main(["prepare", "--dataset", "digits", "--out", str(folder / "digits")]) == 0
+    from growcert.data import load_prepared
+
+    checkpoint = train_tiny(load_prepared(folder / "digits"), folder / "run", "resnet", "digits", 1, 8)
+    dump = {"train_examples": 16, "test_examples": 16, "batch_size": 8}
+    assert main(["dump", "--checkpoint", str(checkpoint), "--data", str(folder / "digits"), "--settings",
+                 json.dumps(dump), "--out", str(folder / "store.zarr")]) == 0
+    (folder / "table.csv").write_text("a,b\n1,2\n")
+    return {"D": str(folder / "digits"), "C": str(checkpoint), "R": str(folder / "run"), "S": str(folder / "store.zarr"),
+            "A": str(folder / "table.csv")}
+
+
+# Per subcommand: its arguments with {D, C, R, S, A} inputs and {O} outputs, the settings that are valid
+# for it (None: it takes none), and the input that the missing-file case replaces.
+CASES = {
+    "prepare": ("--dataset digits --out {O}", {}, "--settings"),
+    "train": ("--data {D} --out {O}", RESNET_RUN, "{D}"),
+    "dump": ("--checkpoint {C} --data {D} --out {O}/s.zarr", {}, "{C}"),
+    "inspect": ("{S}", None, "{S}"),
+    "estimate-alignment": ("--store {S} --out {O}/a.csv", {}, "{S}"),
+    "estimate-misalignment": ("--store {S} --alignment {A} --out {O}/m.csv", {}, "{A}"),
+    "summarize-alignment": ("--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "
+                            "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --figures {O}", {}, "{A}"),
+    "intervene": ("--checkpoint {C} --store {S} --data {D} --out {O}/i.csv", {}, "{C}"),
+    "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-claims {O}/c.csv "
+                                "--figure {O}/f.png", None, "{A}"),
+    "grokking": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
+    "pinn": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
+    "theory": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
+    "preference": ("--reference {R} --out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "{R}"),
+    "estimate-depth": ("--store {S} --out {O}/d.csv", {}, "{S}"),
+    "summarize-depth": ("{A} --out-table {O}/t.csv --out-decision {O}/d.csv --figure {O}/f.png", {}, "{A}"),
+    "grow": ("--data {D} --out {O}", GROW_RUN, "{D}"),
+    "summarize-growth": ("{R} --depth {A} --out-table {O}/t.csv --out-claims {O}/c.csv --figure {O}/f.png", None,
+                         "{R}"),
+    "summarize-training": ("{R} --out {O}/t.csv", None, "{R}"),
+    "plot-training": ("--table {A} --out {O}/f.png", None, "{A}"),
+    "report": ("--results {R} --out {O}/r.html", None, "{R}"),
+}
+
+
+def test_every_subcommand_has_a_case():
+    commands = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
+    assert set(CASES) == set(commands)
+    assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(SETTINGS_STAGE) | {"prepare"}
+
+
+def run(argv: list[str], capsys) -> tuple[int, list[str]]:
+    code = main(argv)
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def argv_of(stage: str, inputs: dict[str, str], out: Path, settings: dict | None, missing: str | None = None) -> list[str]:
+    template, _, _ = CASES[stage]
+    paths = dict(inputs)
+    if missing and missing.startswith("{"):
+        paths[missing.strip("{}")] = MISSING
+    argv = [stage, *shlex.split(template.format(O=out, **paths))]
+    if settings is not None:
+        argv += ["--settings", f"@{MISSING}.yaml" if missing == "--settings" else json.dumps(settings)]
+    return argv
+
+
+@pytest.mark.parametrize("stage", [name for name, (_, settings, _) in CASES.items() if settings is not None])
+def test_a_bad_settings_key_is_one_line_naming_it_and_nothing_is_written(stage, inputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, lines = run(argv_of(stage, inputs, out, {**CASES[stage][1], "bogus_key": 1}), capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"growcert {stage}: error: ") and "bogus_key" in lines[0], lines
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("stage", list(CASES))
+def test_a_missing_input_file_is_one_line_naming_it_and_nothing_is_written(stage, inputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    code, lines = run(argv_of(stage, inputs, out, CASES[stage][1], missing=CASES[stage][2]), capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"growcert {stage}: error: ") and MISSING in lines[0], lines
+    assert not out.exists()
+
+
+def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
+    """The same through a real process: what a Snakemake job's log shows."""
+    result = subprocess.run([sys.executable, "-m", "growcert.cli", "estimate-alignment", "--store", MISSING,
+                             "--settings", '{"level": 2}', "--out", str(tmp_path / "a.csv")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "growcert estimate-alignment: error: config key 'alignment.level': 2 is greater than or equal to the "
+        "maximum of 1"], result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------ bare stage = pipeline stage (no drift)
+
+def merged_config(*files: str) -> dict:
+    """The config files as `snakemake --configfile` merges them: mappings merged, lists replaced."""
+    def update(base: dict, other: dict) -> dict:
+        for key, value in other.items():
+            base[key] = update(base.get(key, {}), value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
+                else value
+        return base
+    config: dict = {}
+    for name in files:
+        update(config, yaml.safe_load((ROOT / name).read_text()))
+    return config
+
+
+def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
+    """The keys the config files set explicitly for this job: what a user passes to a bare `growcert <stage>`."""
+    if stage == "train":
+        grid = next(g for g in raw["grids"] if (g["family"], g["dataset"]) == (settings["family"], settings["dataset"]))
+        return {**{key: settings[key] for key in ("family", "dataset", "width", "depth", "seed")},
+                "model": raw.get("models", {}).get(settings["family"], {}), "train": grid.get("train", {})}
+    if stage == "grow":
+        section = raw.get("grow", {})
+        shared = {key: value for key, value in section.items() if key != "experiments"}
+        experiments = section.get("experiments")
+        if experiments is None:  # the schema's default experiments
+            from growcert.config import load_schema
+
+            experiments = load_schema()["properties"]["grow"]["properties"]["experiments"]["default"]
+        entry = next(e for e in experiments if all(e[key] == settings[key] for key in GROW_RUN))
+        return {**shared, **entry, "model": raw.get("models", {}).get(settings["family"], {})}
+    section = {"estimate-alignment": "alignment", "estimate-misalignment": "alignment",
+               "summarize-alignment": "alignment", "estimate-depth": "depth", "summarize-depth": "depth"}.get(stage, stage)
+    if stage == "intervene":  # `checkpoints` chooses which stores the pipeline intervenes on, not how
+        return {key: value for key, value in raw.get(section, {}).items() if key != "checkpoints"}
+    return raw.get(section, {})
+
+
+@pytest.mark.parametrize("files", [["config.yaml"], ["config.yaml", "configs/ci.yaml"]])
+def test_a_bare_stage_runs_the_pipeline_settings(files, tmp_path):
+    """Every job of the planned DAG passes the settings that the bare command resolves from the keys the config
+    files set: the schema is the only source of the rest (a section the files leave alone is exactly the bare
+    stage's `--settings '{}'`)."""
+    arguments = [arg for name in files[1:] for arg in ("--configfile", name)]
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--printshellcmds",
+                             *arguments, "--config", f"results={tmp_path}/results"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    raw = merged_config(*files)
+    checked = set()
+    for line in (result.stdout + result.stderr).splitlines():
+        command = line.removeprefix("Shell command: ").strip()
+        words = shlex.split(command.split(" > ", 1)[0]) if command.startswith("growcert ") else []
+        if len(words) < 2 or words[1] not in SETTINGS_STAGE or "--settings" not in words:
+            continue
+        stage, pipeline = words[1], json.loads(words[words.index("--settings") + 1])
+        if stage in ("estimate-alignment", "estimate-depth", "estimate-misalignment") and "/hf/" in line:
+            continue  # pretrained models' depth overrides: config pretrained.depth, tested in test_hf
+        section = SETTINGS_STAGE[stage]
+        assert stage_settings(section, pipeline) == stage_settings(section, explicit_settings(stage, raw, pipeline)), stage
+        if not explicit_settings(stage, raw, pipeline) and stage not in ("train", "grow"):
+            assert stage_settings(section, pipeline) == stage_settings(section, {}), stage
+        checked.add(stage)
+    expected = {"train", "dump", "estimate-alignment", "estimate-misalignment", "summarize-alignment", "intervene",
+                "estimate-depth", "summarize-depth", "grow", "grokking", "pinn", "theory", "preference"}
+    assert checked == expected
