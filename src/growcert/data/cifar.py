@@ -32,9 +32,10 @@ from growcert.data.common import (
     Setting,
     combined_sha256,
     download_with_torchvision,
+    image_arrays,
+    limited_splits,
+    official_split_info,
     sha256_file,
-    split_rng,
-    subsample,
 )
 
 SETTINGS = {
@@ -191,17 +192,9 @@ def build(dataset: str, settings: dict[str, Any]) -> BuiltDataset:
     test_images, test_labels = read_batch(dataset, folder / layout.test_file, layout)
     class_names = _class_names(dataset, folder / layout.meta_file, layout)
 
-    train_index = subsample(train_labels, settings["limit_train"], split_rng(settings["seed"], 0))
-    test_index = subsample(test_labels, settings["limit_test"], split_rng(settings["seed"], 1))
+    train_index, test_index = limited_splits(train_labels, test_labels, settings)
     digests = {path.name: sha256_file(path) for path in paths}
-    arrays = {
-        "train_x": train_images[train_index],
-        "train_y": train_labels[train_index],
-        "test_x": test_images[test_index],
-        "test_y": test_labels[test_index],
-        "train_index": train_index,
-        "test_index": test_index,
-    }
+    arrays = image_arrays((train_images, train_labels), (test_images, test_labels), train_index, test_index)
     info = {
         "kind": "image",
         "shape": [3, 32, 32],
@@ -215,16 +208,8 @@ def build(dataset: str, settings: dict[str, Any]) -> BuiltDataset:
             "files": [{"name": path.name, "sha256": digests[path.name]} for path in paths],
         },
         "sha256": combined_sha256(digests),
-        "split": {
-            "method": "official",
-            "n_train_official": int(train_labels.size),
-            "n_test_official": int(test_labels.size),
-            "limit_train": settings["limit_train"],
-            "limit_test": settings["limit_test"],
-            "subsample": "class-stratified, seeded (train stream 0, test stream 1)",
-            "seed": settings["seed"],
-            "index": f"row in the official train set ({', '.join(layout.train_files)} in order) "
-            f"or in {layout.test_file}",
-        },
+        "split": official_split_info(train_labels, test_labels, settings,
+                                     f"row in the official train set ({', '.join(layout.train_files)} in order) "
+                                     f"or in {layout.test_file}"),
     }
     return BuiltDataset(arrays=arrays, info=info)

@@ -190,6 +190,30 @@ def subsample(labels: np.ndarray, limit: int | None, rng: np.random.Generator) -
     return stratified_pick(labels, limit, rng)
 
 
+def limited_splits(train_labels: np.ndarray, test_labels: np.ndarray,
+                   settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows kept of a dataset's own train and test splits (settings limit_train, limit_test, seed)."""
+    return (subsample(train_labels, settings["limit_train"], split_rng(settings["seed"], 0)),
+            subsample(test_labels, settings["limit_test"], split_rng(settings["seed"], 1)))
+
+
+def official_split_info(train_labels: np.ndarray, test_labels: np.ndarray, settings: dict[str, Any],
+                        index: str) -> dict[str, Any]:
+    """info["split"] of a dataset that keeps its official train/test split, subsampled by `limited_splits`."""
+    return {"method": "official", "n_train_official": int(train_labels.size), "n_test_official": int(test_labels.size),
+            "limit_train": settings["limit_train"], "limit_test": settings["limit_test"],
+            "subsample": "class-stratified, seeded (train stream 0, test stream 1)", "seed": settings["seed"],
+            "index": index}
+
+
+def image_arrays(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], train_index: np.ndarray,
+                 test_index: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of a prepared image dataset: the chosen rows of (images, labels) of each split, and the rows."""
+    return {"train_x": train[0][train_index], "train_y": train[1][train_index],
+            "test_x": test[0][test_index], "test_y": test[1][test_index],
+            "train_index": train_index, "test_index": test_index}
+
+
 def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:
     """Exact per-channel mean and population std of uint8 images (n, C, H, W).
 

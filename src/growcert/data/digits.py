@@ -22,6 +22,7 @@ from growcert.data.common import (
     Setting,
     bytes_sha256,
     held_out_count,
+    image_arrays,
     sha256_file,
     split_rng,
     stratified_pick,
@@ -88,14 +89,7 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
     in_test[test_index] = True
     train_index = np.flatnonzero(~in_test).astype(np.int64)
 
-    arrays = {
-        "train_x": images[train_index],
-        "train_y": labels[train_index],
-        "test_x": images[test_index],
-        "test_y": labels[test_index],
-        "train_index": train_index,
-        "test_index": test_index,
-    }
+    arrays = image_arrays((images, labels), (images, labels), train_index, test_index)
     info = {
         "kind": "image",
         "shape": [1, 8, 8],

@@ -27,9 +27,10 @@ from growcert.data.common import (
     Setting,
     combined_sha256,
     download_with_torchvision,
+    image_arrays,
+    limited_splits,
+    official_split_info,
     sha256_file,
-    split_rng,
-    subsample,
 )
 
 DEBIAN_ROOT = "/usr/share/datasets/fashion-mnist"
@@ -131,18 +132,10 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
     files, downloaded = _locate(settings)
     train_images, train_labels = _split(files, "train")
     test_images, test_labels = _split(files, "test")
-    train_index = subsample(train_labels, settings["limit_train"], split_rng(settings["seed"], 0))
-    test_index = subsample(test_labels, settings["limit_test"], split_rng(settings["seed"], 1))
+    train_index, test_index = limited_splits(train_labels, test_labels, settings)
 
     digests = {path.name: sha256_file(path) for path in files.values()}
-    arrays = {
-        "train_x": train_images[train_index],
-        "train_y": train_labels[train_index],
-        "test_x": test_images[test_index],
-        "test_y": test_labels[test_index],
-        "train_index": train_index,
-        "test_index": test_index,
-    }
+    arrays = image_arrays((train_images, train_labels), (test_images, test_labels), train_index, test_index)
     info = {
         "kind": "image",
         "shape": [1, 28, 28],
@@ -155,15 +148,7 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
             "files": [{"name": path.name, "sha256": digests[path.name]} for path in files.values()],
         },
         "sha256": combined_sha256(digests),
-        "split": {
-            "method": "official",
-            "n_train_official": int(train_labels.size),
-            "n_test_official": int(test_labels.size),
-            "limit_train": settings["limit_train"],
-            "limit_test": settings["limit_test"],
-            "subsample": "class-stratified, seeded (train stream 0, test stream 1)",
-            "seed": settings["seed"],
-            "index": "row in the official train (train-*) or test (t10k-*) file",
-        },
+        "split": official_split_info(train_labels, test_labels, settings,
+                                     "row in the official train (train-*) or test (t10k-*) file"),
     }
     return BuiltDataset(arrays=arrays, info=info)
