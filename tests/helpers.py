@@ -21,3 +21,58 @@ def relative_error(a, b):
     """‖a − b‖ / ‖b‖ in float64 (b = 0 counts as a tiny norm, not a division by zero)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+BROWSER_PROBE = """<script>window.addEventListener("load", function () {
+  var images = Array.from(document.images), links = Array.from(document.querySelectorAll('a[href^="#"]'));
+  var outside = Array.from(document.body.querySelectorAll("*")).filter(function (e) {
+    return e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest(".scroll"); });
+  var result = {images: images.length,
+    undecoded: images.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.alt; }),
+    scroll_width: document.documentElement.scrollWidth, viewport: window.innerWidth,
+    outside: outside.map(function (e) { return e.tagName + (e.id ? "#" + e.id : ""); }).slice(0, 10),
+    links: links.length,
+    broken: links.filter(function (a) { return !document.getElementById(a.getAttribute("href").slice(1)); })
+                 .map(function (a) { return a.getAttribute("href"); })};
+  var pre = document.createElement("pre"); pre.id = "browser-check"; pre.textContent = JSON.stringify(result);
+  document.body.appendChild(pre);
+});</script>"""
+
+
+def chromium():
+    """Debian's headless browser, or None when it is not installed."""
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_check(report, width=1280, height=900):
+    """Open a copy of `report` in headless Chromium at `width` px and return what the page measured after load:
+    images (and the undecoded ones), the document's scroll width against the viewport, elements sticking out
+    of the viewport outside a scrolling box, and in-page links whose target id does not exist."""
+    import json
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    text = Path(report).read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory() as folder:
+        probe = Path(folder) / "probe.html"
+        probe.write_text(text.replace("</body>", BROWSER_PROBE + "</body>"), encoding="utf-8")
+        result = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},{height}",
+                                 "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+                                capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="browser-check">(.*?)</pre>', result.stdout)
+    assert found, f"the page did not finish loading in Chromium: {result.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def screenshot(report, out, width=1280, height=900):
+    """The first screen of `report` at `width` × `height` as a PNG."""
+    import subprocess
+    from pathlib import Path
+
+    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--window-size={width},{height}", f"--screenshot={out}", Path(report).resolve().as_uri()],
+                   capture_output=True, timeout=120, check=True)

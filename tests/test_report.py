@@ -2,6 +2,8 @@
 
 import base64
 
+import pytest
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -10,6 +12,7 @@ import pandas as pd  # noqa: E402
 
 from growcert.report.claims import CLAIMS, claim_row  # noqa: E402
 from growcert.report.html import build_report  # noqa: E402
+from helpers import browser_check, chromium  # noqa: E402
 
 
 def test_report_embeds_figures_and_matches_claims(tmp_path):
@@ -38,3 +41,49 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     assert text.count("not measured in this run") == pending
     assert "p3 recommended depth" in text and "<td>3</td>" in text
     assert 'src="http' not in text and "<link" not in text  # nothing fetched from elsewhere
+
+
+def synthetic_results(folder):
+    """A results folder with every figure the report knows, wide and long tables, and a claim row per claim."""
+    from growcert.report.html import SECTIONS
+
+    for name in ("figures", "claims", "tables", "stats"):
+        (folder / name).mkdir(parents=True)
+    for _, _, figures, _ in SECTIONS:
+        for stem in figures:
+            figure, axis = plt.subplots(figsize=(16, 4))  # wider than the page at 110 dpi: must be scaled
+            axis.plot([1, 2], [3, 4])
+            figure.savefig(folder / "figures" / f"{stem}.png", dpi=110)
+            plt.close(figure)
+    wide = pd.DataFrame({f"column_with_a_long_name_{index}": [1.234567e-5 * index, "x" * 80] for index in range(30)})
+    for stem in ("p1_alignment_summary", "p1_interventions_summary", "p2_grokking", "p3_growth", "p3_recommended_depth"):
+        wide.to_csv(folder / "tables" / f"{stem}.csv", index=False)
+    pd.DataFrame({"value": range(2000)}).to_csv(folder / "tables" / "p2_theory.csv", index=False)
+    pd.DataFrame([claim_row(key, "VALUE-" + "y" * 120, index % 2 == 0, "note " * 40)
+                  for index, key in enumerate(CLAIMS)]).to_csv(folder / "claims" / "all.csv", index=False)
+    return folder
+
+
+def test_every_claim_links_its_evidence_and_long_tables_are_collapsed(tmp_path):
+    results = synthetic_results(tmp_path / "results")
+    build_report(results, results / "report.html")
+    text = (results / "report.html").read_text()
+    assert "not measured in this run" not in text
+    for claim in CLAIMS.values():
+        for stem in claim.evidence:
+            kind = "fig" if (results / "figures" / f"{stem}.png").is_file() else "table"
+            assert f'href="#{kind}-{stem}"' in text and f'id="{kind}-{stem}"' in text, stem
+    assert text.count('<details id="table-') == 6 and "<details id=\"table-p2_theory\" open" not in text  # collapsed
+    assert 'href="tables/p2_theory.csv"' in text and "2000 rows, first 500 shown" in text
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs chromium (apt-get install chromium; .ci/run installs it)")
+def test_the_report_renders_in_a_real_browser(tmp_path):
+    results = synthetic_results(tmp_path / "results")
+    build_report(results, results / "report.html")
+    check = browser_check(results / "report.html", width=1280)
+    assert check["images"] == sum(len(figures) for _, _, figures, _ in __import__("growcert.report.html",
+                                  fromlist=["SECTIONS"]).SECTIONS)
+    assert check["undecoded"] == [], check
+    assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
+    assert check["links"] > len(CLAIMS) and check["broken"] == [], check

@@ -1,5 +1,6 @@
 """The gradient store: round trip, determinism, chunking, and refusal of incomplete or corrupt stores."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,34 @@ def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
     assert "group block1" not in shown.stdout
     missing = subprocess.run([*command, "inspect", str(tmp_path / "nope.zarr")], capture_output=True, text=True)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "nope.zarr" in missing.stderr
+    described = subprocess.run([*command, "inspect", "--json", str(store)], capture_output=True, text=True)
+    assert described.returncode == 0, described.stderr
+    parsed = json.loads(described.stdout)
+    assert list(parsed["groups"]) == ["block0", "block3"] and parsed["complete"] is True
+    q = xr.open_zarr(store, group="block3", consolidated=False)["q"]  # the truth the JSON must describe
+    assert parsed["groups"]["block3"]["variables"]["q"]["shape"] == list(q.shape)
+    assert parsed["groups"]["block3"]["variables"]["q"]["dims"] == list(q.dims)
+    train = np.asarray(q.values)[:40].reshape(40, -1).astype(np.float64)
+    summary = parsed["groups"]["block3"]["q_summary"]["train"]
+    assert summary["n"] == 40 and np.isclose(summary["mean_norm_q"], np.linalg.norm(train, axis=1).mean(), rtol=1e-9)
+    assert np.isclose(summary["norm_mean_q"], np.linalg.norm(train.mean(axis=0)), rtol=1e-9)
+
+
+def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, checkpoint, tmp_path):
+    """xarray users open a whole store as a DataTree: one node per insertion point, DESIGN §4's variables and
+    dims, and no warning (a foreign file inside the store would make zarr warn on every open)."""
+    import warnings
+
+    store = tmp_path / "tree.zarr"
+    dump_gradients(checkpoint, prepared("digits"), store, {"train_examples": 8, "test_examples": 8, "batch_size": 8},
+                   log=lambda _: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tree = xr.open_datatree(store, engine="zarr", consolidated=False)
+    assert sorted(tree.children) == sorted(open_store(store).attrs["groups"])
+    for name, node in tree.children.items():
+        dataset = node.to_dataset()
+        assert set(dataset.data_vars) >= {"q", "z", "loss", "label", "split", "index"}
+        assert dataset["q"].dims == ("sample", "channel", "height", "width") == dataset["z"].dims
+        assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 16
+        assert np.array_equal(dataset["q"].values, open_group(store, name)["q"].values)

@@ -91,9 +91,12 @@ def cmd_dump(args: argparse.Namespace) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
-    from growcert.store.inspect import inspect_store
+    from growcert.store.inspect import describe_store, inspect_store
 
-    print(inspect_store(args.store, summaries=not args.no_summaries))
+    if args.json:
+        print(json.dumps(describe_store(args.store, summaries=not args.no_summaries), indent=1, default=str))
+    else:
+        print(inspect_store(args.store, summaries=not args.no_summaries))
 
 
 def cmd_intervene(args: argparse.Namespace) -> None:
@@ -221,6 +224,11 @@ def cmd_report(args: argparse.Namespace) -> None:
 
     build_report(args.results, args.out)
     _log(f"report -> {args.out}")
+    if args.screenshot:
+        from growcert.report.page import first_screen
+
+        _log(first_screen(args.out, args.screenshot))
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -253,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
     inspect.add_argument("store", help="PATH.zarr")
     inspect.add_argument("--no-summaries", action="store_true", help="skip the per-split q summary (no data read)")
+    inspect.add_argument("--json", action="store_true", help="machine-readable output (one JSON object) for scripts")
     inspect.set_defaults(handler=cmd_inspect)
 
     estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
@@ -359,6 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = stages.add_parser("report", help="self-contained HTML report from the tables and figures present")
     report.add_argument("--results", required=True, help="results folder")
     report.add_argument("--out", required=True)
+    report.add_argument("--screenshot", default=None, help="also save the first screen (1280x900) as this PNG when "
+                        "chromium is installed")
     report.set_defaults(handler=cmd_report)
     return parser
 

@@ -1,16 +1,16 @@
-"""The self-contained HTML report: every table and figure present under `results/`.
+"""results/report.html: one self-contained page a researcher reads from the top.
 
-Sections follow the papers (PAPERS.md): the trained grid, P1 (width and alignment
-certificates), P2 (population-risk training), P3 (depth sufficiency), and a table of
-each paper claim against this run's number. The claims are those of the registry
-(`report/claims.py`); stages contribute rows for them as CSV files under
-`results/claims/`, and a claim no stage measured is listed as such rather than left out.
-Figures are embedded as base64 PNG so the file can be mailed or archived alone.
+Order: a header with the run's provenance and a table of contents; a one-screen summary with each paper
+claim of the registry (`report/claims.py`), this run's value, a verdict and links to the figures and
+tables that measure it; then the trained grid and one section per paper (PAPERS.md), each figure under
+a caption saying what is plotted, how to read it and what this run shows; the summary tables collapsed,
+sortable and linked to their full CSVs. Claims no stage measured are listed as such rather than left
+out; rows whose claim_id the registry does not know are shown last, flagged. Reads tidy tables and PNGs
+under `results/` only.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
 from pathlib import Path
@@ -18,111 +18,140 @@ from pathlib import Path
 import pandas as pd
 
 from growcert.provenance import code_hash, git_commit, versions
+from growcert.report import page
 from growcert.report.claims import CLAIMS, ROW_COLUMNS
 from growcert.report.training import final_rows
 
+# (section id, heading, figures in reading order, prefix of its tables under results/tables)
 SECTIONS = [
-    ("p1", "P1 — width scaling and the alignment certificate"),
-    ("p2", "P2 — population-risk training"),
-    ("p3", "P3 — depth sufficiency"),
+    ("training", "Trained grid", ["training_grid"], None),
+    ("p1", "P1 — width scaling and the alignment certificate",
+     ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
+      "p1_interventions"], "p1_"),
+    ("p2", "P2 — population-risk training", ["p2_grokking", "p2_pinn", "p2_preference", "p2_theory"], "p2_"),
+    ("p3", "P3 — depth sufficiency", ["p3_depth", "p3_growth"], "p3_"),
 ]
-
-STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; line-height: 1.45; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
-th { background: #f1f1f1; }
-td.holds-yes { background: #e3f5e1; } td.holds-no { background: #fbe3e1; } td.pending { color: #888; }
-figure { margin: 1.5em 0; } figcaption { color: #555; font-size: 0.9em; }
-img { max-width: 100%; } code { background: #f4f4f4; padding: 0 0.2em; }
-"""
-
-
-def _figure(path: Path) -> str:
-    encoded = base64.b64encode(path.read_bytes()).decode()
-    caption_file = path.with_suffix(".caption.txt")
-    caption = caption_file.read_text().strip() if caption_file.is_file() else path.stem.replace("_", " ")
-    return (f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{encoded}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+TITLES = {
+    "training_grid": "Held-out loss and accuracy at the end of training, against width",
+    "p1_dalign_vs_width": "d_align against width, per insertion point (unbiased, with intervals)",
+    "p1_plugin_vs_unbiased": "Plug-in against unbiased d_align",
+    "p1_misalignment_vs_width": "Empirical misalignment and both certificates against width",
+    "p1_misalignment_vs_MK": "Empirical misalignment against the sample sizes (M, K)",
+    "p1_interventions": "Residual interventions: observed against predicted held-out change",
+    "p2_grokking": "Grokking a/b mod p: accuracy along training per optimizer",
+    "p2_pinn": "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
+    "p2_preference": "Noisy-label DPO: held-out reward accuracy and drift along training",
+    "p2_theory": "Signal channel and reservoir, coupling and drift–diffusion",
+    "p3_depth": "First-order value of an inserted block against depth",
+    "p3_growth": "Grown networks against networks trained from scratch",
+}
 
 
-def _claims_table(results: Path) -> str:
-    """Every registered claim (report/claims.py) in registry order, with the rows the stages wrote for it."""
-    measured = pd.DataFrame(columns=ROW_COLUMNS)
-    claim_files = sorted((results / "claims").glob("*.csv"))
-    if claim_files:
-        measured = pd.concat([pd.read_csv(path) for path in claim_files], ignore_index=True)
-    rows = []
+def _verdict(holds) -> str:
+    text = str(holds).lower()
+    if text in ("true", "false"):
+        return (f'<span class="verdict {"yes" if text == "true" else "no"}">'
+                f'{"holds" if text == "true" else "does not hold"}</span>')
+    return f'<span class="verdict other">{html.escape(text)}</span>'
+
+
+def _title(stem: str) -> str:
+    return TITLES.get(stem, stem.replace("_", " "))
+
+
+def _claim_rows(results: Path) -> pd.DataFrame:
+    files = sorted((results / "claims").glob("*.csv"))
+    return pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
+        pd.DataFrame(columns=ROW_COLUMNS)
+
+
+def _summary(rows: pd.DataFrame, present: set[str]) -> str:
+    """Every registered claim with this run's rows, a verdict and links to the evidence in this page."""
+    body = []
     for claim in CLAIMS.values():
-        match = measured[measured["claim_id"] == claim.key]
+        links = " · ".join(f'<a href="#{page.anchor(kind, stem)}" title="{html.escape(_title(stem))}">'
+                           f'{"figure" if kind == "fig" else "table"} {html.escape(stem.split("_", 1)[-1].replace("_", " "))}</a>'
+                           for stem in claim.evidence for kind in ("fig", "table") if (kind, stem) in present)
+        match = rows[rows["claim_id"] == claim.key]
         if match.empty:
-            rows.append(f"<tr><td>{claim.paper}</td><td>{html.escape(claim.text)}</td>"
-                        f"<td>{html.escape(claim.paper_value)}</td>"
-                        f'<td class="pending" colspan="3">not measured in this run ({html.escape(claim.stage)} '
-                        f"did not write it)</td></tr>")
+            body.append(f"<tr><td>{claim.paper}</td><td>{html.escape(claim.text)}</td><td>{html.escape(claim.paper_value)}"
+                        f'</td><td class="pending" colspan="2">not measured in this run ({html.escape(claim.stage)} '
+                        f"did not write it)</td><td>{links}</td></tr>")
             continue
         for _, row in match.iterrows():
-            holds = str(row["holds"]).lower()
-            css = "holds-yes" if holds in ("true", "yes") else "holds-no" if holds in ("false", "no") else ""
-            rows.append(f"<tr><td>{claim.paper}</td><td>{html.escape(row['claim'])}</td>"
-                        f"<td>{html.escape(claim.paper_value)}</td>"
-                        f"<td>{html.escape(str(row['this_run']))}</td><td class=\"{css}\">{html.escape(holds)}</td>"
-                        f"<td>{html.escape(str(row['note']) if pd.notna(row['note']) else '')}</td></tr>")
-    # Rows whose claim_id the registry does not know (a stale or hand-written file) are shown, marked, last.
-    for _, row in measured[~measured["claim_id"].isin(list(CLAIMS))].iterrows():
-        rows.append(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['claim']))} "
-                    f"<em>(claim_id {html.escape(str(row['claim_id']))} is not in the registry)</em></td>"
+            note = html.escape(str(row["note"])) if pd.notna(row["note"]) else ""
+            body.append(f"<tr><td>{claim.paper}</td><td>{html.escape(str(row['claim']))}"
+                        f"<details><summary>how it is judged</summary>{html.escape(claim.judged)}. {note}</details></td>"
+                        f"<td>{html.escape(claim.paper_value)}</td><td>{html.escape(str(row['this_run']))}</td>"
+                        f"<td>{_verdict(row['holds'])}</td><td>{links}</td></tr>")
+    for _, row in rows[~rows["claim_id"].isin(list(CLAIMS))].iterrows():
+        body.append(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['claim']))} <em>(claim_id "
+                    f"{html.escape(str(row['claim_id']))} is not in the registry)</em></td>"
                     f"<td>{html.escape(str(row['paper_value']))}</td><td>{html.escape(str(row['this_run']))}</td>"
-                    f"<td>{html.escape(str(row['holds']).lower())}</td>"
-                    f"<td>{html.escape(str(row['note']) if pd.notna(row['note']) else '')}</td></tr>")
-    return ("<table><tr><th>paper</th><th>claim</th><th>paper's value</th><th>this run</th><th>holds</th>"
-            "<th>note</th></tr>" + "".join(rows) + "</table>")
+                    f"<td>{_verdict(row['holds'])}</td><td></td></tr>")
+    return ('<div class="scroll"><table><thead><tr><th>paper</th><th>claim</th><th>paper\'s value</th>'
+            "<th>this run</th><th>verdict</th><th>evidence</th></tr></thead><tbody>" + "".join(body)
+            + "</tbody></table></div>")
 
 
-def _training_section(results: Path) -> str:
-    parts = ["<h2>Trained grid</h2>"]
+def _shows(stem: str, rows: pd.DataFrame) -> str:
+    """What this run shows in a figure: the claim rows it is evidence for."""
+    keys = [claim.key for claim in CLAIMS.values() if stem in claim.evidence]
+    found = rows[rows["claim_id"].isin(keys)]
+    return "; ".join(f"{html.escape(str(row['claim']))}: {html.escape(str(row['this_run']))} {_verdict(row['holds'])}"
+                     for _, row in found.iterrows())
+
+
+def _training(results: Path, report_dir: Path) -> str:
     table_path = results / "stats" / "training.csv"
     if not table_path.is_file():
-        return parts[0] + "<p>No training table yet.</p>"
+        return "<p>No training table in this run.</p>"
     final = final_rows(pd.read_csv(table_path))
-    parts.append(f"<p>{len(final)} models; held-out metrics at the last step of each run "
-                 f"(budget identical across widths within a grid).</p>")
-    figure = results / "figures" / "training_grid.png"
-    if figure.is_file():
-        parts.append(_figure(figure))
     shown = final[["family", "dataset", "width", "depth", "seed", "num_parameters", "step", "train_loss",
                    "test_loss", "test_acc", "seconds_per_step"]]
-    parts.append(shown.to_html(index=False, float_format=lambda value: f"{value:.4g}", border=0))
-    return "".join(parts)
+    return (f"<p>{len(final)} models; held-out metrics at the last step of each run (the budget is identical "
+            f"across widths within a grid).</p>"
+            f'<details id="{page.anchor("table", "training")}"><summary>final evaluation of every run '
+            f'({len(final)} rows) · <a href="{html.escape(str(Path(table_path).relative_to(results)))}">full '
+            f"history CSV</a></summary>{page.table_html(shown)}</details>")
 
 
-def _table(path: Path, max_rows: int = 60) -> str:
-    """A small summary table (results/tables/*.csv) as HTML, with its file name as caption."""
-    table = pd.read_csv(path)
-    note = f" (first {max_rows} of {len(table)} rows)" if len(table) > max_rows else ""
-    return (f"<h3>{html.escape(path.stem.replace('_', ' '))}{note}</h3>"
-            + table.head(max_rows).to_html(index=False, float_format=lambda value: f"{value:.4g}", border=0, na_rep="—"))
-
-
-def _paper_section(results: Path, prefix: str, title: str) -> str:
-    figures = sorted((results / "figures").glob(f"{prefix}_*.png"))
-    tables = sorted((results / "tables").glob(f"{prefix}_*.csv"))
-    body = "".join(_figure(path) for path in figures) + "".join(_table(path) for path in tables)
-    return f"<h2>{html.escape(title)}</h2>{body or '<p>No figures from this part yet.</p>'}"
+def _present(results: Path) -> set[tuple[str, str]]:
+    figures = {("fig", path.stem) for path in (results / "figures").glob("*.png")}
+    return figures | {("table", path.stem) for path in (results / "tables").glob("*.csv")}
 
 
 def build_report(results: str | Path, out: str | Path) -> None:
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise FileNotFoundError(f"results folder {results}: no such folder")
+    rows, present = _claim_rows(results), _present(results)
+    report_dir = out.parent.resolve()
     version_text = ", ".join(f"{name} {value}" for name, value in versions().items())
-    header = (f"<h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
-              f"from <code>{html.escape(str(results))}</code>; code hash <code>{code_hash()}</code>, "
-              f"git commit <code>{git_commit() or 'none'}</code>; {html.escape(version_text)}.</p>")
-    body = [header, "<h2>Paper claims vs this run</h2>", _claims_table(results), _training_section(results)]
-    body += [_paper_section(results, prefix, title) for prefix, title in SECTIONS]
-    document = (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>growcert report</title>"
-                f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
+    toc = "".join(f'<li><a href="#{key}">{html.escape(title)}</a></li>' for key, title, _, _ in
+                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS)
+    header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
+              f"from <code>{html.escape(str(results))}</code> · git commit <code>{git_commit() or 'none'}</code> · "
+              f"code hash <code>{code_hash()}</code> · {html.escape(version_text)}</p></header>"
+              f'<nav class="toc"><b>Contents</b><ol>{toc}</ol></nav>')
+    measured = sum(1 for claim in CLAIMS.values() if (rows["claim_id"] == claim.key).any())
+    body = [header, '<section id="summary"><h2>Paper claims at a glance</h2>'
+            f"<p>{measured} of {len(CLAIMS)} registered claims measured by this run. Each row links to the "
+            f"figures and tables that measure it; “how it is judged” opens the rule and this run's details.</p>"
+            + _summary(rows, present) + "</section>"]
+    for key, title, figures, prefix in SECTIONS:
+        parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))
+                 for stem in figures if ("fig", stem) in present]
+        if key == "training":
+            parts.append(_training(results, report_dir))
+        if prefix:
+            parts += [page.collapsed_table(path, path.stem.replace("_", " "), report_dir)
+                      for path in sorted((results / "tables").glob(f"{prefix}*.csv"))]
+        body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
+                    f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
+    document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+                f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>growcert report</title>'
+                f"<style>{page.STYLE}</style></head><body>{''.join(body)}<script>{page.SCRIPT}</script></body></html>")
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_name(f".{out.name}.partial")
     temporary.write_text(document, encoding="utf-8")

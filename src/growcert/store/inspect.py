@@ -1,5 +1,6 @@
 """`growcert inspect`: what a gradient store holds, how it is stored, and a first look at q.
 
+`describe_store` returns it as plain data (`growcert inspect --json`), `inspect_store` as text.
 Per group: dims, shapes, dtypes, chunking, compression ratio (logical bytes / bytes on disk),
 attrs, and per split the mean per-example norm ‖q_i‖ and the norm of the mean ‖mean_i q_i‖
 (q flattened per example), computed chunk by chunk so a large store is never loaded whole.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
@@ -36,30 +38,47 @@ def q_summary(path: str | Path, group: str, split: np.ndarray) -> dict[str, dict
                    "norm_mean_q": float(np.linalg.norm(e["vector_sum"] / e["n"]))} for name, e in sums.items()}
 
 
-def inspect_store(path: str | Path, summaries: bool = True) -> str:
+def describe_store(path: str | Path, summaries: bool = True) -> dict[str, Any]:
+    """What a store holds, as plain data (`growcert inspect --json`): attrs, provenance, and per group its
+    sizes, compression and variables (dims, shape, dtype, chunks) and, with `summaries`, q per split."""
     path = Path(path)
-    root = open_store(path)
-    attrs = dict(root.attrs)
-    lines = [f"store {path}", f"  format {attrs['format']}, complete={attrs['complete']}"]
-    shown = {key: value for key, value in attrs.items() if key not in ("provenance", "groups", "format", "complete")}
-    lines.append("  attrs: " + json.dumps(shown, default=str))
-    prov = attrs.get("provenance", {})
-    lines.append(f"  provenance: code {prov.get('code_hash')}, git {prov.get('git_commit')}, "
-                 f"config {prov.get('config_hash')}, versions {prov.get('versions')}")
+    attrs = dict(open_store(path).attrs)
+    description = {"store": str(path), "format": attrs["format"], "complete": attrs["complete"],
+                   "attrs": {key: value for key, value in attrs.items()
+                             if key not in ("provenance", "groups", "format", "complete")},
+                   "provenance": attrs.get("provenance", {}), "groups": {}}
     for group in attrs["groups"]:
         dataset = open_group(path, group)
         logical = sum(dataset[v].nbytes for v in ARRAY_VARIABLES)
         on_disk = sum(_stored_bytes(path / group / v) for v in ARRAY_VARIABLES)
-        lines.append(f"  group {group}: {dataset.sizes['sample']} samples, native dims "
-                     f"{dict((d, s) for d, s in dataset.sizes.items() if d != 'sample')}, "
-                     f"q+z compression {logical / max(on_disk, 1):.2f}x ({on_disk / 2**20:.1f} MiB on disk)")
+        variables = {}
         for variable in (*ARRAY_VARIABLES, *SAMPLE_VARIABLES):
             array = zarr.open_array(path / group / variable, mode="r")
-            lines.append(f"    {variable:<6} {str(dataset[variable].dims):<40} {str(array.shape):<22} "
-                         f"{str(dataset[variable].dtype):<8} chunks {array.chunks}")
-        if summaries:
-            split = split_of(dataset)
-            for name, numbers in sorted(q_summary(path, group, split).items(), key=lambda item: item[0] != "train"):
-                lines.append(f"    q[{name}]: n={numbers['n']}  mean ||q_i|| = {numbers['mean_norm_q']:.4g}  "
-                             f"||mean q|| = {numbers['norm_mean_q']:.4g}")
+            variables[variable] = {"dims": list(dataset[variable].dims), "shape": list(array.shape),
+                                   "dtype": str(dataset[variable].dtype), "chunks": list(array.chunks)}
+        description["groups"][group] = {
+            "samples": int(dataset.sizes["sample"]),
+            "native_dims": {d: int(s) for d, s in dataset.sizes.items() if d != "sample"},
+            "compression": logical / max(on_disk, 1), "bytes_on_disk": int(on_disk), "variables": variables,
+            "q_summary": q_summary(path, group, split_of(dataset)) if summaries else None}
+    return description
+
+
+def inspect_store(path: str | Path, summaries: bool = True) -> str:
+    """`describe_store` as the lines `growcert inspect` prints."""
+    described = describe_store(path, summaries)
+    prov = described["provenance"]
+    lines = [f"store {described['store']}", f"  format {described['format']}, complete={described['complete']}",
+             "  attrs: " + json.dumps(described["attrs"], default=str),
+             f"  provenance: code {prov.get('code_hash')}, git {prov.get('git_commit')}, "
+             f"config {prov.get('config_hash')}, versions {prov.get('versions')}"]
+    for group, info in described["groups"].items():
+        lines.append(f"  group {group}: {info['samples']} samples, native dims {info['native_dims']}, "
+                     f"q+z compression {info['compression']:.2f}x ({info['bytes_on_disk'] / 2**20:.1f} MiB on disk)")
+        for variable, meta in info["variables"].items():
+            lines.append(f"    {variable:<6} {str(tuple(meta['dims'])):<40} {str(tuple(meta['shape'])):<22} "
+                         f"{meta['dtype']:<8} chunks {tuple(meta['chunks'])}")
+        for name, numbers in sorted((info["q_summary"] or {}).items(), key=lambda item: item[0] != "train"):
+            lines.append(f"    q[{name}]: n={numbers['n']}  mean ||q_i|| = {numbers['mean_norm_q']:.4g}  "
+                         f"||mean q|| = {numbers['norm_mean_q']:.4g}")
     return "\n".join(lines)
