@@ -9,6 +9,10 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# `snakemake --report results/snakemake-report.zip`: this page, then every output marked report() in rules/.
+report: "report/workflow.rst"
+
+
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"

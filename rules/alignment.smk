@@ -1,9 +1,10 @@
 rule estimate_alignment:
     input:
-        store=STORE,
+        store=STORE_ROOT,
     output:
         table=ALIGNMENT,
     params:
+        store=lambda wildcards, input: os.path.dirname(input.store),
         settings=alignment_settings,
     log:
         f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
@@ -16,16 +17,17 @@ rule estimate_alignment:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert estimate-alignment --store {input.store} --settings {params.settings:q} --out {output.table} > {log} 2>&1"
+        "growcert estimate-alignment --store {params.store} --settings {params.settings:q} --out {output.table} > {log} 2>&1"
 
 
 rule estimate_misalignment:
     input:
-        store=STORE,
+        store=STORE_ROOT,
         alignment=ALIGNMENT,
     output:
         table=MISALIGNMENT,
     params:
+        store=lambda wildcards, input: os.path.dirname(input.store),
         settings=alignment_settings,
     log:
         f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
@@ -38,12 +40,21 @@ rule estimate_misalignment:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert estimate-misalignment --store {input.store} --alignment {input.alignment} "
+        "growcert estimate-misalignment --store {params.store} --alignment {input.alignment} "
         "--settings {params.settings:q} --out {output.table} > {log} 2>&1"
 
 
 localrules:
     summarize_alignment,
+
+
+# Labels of the P1 figures in `snakemake --report` (captions: report/<figure>.rst).
+P1_FIGURE_LABELS = {
+    "p1_dalign_vs_width": "d_align vs width",
+    "p1_plugin_vs_unbiased": "plug-in vs unbiased d_align",
+    "p1_misalignment_vs_width": "misalignment vs width",
+    "p1_misalignment_vs_MK": "misalignment vs M = K",
+}
 
 
 rule summarize_alignment:
@@ -53,9 +64,30 @@ rule summarize_alignment:
     output:
         alignment=f"{RESULTS}/stats/alignment.csv",
         misalignment=f"{RESULTS}/stats/misalignment.csv",
-        summary=f"{RESULTS}/tables/p1_alignment_summary.csv",
-        claims=f"{RESULTS}/claims/p1_alignment.csv",
-        figures=[f"{RESULTS}/figures/{name}.png" for name in P1_FIGURES],
+        summary=report(
+            f"{RESULTS}/tables/p1_alignment_summary.csv",
+            caption="../report/p1_alignment_summary.rst",
+            category="P1 width and alignment",
+            subcategory="alignment",
+            labels={"result": "table: d_align per cell", "paper": "P1"},
+        ),
+        claims=report(
+            f"{RESULTS}/claims/p1_alignment.csv",
+            caption="../report/p1_alignment_claims.rst",
+            category="P1 width and alignment",
+            subcategory="alignment",
+            labels={"result": "claims: width trends and certificates", "paper": "P1"},
+        ),
+        figures=[
+            report(
+                f"{RESULTS}/figures/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="P1 width and alignment",
+                subcategory="alignment",
+                labels={"result": f"figure: {P1_FIGURE_LABELS[name]}", "paper": "P1"},
+            )
+            for name in P1_FIGURES
+        ],
     params:
         settings=alignment_settings,
         figures=lambda wildcards, output: os.path.dirname(output.figures[0]),

@@ -1,6 +1,9 @@
 # Shared helpers: validate the config (defaults filled in, one-line errors naming the key),
 # expand the training grids into target paths, and constrain wildcards.
 import json
+import os
+import shlex
+import sys
 
 from snakemake.exceptions import WorkflowError
 
@@ -12,6 +15,11 @@ try:
     validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+
+# Jobs run the `growcert` of the Python that runs Snakemake, activated or not: `.venv/bin/snakemake` puts
+# `.venv/bin` first on PATH in every shell command (on a SLURM node too, where the job re-reads this file).
+# The prefix keeps Snakemake's own bash strict mode.
+shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.executable))}:\"$PATH\"; ")
 
 RESULTS = config["results"]
 PREPARED = config["prepared_data"]
@@ -49,6 +57,10 @@ def all_run_dirs():
 
 
 STORE = f"{RESULTS}/grads/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
+# Rules name a store by its root metadata file, written last when the store moves into place: Snakemake
+# then keeps its .snakemake_timestamp (which directory() outputs get) out of the store, where zarr would
+# warn on every open of the hierarchy (xr.open_datatree).
+STORE_ROOT = f"{STORE}/zarr.json"
 
 
 def dump_settings(wildcards):
@@ -112,6 +124,7 @@ def grow_dataset(wildcards):
 # Pretrained Hugging Face models (family hf, config key pretrained): their stores and interventions come
 # from the rules dump_pretrained / intervene_pretrained, which read a checkpoint folder instead of a run.
 PRETRAINED_STORE = f"{RESULTS}/grads/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
+PRETRAINED_STORE_ROOT = f"{PRETRAINED_STORE}/zarr.json"
 PRETRAINED_INTERVENTIONS = f"{RESULTS}/interventions/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
 
 

@@ -1,9 +1,10 @@
 rule estimate_depth:
     input:
-        store=STORE,
+        store=STORE_ROOT,
     output:
         table=DEPTH,
     params:
+        store=lambda wildcards, input: os.path.dirname(input.store),
         settings=depth_settings,
     log:
         f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
@@ -16,7 +17,7 @@ rule estimate_depth:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert estimate-depth --store {input.store} --settings {params.settings:q} --out {output.table} "
+        "growcert estimate-depth --store {params.store} --settings {params.settings:q} --out {output.table} "
         "--threads {threads} > {log} 2>&1"
 
 
@@ -53,8 +54,20 @@ rule summarize_depth:
         tables=per_store(DEPTH),
     output:
         table=f"{RESULTS}/stats/depth.csv",
-        decision=f"{RESULTS}/tables/p3_recommended_depth.csv",
-        figure=f"{RESULTS}/figures/p3_depth.png",
+        decision=report(
+            f"{RESULTS}/tables/p3_recommended_depth.csv",
+            caption="../report/p3_recommended_depth.rst",
+            category="P3 depth sufficiency",
+            subcategory="depth",
+            labels={"result": "table: saturation decision", "paper": "P3"},
+        ),
+        figure=report(
+            f"{RESULTS}/figures/p3_depth.png",
+            caption="../report/p3_depth.rst",
+            category="P3 depth sufficiency",
+            subcategory="depth",
+            labels={"result": "figure: value of a new block vs depth", "paper": "P3"},
+        ),
     params:
         settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
     log:
@@ -73,9 +86,27 @@ rule summarize_growth:
         runs=expand(GROW, experiment=grow_experiments()),
         depth=f"{RESULTS}/stats/depth.csv",
     output:
-        table=f"{RESULTS}/tables/p3_growth.csv",
-        claims=f"{RESULTS}/claims/p3_depth.csv",
-        figure=f"{RESULTS}/figures/p3_growth.png",
+        table=report(
+            f"{RESULTS}/tables/p3_growth.csv",
+            caption="../report/p3_growth_table.rst",
+            category="P3 depth sufficiency",
+            subcategory="growth",
+            labels={"result": "table: held-out loss per arm and step", "paper": "P3"},
+        ),
+        claims=report(
+            f"{RESULTS}/claims/p3_depth.csv",
+            caption="../report/p3_depth_claims.rst",
+            category="P3 depth sufficiency",
+            subcategory="growth",
+            labels={"result": "claims: depth plateau and grown vs scratch", "paper": "P3"},
+        ),
+        figure=report(
+            f"{RESULTS}/figures/p3_growth.png",
+            caption="../report/p3_growth.rst",
+            category="P3 depth sufficiency",
+            subcategory="growth",
+            labels={"result": "figure: grown vs scratch", "paper": "P3"},
+        ),
     log:
         f"{RESULTS}/logs/summarize_growth.log",
     benchmark:

@@ -5,8 +5,9 @@ rule dump_gradients:
         run=RUN_DIR,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
     output:
-        store=directory(STORE),
+        store=STORE_ROOT,
     params:
+        store=lambda wildcards, output: os.path.dirname(output.store),
         settings=dump_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
@@ -22,7 +23,7 @@ rule dump_gradients:
         "../envs/growcert.yaml"
     shell:
         "growcert dump --checkpoint {params.checkpoint} --data {params.data_dir} --settings {params.settings:q} "
-        "--out {output.store} --threads {threads} > {log} 2>&1"
+        "--out {params.store} --threads {threads} > {log} 2>&1"
 
 
 # A pretrained Hugging Face model (config key pretrained): the same dump, from its checkpoint folder.
@@ -31,8 +32,9 @@ rule dump_pretrained:
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
         checkpoint=pretrained_input,
     output:
-        store=directory(PRETRAINED_STORE),
+        store=PRETRAINED_STORE_ROOT,
     params:
+        store=lambda wildcards, output: os.path.dirname(output.store),
         settings=pretrained_dump_settings,
         hf=pretrained_hf_settings,
         checkpoint=pretrained_folder,
@@ -49,4 +51,4 @@ rule dump_pretrained:
         "../envs/growcert.yaml"
     shell:
         "growcert dump --checkpoint {params.checkpoint:q} --hf {params.hf:q} --data {params.data_dir} "
-        "--settings {params.settings:q} --out {output.store} --threads {threads} > {log} 2>&1"
+        "--settings {params.settings:q} --out {params.store} --threads {threads} > {log} 2>&1"

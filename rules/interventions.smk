@@ -3,11 +3,12 @@ rule intervene:
         family="resnet|llama",
     input:
         run=RUN_DIR,
-        store=STORE,
+        store=STORE_ROOT,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
     output:
         table=INTERVENTIONS,
     params:
+        store=lambda wildcards, input: os.path.dirname(input.store),
         settings=intervene_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
@@ -22,19 +23,20 @@ rule intervene:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert intervene --checkpoint {params.checkpoint} --store {input.store} --data {params.data_dir} "
+        "growcert intervene --checkpoint {params.checkpoint} --store {params.store} --data {params.data_dir} "
         "--settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
 
 
 # The same interventions on a pretrained Hugging Face model (config pretrained.intervene).
 rule intervene_pretrained:
     input:
-        store=PRETRAINED_STORE,
+        store=PRETRAINED_STORE_ROOT,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
         checkpoint=pretrained_input,
     output:
         table=PRETRAINED_INTERVENTIONS,
     params:
+        store=lambda wildcards, input: os.path.dirname(input.store),
         settings=intervene_settings,
         hf=pretrained_hf_settings,
         checkpoint=pretrained_folder,
@@ -50,7 +52,7 @@ rule intervene_pretrained:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert intervene --checkpoint {params.checkpoint:q} --hf {params.hf:q} --store {input.store} "
+        "growcert intervene --checkpoint {params.checkpoint:q} --hf {params.hf:q} --store {params.store} "
         "--data {params.data_dir} --settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
 
 
@@ -63,9 +65,27 @@ rule summarize_interventions:
         tables=intervention_targets(),
     output:
         table=f"{RESULTS}/stats/interventions.csv",
-        summary=f"{RESULTS}/tables/p1_interventions_summary.csv",
-        claims=f"{RESULTS}/claims/p1_interventions.csv",
-        figure=f"{RESULTS}/figures/p1_interventions.png",
+        summary=report(
+            f"{RESULTS}/tables/p1_interventions_summary.csv",
+            caption="../report/p1_interventions_summary.rst",
+            category="P1 width and alignment",
+            subcategory="interventions",
+            labels={"result": "table: first-order accuracy per cell", "paper": "P1"},
+        ),
+        claims=report(
+            f"{RESULTS}/claims/p1_interventions.csv",
+            caption="../report/p1_interventions_claims.rst",
+            category="P1 width and alignment",
+            subcategory="interventions",
+            labels={"result": "claims: ratio and sign at small step", "paper": "P1"},
+        ),
+        figure=report(
+            f"{RESULTS}/figures/p1_interventions.png",
+            caption="../report/p1_interventions.rst",
+            category="P1 width and alignment",
+            subcategory="interventions",
+            labels={"result": "figure: observed vs predicted loss change", "paper": "P1"},
+        ),
     log:
         f"{RESULTS}/logs/summarize_interventions.log",
     benchmark:

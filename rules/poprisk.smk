@@ -1,7 +1,28 @@
 # The self-contained P2 experiments (growcert.experiments); outputs from experiment_outputs (common.smk).
 rule p2_experiment:
     output:
-        **experiment_outputs("{task}"),
+        summary=experiment_outputs("{task}")["summary"],
+        figure=report(
+            experiment_outputs("{task}")["figure"],
+            caption="../report/p2_experiment_figure.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "figure: {task}", "paper": "P2"},
+        ),
+        claims=report(
+            experiment_outputs("{task}")["claims"],
+            caption="../report/p2_experiment_claims.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "claims: {task}", "paper": "P2"},
+        ),
+        table=report(
+            experiment_outputs("{task}")["table"],
+            caption="../report/p2_experiment_table.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "table: {task}", "paper": "P2"},
+        ),
     wildcard_constraints:
         task="grokking|pinn|theory",
     params:
@@ -29,7 +50,28 @@ rule preference:
         reference=preference_reference,
         info=lambda wildcards: prepared_dataset("shakespeare"),
     output:
-        **experiment_outputs("preference"),
+        summary=experiment_outputs("preference")["summary"],
+        figure=report(
+            experiment_outputs("preference")["figure"],
+            caption="../report/p2_preference.rst",
+            category="P2 population-risk training",
+            subcategory="preference",
+            labels={"result": "figure: noisy-label DPO curves", "paper": "P2"},
+        ),
+        claims=report(
+            experiment_outputs("preference")["claims"],
+            caption="../report/p2_preference_claims.rst",
+            category="P2 population-risk training",
+            subcategory="preference",
+            labels={"result": "claims: reward accuracy and drift", "paper": "P2"},
+        ),
+        table=report(
+            experiment_outputs("preference")["table"],
+            caption="../report/p2_preference_table.rst",
+            category="P2 population-risk training",
+            subcategory="preference",
+            labels={"result": "table: medians per optimizer", "paper": "P2"},
+        ),
     params:
         settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),

@@ -7,7 +7,13 @@ rule plot_training:
     input:
         table=f"{RESULTS}/stats/training.csv",
     output:
-        figure=f"{RESULTS}/figures/training_grid.png",
+        figure=report(
+            f"{RESULTS}/figures/training_grid.png",
+            caption="../report/training_grid.rst",
+            category="Training",
+            subcategory="training grid",
+            labels={"result": "figure: held-out loss and accuracy vs width"},
+        ),
     log:
         f"{RESULTS}/logs/plot_training.log",
     benchmark:
@@ -42,4 +48,5 @@ rule report:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert report --results {params.results} --out {output.html} > {log} 2>&1"
+        "growcert report --results {params.results} --out {output.html} "
+        "--screenshot {params.results}/report-first-screen.png > {log} 2>&1"

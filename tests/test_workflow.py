@@ -4,30 +4,43 @@ Every run writes into a temporary results folder (config keys `results`, `prepar
 so the repository's own results/ is never touched.
 """
 
+import json
+import re
+import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import pandas as pd
 import yaml
 
+import xarray as xr
+
 from growcert.store import open_group, open_store
+from helpers import browser_check, chromium
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SNAKEMAKE = [str(Path(sys.executable).parent / "snakemake")]  # the environment's own entry point
+
+
+def unactivated_environment() -> dict[str, str]:
+    """This process's environment as a shell without the virtual environment activated sees it: its bin
+    folder is not on PATH (and no VIRTUAL_ENV), so jobs must find `growcert` through Snakemake itself."""
+    bin_folder = str(Path(sys.executable).parent)
+    path = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry and entry != bin_folder]
+    return {**{k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}, "PATH": os.pathsep.join(path)}
 
 
 def snakemake(*args, results=None):
+    """`.venv/bin/snakemake ...` (this interpreter's) from an unactivated shell."""
     command = [*SNAKEMAKE, "--cores", "2", *args]
     if results is not None:
         command += ["--config", f"results={results}/results", f"prepared_data={results}/prepared"]
-    environment_path = str(Path(sys.executable).parent)
-    import os
-
-    env = {**os.environ, "PATH": environment_path + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=unactivated_environment(),
+                          timeout=900)
 
 
 def ci_config():
@@ -71,7 +84,37 @@ def test_ci_dag_builds_every_target(ci_run):
     alignment = pd.read_csv(results / "stats" / "alignment.csv")
     assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["pool"]) == {"train", "test"}
     html = (results / "report.html").read_text()
-    assert "Paper claims vs this run" in html and "data:image/png;base64" in html
+    assert "Paper claims at a glance" in html and "data:image/png;base64" in html
+
+
+@pytest.mark.slow
+def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
+    """xr.open_datatree on a store the pipeline wrote: one node per point, DESIGN §4's variables and dims, and
+    no warning (Snakemake's .snakemake_timestamp stays outside the store: rules name its root zarr.json)."""
+    import warnings
+
+    grid = ci_config()["grids"][0]
+    store = (ci_run / "results" / "grads" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
+             / f"step{grid['train']['checkpoints'][-1]}.zarr")
+    assert sorted(path.name for path in store.iterdir() if not path.is_dir()) == ["zarr.json"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tree = xr.open_datatree(store, engine="zarr", consolidated=False)
+    assert sorted(tree.children) == sorted(open_store(store).attrs["groups"])
+    dims = {"resnet": ("sample", "channel", "height", "width"), "llama": ("sample", "token", "feature")}[grid["family"]]
+    for name, node in tree.children.items():
+        assert node["q"].dims == dims and node["z"].dims == dims and node["split"].dims == ("sample",), name
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(chromium() is None, reason="needs chromium (apt-get install chromium; .ci/run installs it)")
+def test_the_pipeline_report_renders_in_a_real_browser(ci_run):
+    results = ci_run / "results"
+    check = browser_check(results / "report.html", width=1280)
+    assert check["images"] == len(list((results / "figures").glob("*.png"))) and check["undecoded"] == [], check
+    assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
+    assert check["links"] > 0 and check["broken"] == [], check
+    assert (results / "report-first-screen.png").stat().st_size > 10_000  # the reader's first look
 
 
 @pytest.mark.slow
@@ -79,6 +122,45 @@ def test_second_run_has_nothing_to_do(ci_run):
     result = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def report_script(page: str, name: str):
+    """The JSON a Snakemake report page embeds as `<script id="name"> var ... = {...};`."""
+    match = re.search(rf'<script id="{name}">\s*var \w+ = (.*?);\s*</script>', page, re.S)
+    assert match, f"no <script id={name}> in the report page"
+    return json.loads(match.group(1))
+
+
+@pytest.mark.slow
+def test_snakemake_report_groups_outputs_by_paper(ci_run):
+    # Reuses the fixture's finished run: --report reads its outputs and metadata, it builds nothing.
+    archive = ci_run / "snakemake-report.zip"
+    result = snakemake("--report", str(archive), "--configfile", "configs/ci.yaml", results=ci_run)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with zipfile.ZipFile(archive) as handle:
+        names = handle.namelist()
+        page = handle.read("snakemake-report/report.html").decode()
+    categories = report_script(page, "categories")  # {category: {subcategory: [paths]}}
+    assert set(categories) == {"P1 width and alignment", "P2 population-risk training", "P3 depth sufficiency",
+                               "Training"}
+    assert set(categories["P1 width and alignment"]) == {"alignment", "interventions"}
+    assert set(categories["P2 population-risk training"]) == {"grokking", "pinn", "theory", "preference"}
+    assert set(categories["P3 depth sufficiency"]) == {"depth", "growth"}
+    # {"figures/p2_pinn.png": entry}: tables/ and claims/ share file names, so keep the folder
+    results = {"/".join(Path(path).parts[-2:]): entry for path, entry in report_script(page, "results").items()}
+    marked = {f"{folder}/{path.name}" for folder, pattern in (("figures", "*.png"), ("tables", "*.csv"),
+                                                             ("claims", "*.csv"))
+              for path in (ci_run / "results" / folder).glob(pattern)}
+    assert set(results) == marked
+    # every marked file travels in the archive beside the page
+    assert len([name for name in names if name.startswith("snakemake-report/data/raw/")]) == len(results)
+    # captions are rendered per file (the P2 rule's caption branches on its task wildcard), without rst errors
+    assert "effective dimension" in results["figures/p1_dalign_vs_width.png"]["caption"]
+    assert "modular division" in results["figures/p2_grokking.png"]["caption"]
+    assert "dissipation Gramian" in results["figures/p2_theory.png"]["caption"]
+    assert all(entry["caption"].strip() and "system-message" not in entry["caption"] for entry in results.values())
+    assert results["figures/p1_dalign_vs_width.png"]["labels"] == {"result": "figure: d_align vs width", "paper": "P1"}
+    assert "finite-sample alignment certificate" in report_script(page, "workflow-desc")
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ and can be mailed alone. Layout rules that keep every element inside a 1280 px v
 the column, every table sits in its own horizontally scrolling box, long cell text wraps.
 
 Figure captions are the workflow's own caption files, `report/<figure>.rst` at the repository root (the
-same text `snakemake --report` shows), read as plain paragraphs with ``code``, *emphasis* and **bold**.
+same text `snakemake --report` shows; the P2 experiment rule's one file has a branch per task), read as
+plain paragraphs with ``code``, *emphasis* and **bold**.
 """
 
 from __future__ import annotations
@@ -85,9 +86,23 @@ def inline_rst(text: str) -> str:
     return "".join(rendered)
 
 
+def task_branch(text: str, task: str) -> str:
+    """The branch of a caption template written for one value of the `task` wildcard (the P2 experiment rule's
+    captions: `{% if snakemake.wildcards.task == "grokking" %} ... {% elif ... %} ... {% endif %}`)."""
+    parts = re.split(r'{%\s*(?:el)?if\s+snakemake\.wildcards\.task\s*==\s*"(\w+)"\s*%}|{%\s*endif\s*%}', text)
+    branches = dict(zip(parts[1::2], parts[2::2]))
+    return branches.get(task, "")
+
+
 def caption(stem: str) -> str:
+    """The caption of figure `stem`: report/<stem>.rst, or the P2 experiment rule's branch for its task."""
     path = CAPTIONS / f"{stem}.rst"
-    return inline_rst(path.read_text(encoding="utf-8")) if path.is_file() else ""
+    if path.is_file():
+        return inline_rst(path.read_text(encoding="utf-8"))
+    shared = CAPTIONS / "p2_experiment_figure.rst"
+    if stem.startswith("p2_") and shared.is_file():
+        return inline_rst(task_branch(shared.read_text(encoding="utf-8"), stem.removeprefix("p2_")))
+    return ""
 
 
 def figure(path: Path, title: str, shows: str = "") -> str:

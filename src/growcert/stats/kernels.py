@@ -106,7 +106,7 @@ def coupling_residual(test_transfer: np.ndarray, train_transfer: np.ndarray, out
 def coupling_bound(test_energy: float, train_sigma_max: float, step_sharpness: float,
                    rank_tol: float = RANK_TOL) -> float:
     """Squared loss only: ‖R_⊥‖ ≤ √(2 E_Q · rank_tol · σ_max(ΔG_S) / (2 − c)), c = max_k η λ_max(K_k)/n
-    (derivation in growcert.experiments.theory); infinite when c ≥ 2, where the steps stop contracting."""
+    (derivation in growcert.experiments.theory_dynamics); infinite when c ≥ 2, where the steps stop contracting."""
     if step_sharpness >= 2.0:
         return float("inf")
     return float(np.sqrt(2.0 * test_energy * rank_tol * train_sigma_max / (2.0 - step_sharpness)))
