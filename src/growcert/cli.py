@@ -59,8 +59,9 @@ def _log(message: str) -> None:
 
 
 def _write_csv(table, path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(path, index=False)
+    from growcert.files import write_csv
+
+    write_csv(table, path)
     _log(f"{len(table)} rows -> {path}")
 
 
@@ -204,10 +205,7 @@ def cmd_summarize_growth(args: argparse.Namespace) -> None:
 def cmd_summarize_training(args: argparse.Namespace) -> None:
     from growcert.report.training import training_table
 
-    table = training_table(args.runs)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out, index=False)
-    _log(f"{len(table)} rows from {len(args.runs)} runs -> {args.out}")
+    _write_csv(training_table(args.runs), args.out)
 
 
 def cmd_plot_training(args: argparse.Namespace) -> None:

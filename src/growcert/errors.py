@@ -37,4 +37,5 @@ class NumericalError(GrowcertError, FloatingPointError):
     """A loss or a stored value became NaN or infinite; the message names the run or store and the step."""
 
 
-USER_ERRORS: tuple[type[BaseException], ...] = (GrowcertError, json.JSONDecodeError, FileNotFoundError)
+# OSError: a missing file, a full disk, a permission: the OS's own one-line message names the path.
+USER_ERRORS: tuple[type[BaseException], ...] = (GrowcertError, json.JSONDecodeError, OSError)

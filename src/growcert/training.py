@@ -72,6 +72,17 @@ class Trainer:
         self.optimizer = optimizer or make_optimizer(model, train)
         self.batches = TrainingBatches(data, train["batch_size"], train["steps"], seed, context, train["single_pass"])
 
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the next steps depend on: weights, optimiser state, batch stream, torch's generator."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "batches": self.batches.state_dict(), "torch_rng": torch.random.get_rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.batches.load_state_dict(state["batches"])
+        torch.random.set_rng_state(state["torch_rng"])
+
     def step(self, step: int) -> torch.Tensor:
         """Optimiser step number `step` (1-based) on the next batch; returns the batch loss (detached)."""
         for group in self.optimizer.param_groups:

@@ -220,7 +220,8 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
     resnet = [grid for grid in ci_config()["grids"] if grid["family"] == "resnet"]
     prepared = full_run.base / "prepared"  # ready: no prepare_dataset job this time
     results = tmp_path / "results"
-    stores = [store_path(results, *key[:4], step, key[4]) for grid, key in expected_runs(resnet)
+    # a store's target is its root zarr.json (the rules name stores so: nothing foreign lands inside them)
+    stores = [store_path(results, *key[:4], step, key[4]) / "zarr.json" for grid, key in expected_runs(resnet)
               for step in grid["train"]["checkpoints"]]
     log = tmp_path / "cancelled_run.log"
 
@@ -251,7 +252,7 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
 
     # The dry run plans exactly the missing training runs and stores, nothing whose output exists.
     missing_runs = [key for _, key in expected_runs(resnet) if not run_dir(results, *key).is_dir()]
-    missing_stores = [store for store in stores if not store.is_dir()]
+    missing_stores = [store for store in stores if not store.is_file()]
     finished_runs = [run_dir(results, *key) for _, key in expected_runs(resnet) if key not in missing_runs]
     assert cancelled_run in [run_dir(results, *key) for key in missing_runs]
     assert finished_runs, "the other training job should have finished before snakemake stopped"

@@ -93,6 +93,14 @@ class TrainingBatches:
         self.order = self.rng.permutation(self.available)
         self.cursor = 0
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream is: its generator, the current order and the cursor (for resuming a run)."""
+        return {"rng": self.rng.bit_generator.state, "order": self.order.copy(), "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.order, self.cursor = np.asarray(state["order"]), int(state["cursor"])
+
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self.cursor + self.batch_size > len(self.order):
             if not self.cycle:

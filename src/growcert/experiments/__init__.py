@@ -24,6 +24,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from growcert.config import stage_settings
+from growcert.files import write_csv
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,5 @@ def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, fi
     experiment.plot(report, out_dir, str(figure))
     for rows, path in ((pd.DataFrame(experiment.claims(report, out_dir, settings)), claims),
                        (experiment.table(report, out_dir), table)):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        rows.to_csv(path, index=False)
+        write_csv(rows, path)
         log(f"{len(rows)} rows -> {path}")

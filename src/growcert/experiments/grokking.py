@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import format_steps, median_steps, run_arms, step_columns, write_tables
+from growcert.experiments.common import ArmResume, format_steps, median_steps, run_arms, step_columns, write_tables
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
@@ -136,8 +136,9 @@ def first_step(history: list[dict[str, float]], key: str, threshold: float) -> i
     return next((int(row["step"]) for row in history if row[key] >= threshold), None)
 
 
-def train_arm(arm, settings, seed, initial_state, model, data, log) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state`; returns its curve rows and its summary row."""
+def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None) -> tuple[list[dict], dict]:
+    """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
+    (experiments.common.ArmResume) it continues a killed run's snapshot and snapshots itself as it goes."""
     train_tokens, train_answers, test_tokens, test_answers = data
     model.load_state_dict(initial_state)
     model.train()
@@ -159,9 +160,26 @@ def train_arm(arm, settings, seed, initial_state, model, data, log) -> tuple[lis
         history.append(row)
         return row
 
-    record(0)
-    started, step = time.perf_counter(), 0
-    for step in range(1, settings["steps"] + 1):
+    snapshot = resume.resumed() if resume is not None else None
+    if snapshot is None:
+        record(0)
+        first, before = 1, 0.0
+    else:  # weights, optimiser state, Grokfast's average and the batch generator, exactly as they were
+        model.load_state_dict(snapshot["model"])
+        optimizer.load_state_dict(snapshot["optimizer"])
+        if grad_filter is not None:
+            grad_filter.ema = snapshot["ema"]
+        batches.set_state(snapshot["generator"])
+        history[:] = snapshot["history"]
+        first, before = snapshot["step"] + 1, snapshot["elapsed"]
+    started, step = time.perf_counter() - before, first - 1
+
+    def state() -> dict[str, Any]:
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": batches.get_state(),
+                "ema": grad_filter.ema if grad_filter is not None else None, "history": history,
+                "step": step, "elapsed": time.perf_counter() - started}
+
+    for step in range(first, settings["steps"] + 1):
         if batch < train_size:
             chosen = torch.randperm(train_size, generator=batches)[:batch]  # fresh batch, independent per step
             tokens, answers = train_tokens[chosen], train_answers[chosen]
@@ -181,6 +199,8 @@ def train_arm(arm, settings, seed, initial_state, model, data, log) -> tuple[lis
             stop = settings["stop_at_test_acc"]
             if stop is not None and row["test_acc"] >= stop:
                 break
+        if resume is not None:
+            resume.tick(step, state)
     seconds = time.perf_counter() - started  # training and its evaluations
     summary = {"optimizer": arm["name"], "weight_decay": arm["weight_decay"], "seed": seed,
                "memorised_step": first_step(history, "train_acc", 0.99),
@@ -218,14 +238,18 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
         return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict]) -> tuple[list[dict], dict]:
+    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict], resume=None) -> tuple[list[dict], dict]:
         model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, data, log)
+        return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume)
 
-    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train)
+    resume = ArmResume(out_dir, settings, settings["resume_every"], log)
+    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
-    return write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS), "summary": summary},
-                        **sizes)
+    written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
+                                               "summary": summary},
+                           **sizes)
+    resume.folder.clear()
+    return written
 
 
 def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import run_arms, write_tables
+from growcert.experiments.common import ArmResume, run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
@@ -230,23 +230,26 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
         swaps[f"swapped_seed{seed}"] = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
         return swaps[f"swapped_seed{seed}"]
 
-    def train(name: str, seed: int, swapped: torch.Tensor) -> tuple[list[dict], dict]:
+    def train(name: str, seed: int, swapped: torch.Tensor, resume=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
         _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
                                         settings, seed, log)
         return history, summary
 
-    curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train)
+    resume = ArmResume(out_dir, settings, None, log)  # arms of under a minute: resumed arm by arm
+    curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
     np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()
                                                   for key, value in split_pairs.items()}, **swaps)
     tables = {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
               "summary": pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)}
-    return write_tables(out_dir, settings, tables, reference=description,
+    written = write_tables(out_dir, settings, tables, reference=description,
                         num_parameters=sum(p.numel() for p in reference.parameters()),
                         pairs={split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split],
                                        "tie_rate": float(p["tie_rate"])} for split, p in pairs.items()},
                         pair_seconds=round(pair_seconds, 2))
+    resume.folder.clear()
+    return written
 
 
 # ---------------------------------------------------------------------------

@@ -11,12 +11,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from growcert.files import atomic_path  # noqa: E402
+
 from growcert.report.training import final_rows  # noqa: E402
 
 
 def save_figure(figure: plt.Figure, out: str | Path) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110, bbox_inches="tight")
+    with atomic_path(out) as temporary:
+        figure.savefig(temporary, dpi=110, bbox_inches="tight", format=Path(out).suffix.lstrip(".") or "png")
     plt.close(figure)
 
 

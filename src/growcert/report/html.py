@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from growcert.provenance import code_hash, git_commit, versions
+from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CLAIMS, ROW_COLUMNS
 from growcert.report.training import final_rows
@@ -152,7 +153,4 @@ def build_report(results: str | Path, out: str | Path) -> None:
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>growcert report</title>'
                 f"<style>{page.STYLE}</style></head><body>{''.join(body)}<script>{page.SCRIPT}</script></body></html>")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out.with_name(f".{out.name}.partial")
-    temporary.write_text(document, encoding="utf-8")
-    temporary.replace(out)
+    write_text(out, document)

@@ -26,7 +26,7 @@ import pandas as pd
 from growcert.stats import alignment_row, misalignment, reduce_examples
 from growcert.stats.certificates import certificate_columns
 from growcert.config import stage_settings
-from growcert.store import open_group, open_store, split_of, store_identity
+from growcert.store import open_group, open_store, reading, split_of, store_identity
 
 def reduced_pools(path: str | Path, point: str, reduction: str):
     """(train, test) reduced q of one point, lazily (dask-backed DataArrays)."""
@@ -40,6 +40,11 @@ def reduced_pools(path: str | Path, point: str, reduction: str):
 def estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print) -> pd.DataFrame:
     """One row per point x reduction x pool: moments, ratios with intervals, detectability, plug-in."""
     settings = stage_settings("alignment", settings)
+    with reading(path):
+        return _estimate_alignment(path, settings, log)
+
+
+def _estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable[[str], None]) -> pd.DataFrame:
     identity = store_identity(path)
     rows = []
     for point in list(open_store(path).attrs["groups"]):
@@ -58,6 +63,12 @@ def estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: d
     """One row per point x reduction x (M, K) x mode: p̂ with its Wilson interval, and the
     certificates B_exact, B_align from the held-out moments of `alignment` (no second moment pass)."""
     settings = stage_settings("alignment", settings)
+    with reading(path):
+        return _estimate_misalignment(path, alignment, settings, log)
+
+
+def _estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: dict[str, Any],
+                           log: Callable[[str], None]) -> pd.DataFrame:
     identity = store_identity(path)
     held_out_rows = alignment[alignment["pool"] == "test"].set_index(["point", "reduction"])
     rows = []

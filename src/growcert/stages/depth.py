@@ -37,7 +37,7 @@ from growcert.models import family_of
 from growcert.models.blocks import make_block, point_index
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
-from growcert.store import iter_sample_chunks, open_group, open_store, split_of, store_identity
+from growcert.store import iter_sample_chunks, open_group, open_store, reading, split_of, store_identity
 
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
            "features", "hidden", "positions", "value", "value_se", "value_lo", "value_hi", "value_plugin",
@@ -70,7 +70,7 @@ def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = Non
                    log: Callable[[str], None] = print, threads: int = 1) -> pd.DataFrame:
     """One row per insertion point × pool: first-order value, scaled value, explained fraction, norms."""
     settings = stage_settings("depth", settings)
-    with torch_runtime(threads):
+    with torch_runtime(threads), reading(store_path):
         return _estimate_depth(store_path, settings, log)
 
 

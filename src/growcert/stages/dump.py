@@ -21,6 +21,7 @@ from growcert.data.batches import dump_examples
 from growcert.models.capture import capture_batch, native_dims
 from growcert.store.checkpoint import load_model
 from growcert.data import PreparedDataset
+from growcert.errors import NumericalError
 from growcert.models import family_of
 from growcert.config import stage_settings
 from growcert.provenance import provenance
@@ -115,6 +116,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     total_batches = -(-len(examples) // batch_size)
     for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
         captured = capture_batch(model, inputs, targets, points)
+        _check_finite(captured, points, out, (number - 1) * batch_size)
         submit([item for name in points for item in buffers[name].add(
             {"q": captured.q[name].numpy(), "z": captured.z[name].numpy(), "loss": captured.loss.numpy()})])
         if number % max(1, total_batches // 10) == 0 or number == total_batches:
@@ -127,3 +129,17 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     path = creating.result().finish()
     log(f"done: {path} in {time.perf_counter() - started:.1f}s")
     return path
+
+
+def _check_finite(captured, points: tuple[str, ...], out: Path, first: int) -> None:
+    """A NaN or infinite q, z or loss is never stored: the dump stops, naming the store, point and examples
+    (the store stays a `.partial` folder, which no reader takes for a store)."""
+    import torch
+
+    for name, values in [("loss", captured.loss)] + [(f"{v} at {p}", getattr(captured, v)[p]) for p in points
+                                                     for v in ("q", "z")]:
+        bad = ~torch.isfinite(values.reshape(len(values), -1)).all(dim=1)
+        if bad.any():
+            rows = bad.nonzero().flatten() + first
+            raise NumericalError(f"store {out}: non-finite {name} for examples {rows[:5].tolist()} (of "
+                                 f"{int(bad.sum())} in this batch); nothing stored. Check the checkpoint")

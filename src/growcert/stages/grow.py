@@ -41,6 +41,7 @@ from growcert.config import stage_settings
 from growcert.data import PreparedDataset
 from growcert.data.batches import examples_at, fixed_examples, split_size
 from growcert.errors import ConfigError
+from growcert.files import write_csv
 from growcert.models import build_model
 from growcert.models.blocks import insert_blocks, make_block, stream_features
 from growcert.models.capture import capture_batch
@@ -210,6 +211,6 @@ def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: 
         log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    table.to_csv(out_dir / "growth.csv", index=False)
-    pd.concat(selections, ignore_index=True).to_csv(out_dir / "selection.csv", index=False)
+    write_csv(pd.concat(selections, ignore_index=True), out_dir / "selection.csv")
+    write_csv(table, out_dir / "growth.csv")  # last: the file the summary reads
     return table

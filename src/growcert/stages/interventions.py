@@ -42,7 +42,7 @@ from growcert.models.blocks import make_block
 from growcert.models.residual import ResidualParameter
 from growcert.runtime import torch_runtime
 from growcert.stats import reduce_examples
-from growcert.store import open_group, open_store, split_of
+from growcert.store import open_group, open_store, reading, split_of
 
 VARIANTS = ("shared", "per_position", "block")
 REDUCTION = {"shared": "sum_positions", "per_position": "flatten", "block": "block_features"}
@@ -193,7 +193,7 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
     Points: `max_points` of the store's groups, evenly spaced from block0 to the last.
     """
     settings = stage_settings("intervene", settings)
-    with torch_runtime(threads):
+    with torch_runtime(threads), reading(store):
         return _run_interventions(checkpoint, store, data, settings, log, hf)
 
 

@@ -2,9 +2,15 @@
 
 The step itself (AdamW, warm-up then constant lr, clipping, finite-loss check) and the evaluation are
 `growcert.training`'s, shared with `growcert grow`. Initialisation and batch order are seeded, kernels
-deterministic (`growcert.runtime`). Checkpoints are written at the configured steps; `metrics.json`
+deterministic (`growcert.runtime`). Checkpoints are taken at the configured steps; `metrics.json`
 (train and held-out loss/accuracy curves, timing, provenance) is written last, atomically, so a folder
 with `metrics.json` is a finished run.
+
+Preemption: every `train.resume_every` steps, and at once on SIGTERM, the whole state (weights, optimiser,
+batch stream, torch's generator, the evaluation history) goes to the run's resume folder
+(`growcert.resume`), where the checkpoints taken so far wait too; a rerun with the same settings continues
+from it and ends with the same checkpoints, tensor for tensor, as an uninterrupted run. The checkpoints move
+into the run folder when training is done, then metrics.json is written and the resume folder removed.
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from typing import Any, Callable
 
 from growcert.config import stage_settings
 from growcert.data import PreparedDataset
+from growcert.files import write_text
 from growcert.models import build_model
 from growcert.provenance import provenance
+from growcert.resume import Interrupted, ResumeFolder, termination_requests
 from growcert.runtime import torch_runtime
 from growcert.store.checkpoint import save_checkpoint
 from growcert.training import Trainer, evaluate, evaluation_sets, text_context
@@ -49,6 +57,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         f"{train['steps']} steps of batch {train['batch_size']}, checkpoints at {checkpoints}")
 
     history: list[dict[str, float]] = []
+    resume = ResumeFolder(out_dir, settings, log)
 
     def record_evaluation(step: int, elapsed: float) -> dict[str, float]:
         train_loss, train_acc = evaluate(model, eval_sets["train"])
@@ -58,24 +67,36 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         history.append(row)
         return row
 
-    record_evaluation(0, 0.0)
+    state, first, before = resume.load(), 1, 0.0
+    if state is None:
+        record_evaluation(0, 0.0)
+    else:
+        trainer.load_state_dict(state["trainer"])
+        history, first, before = state["history"], state["step"] + 1, state["elapsed"]
+        log(f"resumed from {resume.state_file} at step {state['step']}")
     model.train()
-    started = time.perf_counter()
+    started = time.perf_counter() - before
     report_every = max(1, train["steps"] // 20)
-    for step in range(1, train["steps"] + 1):
-        loss = trainer.step(step)
-        elapsed = time.perf_counter() - started
-        if step % train["eval_every"] == 0 or step in checkpoints or step == train["steps"]:
-            row = record_evaluation(step, elapsed)
-            log(f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
-                f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}")
-        elif step % report_every == 0:
-            eta = elapsed / step * (train["steps"] - step)
-            log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, ~{eta:.0f}s left")
-        if step in checkpoints:
-            save_checkpoint(out_dir / f"step{step}.pt", model, family=settings["family"], width=settings["width"],
-                            depth=settings["depth"], data_info=data.info, model_options=settings["model"],
-                            step=step, provenance=record)
+
+    def snapshot(step: int) -> None:
+        resume.save({"trainer": trainer.state_dict(), "history": history, "step": step,
+                     "elapsed": time.perf_counter() - started})
+
+    resume.path.mkdir(parents=True, exist_ok=True)
+    with termination_requests() as stop:
+        for step in range(first, train["steps"] + 1):
+            _train_step(trainer, step, train, checkpoints, started, report_every, record_evaluation, log)
+            if step in checkpoints:
+                save_checkpoint(resume.path / f"step{step}.pt", model, family=settings["family"],
+                                width=settings["width"], depth=settings["depth"], data_info=data.info,
+                                model_options=settings["model"], step=step, provenance=record)
+            if stop.requested or (step % train["resume_every"] == 0 and step < train["steps"]):
+                snapshot(step)
+            if stop.requested:
+                raise Interrupted(f"train {run}: stopped by SIGTERM after step {step}; resume state saved to "
+                                  f"{resume.state_file}, a rerun continues from it")
+    for step in checkpoints:
+        os.replace(resume.path / f"step{step}.pt", out_dir / f"step{step}.pt")
 
     seconds = time.perf_counter() - started
     metrics = {
@@ -86,8 +107,22 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         "checkpoints": {str(step): f"step{step}.pt" for step in checkpoints},
         "history": history, "provenance": record,
     }
-    temporary = out_dir / ".metrics.json.partial"
-    temporary.write_text(json.dumps(metrics, indent=1))
-    os.replace(temporary, out_dir / "metrics.json")
+    write_text(out_dir / "metrics.json", json.dumps(metrics, indent=1))
+    resume.clear()
     log(f"done in {seconds:.1f}s ({metrics['seconds_per_step'] * 1000:.1f} ms/step)")
     return metrics
+
+
+def _train_step(trainer: Trainer, step: int, train: dict[str, Any], checkpoints: list[int], started: float,
+                report_every: int, record_evaluation: Callable[[int, float], dict[str, float]],
+                log: Callable[[str], None]) -> None:
+    """One optimiser step, then the evaluation or progress line that step is due."""
+    loss = trainer.step(step)
+    elapsed = time.perf_counter() - started
+    if step % train["eval_every"] == 0 or step in checkpoints or step == train["steps"]:
+        row = record_evaluation(step, elapsed)
+        log(f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
+            f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}")
+    elif step % report_every == 0:
+        eta = elapsed / step * (train["steps"] - step)
+        log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, ~{eta:.0f}s left")

@@ -23,7 +23,8 @@ Readers (`open_store`, `open_group`) refuse a store without `complete`, with a d
 version, or whose groups disagree with their attrs, in one line naming the store.
 
 Chunking: along `sample` only; each group's chunk length is the smallest that puts at least 1 MB
-in a q/z chunk (the whole array when it is smaller); Blosc zstd with byte shuffle.
+in a q/z chunk (the whole array when it is smaller); Blosc zstd with byte shuffle, then a CRC32C of
+every chunk, so a damaged chunk never reads as data: `reading()` names it (group, variable, samples).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -38,9 +40,9 @@ from typing import Any, Iterator
 import numpy as np
 import xarray as xr
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCodec, Crc32cCodec
 
-from growcert.errors import StoreError
+from growcert.errors import GrowcertError, StoreError
 
 FORMAT = "growcert-gradient-store-1"
 MIN_CHUNK_BYTES = 1 << 20
@@ -66,10 +68,12 @@ def sample_chunk(spec: GroupSpec, n_samples: int, min_bytes: int = MIN_CHUNK_BYT
     return max(1, min(n_samples, math.ceil(min_bytes / spec.bytes_per_sample)))
 
 
-def _compressor() -> BloscCodec:
+def _compressors() -> list:
     # zstd level 1 with byte shuffle: on float32 gradients it compresses as well as level 3
     # (~1.3-1.7x) at ~3x the speed, which keeps the dump close to the cost of the passes themselves.
-    return BloscCodec(cname="zstd", clevel=1, shuffle="shuffle")
+    # A CRC32C of every chunk after it: a few flipped bytes would otherwise decompress into silent garbage
+    # (blosc checks no data); with it, any damaged chunk fails to read and is reported by name.
+    return [BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"), Crc32cCodec()]
 
 
 class StoreWriter:
@@ -100,14 +104,15 @@ class StoreWriter:
                                                         "insertion_point": name, "complete": False})
             # Zarr v3 `dimension_names` are what xarray reads as dims; NaN fill marks unwritten samples.
             arrays = {variable: group.create_array(variable, shape=(self.n, *spec.shape), chunks=(chunk, *spec.shape),
-                                                   dtype="float32", fill_value=np.nan, compressors=[_compressor()],
+                                                   dtype="float32", fill_value=np.nan, compressors=_compressors(),
                                                    dimension_names=("sample", *spec.dims))
                       for variable in ARRAY_VARIABLES}
             arrays["loss"] = group.create_array("loss", shape=(self.n,), chunks=(chunk,), dtype="float32",
-                                                fill_value=np.nan, dimension_names=("sample",))
+                                                fill_value=np.nan, compressors=_compressors(),
+                                                dimension_names=("sample",))
             for variable, values, dtype in (("label", label, "int64"), ("index", index, "int64"), ("split", split, str)):
                 small = group.create_array(variable, shape=(self.n,), chunks=(chunk,), dtype=dtype,
-                                           dimension_names=("sample",))
+                                           compressors=_compressors(), dimension_names=("sample",))
                 small[:] = values.astype(object) if dtype is str else values
             self.arrays[name] = arrays
 
@@ -203,11 +208,53 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
             block = array[start:stop]
         except Exception as error:
             raise StoreError(f"store {path}: {group}/{variable} samples [{start}, {stop}) unreadable "
-                             f"({type(error).__name__}: {error})") from None
+                             f"({type(error).__name__}); the store is damaged, dump it again") from None
         if samples is not None:
             block = block[wanted - start]
         yield start, block
     del dataset
+
+
+def damaged_chunk(path: str | Path, variables: tuple[str, ...] = (*ARRAY_VARIABLES, *SAMPLE_VARIABLES)) -> str | None:
+    """Where a finished store is damaged: 'group/variable samples [a, b)' of its first chunk that does not
+    read back (checksum, decompression or a missing file), or None when every chunk of `variables` reads."""
+    for group in open_store(path).attrs["groups"]:
+        for variable in variables:
+            try:
+                array = zarr.open_array(Path(path) / group / variable, mode="r")
+            except Exception as error:
+                return f"{group}/{variable} metadata unreadable ({type(error).__name__})"
+            chunk = array.chunks[0]
+            for start in range(0, array.shape[0], chunk):
+                stop = min(start + chunk, array.shape[0])
+                try:
+                    array[start:stop]
+                except Exception as error:
+                    return f"{group}/{variable} samples [{start}, {stop}) unreadable ({type(error).__name__})"
+    return None
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[None]:
+    """Every read of store `path` inside this block (xarray, dask, zarr) fails as one StoreError naming the
+    store and the damaged chunk (group, variable, sample range) instead of a traceback from deep inside."""
+    try:
+        yield
+    except GrowcertError:
+        raise
+    except Exception:
+        where = damaged_chunk(path) if Path(path).is_dir() else None
+        if where is None:
+            raise
+        raise StoreError(f"store {path}: {where}; the store is damaged, dump it again") from None
+
+
+def open_tree(path: str | Path) -> xr.DataTree:
+    """The whole store as an xarray DataTree, one node per insertion point, after checking it is complete;
+    a damaged chunk is named when the tree's data are read inside `reading(path)`."""
+    open_store(path)
+    with reading(path):
+        return xr.open_datatree(path, engine="zarr", consolidated=False)
 
 
 # The attrs that name the model a store was dumped from: the identity columns of every per-store table.

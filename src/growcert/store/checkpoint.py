@@ -10,7 +10,6 @@ Hugging Face causal LM (family `hf`, `models/hf.py`) with the text re-read throu
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 from torch import nn
 
 from growcert.errors import CheckpointError, ConfigError
+from growcert.files import atomic_path
 from growcert.models import build_model
 
 
@@ -33,9 +33,8 @@ def save_checkpoint(path: str | Path, model: nn.Module, *, family: str, width: i
         "data_info": data_info, "model_options": model_options,
         "step": step, "provenance": provenance,
     }
-    temporary = path.with_name(f".{path.name}.partial")
-    torch.save(payload, temporary)
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:
+        torch.save(payload, temporary)
 
 
 def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[nn.Module, dict[str, Any]]:
@@ -49,9 +48,18 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[nn.Mod
         raise CheckpointError(f"checkpoint {path}: unreadable ({type(error).__name__}: {error})") from None
     if not isinstance(payload, dict) or payload.get("format") != "growcert-checkpoint-1":
         raise CheckpointError(f"checkpoint {path}: not a growcert checkpoint")
-    model = build_model(payload["family"], payload["width"], payload["depth"], payload["data_info"],
-                        payload["model_options"])
-    model.load_state_dict(payload["state_dict"])
+    missing = [key for key in ("state_dict", "family", "width", "depth", "data_info", "model_options", "step",
+                               "provenance") if key not in payload]
+    if missing:
+        raise CheckpointError(f"checkpoint {path}: lacks {', '.join(missing)}")
+    try:
+        model = build_model(payload["family"], payload["width"], payload["depth"], payload["data_info"],
+                            payload["model_options"])
+        model.load_state_dict(payload["state_dict"])
+    except Exception as error:  # a wrong family or shape, missing or extra weights
+        first = " ".join(str(error).split())[:200]
+        raise CheckpointError(f"checkpoint {path}: its weights do not fit a {payload['family']} of width "
+                              f"{payload['width']}, depth {payload['depth']} ({type(error).__name__}: {first})") from None
     model.eval()
     metadata = {key: value for key, value in payload.items() if key != "state_dict"}
     return model, metadata

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from growcert.store import ARRAY_VARIABLES, SAMPLE_VARIABLES, iter_sample_chunks, open_group, open_store, split_of
+from growcert.store import (ARRAY_VARIABLES, SAMPLE_VARIABLES, StoreError, damaged_chunk, iter_sample_chunks, open_group,
+                            open_store, split_of)
 
 
 def _stored_bytes(folder: Path) -> int:
@@ -43,6 +44,10 @@ def describe_store(path: str | Path, summaries: bool = True) -> dict[str, Any]:
     sizes, compression and variables (dims, shape, dtype, chunks) and, with `summaries`, q per split."""
     path = Path(path)
     attrs = dict(open_store(path).attrs)
+    if summaries:  # q is read chunk by chunk below; every other variable is checked here, once
+        where = damaged_chunk(path, tuple(v for v in (*ARRAY_VARIABLES, *SAMPLE_VARIABLES) if v != "q"))
+        if where:
+            raise StoreError(f"store {path}: {where}; the store is damaged, dump it again")
     description = {"store": str(path), "format": attrs["format"], "complete": attrs["complete"],
                    "attrs": {key: value for key, value in attrs.items()
                              if key not in ("provenance", "groups", "format", "complete")},

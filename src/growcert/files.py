@@ -1,0 +1,36 @@
+"""Atomic writes: every table, figure, checkpoint, report and resume state is written under a hidden
+temporary name beside its target and renamed into place, so a kill or a full disk mid-write leaves no
+file that a later stage would read as complete (the temporary is removed when the write fails).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path to write `path` through: renamed onto `path` when the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.partial{path.suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_csv(table: pd.DataFrame, path: str | Path) -> None:
+    with atomic_path(path) as temporary:
+        table.to_csv(temporary, index=False)
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")

@@ -1,0 +1,99 @@
+"""Resume states for long jobs: atomic snapshots beside the output, checked against the settings, and
+SIGTERM (a SLURM time limit or preemption) turned into a last snapshot and a clean exit.
+
+A job's resume folder is the hidden sibling `.{name}.resume` of its output folder. It is not a declared
+output, so Snakemake's cleanup of a failed job's outputs leaves it alone; the job removes it once its
+outputs are complete. `state.pt` is written to a temporary name and renamed, so a kill at any moment
+leaves either the previous snapshot or the new one. A snapshot records the settings hash it was made
+under: a rerun with other settings discards it (and says so), a damaged one stops the job in one line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from growcert.config import settings_hash
+from growcert.errors import CheckpointError, GrowcertError
+from growcert.files import atomic_path
+
+STATE_FILE = "state.pt"
+FORMAT = "growcert-resume-1"
+
+
+class Interrupted(GrowcertError):
+    """The job was asked to stop (SIGTERM); its resume state is saved and a rerun continues from it."""
+
+
+def resume_folder(out: str | Path) -> Path:
+    """The resume folder of output folder `out`: its hidden sibling `.{name}.resume`."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.resume")
+
+
+class ResumeFolder:
+    """Snapshots of one job, valid for one settings hash; files saved alongside (checkpoints) live here too."""
+
+    def __init__(self, out: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print):
+        self.path, self.hash, self.log = resume_folder(out), settings_hash(settings), log
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / STATE_FILE
+
+    def load(self) -> dict[str, Any] | None:
+        """The last snapshot, or None (none yet, or made under other settings: then discarded)."""
+        if not self.state_file.is_file():
+            return None
+        try:
+            state = torch.load(self.state_file, map_location="cpu", weights_only=False)
+        except Exception as error:  # truncated or foreign file: torch raises several types
+            raise CheckpointError(f"resume state {self.state_file}: unreadable ({type(error).__name__}); delete "
+                                  f"{self.path} to start over") from None
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise CheckpointError(f"resume state {self.state_file}: not a growcert resume state; delete {self.path}")
+        if state.get("settings_hash") != self.hash:
+            self.log(f"resume state {self.state_file} was made with other settings (hash {state.get('settings_hash')}, "
+                     f"now {self.hash}): discarded, starting over")
+            self.clear()
+            return None
+        return state
+
+    def save(self, state: dict[str, Any]) -> None:
+        with atomic_path(self.state_file) as temporary:
+            torch.save({**state, "format": FORMAT, "settings_hash": self.hash}, temporary)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class StopRequest:
+    """Set by SIGTERM while `termination_requests` is active; the loop checks it between steps."""
+
+    def __init__(self):
+        self.requested = False
+
+
+@contextmanager
+def termination_requests() -> Iterator[StopRequest]:
+    """Turn SIGTERM into a request the training loop honours at the next step boundary (it then saves its
+    state and raises Interrupted); the previous handler is restored afterwards."""
+    request = StopRequest()
+
+    def handler(signum, frame):
+        request.requested = True
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: no signal handling, the job just runs
+        yield request
+        return
+    try:
+        yield request
+    finally:
+        signal.signal(signal.SIGTERM, previous)
