@@ -124,3 +124,21 @@ def test_depth_claim_needs_a_fall_and_a_plateau_of_the_scale_invariant_value(sca
     (claim,) = depth_claims(depth_rows(scaled), pd.DataFrame(columns=COLUMNS))
     assert claim["paper_value"] == "plateau" and claim["holds"] is holds
     assert "not saturated within the grid" in claim["note"]  # raw: 341 → 8.2 at 11 SE never plateaus
+
+
+def test_a_continuation_starts_from_the_base_at_the_fork_not_from_where_the_base_went_on(prepared):
+    """The optimiser state handed to a continuation is its own copy: the base training on (in place) must not
+    move the continuation's moments or step count (torch's load_state_dict keeps the given tensors)."""
+    data = prepared("digits")
+    settings = stage_settings("grow", {**EXPERIMENTS["resnet"], "train": TINY_TRAIN})
+    torch.manual_seed(0)
+    base = GrowthArm("shallow", build_model("resnet", 1, 8, data.info, {}), settings, data, seed=0, context=None)
+    base.fit(1, 3, set(), lambda *_: None)
+    fork = base.trainer.state_dict()
+    moments = {name: value.clone() for name, value in base.trainer.optimizer.state_dict()["state"][0].items()}
+    torch.manual_seed(0)
+    continuation = GrowthArm("grown_value", build_model("resnet", 1, 8, data.info, {}), settings, data, seed=0, context=None)
+    continuation.trainer.load_state_dict(fork)
+    base.fit(4, 6, set(), lambda *_: None)  # the base goes on, updating its own state in place
+    kept = continuation.trainer.optimizer.state_dict()["state"][0]
+    assert all(torch.equal(kept[name], moments[name]) for name in moments) and int(kept["step"]) == 3

@@ -10,6 +10,7 @@ import torch
 
 from growcert.data.batches import TrainingBatches, examples_at, window_count
 from growcert.store.checkpoint import CheckpointError, load_checkpoint
+from growcert.config import stage_settings
 from growcert.stages.train import train_model
 from growcert.training import warmup_factor
 
@@ -62,7 +63,9 @@ def test_checkpoint_round_trip_and_provenance(prepared, tmp_path):
     run = settings("resnet", "digits", 1, 8, steps=10, checkpoints=[10], eval_every=10)
     train_model(run, data, tmp_path, log=lambda _: None)
     model, meta = load_checkpoint(tmp_path / "step10.pt")
-    assert meta["step"] == 10 and meta["provenance"]["settings"] == run
+    # the settings as trained: the given ones with the schema's defaults filled in (nothing else, nothing lost)
+    assert meta["step"] == 10 and meta["provenance"]["settings"] == stage_settings("train", run)
+    assert all(meta["provenance"]["settings"]["train"][key] == value for key, value in run["train"].items())
     assert {"config_hash", "code_hash", "versions", "seed"} <= set(meta["provenance"])
     inputs = torch.from_numpy(data.test_x[:8])
     reference = torch.load(tmp_path / "step10.pt", weights_only=False)

@@ -207,3 +207,42 @@ def test_snakemake_lint_is_clean():
     result = snakemake("--lint")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Congratulations" in result.stdout + result.stderr, result.stdout[-3000:]
+
+
+TIMING = {"seconds", "seconds_per_step", "elapsed_s"}
+
+
+@pytest.mark.slow
+def test_a_killed_pipeline_unlocks_and_reruns_to_the_same_tables(ci_run, tmp_path):
+    """Kill Snakemake's whole process group mid-run (SIGKILL: no cleanup at all), then do what README says:
+    the rerun refuses with the stale lock, --unlock, rerun; every table equals the uninterrupted run's."""
+    import signal
+    import time
+
+    log = tmp_path / "killed.log"
+    command = [*SNAKEMAKE, "--cores", "2", "--configfile", "configs/ci.yaml", "--config",
+               f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared"]
+    with open(log, "w") as sink:
+        process = subprocess.Popen(command, cwd=ROOT, env=unactivated_environment(), stdout=sink,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while log.read_text().count("Finished jobid") < 8 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, f"the pipeline ended before it could be killed:\n{log.read_text()[-3000:]}"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path)
+    assert locked.returncode != 0 and "LockException" in locked.stdout + locked.stderr, locked.stderr[-2000:]
+    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path).returncode == 0
+    rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    ours, theirs = tmp_path / "results", ci_run / "results"
+    tables = sorted(path.relative_to(theirs) for folder in ("stats", "tables", "claims")
+                    for path in (theirs / folder).rglob("*.csv"))
+    assert tables and sorted(path.relative_to(ours) for folder in ("stats", "tables", "claims")
+                             for path in (ours / folder).rglob("*.csv")) == tables
+    for name in tables:
+        mine, reference = pd.read_csv(ours / name), pd.read_csv(theirs / name)
+        kept = [column for column in reference.columns if column not in TIMING]
+        pd.testing.assert_frame_equal(mine[kept], reference[kept], check_exact=True, obj=str(name))
+    assert not [path for path in ours.rglob("*") if "partial" in path.name or path.name.endswith(".resume")]

@@ -97,3 +97,49 @@ def termination_requests() -> Iterator[StopRequest]:
         yield request
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class UnitResume:
+    """The resume state of a job made of units run in a fixed order (the arms × seeds of an experiment, the
+    phases of a growth comparison): each finished unit's result, and for the unit in progress the snapshot
+    its loop hands to `tick`. Saved after every unit, every `every` steps inside one, and at once on SIGTERM
+    (then `Interrupted` is raised). Keys are tuples of ints: (seed index, unit index)."""
+
+    def __init__(self, out: str | Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None]):
+        self.folder, self.every, self.log = ResumeFolder(out, settings, log), every, log
+        self.state = self.folder.load() or {"done": {}, "current": None}
+        self.stop: StopRequest | None = None
+        self.key: tuple[int, ...] | None = None
+
+    def done(self, key: tuple[int, ...]) -> bool:
+        return key in self.state["done"]
+
+    def result(self, key: tuple[int, ...]) -> Any:
+        return self.state["done"][key]
+
+    def start(self, key: tuple[int, ...], stop: StopRequest | None) -> Any:
+        """Begin unit `key`; returns the snapshot a killed run left inside it, else None."""
+        self.key, self.stop = key, stop
+        current = self.state["current"]
+        if current is not None and tuple(current["key"]) == key:
+            self.log(f"resumed unit {key} at step {current['step']} from {self.folder.state_file}")
+            return current["snapshot"]
+        return None
+
+    def tick(self, step: int, snapshot: Callable[[], Any]) -> None:
+        """Called by a unit's loop after each step: save every `every` steps, and save and stop on SIGTERM."""
+        stopping = self.stop is not None and self.stop.requested
+        if stopping or (self.every and step % self.every == 0):
+            self.state["current"] = {"key": self.key, "step": step, "snapshot": snapshot()}
+            self.folder.save(self.state)
+        if stopping:
+            raise Interrupted(f"stopped by SIGTERM in unit {self.key} after step {step}; resume state saved to "
+                              f"{self.folder.state_file}, a rerun continues from it")
+
+    def finished(self, result: Any) -> None:
+        self.state["done"][self.key] = result
+        self.state["current"] = None
+        self.folder.save(self.state)
+        if self.stop is not None and self.stop.requested:  # a unit without snapshots stops at its end
+            raise Interrupted(f"stopped by SIGTERM after unit {self.key}; resume state saved to "
+                              f"{self.folder.state_file}, a rerun continues from it")

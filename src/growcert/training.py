@@ -8,6 +8,7 @@ training order; every arm of a growth comparison and every run of a grid is scor
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -79,7 +80,8 @@ class Trainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        # a copy: Optimizer.load_state_dict keeps the given state tensors, which their owner may go on updating
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.batches.load_state_dict(state["batches"])
         torch.random.set_rng_state(state["torch_rng"])
 

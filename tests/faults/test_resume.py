@@ -171,9 +171,53 @@ def test_sigkill_inside_a_grokking_arm_then_rerun_is_bit_identical(tmp_path):
     rerun = grokking(out, GROKKING)
     stdout, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr
-    assert f"resumed arm (0, {killed_at[0]}) at step {killed_at[1]}" in stdout
+    assert f"resumed unit (0, {killed_at[0]}) at step {killed_at[1]}" in stdout
     for name in ("curves", "summary"):
         ours, theirs = pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv")
         pd.testing.assert_frame_equal(ours.drop(columns=["seconds"], errors="ignore"),
                                       theirs.drop(columns=["seconds"], errors="ignore"), check_exact=True)
+    assert not resume_folder(out).exists()
+
+
+GROW = {"family": "llama", "dataset": "shakespeare", "width": 16, "base_depth": 1, "blocks": 1, "deeper_depth": 2,
+        "seeds": [0], "select_examples": 16, "model": {"head_dim": 8, "context": 16},
+        "train": {"steps": 120, "batch_size": 8, "lr": 0.003, "warmup_steps": 5, "eval_every": 20, "eval_examples": 16,
+                  "resume_every": 10}}
+
+
+def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tmp_path):
+    """Six units per seed (base phase, three continuations from the fork, scratch, deeper); killed inside one
+    of the later units, the rerun keeps the finished ones and continues the interrupted one."""
+    import pandas as pd
+
+    from growcert.stages.grow import grow_and_compare
+
+    reference = tmp_path / "reference"
+    grow_and_compare(GROW, load_prepared(text), reference, log=lambda _: None)
+    out = tmp_path / "grow"
+    state = resume_folder(out) / "state.pt"
+    target = (int(np.random.default_rng(11).integers(2, 6)), 30)  # (unit index, step) to pass before the kill
+
+    def progress():
+        try:
+            current = torch.load(state, weights_only=False)["current"] if state.is_file() else None
+        except Exception:
+            return (-1, 0)
+        return (current["key"][1], current["step"]) if current else (-1, 0)
+
+    command = [sys.executable, "-m", "growcert.cli", "grow", "--data", str(text), "--settings", json.dumps(GROW),
+               "--out", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while progress() < target and process.poll() is None:
+        time.sleep(0.01)
+    assert process.poll() is None, "the comparison finished before it could be killed; lengthen it"
+    process.kill()
+    process.wait()
+    killed_at = progress()
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"resumed unit (0, {killed_at[0]}) at step {killed_at[1]}" in rerun.stdout
+    for name in ("growth", "selection"):
+        pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv"),
+                                      check_exact=True)
     assert not resume_folder(out).exists()

@@ -2,7 +2,7 @@
 
 Every population-risk experiment (grokking, PINN, preference) compares optimizer *arms* on the same data,
 initial weights and batches per *seed*: `run_arms` loops seeds outside and arms inside, so each seed's
-setup (a model draw, a label swap) is made once and shared by its arms. With an `ArmResume` it survives
+setup (a model draw, a label swap) is made once and shared by its arms. With a `UnitResume` it survives
 a kill: finished arms come back from the resume state and the arm in training from its last snapshot. `write_tables` writes the tidy
 CSVs and provenance.json that the figure, claim and report-table steps read (theory writes its own
 tables through it too).
@@ -22,66 +22,30 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 
 from growcert.provenance import provenance
-from growcert.resume import Interrupted, ResumeFolder, StopRequest, termination_requests
+from growcert.resume import UnitResume, termination_requests
 from growcert.files import write_csv, write_text
-
-
-class ArmResume:
-    """The resume state of an arms × seeds experiment: the finished arms' rows and, for the arm in training,
-    the snapshot its loop hands to `tick` (weights, optimiser, generators, history). Saved after every arm,
-    every `every` steps inside an arm, and at once on SIGTERM (then `Interrupted` is raised)."""
-
-    def __init__(self, out_dir: Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None]):
-        self.folder, self.every, self.log = ResumeFolder(out_dir, settings, log), every, log
-        self.state = self.folder.load() or {"done": {}, "current": None}
-        self.stop: StopRequest | None = None
-        self.key: tuple[int, int] | None = None
-
-    def resumed(self) -> Any:
-        """The snapshot of the arm now starting, when a killed run was inside it; else None."""
-        current = self.state["current"]
-        if current is not None and tuple(current["key"]) == self.key:
-            self.log(f"resumed arm {self.key} at step {current['step']} from {self.folder.state_file}")
-            return current["arm"]
-        return None
-
-    def tick(self, step: int, snapshot: Callable[[], Any]) -> None:
-        """Called by an arm's loop after each step: save every `every` steps, and save and stop on SIGTERM."""
-        stopping = self.stop is not None and self.stop.requested
-        if stopping or (self.every and step % self.every == 0):
-            self.state["current"] = {"key": self.key, "step": step, "arm": snapshot()}
-            self.folder.save(self.state)
-        if stopping:
-            raise Interrupted(f"stopped by SIGTERM in arm {self.key} after step {step}; resume state saved to "
-                              f"{self.folder.state_file}, a rerun continues from it")
-
-    def finished(self, history: list[dict], summary: dict) -> None:
-        self.state["done"][self.key] = (history, summary)
-        self.state["current"] = None
-        self.folder.save(self.state)
 
 
 def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[int], Any],
              train_arm: Callable[..., tuple[list[dict], dict]],
-             resume: ArmResume | None = None) -> tuple[list[dict], list[dict]]:
+             resume: UnitResume | None = None) -> tuple[list[dict], list[dict]]:
     """(curve rows, summary rows) of every arm on every seed: `prepare_seed(seed)` once per seed, then
     `train_arm(arm, seed, prepared)` -> (history rows, summary row) for each arm in order. With `resume`,
     arms a killed run finished are taken from its resume state, the arm it was in continues from its last
-    snapshot (train_arm is then called with resume=, and calls resume.tick), and SIGTERM stops cleanly."""
+    snapshot (train_arm is called with resume= and snapshot=, and calls resume.tick), and SIGTERM stops
+    cleanly."""
     curves, summaries = [], []
     with termination_requests() as stop:
         for seed_index, seed in enumerate(seeds):
             prepared = prepare_seed(seed)  # also when its arms are done: it may record per-seed facts
-            for key, arm in zip([(seed_index, arm_index) for arm_index in range(len(arms))], arms):
-                if resume is not None and key in resume.state["done"]:
-                    history, summary = resume.state["done"][key]
+            for arm_index, arm in enumerate(arms):
+                key = (seed_index, arm_index)
+                if resume is not None and resume.done(key):
+                    history, summary = resume.result(key)
                 elif resume is not None:
-                    resume.key, resume.stop = key, stop
-                    history, summary = train_arm(arm, seed, prepared, resume=resume)
-                    resume.finished(history, summary)
-                    if stop.requested:  # an arm without snapshots of its own stops at its end
-                        raise Interrupted(f"stopped by SIGTERM after arm {key}; resume state saved to "
-                                          f"{resume.folder.state_file}, a rerun continues from it")
+                    snapshot = resume.start(key, stop)
+                    history, summary = train_arm(arm, seed, prepared, resume=resume, snapshot=snapshot)
+                    resume.finished((history, summary))
                 else:
                     history, summary = train_arm(arm, seed, prepared)
                 curves += history

@@ -30,10 +30,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import ArmResume, format_steps, median_steps, run_arms, step_columns, write_tables
+from growcert.experiments.common import format_steps, median_steps, run_arms, step_columns, write_tables
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
+from growcert.resume import UnitResume
 from growcert.runtime import torch_runtime
 
 CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction"]
@@ -136,9 +137,10 @@ def first_step(history: list[dict[str, float]], key: str, threshold: float) -> i
     return next((int(row["step"]) for row in history if row[key] >= threshold), None)
 
 
-def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None) -> tuple[list[dict], dict]:
+def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
+              snapshot=None) -> tuple[list[dict], dict]:
     """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
-    (experiments.common.ArmResume) it continues a killed run's snapshot and snapshots itself as it goes."""
+    (resume.UnitResume) and the `snapshot` a killed run left it continues that run and snapshots itself."""
     train_tokens, train_answers, test_tokens, test_answers = data
     model.load_state_dict(initial_state)
     model.train()
@@ -160,7 +162,6 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None)
         history.append(row)
         return row
 
-    snapshot = resume.resumed() if resume is not None else None
     if snapshot is None:
         record(0)
         first, before = 1, 0.0
@@ -238,11 +239,12 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
         return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict], resume=None) -> tuple[list[dict], dict]:
+    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict], resume=None,
+              snapshot=None) -> tuple[list[dict], dict]:
         model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume)
+        return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume, snapshot=snapshot)
 
-    resume = ArmResume(out_dir, settings, settings["resume_every"], log)
+    resume = UnitResume(out_dir, settings, settings["resume_every"], log)
     curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),

@@ -53,7 +53,8 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
-from growcert.experiments.common import ArmResume, run_arms, step_columns, write_tables
+from growcert.experiments.common import run_arms, step_columns, write_tables
+from growcert.resume import UnitResume
 from growcert.optim import PopulationRiskAdam
 from growcert.runtime import torch_runtime
 
@@ -311,11 +312,11 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
         return problem, model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    def train(arm: dict[str, Any], seed: int, prepared, resume=None) -> tuple[list[dict], dict]:
+    def train(arm: dict[str, Any], seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         problem, model, initial_state = prepared
         return train_arm(arm, settings, seed, initial_state, model, problem, grid, log)
 
-    resume = ArmResume(out_dir, settings, None, log)  # arms of about a minute: resumed arm by arm
+    resume = UnitResume(out_dir, settings, None, log)  # arms of about a minute: resumed arm by arm
     curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),

@@ -45,10 +45,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import ArmResume, run_arms, write_tables
+from growcert.experiments.common import run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
+from growcert.resume import UnitResume
 from growcert.runtime import torch_runtime
 from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
 from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
@@ -230,13 +231,13 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
         swaps[f"swapped_seed{seed}"] = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
         return swaps[f"swapped_seed{seed}"]
 
-    def train(name: str, seed: int, swapped: torch.Tensor, resume=None) -> tuple[list[dict], dict]:
+    def train(name: str, seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
         _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
                                         settings, seed, log)
         return history, summary
 
-    resume = ArmResume(out_dir, settings, None, log)  # arms of under a minute: resumed arm by arm
+    resume = UnitResume(out_dir, settings, None, log)  # arms of under a minute: resumed arm by arm
     curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
     np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()

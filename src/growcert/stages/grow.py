@@ -45,9 +45,10 @@ from growcert.files import write_csv
 from growcert.models import build_model
 from growcert.models.blocks import insert_blocks, make_block, stream_features
 from growcert.models.capture import capture_batch
+from growcert.resume import UnitResume, termination_requests
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
-from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, make_optimizer, text_context
+from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, text_context
 
 SELECT_SEED_OFFSET = 20_011  # selection examples: a seed stream of their own
 COLUMNS = ["family", "dataset", "width", "seed", "arm", "base_depth", "depth", "blocks", "points", "grown_at",
@@ -93,15 +94,33 @@ def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, se
     return pd.DataFrame(rows)
 
 
+def choose_points(base: "GrowthArm", data: PreparedDataset, settings: dict[str, Any], seed: int,
+                  context: int | None, log: Callable[[str], None]) -> tuple[dict[str, list[str]], pd.DataFrame]:
+    """Where grown_value and grown_uniform insert their blocks, and the selection table behind the choice."""
+    probe = selection_examples(data, settings, seed, context)
+    scores = first_order_scores(base.model, probe.inputs, probe.targets, settings["block_hidden"], seed,
+                                settings["level"])
+    points = list(base.model.points)
+    if settings["blocks"] > len(points):
+        raise ConfigError(f"grow.blocks={settings['blocks']} exceeds the {len(points)} insertion points of the base")
+    ranked = scores.sort_values(settings["select_by"], ascending=False)["point"].tolist()
+    chosen = {"grown_value": ranked[:settings["blocks"]], "grown_uniform": evenly_spaced(points, settings["blocks"])}
+    selection = scores.assign(seed=seed, rank=[ranked.index(p) for p in scores["point"]],
+                              grown_value=scores["point"].isin(chosen["grown_value"]),
+                              grown_uniform=scores["point"].isin(chosen["grown_uniform"]))
+    log(f"seed {seed}: {settings['select_by']} by point "
+        + ", ".join(f"{p} {v:.3g}" for p, v in zip(scores["point"], scores[settings["select_by"]]))
+        + f"; grow at {chosen['grown_value']} (uniform control {chosen['grown_uniform']})")
+    return chosen, selection
+
+
 class GrowthArm:
     """One arm being trained: a `Trainer` (model, optimiser, its own copy of the batch stream) and its blocks."""
 
     def __init__(self, arm: str, model: nn.Module, settings: dict[str, Any], data: PreparedDataset, seed: int,
-                 context: int | None, optimizer=None, skip: int = 0):
+                 context: int | None):
         self.arm, self.model, self.settings, self.train = arm, model, settings, settings["train"]
-        self.trainer = Trainer(model, self.train, data, seed, context, label=f"grow {arm}", optimizer=optimizer)
-        for _ in range(skip):  # same stream as a run that already took `skip` steps
-            self.trainer.batches.next()
+        self.trainer = Trainer(model, self.train, data, seed, context, label=f"grow {arm}")
         self.points: list[str] = []
         self.grown_at, self.change = math.nan, math.nan
 
@@ -118,19 +137,14 @@ class GrowthArm:
                                                 "weight_decay": self.train["weight_decay"]})
         self.points, self.grown_at = list(points), step
 
-    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[["GrowthArm", int], None]) -> None:
+    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[["GrowthArm", int], None],
+            tick: Callable[[int], None] = lambda step: None) -> None:
         self.model.train()
         for step in range(first, last + 1):
             self.trainer.step(step)
             if step in evaluate_at:
                 record(self, step)
-
-    def fork(self, arm: str, data: PreparedDataset, seed: int, context: int | None, done: int) -> "GrowthArm":
-        """A copy that continues from here: same weights, optimiser state and position in the batch stream."""
-        model = copy.deepcopy(self.model)
-        optimizer = make_optimizer(model, self.train)
-        optimizer.load_state_dict(self.trainer.optimizer.state_dict())
-        return GrowthArm(arm, model, self.settings, data, seed, context, optimizer, skip=done)
+            tick(step)
 
 
 def grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path,
@@ -144,73 +158,92 @@ def grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: s
 
 def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: Path,
                       log: Callable[[str], None]) -> pd.DataFrame:
+    """Per seed, six units in a fixed order, each resumable: the shared base phase (then the selection), the
+    shallow, grown_value and grown_uniform continuations from the fork at grown_at, scratch, deeper."""
     train, family = settings["train"], settings["family"]
     context = text_context(data, settings["model"])
     steps = train["steps"]
     grown_at = max(1, min(steps - 1, round(settings["grow_fraction"] * steps)))
     evaluate_at = {s for s in range(train["eval_every"], steps + 1, train["eval_every"])} | {grown_at, steps}
+    resume = UnitResume(out_dir, settings, train["resume_every"], log)
     rows, selections = [], []
-    for seed in settings["seeds"]:
-        evaluation = evaluation_sets(data, train, seed, context)
+    with termination_requests() as stop:
+        for seed_index, seed in enumerate(settings["seeds"]):
+            evaluation = evaluation_sets(data, train, seed, context)
 
-        def record(run: GrowthArm, step: int, arms: tuple[str, ...] | None = None) -> None:
-            train_loss, train_acc = evaluate(run.model, evaluation["train"])
-            test_loss, test_acc = evaluate(run.model, evaluation["test"])
-            for arm in arms or (run.arm,):
-                rows.append({"family": family, "dataset": settings["dataset"], "width": settings["width"],
-                             "seed": seed, "arm": arm, "base_depth": settings["base_depth"],
-                             "depth": run.model.config.depth, "blocks": len(run.points),
-                             "points": ";".join(run.points), "grown_at": run.grown_at,
-                             "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
-                             "examples_seen": step * train["batch_size"], "train_loss": train_loss,
-                             "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
-                             "insert_max_abs_change": run.change})
+            def record(run: GrowthArm, step: int, into: list[dict], arms: tuple[str, ...] | None = None) -> None:
+                train_loss, train_acc = evaluate(run.model, evaluation["train"])
+                test_loss, test_acc = evaluate(run.model, evaluation["test"])
+                for arm in arms or (run.arm,):
+                    into.append({"family": family, "dataset": settings["dataset"], "width": settings["width"],
+                                 "seed": seed, "arm": arm, "base_depth": settings["base_depth"],
+                                 "depth": run.model.config.depth, "blocks": len(run.points),
+                                 "points": ";".join(run.points), "grown_at": run.grown_at,
+                                 "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
+                                 "examples_seen": step * train["batch_size"], "train_loss": train_loss,
+                                 "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
+                                 "insert_max_abs_change": run.change})
 
-        def model(depth: int) -> nn.Module:
-            torch.manual_seed(seed)  # every arm's base weights are the same draw
-            return build_model(family, settings["width"], depth, data.info, settings["model"])
+            def model(depth: int) -> nn.Module:
+                torch.manual_seed(seed)  # every arm's base weights are the same draw
+                return build_model(family, settings["width"], depth, data.info, settings["model"])
 
-        shared_arms = ("shallow", "grown_value", "grown_uniform")
-        base = GrowthArm("shallow", model(settings["base_depth"]), settings, data, seed, context)
-        record(base, 0, shared_arms)
-        base.fit(1, grown_at, evaluate_at, lambda run, step: record(run, step, shared_arms))
+            def unit(index: int, run: GrowthArm, first: int, labels: tuple[str, ...] | None = None) -> list[dict]:
+                """Fit `run` from step `first` to its unit's end, recording; resumable inside (resume.tick)."""
+                snapshot = resume.start((seed_index, index), stop)
+                unit_rows: list[dict] = []
+                if snapshot is None:
+                    if first == 1:
+                        record(run, 0, unit_rows, labels)
+                else:
+                    run.trainer.load_state_dict(snapshot["trainer"])
+                    unit_rows, first = snapshot["rows"], snapshot["step"] + 1
+                last = grown_at if index == 0 else steps
+                run.fit(first, last, evaluate_at, lambda arm, step: record(arm, step, unit_rows, labels),
+                        lambda step: resume.tick(step, lambda: {"trainer": run.trainer.state_dict(),
+                                                                "rows": unit_rows, "step": step}))
+                return unit_rows
 
-        probe = selection_examples(data, settings, seed, context)
-        scores = first_order_scores(base.model, probe.inputs, probe.targets, settings["block_hidden"], seed,
-                                    settings["level"])
-        points = list(base.model.points)
-        if settings["blocks"] > len(points):
-            raise ConfigError(f"grow.blocks={settings['blocks']} exceeds the {len(points)} insertion points of the base")
-        ranked = scores.sort_values(settings["select_by"], ascending=False)["point"].tolist()
-        chosen = {"grown_value": ranked[:settings["blocks"]], "grown_uniform": evenly_spaced(points, settings["blocks"])}
-        selections.append(scores.assign(seed=seed, rank=[ranked.index(p) for p in scores["point"]],
-                                        grown_value=scores["point"].isin(chosen["grown_value"]),
-                                        grown_uniform=scores["point"].isin(chosen["grown_uniform"])))
-        log(f"seed {seed}: {settings['select_by']} by point "
-            + ", ".join(f"{p} {v:.3g}" for p, v in zip(scores["point"], scores[settings["select_by"]]))
-            + f"; grow at {chosen['grown_value']} (uniform control {chosen['grown_uniform']})")
+            shared_arms = ("shallow", "grown_value", "grown_uniform")
+            if resume.done((seed_index, 0)):
+                fork, chosen, selection, unit_rows = resume.result((seed_index, 0))
+            else:
+                base = GrowthArm("shallow", model(settings["base_depth"]), settings, data, seed, context)
+                unit_rows = unit(0, base, 1, shared_arms)
+                chosen, selection = choose_points(base, data, settings, seed, context, log)
+                fork = copy.deepcopy(base.trainer.state_dict())  # the base at grown_at, for every continuation
+                resume.finished((fork, chosen, selection, unit_rows))
+            rows += unit_rows
+            selections.append(selection)
+            probe = selection_examples(data, settings, seed, context)
 
-        runs = [base]
-        for arm in ("grown_value", "grown_uniform"):
-            run = base.fork(arm, data, seed, context, grown_at)
-            run.grow(chosen[arm], seed, grown_at, probe.inputs)
-            runs.append(run)
-        for run in runs:
-            run.fit(grown_at + 1, steps, evaluate_at, record)
-        architecture = model(settings["base_depth"])  # the grown_value network, blocks in place from step 0
-        insert_blocks(architecture, chosen["grown_value"], hidden=settings["block_hidden"], seed=seed, trainable=True)
-        scratch = GrowthArm("scratch", architecture, settings, data, seed, context)
-        scratch.points, scratch.grown_at = chosen["grown_value"], 0
-        runs.append(scratch)
-        if settings["deeper_depth"] is not None:
-            runs.append(GrowthArm("deeper", model(settings["deeper_depth"]), settings, data, seed, context))
-        for run in runs[3:]:
-            record(run, 0)
-            run.fit(1, steps, evaluate_at, record)
-        final = {r["arm"]: r["test_loss"] for r in rows if r["seed"] == seed and r["step"] == steps}
-        log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
+            arms = [("shallow", None), ("grown_value", chosen["grown_value"]), ("grown_uniform", chosen["grown_uniform"]),
+                    ("scratch", chosen["grown_value"])] + ([("deeper", None)] if settings["deeper_depth"] else [])
+            for index, (arm, points) in enumerate(arms, start=1):
+                if resume.done((seed_index, index)):
+                    rows += resume.result((seed_index, index))
+                    continue
+                if arm == "scratch":  # the grown_value network, blocks in place from step 0
+                    architecture = model(settings["base_depth"])
+                    insert_blocks(architecture, points, hidden=settings["block_hidden"], seed=seed, trainable=True)
+                    run = GrowthArm(arm, architecture, settings, data, seed, context)
+                    run.points, run.grown_at, first = points, 0, 1
+                elif arm == "deeper":
+                    run, first = GrowthArm(arm, model(settings["deeper_depth"]), settings, data, seed, context), 1
+                else:  # a continuation of the shared base from the fork at grown_at
+                    run = GrowthArm(arm, model(settings["base_depth"]), settings, data, seed, context)
+                    run.trainer.load_state_dict(fork)
+                    if points is not None:
+                        run.grow(points, seed, grown_at, probe.inputs)
+                    first = grown_at + 1
+                unit_rows = unit(index, run, first)
+                resume.finished(unit_rows)
+                rows += unit_rows
+            final = {r["arm"]: r["test_loss"] for r in rows if r["seed"] == seed and r["step"] == steps}
+            log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows, columns=COLUMNS)
     write_csv(pd.concat(selections, ignore_index=True), out_dir / "selection.csv")
     write_csv(table, out_dir / "growth.csv")  # last: the file the summary reads
+    resume.folder.clear()
     return table
