@@ -51,6 +51,15 @@ def snapshot_step(out) -> int:
         return 0
 
 
+def unit_progress(state) -> tuple[int, int]:
+    """(unit index, step) of the last snapshot inside a unit of a UnitResume state; (-1, 0) before any."""
+    try:
+        current = torch.load(state, weights_only=False)["current"] if state.is_file() else None
+    except Exception:  # being replaced at this instant
+        return (-1, 0)
+    return (current["key"][1], current["step"]) if current else (-1, 0)
+
+
 def assert_same_checkpoints(out, reference):
     for step in SETTINGS["train"]["checkpoints"]:
         ours = torch.load(out / f"step{step}.pt", weights_only=False)["state_dict"]
@@ -154,20 +163,13 @@ def test_sigkill_inside_a_grokking_arm_then_rerun_is_bit_identical(tmp_path):
     state = resume_folder(out) / "state.pt"
     target = (1, int(np.random.default_rng(5).integers(1, 19)) * 25)  # (arm index, step) to pass before the kill
 
-    def progress():
-        try:
-            current = torch.load(state, weights_only=False)["current"] if state.is_file() else None
-        except Exception:
-            return (-1, 0)
-        return (current["key"][1], current["step"]) if current else (-1, 0)
-
     process = grokking(out, GROKKING)
-    while progress() < target and process.poll() is None:
+    while unit_progress(state) < target and process.poll() is None:
         time.sleep(0.01)
     assert process.poll() is None, "the run finished before it could be killed; lengthen it"
     process.kill()
     process.wait()
-    killed_at = progress()
+    killed_at = unit_progress(state)
     rerun = grokking(out, GROKKING)
     stdout, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr
@@ -198,22 +200,15 @@ def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tm
     state = resume_folder(out) / "state.pt"
     target = (int(np.random.default_rng(11).integers(2, 6)), 30)  # (unit index, step) to pass before the kill
 
-    def progress():
-        try:
-            current = torch.load(state, weights_only=False)["current"] if state.is_file() else None
-        except Exception:
-            return (-1, 0)
-        return (current["key"][1], current["step"]) if current else (-1, 0)
-
     command = [sys.executable, "-m", "growcert.cli", "grow", "--data", str(text), "--settings", json.dumps(GROW),
                "--out", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while progress() < target and process.poll() is None:
+    while unit_progress(state) < target and process.poll() is None:
         time.sleep(0.01)
     assert process.poll() is None, "the comparison finished before it could be killed; lengthen it"
     process.kill()
     process.wait()
-    killed_at = progress()
+    killed_at = unit_progress(state)
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     assert f"resumed unit (0, {killed_at[0]}) at step {killed_at[1]}" in rerun.stdout
