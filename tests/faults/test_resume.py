@@ -216,3 +216,36 @@ def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tm
         pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv"),
                                       check_exact=True)
     assert not resume_folder(out).exists()
+
+
+def test_sigkill_during_a_dump_then_rerun_writes_the_same_store(text, uninterrupted, tmp_path):
+    """A dump is short and deterministic: killed, it leaves only `<store>.partial`, which no reader takes for a
+    store; the rerun starts over and writes every array exactly as an uninterrupted dump does."""
+    import xarray as xr
+
+    from growcert.store import open_store
+
+    settings = {"train_examples": 256, "test_examples": 256, "batch_size": 8}
+    reference = tmp_path / "reference.zarr"
+    subprocess.run([sys.executable, "-m", "growcert.cli", "dump", "--checkpoint", str(uninterrupted / "step400.pt"),
+                    "--data", str(text), "--settings", json.dumps(settings), "--out", str(reference)], check=True,
+                   capture_output=True)
+    store = tmp_path / "killed.zarr"
+    command = [sys.executable, "-m", "growcert.cli", "dump", "--checkpoint", str(uninterrupted / "step400.pt"),
+               "--data", str(text), "--settings", json.dumps(settings), "--out", str(store)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = store.with_name(store.name + ".partial")
+    while not (partial / "block0").exists() and process.poll() is None:
+        time.sleep(0.005)
+    time.sleep(float(np.random.default_rng(3).uniform(0.0, 0.3)))
+    assert process.poll() is None, "the dump finished before it could be killed; dump more examples"
+    process.kill()
+    process.wait()
+    assert not store.exists() and partial.exists()  # killed before the rename: no store, only the partial
+    assert subprocess.run(command, capture_output=True).returncode == 0 and not partial.exists()
+    for group in open_store(reference).attrs["groups"]:
+        ours = xr.open_zarr(store, group=group, consolidated=False)
+        theirs = xr.open_zarr(reference, group=group, consolidated=False)
+        for variable in ("q", "z", "loss", "label", "index"):
+            assert np.array_equal(ours[variable].values, theirs[variable].values, equal_nan=False), (group, variable)
+        assert (ours["split"].values == theirs["split"].values).all()
