@@ -66,13 +66,3 @@ def browser_check(report, width=1280, height=900):
     found = re.search(r'<pre id="browser-check">(.*?)</pre>', result.stdout)
     assert found, f"the page did not finish loading in Chromium: {result.stderr[-2000:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-
-
-def screenshot(report, out, width=1280, height=900):
-    """The first screen of `report` at `width` × `height` as a PNG."""
-    import subprocess
-    from pathlib import Path
-
-    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--window-size={width},{height}", f"--screenshot={out}", Path(report).resolve().as_uri()],
-                   capture_output=True, timeout=120, check=True)

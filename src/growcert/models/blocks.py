@@ -6,7 +6,9 @@ the block can follow. The block itself is `residual.ZeroOutputBlock` (pointwise:
 MLP on images, a per-token MLP on sequences, φ = GELU); this module fixes, per family, the choices
 that make it *the* block of this project, so that the offline estimate (`growcert.stages.depth`, which
 computes the block's features from stored z with `ZeroOutputBlock.hidden`), the growth experiment
-(`growcert.stages.grow`) and the interventions all use one and the same block:
+(`growcert.stages.grow`) and the interventions all use one and the same block. Where the stream's
+features sit and which u(z) the block applies are each family's facts (`FAMILY.channel_dim`,
+`FAMILY.block_norm` in models/resnet.py, llama.py, hf.py); as they stand:
 
     family   stream              u(z)                         W_in (seeded by block_seed(seed, point))
     resnet   (C, H, W), post-ReLU identity (BN-at-init, see residual.py)  (hidden × C), 1×1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -113,7 +114,7 @@ def _training(results: Path, report_dir: Path) -> str:
     return (f"<p>{len(final)} models; held-out metrics at the last step of each run (the budget is identical "
             f"across widths within a grid).</p>"
             f'<details id="{page.anchor("table", "training")}"><summary>final evaluation of every run '
-            f'({len(final)} rows) · <a href="{html.escape(str(Path(table_path).relative_to(results)))}">full '
+            f'({len(final)} rows) · <a href="{html.escape(os.path.relpath(table_path, report_dir))}">full '
             f"history CSV</a></summary>{page.table_html(shown)}</details>")
 
 
