@@ -204,3 +204,12 @@ def test_summary_counts_cells():
     assert summary["magnitude"] == 2 and summary["magnitude_clear"] == 1
     assert summary["magnitude_cells"] == ["step=50", "step=900"]
     assert "rises with width in 1 of 3 judged cells" in summary["this_run"]
+
+
+def test_bad_arguments_are_refused_with_a_message():
+    with pytest.raises(ValueError, match="confidence level"):
+        width_trend(constructed([1.0, 1.1]), level=95, cell=[])
+    with pytest.raises(ValueError, match="keyed by"):
+        matched_loss(TABLE, pd.DataFrame({"optimizer": ["adam"], "test_loss": [2.5]}))
+    with pytest.raises(ValueError, match="two rows at one step"):
+        matched_loss(pd.concat([TABLE, TABLE.assign(point="block0")]), [2.5], curve=["width", "seed"])

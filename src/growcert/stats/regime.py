@@ -211,6 +211,8 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
     seeds_at_widest, <value>_widest, <value>_widest_lo, <value>_widest_hi, magnitude_reached,
     magnitude_clear.
     """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1); got {level}")
     keys = present(cell, table) + [progress]
     slopes = {key: group["slope"].to_numpy(float) for key, group in _by(width_slopes(table, progress, value, cell), keys)}
     rows = []
