@@ -145,7 +145,8 @@ def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_al
                  cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
     """Per (cell, progress, seed): the OLS slope of log `value` on log width.
 
-    Only determined values (finite, > 0) enter; a seed with fewer than two such widths gets NaN.
+    Only determined values (finite, > 0) enter; a seed with one such width gets a NaN slope, one
+    with none gets no row (width_trend counts only finite slopes either way).
     Returns the cell keys, `progress`, seed, ``widths`` (how many entered) and ``slope``.
     """
     keys = present(cell, table) + [progress]
