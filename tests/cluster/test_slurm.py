@@ -280,3 +280,43 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
     assert resubmitted == remote == plan, (resubmitted, remote, plan)
     assert {path: path.stat().st_mtime_ns for path in untouched} == untouched
     assert_runs_and_stores(results, resnet)
+
+
+def test_job_killed_at_its_time_limit_resumes_on_retry(full_run, tmp_path):
+    # One training run long enough to outlive a 1-minute limit (SLURM kills at 60 s plus up to its
+    # ~30 s enforcement tick, then KillWait). Its first attempt gets `--time=1`, its retry 11 minutes.
+    # resume_every exceeds the steps, so the only resume state the retry can find is the one written
+    # when SLURM's SIGTERM arrived: the retry resuming proves the time-limit path end to end.
+    steps = int(os.environ.get("GROWCERT_SLURM_TIMELIMIT_STEPS", "12000"))
+    train = {"steps": steps, "batch_size": 32, "lr": 0.002, "warmup_steps": 2, "checkpoints": [steps],
+             "eval_every": steps, "eval_examples": 64, "resume_every": 10 * steps}
+    config = tmp_path / "long_run.yaml"
+    config.write_text(yaml.safe_dump({"grids": [{"family": "resnet", "dataset": "digits", "widths": [2],
+                                                  "depths": [8], "seeds": [0], "train": train}]}))
+    results = tmp_path / "results"
+    run_folder = run_dir(results, "resnet", "digits", 2, 8)
+    command = snakemake_command(tmp_path, full_run.base / "prepared", "--configfile", "configs/ci.yaml", str(config),
+                                "--set-resources", "train_model:runtime=10*attempt-9", "--retries", "1",
+                                targets=[run_folder])
+    returncode, output = "?", ""
+    try:
+        returncode, output = run(command, timeout=TIMEOUT + 300)
+    finally:
+        cancel_unfinished([job_id for job_id, _, _ in submitted_jobs(output)])
+    (tmp_path / "snakemake.log").write_text(output)
+    assert returncode == 0, output[-4000:]
+
+    jobs = [(job_id, log) for job_id, rule, log in submitted_jobs(output) if rule == "train_model"]
+    assert len(jobs) == 2, output[-3000:]  # the attempt SLURM killed, and its retry
+    (killed, killed_log), (retry, _) = jobs
+    assert f"SLURM-job '{killed}' failed, SLURM status is: 'TIMEOUT'" in output, output[-3000:]
+    assert "DUE TO TIME LIMIT" in killed_log.read_text(), killed_log  # slurmstepd's own line
+    assert job_state(retry) == "COMPLETED"
+
+    # The retry continued from the state saved on SIGTERM (the rule log is the retry's own).
+    rule_log = (results / "logs" / "train_model" / "resnet" / "digits" / "w2_d8_s0.log").read_text()
+    resumed = re.search(r"^resumed from \S+ at step (\d+)$", rule_log, re.MULTILINE)
+    assert resumed, rule_log[-2000:]
+    assert 0 < int(resumed.group(1)) < steps, resumed.group(0)
+    assert (run_folder / f"step{steps}.pt").is_file() and (run_folder / "metrics.json").is_file()
+    assert not any(path.name.endswith(".resume") for path in run_folder.parent.iterdir())  # cleared when done

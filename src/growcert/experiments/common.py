@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
+import torch
 
 from growcert.provenance import provenance
 from growcert.resume import UnitResume, termination_requests
@@ -51,6 +53,25 @@ def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[
                 curves += history
                 summaries.append(summary)
     return curves, summaries
+
+
+def arm_snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: torch.Generator,
+                 history: list[dict], step: int, started: float, **extra: Any) -> dict[str, Any]:
+    """What an arm needs to continue exactly where it was: weights, optimizer state (PopulationRiskAdam's
+    extra vectors included), the batch generator, the curve so far, the step and the time spent (`started`
+    is its perf_counter origin), plus any arm-specific `extra` state."""
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": batches.get_state(),
+            "history": history, "step": step, "elapsed": time.perf_counter() - started, **extra}
+
+
+def restore_arm(snapshot: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                batches: torch.Generator, history: list[dict]) -> tuple[int, float]:
+    """Put an `arm_snapshot` back in place; returns (first step to run, seconds already spent)."""
+    model.load_state_dict(snapshot["model"])
+    optimizer.load_state_dict(snapshot["optimizer"])
+    batches.set_state(snapshot["generator"])
+    history[:] = snapshot["history"]
+    return snapshot["step"] + 1, snapshot["elapsed"]
 
 
 def write_tables(out_dir: Path, settings: dict[str, Any], tables: dict[str, pd.DataFrame],

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import format_steps, median_steps, run_arms, step_columns, write_tables
+from growcert.experiments.common import (arm_snapshot, format_steps, median_steps, restore_arm, run_arms,
+                                        step_columns, write_tables)
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
@@ -166,19 +167,14 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
         record(0)
         first, before = 1, 0.0
     else:  # weights, optimiser state, Grokfast's average and the batch generator, exactly as they were
-        model.load_state_dict(snapshot["model"])
-        optimizer.load_state_dict(snapshot["optimizer"])
+        first, before = restore_arm(snapshot, model, optimizer, batches, history)
         if grad_filter is not None:
             grad_filter.ema = snapshot["ema"]
-        batches.set_state(snapshot["generator"])
-        history[:] = snapshot["history"]
-        first, before = snapshot["step"] + 1, snapshot["elapsed"]
     started, step = time.perf_counter() - before, first - 1
 
     def state() -> dict[str, Any]:
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": batches.get_state(),
-                "ema": grad_filter.ema if grad_filter is not None else None, "history": history,
-                "step": step, "elapsed": time.perf_counter() - started}
+        return arm_snapshot(model, optimizer, batches, history, step, started,
+                            ema=grad_filter.ema if grad_filter is not None else None)
 
     for step in range(first, settings["steps"] + 1):
         if batch < train_size:

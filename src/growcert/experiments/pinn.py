@@ -53,7 +53,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
-from growcert.experiments.common import run_arms, step_columns, write_tables
+from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
 from growcert.resume import UnitResume
 from growcert.optim import PopulationRiskAdam
 from growcert.runtime import torch_runtime
@@ -251,8 +251,10 @@ def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], bet
     return rows
 
 
-def train_arm(arm, settings, seed, initial_state, model, problem, grid, log) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state`; returns its curve rows and its summary row."""
+def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
+              snapshot=None) -> tuple[list[dict], dict]:
+    """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
+    (resume.UnitResume) and the `snapshot` a killed run left it continues that run and snapshots itself."""
     model.load_state_dict(initial_state)
     optimizer = make_optimizer(arm, model, settings)
     sizes = stratum_batch_sizes(settings)
@@ -267,9 +269,13 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log) -> 
                         "test_l2": relative_l2(model, grid), "train_loss": train_loss,
                         "gated_fraction": math.nan if gated is None else gated})
 
-    record(0)
-    started = time.perf_counter()
-    for step in range(1, settings["steps"] + 1):
+    if snapshot is None:
+        record(0)
+        first, before = 1, 0.0
+    else:  # weights, optimiser state and the batch generator, exactly as they were
+        first, before = restore_arm(snapshot, model, optimizer, batches, history)
+    started, step = time.perf_counter() - before, first - 1
+    for step in range(first, settings["steps"] + 1):
         batch = sample_batch(problem, sizes, settings["resample_collocation"], batches)
         optimizer.zero_grad(set_to_none=True)
         if exact:
@@ -279,6 +285,8 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log) -> 
             optimizer.step()
         if step % settings["eval_every"] == 0 or step == settings["steps"]:
             record(step)
+        if resume is not None:
+            resume.tick(step, lambda: arm_snapshot(model, optimizer, batches, history, step, started))
     seconds = time.perf_counter() - started  # training and its evaluations
     reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
                               settings["target_l2"])
@@ -314,9 +322,10 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
 
     def train(arm: dict[str, Any], seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         problem, model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, problem, grid, log)
+        return train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=resume,
+                         snapshot=snapshot)
 
-    resume = UnitResume(out_dir, settings, None, log)  # arms of about a minute: resumed arm by arm
+    resume = UnitResume(out_dir, settings, settings["resume_every"], log)
     curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import run_arms, write_tables
+from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.optim import PopulationRiskAdam
 from growcert.report.claims import claim_row
@@ -93,9 +93,10 @@ def make_optimizer(name: str, model: nn.Module, settings: dict[str, Any]) -> tor
 
 
 def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
-              settings: dict[str, Any], seed: int, log: Callable[[str], None] = print
-              ) -> tuple[nn.Module, list[dict], dict]:
+              settings: dict[str, Any], seed: int, log: Callable[[str], None] = print, resume=None,
+              snapshot=None) -> tuple[nn.Module, list[dict], dict]:
     """DPO from the reference weights with optimizer `name`; returns the policy, curve rows, summary row.
+    With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
 
     `train` and `test` hold token ids "chosen" and "rejected" (n, P + L), the reference's log-probs
     "reference_chosen" / "reference_rejected" (n,), and for `train` the bool mask "swapped"; a swapped
@@ -132,9 +133,14 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
         history.append(row)
         return row
 
-    record(0)
-    started = time.perf_counter()
-    for step in range(1, settings["steps"] + 1):
+    if snapshot is None:
+        record(0)
+        first, before = 1, 0.0
+    else:  # weights, optimiser state, the batch generator and the gate readings since the last evaluation
+        first, before = restore_arm(snapshot, policy, optimizer, batches, history)
+        gated[:] = snapshot["gated"]
+    started, step = time.perf_counter() - before, first - 1
+    for step in range(first, settings["steps"] + 1):
         drawn = torch.randperm(pairs_train, generator=batches)[:batch]  # fresh batch, independent per step
         optimizer.zero_grad(set_to_none=True)
         logps = continuation_logprobs(policy, torch.cat((labelled["chosen"][drawn], labelled["rejected"][drawn])),
@@ -152,6 +158,9 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
             if step % (settings["eval_every"] * 10) == 0:
                 log(f"  {name} seed {seed} step {step}: held-out reward acc {row['heldout_reward_acc']:.3f}  "
                     f"drift {row['drift']:.3f}  ({time.perf_counter() - started:.0f}s)")
+        if resume is not None:
+            resume.tick(step, lambda: arm_snapshot(policy, optimizer, batches, history, step, started,
+                                                   gated=list(gated)))
     seconds = time.perf_counter() - started
     summary = {"optimizer": name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
                "final_drift": history[-1]["drift"], "seconds": round(seconds, 2)}
@@ -234,10 +243,10 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
     def train(name: str, seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
         _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
-                                        settings, seed, log)
+                                        settings, seed, log, resume=resume, snapshot=snapshot)
         return history, summary
 
-    resume = UnitResume(out_dir, settings, None, log)  # arms of under a minute: resumed arm by arm
+    resume = UnitResume(out_dir, settings, settings["resume_every"], log)
     curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
     np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()

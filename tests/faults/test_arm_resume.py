@@ -1,0 +1,84 @@
+"""Preemption inside a PINN arm and inside a DPO arm: SIGTERM's stop request at a chosen step of a chosen arm
+saves a resume state and raises `Interrupted`; the rerun takes the finished arms from that state, continues the
+interrupted arm from its snapshot, and writes the same tables as an uninterrupted run (timing aside).
+
+The stop request is raised in process, through `UnitResume.tick` exactly where SIGTERM's handler would have set
+it (tests/faults/test_resume.py kills real subprocesses of `growcert train`, `grow` and `grokking`; this file
+covers the two experiments whose arms snapshot themselves the same way)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from growcert.experiments.pinn import run_pinn
+from growcert.experiments.preference import run_preference
+from growcert.resume import Interrupted, UnitResume, resume_folder
+
+PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
+        "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "poprisk_lrs": [1e-2],
+        "resume_every": 7}
+PREFERENCE = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 12,
+              "batch_size": 8, "eval_every": 4, "seeds": [0], "lr": 3e-3, "resume_every": 5}
+
+
+@pytest.fixture
+def stop_at(monkeypatch):
+    """stop_at(unit, step): the run's stop request is set when that unit reaches that step, as SIGTERM would."""
+    ticks = []
+
+    def arm(unit: int, step: int) -> list[tuple]:
+        real_tick = UnitResume.tick
+
+        def tick(self, current, snapshot):
+            ticks.append((self.key, current))
+            if self.key[1] == unit and current == step and self.stop is not None:
+                self.stop.requested = True
+            return real_tick(self, current, snapshot)
+
+        monkeypatch.setattr(UnitResume, "tick", tick)
+        return ticks
+
+    return arm
+
+
+def assert_same_tables(out, reference):
+    for name in ("curves", "summary"):
+        ours, theirs = pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv")
+        pd.testing.assert_frame_equal(ours.drop(columns=["seconds"], errors="ignore"),
+                                      theirs.drop(columns=["seconds"], errors="ignore"), check_exact=True)
+    assert not resume_folder(out).exists()
+
+
+def interrupt_then_resume(run, out, stop_at, monkeypatch, unit, step, logs):
+    stop_at(unit, step)
+    with pytest.raises(Interrupted, match=rf"unit \(0, {unit}\) after step {step}"):
+        run(out)
+    assert (resume_folder(out) / "state.pt").is_file() and not (out / "summary.csv").exists()
+    monkeypatch.undo()  # the rerun: no stop request
+    run(out)
+    assert f"resumed unit (0, {unit}) at step {step}" in "\n".join(logs)
+
+
+def test_sigterm_inside_a_pinn_arm_then_rerun_gives_the_same_tables(tmp_path, stop_at, monkeypatch):
+    run_pinn(PINN, tmp_path / "reference", log=lambda _: None, threads=1)
+    logs = []
+    run = lambda out: run_pinn(PINN, out, log=logs.append, threads=1)  # noqa: E731
+    # inside the second arm (PopulationRiskAdam), between two snapshots and two evaluations
+    interrupt_then_resume(run, tmp_path / "killed", stop_at, monkeypatch, unit=1, step=23, logs=logs)
+    assert_same_tables(tmp_path / "killed", tmp_path / "reference")
+
+
+def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, prepared, train_tiny, stop_at,
+                                                                   monkeypatch):
+    text = prepared("shakespeare")
+    train_tiny(text, tmp_path / "ref", "llama", "shakespeare", 16, 1)
+    logs = []
+
+    def run(out, log=logs.append):
+        run_preference(PREFERENCE, out, log=log, threads=1, reference_checkpoint=tmp_path / "ref", data=text)
+
+    run(tmp_path / "reference", log=lambda _: None)
+    # inside the second arm, after the gate has taken readings since the last evaluation (step 8)
+    interrupt_then_resume(run, tmp_path / "killed", stop_at, monkeypatch, unit=1, step=10, logs=logs)
+    assert_same_tables(tmp_path / "killed", tmp_path / "reference")
