@@ -274,6 +274,9 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
     _check_grow(config)
     _check_pretrained(config["pretrained"])
     preference_reference_run(config)
+    if "z" not in config["dump"]["variables"]:  # every store of the pipeline goes through estimate_depth and intervene
+        raise ConfigError(f"config key 'dump.variables': {config['dump']['variables']} drops z, which the pipeline's "
+                          "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}
