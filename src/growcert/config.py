@@ -287,6 +287,12 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]")
         seen[pair] = position
         _check_budget(f"{where}.train", grid["train"])
+        if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
+            from growcert.data.text import grid_budget_problem
+
+            context = config["models"]["llama"]["context"]
+            if problem := grid_budget_problem(grid["train"], context, config["datasets"]["text"]):
+                raise ConfigError(f"config key '{where}.train': {problem}")
         _check_model(where, grid["family"], grid["dataset"],
                      {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
                      {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])},
