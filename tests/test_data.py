@@ -48,7 +48,7 @@ def npz_bytes(path: Path) -> bytes:
 
 
 def test_registry_and_defaults():
-    assert DATASETS == ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100")
+    assert DATASETS == ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100", "text")
     assert default_settings("digits") == {"test_fraction": 0.3, "seed": 0, "stratify": True}
     assert default_settings("shakespeare") == {"test_fraction": 0.1, "seed": 0, "chunk_bytes": 4096,
                                                "edition": "modern"}

@@ -274,6 +274,9 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
     _check_grow(config)
     _check_pretrained(config["pretrained"])
     preference_reference_run(config)
+    if "z" not in config["dump"]["variables"]:  # every store of the pipeline goes through estimate_depth and intervene
+        raise ConfigError(f"config key 'dump.variables': {config['dump']['variables']} drops z, which the pipeline's "
+                          "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
     seen: dict[tuple[str, str], int] = {}
@@ -284,6 +287,12 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]")
         seen[pair] = position
         _check_budget(f"{where}.train", grid["train"])
+        if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
+            from growcert.data.text import grid_budget_problem
+
+            context = config["models"]["llama"]["context"]
+            if problem := grid_budget_problem(grid["train"], context, config["datasets"]["text"]):
+                raise ConfigError(f"config key '{where}.train': {problem}")
         _check_model(where, grid["family"], grid["dataset"],
                      {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
                      {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])},

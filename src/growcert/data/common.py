@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,7 +26,7 @@ class Setting:
 
     kind is one of: "fraction" (float in (0, 1)), "seed" (int >= 0),
     "positive_int", "optional_positive_int" (positive int or None), "bool",
-    "path" (str or Path), "choice" (one of `choices`).
+    "path" (str or Path), "string" (a non-empty str), "choice" (one of `choices`).
     """
 
     default: Any
@@ -41,10 +41,13 @@ class BuiltDataset:
 
     arrays: the six stored arrays (raw uint8 pixels or bytes; None for text labels).
     info: the dataset-specific part of info.json (kind, shape or vocab, source, sha256, split).
+    files: arrays already written as .npy files (a streamed corpus): name -> temporary path in the output
+        folder; `write_prepared` moves them into place as `<name>.npy`, memory-mapped on load.
     """
 
     arrays: dict[str, np.ndarray | None]
     info: dict[str, Any]
+    files: dict[str, Path] = field(default_factory=dict)
 
 
 def _is_int(value: Any) -> bool:
@@ -67,6 +70,8 @@ def _check(kind: str, value: Any, choices: tuple) -> tuple[bool, str]:
         return isinstance(value, bool), "true or false"
     if kind == "path":
         return isinstance(value, (str, Path)) and str(value) != "", "a folder path (string)"
+    if kind == "string":
+        return isinstance(value, str) and value != "", "a non-empty string"
     if kind == "choice":
         return value in choices, "one of " + ", ".join(repr(c) for c in choices)
     raise ValueError(f"unknown setting kind {kind!r}")  # programming error, not user-facing

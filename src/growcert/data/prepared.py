@@ -13,6 +13,12 @@ Two properties the pipeline relies on:
 - completeness: both files are written under temporary names and renamed,
   arrays first and info.json last, so info.json doubles as the "complete"
   marker and a killed job never leaves a directory that looks finished.
+
+A streamed corpus (dataset `text`) keeps its two byte streams out of the archive, as plain
+`train_x.npy` / `test_x.npy` listed in info.json's `array_files` (size and sha256): `load_prepared`
+memory-maps them, so a multi-GB corpus is paged in window by window, never read whole. Their sha256 is
+recorded at preparation; loading checks their sizes only (hashing GBs at every job start would cost more
+than the job's reads).
 """
 
 from __future__ import annotations
@@ -92,8 +98,14 @@ def _fsync_replace(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], info: dict) -> dict:
-    """Write arrays.npz and info.json atomically; return info with `arrays_sha256` added."""
+def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], info: dict,
+                   files: dict[str, Path] | None = None) -> dict:
+    """Write arrays.npz and info.json atomically; return info with `arrays_sha256` added.
+
+    files: arrays already written as temporary .npy files in out_dir (name -> path); they are moved to
+    `<name>.npy`, left out of arrays.npz and listed in info["array_files"].
+    """
+    files = files or {}
     out_dir = Path(out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -106,8 +118,13 @@ def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], in
         # Drop the old completeness marker first: a stale info.json must never describe
         # new arrays if this job dies between the two renames.
         final_info.unlink(missing_ok=True)
-        _write_npz(tmp_arrays, arrays)
+        _write_npz(tmp_arrays, {name: None if name in files else array for name, array in arrays.items()})
         info = {**info, "arrays_sha256": sha256_file(tmp_arrays)}
+        if files:
+            info["array_files"] = {name: {"file": f"{name}.npy", "bytes": path.stat().st_size,
+                                          "sha256": sha256_file(path)} for name, path in files.items()}
+            for name, path in files.items():
+                _fsync_replace(path, out_dir / f"{name}.npy")
         text = json.dumps(info, indent=2, allow_nan=False) + "\n"
         tmp_info.write_text(text, encoding="utf-8")
         _fsync_replace(tmp_arrays, final_arrays)
@@ -193,11 +210,25 @@ def load_prepared(path: str | Path, *, normalize: bool = True, verify: bool = Tr
             arrays = {name: (archive[name] if name in archive.files else None) for name in ARRAY_NAMES}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise DatasetError(f"cannot read {arrays_path} ({exc}); {_rebuild_hint(path)}") from exc
+    for name, record in info.get("array_files", {}).items():
+        arrays[name] = _mapped(path, record)
     _check_arrays(path, info, arrays)
     if normalize and info["kind"] == "image":
         for name in ("train_x", "test_x"):
             arrays[name] = normalize_images(arrays[name], info["mean"], info["std"])
     return PreparedDataset(name=info["name"], info=info, **arrays)
+
+
+def _mapped(path: Path, record: dict) -> np.ndarray:
+    """A streamed array of a prepared folder, memory-mapped read-only after a size check."""
+    file = path / record["file"]
+    if not file.is_file() or file.stat().st_size != record["bytes"]:
+        found = f"{file.stat().st_size} bytes" if file.is_file() else "missing"
+        raise DatasetError(f"{file}: {found}, info.json says {record['bytes']} bytes; {_rebuild_hint(path)}")
+    try:
+        return np.load(file, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"cannot read {file} ({exc}); {_rebuild_hint(path)}") from exc
 
 
 def normalize_images(raw: np.ndarray, mean: Any, std: Any) -> np.ndarray:

@@ -95,9 +95,10 @@ def read_corpus(edition: str) -> tuple[bytes, dict[str, Any], str]:
 
 
 def chunk_split(
-    n_bytes: int, chunk_bytes: int, test_fraction: float, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Train chunk ids, test chunk ids (both sorted) and a per-byte `is test` mask."""
+    n_bytes: int, chunk_bytes: int, test_fraction: float, seed: int, byte_mask: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Train chunk ids, test chunk ids (both sorted) and a per-byte `is test` mask (None without byte_mask:
+    a multi-GB corpus routes its bytes by chunk instead, `data/text.py`)."""
     n_chunks = -(-n_bytes // chunk_bytes)  # ceiling: the last chunk may be short
     if n_chunks < 2:
         raise DatasetError(
@@ -108,6 +109,8 @@ def chunk_split(
     order = split_rng(seed, 0).permutation(n_chunks)
     test_chunks = np.sort(order[:n_test]).astype(np.int64)
     train_chunks = np.sort(order[n_test:]).astype(np.int64)
+    if not byte_mask:
+        return train_chunks, test_chunks, None
     chunk_is_test = np.zeros(n_chunks, dtype=bool)
     chunk_is_test[test_chunks] = True
     byte_is_test = np.repeat(chunk_is_test, chunk_bytes)[:n_bytes]

@@ -37,7 +37,7 @@ from growcert.models import family_of
 from growcert.models.blocks import make_block, point_index
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
-from growcert.store import iter_sample_chunks, open_group, open_store, reading, split_of, store_identity
+from growcert.store import iter_sample_chunks, open_group, open_store, reading, require_variable, split_of, store_identity
 
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
            "features", "hidden", "positions", "value", "value_se", "value_lo", "value_hi", "value_plugin",
@@ -76,6 +76,7 @@ def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = Non
 
 def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Callable[[str], None]) -> pd.DataFrame:
     identity = store_identity(store_path)
+    require_variable(store_path, "z", "estimate-depth (the inserted block reads the activations)")
     family = identity["family"]
     rows = []
     for point in settings["points"] or list(open_store(store_path).attrs["groups"]):

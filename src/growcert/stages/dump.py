@@ -27,6 +27,7 @@ from growcert.config import stage_settings
 from growcert.provenance import provenance
 from growcert.runtime import torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
+from growcert.store.encoding import StoreOptions, write_unit
 from growcert.training import text_context
 
 class ChunkBuffer:
@@ -61,7 +62,9 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
     """
     settings = stage_settings("dump", settings)
-    with torch_runtime(threads):
+    # Compression and writes run in zarr's thread pool: as many workers as the job's cores (zarr's default
+    # would take every core of a shared node).
+    with torch_runtime(threads), zarr.config.set({"threading.max_workers": threads}):
         return _dump(checkpoint, data, Path(out), settings, log, hf)
 
 
@@ -87,17 +90,21 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
-    chunks = {spec.name: sample_chunk(spec, len(examples)) for spec in specs}
+    options = StoreOptions.from_settings(settings)
+    chunks = {spec.name: sample_chunk(spec, len(examples), itemsize=options.itemsize) for spec in specs}
     log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
-        f"of {checkpoint} -> {out} (chunks of {min(chunks.values())}-{max(chunks.values())} samples)")
-    buffers = {name: ChunkBuffer(name, chunks[name]) for name in points}
+        f"of {checkpoint} -> {out} (chunks of {min(chunks.values())}-{max(chunks.values())} samples; "
+        f"{'+'.join(options.variables)} as {options.dtype}, shards of {options.shards or 1} chunks)")
+    # Buffers hand out whole write units (a shard when sharded), the writer's alignment rule.
+    buffers = {name: ChunkBuffer(name, write_unit(chunks[name], len(examples), options)) for name in points}
     started = time.perf_counter()
     # Background writers: creating the store's template, then compressing and writing whole chunks
     # (zarr and blosc release the GIL), overlap the passes. While batches are captured at most one
     # write is in flight, so memory stays at a few chunks; the last chunks of every group are written
     # in parallel once the passes are done.
     background = ThreadPoolExecutor(max_workers=2)
-    creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs)
+    creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs,
+                                 options=options)
     pending: list[Future] = []
 
     def write_all(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
@@ -118,7 +125,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         captured = capture_batch(model, inputs, targets, points)
         _check_finite(captured, points, out, (number - 1) * batch_size)
         submit([item for name in points for item in buffers[name].add(
-            {"q": captured.q[name].numpy(), "z": captured.z[name].numpy(), "loss": captured.loss.numpy()})])
+            {"loss": captured.loss.numpy(), **{v: getattr(captured, v)[name].numpy() for v in options.variables}})])
         if number % max(1, total_batches // 10) == 0 or number == total_batches:
             log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                 f"examples captured, {time.perf_counter() - started:.1f}s")

@@ -42,7 +42,7 @@ from growcert.models.blocks import make_block
 from growcert.models.residual import ResidualParameter
 from growcert.runtime import torch_runtime
 from growcert.stats import reduce_examples
-from growcert.store import open_group, open_store, reading, split_of
+from growcert.store import open_group, open_store, reading, require_variable, split_of
 
 VARIANTS = ("shared", "per_position", "block")
 REDUCTION = {"shared": "sum_positions", "per_position": "flatten", "block": "block_features"}
@@ -200,6 +200,7 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
 def _run_interventions(checkpoint, store, data, settings, log, hf) -> pd.DataFrame:
     model, meta, data = load_model(checkpoint, data, hf)
     attrs = dict(open_store(store).attrs)
+    require_variable(store, "z", "intervene (the inserted block's weight gradient reads the activations)")
     check_pairing(checkpoint, store, meta, attrs, data)
     dtype = torch.float64  # observed changes of 1e-7 nats must be resolved
     model = model.to(dtype).eval()

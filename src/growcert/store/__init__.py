@@ -25,6 +25,9 @@ version, or whose groups disagree with their attrs, in one line naming the store
 Chunking: along `sample` only; each group's chunk length is the smallest that puts at least 1 MB
 in a q/z chunk (the whole array when it is smaller); Blosc zstd with byte shuffle, then a CRC32C of
 every chunk, so a damaged chunk never reads as data: `reading()` names it (group, variable, samples).
+With `dump.shards`, chunks are grouped into Zarr v3 shards (one file per shard, each inner chunk with its
+CRC32C, the shard index with its own). `dump.variables` and `dump.dtype` (q alone; bfloat16 bits) are the
+other options of `store.encoding`; readers here decode bfloat16 to float32 and name a variable a store lacks.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
 from growcert.errors import GrowcertError, StoreError
+from growcert.store.encoding import StoreOptions, decode_block, decode_dataset, write_unit
 
 FORMAT = "growcert-gradient-store-1"
 MIN_CHUNK_BYTES = 1 << 20
@@ -63,9 +67,9 @@ class GroupSpec:
         return 4 * math.prod(self.shape)
 
 
-def sample_chunk(spec: GroupSpec, n_samples: int, min_bytes: int = MIN_CHUNK_BYTES) -> int:
+def sample_chunk(spec: GroupSpec, n_samples: int, min_bytes: int = MIN_CHUNK_BYTES, itemsize: int = 4) -> int:
     """Samples per chunk of a group: the smallest count whose q/z chunk holds >= min_bytes (capped at n)."""
-    return max(1, min(n_samples, math.ceil(min_bytes / spec.bytes_per_sample)))
+    return max(1, min(n_samples, math.ceil(min_bytes / (itemsize * math.prod(spec.shape)))))
 
 
 def _compressors() -> list:
@@ -81,13 +85,16 @@ class StoreWriter:
 
     def __init__(self, path: str | Path, specs: list[GroupSpec], split: np.ndarray, index: np.ndarray,
                  label: np.ndarray, attrs: dict[str, Any], group_attrs: dict[str, dict[str, Any]] | None = None,
-                 min_chunk_bytes: int = MIN_CHUNK_BYTES):
+                 min_chunk_bytes: int = MIN_CHUNK_BYTES, options: StoreOptions | None = None):
         self.path = Path(path)
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.specs = {spec.name: spec for spec in specs}
         self.n = len(split)
-        self.chunks = {spec.name: sample_chunk(spec, self.n, min_chunk_bytes) for spec in specs}
-        self.attrs = dict(attrs)
+        self.options = options or StoreOptions()
+        self.chunks = {spec.name: sample_chunk(spec, self.n, min_chunk_bytes, self.options.itemsize) for spec in specs}
+        # What one write must cover: a chunk, or a whole shard when sharded.
+        self.units = {name: write_unit(chunk, self.n, self.options) for name, chunk in self.chunks.items()}
+        self.attrs = {**attrs, **self.options.attrs}
         self.group_attrs = group_attrs or {}
         self._create(np.asarray(split), np.asarray(index, dtype=np.int64), np.asarray(label, dtype=np.int64))
         self.written = {name: 0 for name in self.specs}
@@ -99,19 +106,23 @@ class StoreWriter:
         root.attrs.update({**self.attrs, "format": FORMAT, "groups": list(self.specs), "complete": False})
         self.arrays: dict[str, dict[str, zarr.Array]] = {}
         for name, spec in self.specs.items():
-            chunk = self.chunks[name]
+            chunk, options = self.chunks[name], self.options
+            # A shard is `options.shards` chunks along sample (the whole group when that is more).
+            shard = (lambda *rest: (self.units[name], *rest)) if options.shards else (lambda *rest: None)
             group = root.create_group(name, attributes={**self.attrs, **self.group_attrs.get(name, {}),
                                                         "insertion_point": name, "complete": False})
             # Zarr v3 `dimension_names` are what xarray reads as dims; NaN fill marks unwritten samples.
             arrays = {variable: group.create_array(variable, shape=(self.n, *spec.shape), chunks=(chunk, *spec.shape),
-                                                   dtype="float32", fill_value=np.nan, compressors=_compressors(),
-                                                   dimension_names=("sample", *spec.dims))
-                      for variable in ARRAY_VARIABLES}
-            arrays["loss"] = group.create_array("loss", shape=(self.n,), chunks=(chunk,), dtype="float32",
-                                                fill_value=np.nan, compressors=_compressors(),
+                                                   shards=shard(*spec.shape), dtype=options.zarr_dtype,
+                                                   fill_value=options.fill_value, compressors=_compressors(),
+                                                   dimension_names=("sample", *spec.dims),
+                                                   attributes=options.array_attrs)
+                      for variable in options.variables}
+            arrays["loss"] = group.create_array("loss", shape=(self.n,), chunks=(chunk,), shards=shard(),
+                                                dtype="float32", fill_value=np.nan, compressors=_compressors(),
                                                 dimension_names=("sample",))
             for variable, values, dtype in (("label", label, "int64"), ("index", index, "int64"), ("split", split, str)):
-                small = group.create_array(variable, shape=(self.n,), chunks=(chunk,), dtype=dtype,
+                small = group.create_array(variable, shape=(self.n,), chunks=(chunk,), shards=shard(), dtype=dtype,
                                            compressors=_compressors(), dimension_names=("sample",))
                 small[:] = values.astype(object) if dtype is str else values
             self.arrays[name] = arrays
@@ -119,14 +130,17 @@ class StoreWriter:
     def write(self, group: str, start: int, values: dict[str, np.ndarray]) -> None:
         """Write samples [start, start + len) of one group: values = {"q": ..., "z": ..., "loss": ...}.
 
-        `start` must be a chunk boundary of the group and the range whole chunks unless it ends the store.
+        `start` must be a boundary of the group's write units (chunks, or shards when sharded) and the range
+        whole units unless it ends the store. Variables the store does not keep (z of a q-only store) are dropped.
         """
-        chunk = self.chunks[group]
+        unit = self.units[group]
         stop = start + len(next(iter(values.values())))
-        if start % chunk or (stop % chunk and stop != self.n) or stop > self.n:
-            raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks of {chunk}")
+        if start % unit or (stop % unit and stop != self.n) or stop > self.n:
+            what = "shards" if self.options.shards else "chunks"
+            raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to {what} of {unit}")
         for variable, array in values.items():
-            self.arrays[group][variable][start:stop] = array
+            if variable in self.arrays[group]:
+                self.arrays[group][variable][start:stop] = self.options.encode(array) if variable != "loss" else array
         self.written[group] = max(self.written[group], stop)
 
     def finish(self) -> Path:
@@ -173,14 +187,28 @@ def open_group(path: str | Path, group: str) -> xr.Dataset:
         dataset = xr.open_zarr(path, group=group, consolidated=False)
     except Exception as error:
         raise StoreError(f"store {path}: group {group!r} unreadable ({type(error).__name__}: {error})") from None
-    missing = [v for v in (*ARRAY_VARIABLES, *SAMPLE_VARIABLES) if v not in dataset]
+    missing = [v for v in (*stored_variables(root), *SAMPLE_VARIABLES) if v not in dataset]
     if missing:
         raise StoreError(f"store {path}: group {group!r} lacks {', '.join(missing)}")
     if dataset.attrs.get("complete") is not True:
         raise StoreError(f"store {path}: group {group!r} incomplete")
     if any(dataset[v].sizes["sample"] != dataset.sizes["sample"] for v in dataset.data_vars):
         raise StoreError(f"store {path}: group {group!r} has variables of different sample counts")
-    return dataset
+    return decode_dataset(dataset)
+
+
+def stored_variables(root: zarr.Group) -> tuple[str, ...]:
+    """The per-sample arrays a store holds: q and z, or what its dump.variables kept (stores written before the
+    option hold both)."""
+    return tuple(root.attrs.get("dump_variables", ARRAY_VARIABLES))
+
+
+def require_variable(path: str | Path, variable: str, needed_by: str) -> None:
+    """Fail in one line when a stage needs a variable the store was dumped without (dump.variables)."""
+    kept = stored_variables(open_store(path))
+    if variable not in kept:
+        raise StoreError(f"store {path}: holds no {variable} (dumped with dump.variables {list(kept)}), which "
+                         f"{needed_by} needs; dump it again with dump.variables [q, z]")
 
 
 def split_of(dataset: xr.Dataset) -> np.ndarray:
@@ -196,6 +224,8 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
     chunk raises StoreError naming the store, group, variable and sample range.
     """
     dataset = open_group(path, group)
+    if variable in ARRAY_VARIABLES:
+        require_variable(path, variable, f"reading {group}/{variable}")
     array = zarr.open_array(Path(path) / group / variable, mode="r")
     chunk = array.chunks[0]
     for start in range(0, array.shape[0], chunk):
@@ -209,6 +239,7 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
         except Exception as error:
             raise StoreError(f"store {path}: {group}/{variable} samples [{start}, {stop}) unreadable "
                              f"({type(error).__name__}); the store is damaged, dump it again") from None
+        block = decode_block(block, array.attrs)
         if samples is not None:
             block = block[wanted - start]
         yield start, block
@@ -218,8 +249,9 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
 def damaged_chunk(path: str | Path, variables: tuple[str, ...] = (*ARRAY_VARIABLES, *SAMPLE_VARIABLES)) -> str | None:
     """Where a finished store is damaged: 'group/variable samples [a, b)' of its first chunk that does not
     read back (checksum, decompression or a missing file), or None when every chunk of `variables` reads."""
-    for group in open_store(path).attrs["groups"]:
-        for variable in variables:
+    root = open_store(path)
+    for group in root.attrs["groups"]:
+        for variable in (v for v in variables if v in SAMPLE_VARIABLES or v in stored_variables(root)):
             try:
                 array = zarr.open_array(Path(path) / group / variable, mode="r")
             except Exception as error:
@@ -254,7 +286,11 @@ def open_tree(path: str | Path) -> xr.DataTree:
     a damaged chunk is named when the tree's data are read inside `reading(path)`."""
     open_store(path)
     with reading(path):
-        return xr.open_datatree(path, engine="zarr", consolidated=False)
+        tree = xr.open_datatree(path, engine="zarr", consolidated=False)
+    for node in tree.subtree:
+        if node.has_data:
+            node.dataset = decode_dataset(node.to_dataset())
+    return tree
 
 
 # The attrs that name the model a store was dumped from: the identity columns of every per-store table.
