@@ -1,10 +1,10 @@
-"""Preemption inside a PINN arm and inside a DPO arm: SIGTERM's stop request at a chosen step of a chosen arm
+"""Preemption inside a PINN arm, inside a DPO arm, and between two theory cases: SIGTERM's stop request at a chosen step of a chosen arm
 saves a resume state and raises `Interrupted`; the rerun takes the finished arms from that state, continues the
 interrupted arm from its snapshot, and writes the same tables as an uninterrupted run (timing aside).
 
 The stop request is raised in process, through `UnitResume.tick` exactly where SIGTERM's handler would have set
 it (tests/faults/test_resume.py kills real subprocesses of `growcert train`, `grow` and `grokking`; this file
-covers the two experiments whose arms snapshot themselves the same way)."""
+covers the two experiments whose arms snapshot themselves the same way, and theory, resumed case by case)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ import pytest
 
 from growcert.experiments.pinn import run_pinn
 from growcert.experiments.preference import run_preference
+from growcert.experiments.theory import run_theory
 from growcert.resume import Interrupted, UnitResume, resume_folder
 
 PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
         "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "poprisk_lrs": [1e-2],
         "resume_every": 7}
+THEORY = {"checkpoints": 2, "seeds": [0, 1],
+          "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
+          "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
+          "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}
 PREFERENCE = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 12,
               "batch_size": 8, "eval_every": 4, "seeds": [0], "lr": 3e-3, "resume_every": 5}
 
@@ -82,3 +87,31 @@ def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, pre
     # inside the second arm, after the gate has taken readings since the last evaluation (step 8)
     interrupt_then_resume(run, tmp_path / "killed", stop_at, monkeypatch, unit=1, step=10, logs=logs)
     assert_same_tables(tmp_path / "killed", tmp_path / "reference")
+
+
+def test_sigterm_between_theory_cases_then_rerun_gives_the_same_tables(tmp_path, monkeypatch):
+    run_theory(THEORY, tmp_path / "reference", log=lambda _: None, threads=1)
+    real_finished, finished = UnitResume.finished, []
+
+    def finished_then_stop(self, result):  # SIGTERM arrives during the second seed's first case
+        finished.append(self.key)
+        if self.key == (1, 0):
+            self.stop.requested = True
+        return real_finished(self, result)
+
+    monkeypatch.setattr(UnitResume, "finished", finished_then_stop)
+    out = tmp_path / "killed"
+    with pytest.raises(Interrupted, match=r"after unit \(1, 0\)"):
+        run_theory(THEORY, out, log=lambda _: None, threads=1)
+    monkeypatch.undo()
+    cases = len(finished)
+    assert cases == 4 and not (out / "summary.csv").exists()
+    rerun = []
+    monkeypatch.setattr(UnitResume, "finished", lambda self, result: rerun.append(self.key) or
+                        real_finished(self, result))
+    run_theory(THEORY, out, log=lambda _: None, threads=1)
+    assert rerun == [(1, 1), (1, 2)]  # only the cases the killed run had not finished
+    for name in ("summary", "spectrum", "drift"):
+        pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(tmp_path / "reference" / f"{name}.csv"),
+                                      check_exact=True)
+    assert not resume_folder(out).exists()

@@ -33,8 +33,9 @@ import pandas as pd
 import torch
 
 from growcert.config import stage_settings
-from growcert.experiments.common import write_tables
+from growcert.experiments.common import run_arms, write_tables
 from growcert.report.claims import claim_row
+from growcert.resume import UnitResume
 from growcert.runtime import torch_runtime
 from growcert.stats.kernels import root_mean_square, split_channel
 from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
@@ -143,20 +144,16 @@ def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str
 
 def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary, spectra, drifts = [], [], []
-
-    def keep(task_name, loss, seed, measures):
-        summary.extend({"task": task_name, "loss": loss, "seed": seed, "measure": name, "value": value}
-                       for name, value in measures.items())
-
     digits, regression = digits_task(settings), regression_task(settings)
-    config = settings["regression"]
-    for seed in settings["seeds"]:
-        for loss in settings["digits"]["losses"]:
+    cases = [("digits", loss) for loss in settings["digits"]["losses"]] + [("regression", "squared")]
+
+    def run_case(case: tuple[str, str], seed: int, _prepared: None, **_resume: Any) -> tuple[list, dict]:
+        """One case of one seed -> ([], {"measures", "spectrum", "drift"}); its steps are not snapshotted."""
+        task_name, loss = case
+        if task_name == "digits":
             _, _, measures, spectrum, drift = run_theory_case(digits, loss, settings["digits"], settings, seed, log)
-            keep("digits", loss, seed, measures)
-            spectra += spectrum
-            drifts += drift
+            return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
+        config = settings["regression"]
         noise = config["noise_std"] * torch.randn(regression.y_train.shape, dtype=torch.float64,
                                                   generator=torch.Generator().manual_seed(seed + 7))
         trajectory, net, measures, spectrum, drift = run_theory_case(regression, "squared", config, settings, seed,
@@ -166,14 +163,24 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
         log(f"  label noise: {measures['noise_reservoir_fraction']:.0%} of its energy in the reservoir; test "
             f"response to same-norm noise: reservoir {measures['response_reservoir_noise_retrained']:.2e}, "
             f"channel {measures['response_channel_noise_retrained']:.2e}")
-        keep("regression", "squared", seed, measures)
-        spectra += spectrum
-        drifts += drift
+        return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
 
+    # Cases of seconds each: a killed run keeps the cases it finished and reruns the one it was in.
+    resume = UnitResume(out_dir, settings, None, log)
+    _, results = run_arms(settings["seeds"], cases, lambda seed: None, run_case, resume=resume)
+    summary, spectra, drifts = [], [], []
+    for ((task_name, loss), seed), result in zip([(case, seed) for seed in settings["seeds"] for case in cases],
+                                                 results):
+        summary.extend({"task": task_name, "loss": loss, "seed": seed, "measure": name, "value": value}
+                       for name, value in result["measures"].items())
+        spectra += result["spectrum"]
+        drifts += result["drift"]
     tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
               "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
               "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
-    return write_tables(out_dir, settings, tables)
+    written = write_tables(out_dir, settings, tables)
+    resume.folder.clear()
+    return written
 
 
 # ---------------------------------------------------------------------------------------------- figure, claims
