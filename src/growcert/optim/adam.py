@@ -160,6 +160,8 @@ class PopulationRiskAdam(torch.optim.Optimizer):
     @staticmethod
     def _check_rows(group, params, per_example_grads, square_sums) -> None:
         variance = group["variance"]
+        if per_example_grads is not None and square_sums is not None:
+            raise ValueError("give step() per_example_grads or square_sums, not both")
         given = "per_example_grads" if per_example_grads is not None else "square_sums" if square_sums is not None else None
         if variance == "streaming" and given:
             raise ValueError(f"{given} given to a variance='streaming' group; build the optimizer with "
