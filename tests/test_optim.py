@@ -41,7 +41,8 @@ def test_open_gate_is_torch_adam_bitwise(weight_decay, foreach, open_by):
                             foreach=foreach)
     variance = "streaming" if open_by == "flag" else "exact"
     optimizer = PopulationRiskAdam(groups_of(model, 1e-2), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay,
-                                   variance=variance, gate=open_by != "flag", foreach=foreach)
+                                   variance=variance, gate="off" if open_by == "flag" else "update",
+                                   foreach=foreach)
     generator = torch.Generator().manual_seed(1)
     for _ in range(6):
         x, y = regression_batch(generator)
