@@ -10,11 +10,27 @@ from snakemake.exceptions import WorkflowError
 from growcert.config import ConfigError, Run, load_schema, run_steps, train_settings, training_runs, validate_config
 from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
 from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
+from growcert.runtime import resolve_device, wants_gpu
 
 try:
     validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
+
+DEVICE = config["device"]
+
+
+onstart:
+    # A local run checks `device` before its first job (dry runs plan only); on a cluster each job checks
+    # it where it runs, in one line in its log.
+    if workflow.local_exec and not workflow.remote_exec:
+        try:
+            resolve_device(DEVICE)
+        except ConfigError as error:
+            raise WorkflowError(str(error)) from None
+
+# Device-aware rules (train_model, dump_gradients) ask for one GPU only when the device resolves to cuda here.
+GPUS = 1 if wants_gpu(DEVICE) else 0
 
 # Jobs run the `growcert` of the Python that runs Snakemake, activated or not: `.venv/bin/snakemake` puts
 # `.venv/bin` first on PATH in every shell command (on a SLURM node too, where the job re-reads this file).

@@ -19,11 +19,12 @@ rule dump_gradients:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert dump --checkpoint {params.checkpoint} --data {params.data_dir} --settings {params.settings:q} "
-        "--out {params.store} --threads {threads} > {log} 2>&1"
+        "--out {params.store} --threads {threads} --device {DEVICE} > {log} 2>&1"
 
 
 # A pretrained Hugging Face model (config key pretrained): the same dump, from its checkpoint folder.

@@ -14,11 +14,12 @@ rule train_model:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert train --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --device {DEVICE} > {log} 2>&1"
 
 
 localrules:

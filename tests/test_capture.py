@@ -14,12 +14,20 @@ from helpers import relative_error, single_example
 DUMP = {"train_examples": 24, "test_examples": 16, "batch_size": 7, "seed": 1, "points": None}
 
 
-@pytest.fixture(scope="module", params=[("resnet", "digits", 1, 14), ("llama", "shakespeare", 16, 3)], ids=["resnet", "llama"])
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@pytest.fixture(scope="module", params=[
+    ("resnet", "digits", 1, 14, "cpu"), ("llama", "shakespeare", 16, 3, "cpu"),
+    pytest.param(("resnet", "digits", 1, 14, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
+    pytest.param(("llama", "shakespeare", 16, 3, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
+], ids=["resnet", "llama", "resnet-cuda", "llama-cuda"])
 def dumped(request, prepared, tmp_path_factory, train_tiny):
-    family, dataset, width, depth = request.param
+    """A store dumped on the device; the tests compare it with single-example autograd on the CPU."""
+    family, dataset, width, depth, device = request.param
     checkpoint = train_tiny(prepared(dataset), tmp_path_factory.mktemp(f"run-{family}"), family, dataset, width, depth)
-    store = tmp_path_factory.mktemp(f"store-{family}") / "step8.zarr"
-    dump_gradients(checkpoint, prepared(dataset), store, DUMP, log=lambda _: None)
+    store = tmp_path_factory.mktemp(f"store-{family}-{device}") / "step8.zarr"
+    dump_gradients(checkpoint, prepared(dataset), store, DUMP, log=lambda _: None, device=device)
     return checkpoint, store, prepared(dataset)
 
 

@@ -44,18 +44,67 @@ def state(path):
     return torch.load(path, weights_only=False)["state_dict"]
 
 
-@pytest.mark.parametrize("family, dataset, width, depth", [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 1)])
-def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, dataset, width, depth):
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+ON_CUDA = [NEEDS_CUDA, pytest.mark.cuda]
+
+
+@pytest.mark.parametrize("family, dataset, width, depth, device", [
+    ("resnet", "digits", 1, 8, "cpu"), ("llama", "shakespeare", 16, 1, "cpu"),
+    pytest.param("resnet", "digits", 1, 8, "cuda", marks=ON_CUDA),
+    pytest.param("llama", "shakespeare", 16, 1, "cuda", marks=ON_CUDA),
+])
+def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, dataset, width, depth, device):
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         train_model(settings(family, dataset, width, depth, seed=seed, steps=20, checkpoints=[10, 20]),
-                    prepared(dataset), tmp_path / name, log=lambda _: None)
+                    prepared(dataset), tmp_path / name, log=lambda _: None, device=device)
         runs[name] = state(tmp_path / name / "step20.pt")
     assert runs["a"].keys() == runs["b"].keys()
     for key in runs["a"]:
         assert torch.equal(runs["a"][key], runs["b"][key]), key
     assert any(not torch.equal(runs["a"][key], runs["c"][key]) for key in runs["a"] if runs["a"][key].is_floating_point())
     assert not all(torch.equal(state(tmp_path / "a" / "step10.pt")[k], runs["a"][k]) for k in runs["a"])
+
+
+def test_device_auto_is_the_cpu_here_bit_for_bit_and_is_recorded(prepared, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("auto is the CPU only on a machine without CUDA")
+    run = settings("resnet", "digits", 1, 8, steps=20, checkpoints=[20])
+    for device in ("cpu", "auto"):
+        train_model(run, prepared("digits"), tmp_path / device, log=lambda _: None, device=device)
+    cpu, auto = state(tmp_path / "cpu" / "step20.pt"), state(tmp_path / "auto" / "step20.pt")
+    assert all(torch.equal(cpu[key], auto[key]) for key in cpu)
+    metrics = json.loads((tmp_path / "auto" / "metrics.json").read_text())
+    assert metrics["provenance"]["device"] == "cpu"
+    assert torch.load(tmp_path / "auto" / "step20.pt", weights_only=False)["provenance"]["device"] == "cpu"
+
+
+@pytest.mark.parametrize("family, dataset, width, depth", [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 1)])
+def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(prepared, tmp_path, family, dataset,
+                                                                             width, depth):
+    from growcert.models import build_model
+    from growcert.training import Trainer
+
+    data = prepared(dataset)
+    run = stage_settings("train", settings(family, dataset, width, depth, steps=30, checkpoints=[30], precision="bf16"))
+    context = run["model"].get("context") if data.info["kind"] == "text" else None
+    seen = []
+    torch.manual_seed(0)
+    model = build_model(family, width, depth, data.info, run["model"])
+    model.register_forward_hook(lambda module, inputs, output: seen.append(output.dtype))
+    trainer = Trainer(model, run["train"], data, 0, context, label="bf16")
+    losses = [trainer.step(step).item() for step in range(1, 31)]
+    # the logits came out of autocast in bfloat16; the loss is taken in float32, and stays finite
+    assert set(seen) == {torch.bfloat16} and all(np.isfinite(losses))
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    moments = [tensor for values in trainer.optimizer.state.values() for tensor in values.values() if tensor.ndim]
+    assert moments and all(tensor.dtype == torch.float32 for tensor in moments)
+    # and it is a different computation from fp32: the checkpoints differ
+    for precision in ("fp32", "bf16"):
+        train_model(settings(family, dataset, width, depth, steps=10, checkpoints=[10], precision=precision),
+                    data, tmp_path / precision, log=lambda _: None)
+    fp32, bf16 = state(tmp_path / "fp32" / "step10.pt"), state(tmp_path / "bf16" / "step10.pt")
+    assert any(not torch.equal(fp32[key], bf16[key]) for key in fp32 if fp32[key].is_floating_point())
 
 
 def test_checkpoint_round_trip_and_provenance(prepared, tmp_path):

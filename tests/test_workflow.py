@@ -194,6 +194,42 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
     assert planned_jobs(result.stdout + result.stderr)["train_model"] == expected
 
 
+GPU_RULES = {"train_model", "dump_gradients"}  # the stages that move their model to the device
+
+
+def gpu_requests(output):
+    """{rule: set of `gpu` values} of the job blocks of a dry run (resources line; absent = 0)."""
+    found = {}
+    for block in re.split(r"^\[[^\]\n]+\]$", output, flags=re.MULTILINE):
+        rule = re.search(r"^(?:local)?rule (\w+):$", block, re.MULTILINE)
+        if rule:
+            gpu = re.search(r"^    resources: .*\bgpu=(\d+)", block, re.MULTILINE)
+            found.setdefault(rule.group(1), set()).add(int(gpu.group(1)) if gpu else 0)
+    return found
+
+
+@pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cuda:1", 1), ("cpu", 0), ("auto", 0)])
+def test_slurm_dry_run_requests_gpus_exactly_on_the_device_stages(tmp_path, device, gpus):
+    # auto resolves on the planning machine: this one has no CUDA, so auto plans CPU jobs
+    result = snakemake("--workflow-profile", "profiles/slurm", "--configfile", "configs/paper.yaml", "--dry-run",
+                       "--config", f"device={device}", f"results={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    requests = gpu_requests(result.stdout + result.stderr)
+    assert GPU_RULES <= set(requests), sorted(requests)
+    assert {rule: values for rule, values in requests.items() if rule in GPU_RULES} == {rule: {gpus} for rule in GPU_RULES}
+    assert all(values == {0} for rule, values in requests.items() if rule not in GPU_RULES), requests
+
+
+def test_device_cuda_without_cuda_stops_before_any_job(tmp_path):
+    result = snakemake("--configfile", "configs/ci.yaml", "--config", "device=cuda", f"results={tmp_path}/results",
+                       f"prepared_data={tmp_path}/prepared")
+    assert result.returncode != 0
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "config key" in line]
+    assert lines == ["config key 'device': 'cuda', but torch sees no CUDA device on this machine "
+                     "(torch.cuda.is_available() is False); use device: auto or cpu"], result.stderr[-2000:]
+    assert not (tmp_path / "results").exists() and not (tmp_path / "prepared").exists()
+
+
 def test_bad_config_fails_with_one_line_naming_the_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"grids": [{"family": "resnet", "dataset": "digits", "widths": [2, -1]}]}))

@@ -76,7 +76,15 @@ def cmd_train(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.train import train_model
 
-    train_model(args.settings, load_prepared(args.data), args.out, threads=args.threads, log=_log)
+    train_model(args.settings, load_prepared(args.data), args.out, threads=args.threads, log=_log,
+                device=args.device)
+
+
+def _device_argument(parser: argparse.ArgumentParser) -> None:
+    from growcert.config import top_level_default
+
+    parser.add_argument("--device", default=top_level_default("device"),
+                        help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)")
 
 
 HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
@@ -88,7 +96,7 @@ def cmd_dump(args: argparse.Namespace) -> None:
     from growcert.stages.dump import dump_gradients
 
     dump_gradients(args.checkpoint, load_prepared(args.data), args.out, args.settings,
-                   threads=args.threads, log=_log, hf=args.hf)
+                   threads=args.threads, log=_log, hf=args.hf, device=args.device)
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
@@ -244,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--settings", default="{}", help="one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, train (stage train of growcert.config.stage_settings)")
     train.add_argument("--out", required=True, help="run folder (step{N}.pt, metrics.json)")
     train.add_argument("--threads", type=int, default=1)
+    _device_argument(train)
     train.set_defaults(handler=cmd_train)
 
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
@@ -254,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
     dump.add_argument("--threads", type=int, default=1)
     dump.add_argument("--hf", default=None, help=HF_HELP)
+    _device_argument(dump)
     dump.set_defaults(handler=cmd_dump)
 
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")

@@ -30,6 +30,11 @@ def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
+def top_level_default(key: str) -> Any:
+    """The schema's default of a top-level config key (e.g. `device`), for the CLI's own defaults."""
+    return load_schema()["properties"][key]["default"]
+
+
 def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
     """Insert schema defaults for missing keys, recursively (objects and arrays of objects)."""
     if isinstance(instance, dict):

@@ -14,7 +14,12 @@ found: tests run many stages in one process, and a stage must not change the nex
   values must be exactly those of the forward and backward passes. torch has no getter for this flag:
   it is restored to torch's default (off) afterwards.
 - seed: `torch.manual_seed(seed)` when given; the global generator's state is restored afterwards.
-- device: only "cpu" so far (the accelerator issue fills this in); recorded in provenance by callers.
+- device: the top-level config key `device` (auto | cpu | cuda | cuda:N), resolved where the job runs
+  (`resolve_device`): `auto` is cuda when torch sees one, else cpu. On CUDA, deterministic algorithms are
+  asked for the documented way (CUBLAS_WORKSPACE_CONFIG set before cuBLAS starts) with `warn_only`, so an
+  op without a deterministic kernel warns in the job's log instead of failing or passing silently.
+  `allow_tf32` (bf16 training) lets matmuls and convolutions use TF32; it is put back afterwards.
+  Callers record the device in provenance (`device_record`).
 """
 
 from __future__ import annotations
@@ -23,9 +28,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+import os
+import re
+
 import torch
 
 from growcert.errors import ConfigError
+
+DEVICE_SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+# cuBLAS's documented setting for reproducible results (CUDA >= 10.2); it must be set before cuBLAS starts.
+CUBLAS_DETERMINISTIC = ":4096:8"
 
 
 @dataclass(frozen=True)
@@ -36,36 +48,66 @@ class Runtime:
     threads: int
 
 
-def resolve_device(name: str = "cpu") -> torch.device:
-    """The torch device for a device setting; one line naming the key when it cannot be had."""
-    if name != "cpu":
-        raise ConfigError(f"config key 'device': {name!r} is not available here (only 'cpu' so far)")
-    return torch.device("cpu")
+def resolve_device(name: str = "auto") -> torch.device:
+    """The torch device for a `device` setting, on this machine; one line naming the key when it cannot be had."""
+    if not DEVICE_SETTING.match(str(name)):
+        raise ConfigError(f"config key 'device': {name!r} is not one of auto, cpu, cuda, cuda:N")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"config key 'device': {name!r}, but torch sees no CUDA device on this machine "
+                          "(torch.cuda.is_available() is False); use device: auto or cpu")
+    index = int(name.split(":")[1]) if ":" in name else 0
+    if index >= torch.cuda.device_count():
+        raise ConfigError(f"config key 'device': {name!r}, but this machine has {torch.cuda.device_count()} CUDA "
+                          "device(s)")
+    return torch.device(name)
+
+
+def wants_gpu(name: str) -> bool:
+    """Whether a job with this `device` setting, planned on this machine, should be given a GPU."""
+    return str(name).startswith("cuda") or (name == "auto" and torch.cuda.is_available())
+
+
+def device_record(device: torch.device) -> dict[str, str]:
+    """What provenance keeps of the device a stage ran on."""
+    record = {"device": str(device)}
+    if device.type == "cuda":
+        record["device_name"] = torch.cuda.get_device_name(device)
+    return record
 
 
 @contextmanager
 def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_denormal: bool = False,
-                  deterministic: bool = True, device: str = "cpu") -> Iterator[Runtime]:
+                  deterministic: bool = True, device: str = "cpu", allow_tf32: bool = False) -> Iterator[Runtime]:
     """Set torch up for one stage, and put every process-wide setting back afterwards.
 
     `threads=None` keeps the current thread count (a caller inside another stage's runtime).
     """
     resolved = resolve_device(device)
+    if resolved.type == "cuda" and deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     previous_threads = torch.get_num_threads()
     previous_deterministic = torch.are_deterministic_algorithms_enabled()
+    previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    previous_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     previous_rng = torch.random.get_rng_state() if seed is not None else None
     if threads is not None:
         torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(deterministic)
+    torch.use_deterministic_algorithms(deterministic, warn_only=resolved.type == "cuda")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow_tf32
     if flush_denormal:
         torch.set_flush_denormal(True)
     if seed is not None:
-        torch.manual_seed(seed)
+        torch.manual_seed(seed)  # seeds every CUDA device's generator too
     try:
         yield Runtime(device=resolved, threads=torch.get_num_threads())
     finally:
         torch.set_num_threads(previous_threads)
-        torch.use_deterministic_algorithms(previous_deterministic)
+        torch.use_deterministic_algorithms(previous_deterministic, warn_only=previous_warn_only)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous_tf32
         if flush_denormal:
             torch.set_flush_denormal(False)
         if previous_rng is not None:

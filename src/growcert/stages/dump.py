@@ -25,10 +25,10 @@ from growcert.errors import NumericalError
 from growcert.models import family_of
 from growcert.config import stage_settings
 from growcert.provenance import provenance
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
 from growcert.store.encoding import StoreOptions, write_unit
-from growcert.training import text_context
+from growcert.training import text_context, to_device
 
 class ChunkBuffer:
     """Collects one group's captured rows and hands them out in whole chunks of that group."""
@@ -56,27 +56,30 @@ class ChunkBuffer:
 
 
 def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any] | None,
-                   threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None) -> Path:
-    """Write the gradient store of `checkpoint` to `out`; returns the store path.
+                   threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None,
+                   device: str = "cpu") -> Path:
+    """Write the gradient store of `checkpoint` to `out`, capturing on `device`; returns the store path.
+    q, z and the losses are captured in the checkpoint's fp32 and copied to the host before they are stored.
 
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
     """
     settings = stage_settings("dump", settings)
     # Compression and writes run in zarr's thread pool: as many workers as the job's cores (zarr's default
     # would take every core of a shared node).
-    with torch_runtime(threads), zarr.config.set({"threading.max_workers": threads}):
-        return _dump(checkpoint, data, Path(out), settings, log, hf)
+    with torch_runtime(threads, device=device) as runtime, zarr.config.set({"threading.max_workers": threads}):
+        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device)
 
 
 def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: dict[str, Any],
-          log: Callable[[str], None], hf: dict[str, Any] | None) -> Path:
+          log: Callable[[str], None], hf: dict[str, Any] | None, device) -> Path:
     model, meta, data = load_model(checkpoint, data, hf)
+    model = model.to(device)
     family = meta["family"]
     context = text_context(data, meta["model_options"])
     examples, split = dump_examples(data, settings, context)
     points = tuple(settings["points"] or model.points.keys())
 
-    probe = capture_batch(model, examples.inputs[:1], examples.targets[:1], points)
+    probe = capture_batch(model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points)
     specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]))
              for name in points]
     labels = examples.targets.numpy() if data.info["kind"] == "image" else np.full(len(examples), -1)
@@ -86,7 +89,8 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         "loss_function": family_of(family).loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
         "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
-        "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},
+        "provenance": {**provenance(settings, settings["seed"]), **device_record(device), "zarr": zarr.__version__,
+                       "xarray": xr.__version__},
         **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
@@ -122,10 +126,11 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     batch_size = settings["batch_size"]
     total_batches = -(-len(examples) // batch_size)
     for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
-        captured = capture_batch(model, inputs, targets, points)
+        captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)
         _check_finite(captured, points, out, (number - 1) * batch_size)
         submit([item for name in points for item in buffers[name].add(
-            {"loss": captured.loss.numpy(), **{v: getattr(captured, v)[name].numpy() for v in options.variables}})])
+            {"loss": captured.loss.cpu().numpy(),
+             **{v: getattr(captured, v)[name].cpu().numpy() for v in options.variables}})])
         if number % max(1, total_batches // 10) == 0 or number == total_batches:
             log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                 f"examples captured, {time.perf_counter() - started:.1f}s")

@@ -21,36 +21,42 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from growcert.config import stage_settings
 from growcert.data import PreparedDataset
 from growcert.files import write_text
 from growcert.models import build_model
 from growcert.provenance import provenance
 from growcert.resume import Interrupted, ResumeFolder, termination_requests
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
 from growcert.store.checkpoint import save_checkpoint
 from growcert.training import Trainer, evaluate, evaluation_sets, text_context
 
 
 def train_model(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path, threads: int = 1,
-                log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) into `out_dir`."""
+                log: Callable[[str], None] = print, device: str = "cpu") -> dict[str, Any]:
+    """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) into `out_dir`,
+    on `device` (a `device` setting: auto, cpu, cuda, cuda:N)."""
     settings = stage_settings("train", settings)
     # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, slowing
     # steps ~2x without changing results (PAPERS.md P2 calibration)
-    with torch_runtime(threads, seed=settings["seed"], flush_denormal=True):
-        return _train(settings, data, Path(out_dir), log)
+    with torch_runtime(threads, seed=settings["seed"], flush_denormal=True, device=device,
+                       allow_tf32=settings["train"]["precision"] == "bf16") as runtime:
+        return _train(settings, data, Path(out_dir), log, runtime.device)
 
 
-def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: Callable[[str], None],
+           device: torch.device) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     train, seed = settings["train"], settings["seed"]
     context = text_context(data, settings["model"])
-    model = build_model(settings["family"], settings["width"], settings["depth"], data.info, settings["model"])
+    # built on the CPU under the run's seed, then moved: the same initial weights wherever it trains
+    model = build_model(settings["family"], settings["width"], settings["depth"], data.info, settings["model"]).to(device)
     run = f"{settings['family']}/{settings['dataset']} w{settings['width']} d{settings['depth']} s{seed}"
     trainer = Trainer(model, train, data, seed, context, label=f"train {run}")
     eval_sets = evaluation_sets(data, train, seed, context)
-    record = provenance(settings, seed)
+    record = provenance(settings, seed) | device_record(device)
     checkpoints = sorted(train["checkpoints"])
     log(f"training {settings['family']} on {settings['dataset']} width={settings['width']} "
         f"depth={settings['depth']} seed={seed}: {sum(p.numel() for p in model.parameters()):,} parameters, "

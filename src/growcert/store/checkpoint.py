@@ -28,7 +28,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, *, family: str, width: i
     path = Path(path)
     payload = {
         "format": "growcert-checkpoint-1",
-        "state_dict": model.state_dict(),
+        "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},  # device-free
         "family": family, "width": width, "depth": depth,
         "data_info": data_info, "model_options": model_options,
         "step": step, "provenance": provenance,
