@@ -14,7 +14,6 @@ passes to bfloat16; weights, gradients and optimizer state stay fp32.
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 import torch
