@@ -1,15 +1,15 @@
 rule estimate_alignment:
     input:
-        store=STORE_ROOT,
+        store=STORE_INPUT,
     output:
         table=ALIGNMENT,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=alignment_settings,
     log:
-        f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
@@ -22,17 +22,17 @@ rule estimate_alignment:
 
 rule estimate_misalignment:
     input:
-        store=STORE_ROOT,
+        store=STORE_INPUT,
         alignment=ALIGNMENT,
     output:
         table=MISALIGNMENT,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=alignment_settings,
     log:
-        f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,

@@ -86,6 +86,9 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         "provenance": {**provenance(settings, settings["seed"]), "zarr": zarr.__version__, "xarray": xr.__version__},
         **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
+    swept = meta["provenance"].get("settings", {}).get("context")
+    if swept is not None:  # a run of a context sweep: context joins the store's identity (and its tables' keys)
+        attrs["context"] = swept
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
     chunks = {spec.name: sample_chunk(spec, len(examples)) for spec in specs}
     log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
