@@ -137,7 +137,7 @@ rule summarize_regime:
         ],
     params:
         stats=lambda wildcards, output: os.path.dirname(output.budget),
-        figures=f"{RESULTS}/figures",
+        figures=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output.claims)), "figures"),
     log:
         f"{RESULTS}/logs/summarize_regime.log",
     benchmark:

@@ -75,7 +75,7 @@ STORE_OUTPUT = temp(directory(STORE)) if TEMPORARY_STORES else STORE_ROOT
 
 def store_folder(path):
     """The store folder of a rule's store input or output (the folder, or its zarr.json)."""
-    return os.path.dirname(path) if path.endswith("/zarr.json") else path
+    return os.path.dirname(path) if os.path.basename(path) == "zarr.json" else path
 
 
 def dump_settings(wildcards):
