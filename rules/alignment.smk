@@ -1,15 +1,15 @@
 rule estimate_alignment:
     input:
-        store=STORE_ROOT,
+        store=STORE_INPUT,
     output:
         table=ALIGNMENT,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=alignment_settings,
     log:
-        f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
@@ -22,17 +22,17 @@ rule estimate_alignment:
 
 rule estimate_misalignment:
     input:
-        store=STORE_ROOT,
+        store=STORE_INPUT,
         alignment=ALIGNMENT,
     output:
         table=MISALIGNMENT,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=alignment_settings,
     log:
-        f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
@@ -101,3 +101,50 @@ rule summarize_alignment:
         "growcert summarize-alignment --alignment {input.alignment} --misalignment {input.misalignment} "
         "--settings {params.settings:q} --out-alignment {output.alignment} --out-misalignment {output.misalignment} "
         "--out-summary {output.summary} --out-claims {output.claims} --figures {params.figures} > {log} 2>&1"
+
+
+localrules:
+    summarize_regime,
+
+
+# The P1 regime map of a context sweep (grids[].contexts): width trends at matched budget and matched loss.
+rule summarize_regime:
+    input:
+        alignment=f"{RESULTS}/stats/alignment.csv",
+        training=f"{RESULTS}/stats/training.csv",
+    output:
+        budget=f"{RESULTS}/stats/p1_regime_budget.csv",
+        loss=f"{RESULTS}/stats/p1_regime_loss.csv",
+        matched=f"{RESULTS}/stats/p1_regime_matched.csv",
+        map=f"{RESULTS}/stats/p1_regime_map.json",
+        cells=report(
+            f"{RESULTS}/tables/p1_regime_cells.csv",
+            caption="../report/p1_regime_cells.rst",
+            category="P1 width and alignment",
+            subcategory="regime map",
+            labels={"result": "table: width trend per (context, progress) cell", "paper": "P1"},
+        ),
+        claims=f"{RESULTS}/claims/p1_regime.csv",
+        figures=[
+            report(
+                f"{RESULTS}/figures/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="P1 width and alignment",
+                subcategory="regime map",
+                labels={"result": f"figure: {REGIME_FIGURE_LABELS[name]}", "paper": "P1"},
+            )
+            for name in regime_figures()
+        ],
+    params:
+        stats=lambda wildcards, output: os.path.dirname(output.budget),
+        figures=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output.claims)), "figures"),
+    log:
+        f"{RESULTS}/logs/summarize_regime.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summarize_regime.tsv"
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert summarize-regime --alignment {input.alignment} --training {input.training} --out-stats {params.stats} "
+        "--out-cells {output.cells} --out-claims {output.claims} --out-map {output.map} --figures {params.figures} "
+        "> {log} 2>&1"

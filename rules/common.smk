@@ -8,6 +8,7 @@ import sys
 from snakemake.exceptions import WorkflowError
 
 from growcert.config import ConfigError, Run, load_schema, run_steps, train_settings, training_runs, validate_config
+from growcert.config import context_of_tag, run_wildcards
 from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
 from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
 from growcert.runtime import resolve_device, wants_gpu
@@ -39,7 +40,7 @@ shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.e
 
 RESULTS = config["results"]
 PREPARED = config["prepared_data"]
-RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}"
+RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}"
 
 
 wildcard_constraints:
@@ -49,6 +50,8 @@ wildcard_constraints:
     width=r"\d+",
     depth=r"\d+",
     seed=r"\d+",
+    # "" for a grid without contexts (its folders keep their names), "_c<context>" in a context sweep.
+    context_tag=r"(_c\d+)?",
     step=r"\d+",
 
 
@@ -61,7 +64,8 @@ def dataset_settings(wildcards):
 
 
 def run_of(wildcards):
-    return Run(wildcards.family, wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed))
+    return Run(wildcards.family, wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed),
+               context_of_tag(wildcards.context_tag))
 
 
 def run_settings(wildcards):
@@ -69,33 +73,44 @@ def run_settings(wildcards):
 
 
 def all_run_dirs():
-    return [RUN_DIR.format(**vars(run)) for run in training_runs(config)]
+    return [RUN_DIR.format(**run_wildcards(run)) for run in training_runs(config)]
 
 
-STORE = f"{RESULTS}/grads/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
+STORE = f"{RESULTS}/grads/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.zarr"
 # Rules name a store by its root metadata file, written last when the store moves into place: Snakemake
 # then keeps its .snakemake_timestamp (which directory() outputs get) out of the store, where zarr would
 # warn on every open of the hierarchy (xr.open_datatree).
 STORE_ROOT = f"{STORE}/zarr.json"
+# config temporary_stores: the dump's output is then the store folder itself, marked temp(), so Snakemake
+# removes a store once every job that reads it is done (a context sweep's stores reach GBs). Its
+# .snakemake_timestamp then sits inside the store; zarr warns about it and reads on.
+TEMPORARY_STORES = config["temporary_stores"]
+STORE_INPUT = STORE if TEMPORARY_STORES else STORE_ROOT
+STORE_OUTPUT = temp(directory(STORE)) if TEMPORARY_STORES else STORE_ROOT
+
+
+def store_folder(path):
+    """The store folder of a rule's store input or output (the folder, or its zarr.json)."""
+    return os.path.dirname(path) if os.path.basename(path) == "zarr.json" else path
 
 
 def dump_settings(wildcards):
     return json.dumps(config["dump"], sort_keys=True)
 
 
-INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
 
 
 def intervention_targets():
-    """Per run: the last checkpoint, or every checkpoint (config intervene.checkpoints); pretrained models
-    when config pretrained.intervene is true."""
+    """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.checkpoints);
+    pretrained models when config pretrained.intervene is true. A context sweep feeds the regime map only."""
     targets = []
-    for run in training_runs(config):
+    for run in fixed_context_runs():
         steps = run_steps(config, run)
         for step in steps if config["intervene"]["checkpoints"] == "all" else steps[-1:]:
-            targets.append(INTERVENTIONS.format(**vars(run), step=step))
+            targets.append(INTERVENTIONS.format(**run_wildcards(run), step=step))
     if config["pretrained"]["intervene"]:
-        targets += [INTERVENTIONS.format(**vars(run), step=step) for run, step in pretrained_stores(config)]
+        targets += [INTERVENTIONS.format(**run_wildcards(run), step=step) for run, step in pretrained_stores(config)]
     return targets
 
 
@@ -104,22 +119,30 @@ def intervene_settings(wildcards):
     return json.dumps(settings, sort_keys=True)
 
 
-ALIGNMENT = f"{RESULTS}/stats/alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
-MISALIGNMENT = f"{RESULTS}/stats/misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+ALIGNMENT = f"{RESULTS}/stats/alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
+MISALIGNMENT = f"{RESULTS}/stats/misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
 P1_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK"]
 
 
-def per_store(template):
-    """`template` for every gradient store: each trained run's checkpoints, then each pretrained model."""
-    stores = [(run, step) for run in training_runs(config) for step in run_steps(config, run)]
-    return [template.format(**vars(run), step=step) for run, step in stores + pretrained_stores(config)]
+def fixed_context_runs():
+    """The runs of grids without `contexts`: interventions and depth analyse these; a context sweep (one
+    run per context) is for the alignment tables and the regime map, and would multiply their jobs."""
+    return [run for run in training_runs(config) if run.context is None]
+
+
+def per_store(template, runs=None):
+    """`template` for every gradient store: each trained run's checkpoints (of `runs`, default all), then
+    each pretrained model."""
+    runs = training_runs(config) if runs is None else runs
+    stores = [(run, step) for run in runs for step in run_steps(config, run)]
+    return [template.format(**run_wildcards(run), step=step) for run, step in stores + pretrained_stores(config)]
 
 
 def alignment_settings(wildcards=None):
     return json.dumps(config["alignment"], sort_keys=True)
 
 
-DEPTH = f"{RESULTS}/stats/depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
+DEPTH = f"{RESULTS}/stats/depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
 GROW = f"{RESULTS}/grow/{{experiment}}"
 
 
@@ -141,6 +164,8 @@ def grow_dataset(wildcards):
 # from the rules dump_pretrained / intervene_pretrained, which read a checkpoint folder instead of a run.
 PRETRAINED_STORE = f"{RESULTS}/grads/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.zarr"
 PRETRAINED_STORE_ROOT = f"{PRETRAINED_STORE}/zarr.json"
+PRETRAINED_STORE_INPUT = PRETRAINED_STORE if TEMPORARY_STORES else PRETRAINED_STORE_ROOT
+PRETRAINED_STORE_OUTPUT = temp(directory(PRETRAINED_STORE)) if TEMPORARY_STORES else PRETRAINED_STORE_ROOT
 PRETRAINED_INTERVENTIONS = f"{RESULTS}/interventions/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.csv"
 
 
@@ -210,7 +235,7 @@ def store_runtime(wildcards, attempt):
 def preference_reference(wildcards):
     """The trained llama run DPO starts from (config preference.reference); none with preference.hf_model."""
     run = preference_reference_run(config)
-    return [] if run is None else RUN_DIR.format(**vars(run))
+    return [] if run is None else RUN_DIR.format(**run_wildcards(run))
 
 
 # The self-contained P2 experiments (growcert.experiments): each trains its own small models from its
@@ -221,3 +246,22 @@ P2_EXPERIMENTS = ["grokking", "pinn", "theory"] + (["preference"] if preference_
 def experiment_outputs(name):
     return {"summary": f"{RESULTS}/{name}/summary.csv", "figure": f"{RESULTS}/figures/p2_{name}.png",
             "claims": f"{RESULTS}/claims/p2_{name}.csv", "table": f"{RESULTS}/tables/p2_{name}.csv"}
+
+
+def regime_figures():
+    """The P1 regime figures the config's context sweeps allow (growcert.report.regime.drawable): the width
+    figures with more than one width, the context figure with more than one context; none without a sweep."""
+    from growcert.report.regime import CONTEXT_FIGURES, WIDTH_FIGURES
+
+    sweeps = [grid for grid in config["grids"] if grid["contexts"] is not None]
+    widths = {width for grid in sweeps for width in grid["widths"]}
+    contexts = {context for grid in sweeps for context in grid["contexts"]}
+    return (WIDTH_FIGURES if len(widths) > 1 else []) + (CONTEXT_FIGURES if len(contexts) > 1 else [])
+
+
+REGIME_FIGURE_LABELS = {
+    "p1_regime_dalign_vs_width": "d_align vs width per context, matched budget and matched loss",
+    "p1_regime_dims_vs_width": "d_par and d_2 vs width per context",
+    "p1_regime_plugin_vs_unbiased": "plug-in vs unbiased d_align per context",
+    "p1_regime_dalign_vs_context": "d_align vs context at the widest width",
+}

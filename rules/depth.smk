@@ -1,15 +1,15 @@
 rule estimate_depth:
     input:
-        store=STORE_ROOT,
+        store=STORE_INPUT,
     output:
         table=DEPTH,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=depth_settings,
     log:
-        f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=depth_mem_mb,
@@ -51,7 +51,7 @@ localrules:
 
 rule summarize_depth:
     input:
-        tables=per_store(DEPTH),
+        tables=per_store(DEPTH, fixed_context_runs()),
     output:
         table=f"{RESULTS}/stats/depth.csv",
         decision=report(

@@ -5,16 +5,16 @@ rule dump_gradients:
         run=RUN_DIR,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
     output:
-        store=STORE_ROOT,
+        store=STORE_OUTPUT,
     params:
-        store=lambda wildcards, output: os.path.dirname(output.store),
+        store=lambda wildcards, output: store_folder(output.store),
         settings=dump_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
     log:
-        f"{RESULTS}/logs/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
@@ -33,9 +33,9 @@ rule dump_pretrained:
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
         checkpoint=pretrained_input,
     output:
-        store=PRETRAINED_STORE_ROOT,
+        store=PRETRAINED_STORE_OUTPUT,
     params:
-        store=lambda wildcards, output: os.path.dirname(output.store),
+        store=lambda wildcards, output: store_folder(output.store),
         settings=pretrained_dump_settings,
         hf=pretrained_hf_settings,
         checkpoint=pretrained_folder,

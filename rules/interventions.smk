@@ -3,19 +3,19 @@ rule intervene:
         family="resnet|llama",
     input:
         run=RUN_DIR,
-        store=STORE_ROOT,
+        store=STORE_INPUT,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
     output:
         table=INTERVENTIONS,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=intervene_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
     log:
-        f"{RESULTS}/logs/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        f"{RESULTS}/logs/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        f"{RESULTS}/benchmarks/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
@@ -30,13 +30,13 @@ rule intervene:
 # The same interventions on a pretrained Hugging Face model (config pretrained.intervene).
 rule intervene_pretrained:
     input:
-        store=PRETRAINED_STORE_ROOT,
+        store=PRETRAINED_STORE_INPUT,
         info=lambda wildcards: prepared_dataset(wildcards.dataset),
         checkpoint=pretrained_input,
     output:
         table=PRETRAINED_INTERVENTIONS,
     params:
-        store=lambda wildcards, input: os.path.dirname(input.store),
+        store=lambda wildcards, input: store_folder(input.store),
         settings=intervene_settings,
         hf=pretrained_hf_settings,
         checkpoint=pretrained_folder,

@@ -30,11 +30,14 @@ rule report:
         figures=[f"{RESULTS}/figures/training_grid.png", f"{RESULTS}/figures/p1_interventions.png"]
         + [f"{RESULTS}/figures/{name}.png" for name in P1_FIGURES]
         + [experiment_outputs(name)["figure"] for name in P2_EXPERIMENTS]
-        + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"],
+        + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"]
+        + [f"{RESULTS}/figures/{name}.png" for name in regime_figures()],
         claims=[f"{RESULTS}/claims/p1_interventions.csv", f"{RESULTS}/claims/p1_alignment.csv",
+                f"{RESULTS}/claims/p1_regime.csv",
                 f"{RESULTS}/claims/p3_depth.csv"]
         + [experiment_outputs(name)["claims"] for name in P2_EXPERIMENTS],
         tables=[f"{RESULTS}/tables/p1_interventions_summary.csv", f"{RESULTS}/tables/p1_alignment_summary.csv",
+                f"{RESULTS}/tables/p1_regime_cells.csv", f"{RESULTS}/stats/p1_regime_map.json",
                 f"{RESULTS}/tables/p3_recommended_depth.csv", f"{RESULTS}/tables/p3_growth.csv"]
         + [experiment_outputs(name)["table"] for name in P2_EXPERIMENTS],
     output:

@@ -7,9 +7,9 @@ rule train_model:
         settings=run_settings,
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
     log:
-        f"{RESULTS}/logs/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}.log",
+        f"{RESULTS}/logs/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}.tsv"
+        f"{RESULTS}/benchmarks/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}.tsv"
     threads: config["threads"]["train"]
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,

@@ -48,6 +48,8 @@ CASES = {
     "estimate-misalignment": ("--store {S} --alignment {A} --out {O}/m.csv", {}, "{A}"),
     "summarize-alignment": ("--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "
                             "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --figures {O}", {}, "{A}"),
+    "summarize-regime": ("--alignment {A} --training {A} --out-stats {O} --out-cells {O}/c.csv --out-claims "
+                         "{O}/k.csv --out-map {O}/m.json --figures {O}", None, "{A}"),
     "intervene": ("--checkpoint {C} --store {S} --data {D} --out {O}/i.csv", {}, "{C}"),
     "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-claims {O}/c.csv "
                                 "--figure {O}/f.png", None, "{A}"),
@@ -135,9 +137,15 @@ def merged_config(*files: str) -> dict:
 def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
     """The keys the config files set explicitly for this job: what a user passes to a bare `growcert <stage>`."""
     if stage == "train":
-        grid = next(g for g in raw["grids"] if (g["family"], g["dataset"]) == (settings["family"], settings["dataset"]))
-        return {**{key: settings[key] for key in ("family", "dataset", "width", "depth", "seed")},
-                "model": raw.get("models", {}).get(settings["family"], {}), "train": grid.get("train", {})}
+        swept = "context" in settings  # a context sweep's run: its grid sets contexts and tokens_per_step
+        grid = next(g for g in raw["grids"] if (g["family"], g["dataset"]) == (settings["family"], settings["dataset"])
+                    and ("contexts" in g) == swept)
+        explicit = {**{key: settings[key] for key in ("family", "dataset", "width", "depth", "seed")},
+                    "model": dict(raw.get("models", {}).get(settings["family"], {})), "train": dict(grid.get("train", {}))}
+        if swept:
+            explicit["context"] = explicit["model"]["context"] = settings["context"]
+            explicit["train"]["batch_size"] = grid["tokens_per_step"] // settings["context"]
+        return explicit
     if stage == "grow":
         section = raw.get("grow", {})
         shared = {key: value for key, value in section.items() if key != "experiments"}

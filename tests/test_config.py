@@ -117,9 +117,12 @@ def test_grid_expansion_and_settings():
     assert len(set(runs)) == len(runs)
     settings = train_settings(config, Run("llama", "shakespeare", 64, 2, 0))
     assert settings["model"]["context"] == config["models"]["llama"]["context"]
-    # one budget across widths within a grid
+    # one budget across widths within a grid (and within each context of a context sweep, whose batch
+    # is tokens_per_step / context: the same tokens per step at every context)
     budgets = {(r.family, (s := train_settings(config, r)["train"])["steps"], s["batch_size"]) for r in runs}
-    assert len(budgets) == len(config["grids"])
+    assert len(budgets) == sum(len(grid["contexts"] or [None]) for grid in config["grids"])
+    swept = [run for run in runs if run.context is not None]
+    assert len({train_settings(config, run)["train"]["batch_size"] * run.context for run in swept}) == 1
 
 
 def test_schema_dataset_defaults_match_the_dataset_modules():

@@ -56,7 +56,8 @@ def synthetic_results(folder):
             figure.savefig(folder / "figures" / f"{stem}.png", dpi=110)
             plt.close(figure)
     wide = pd.DataFrame({f"column_with_a_long_name_{index}": [1.234567e-5 * index, "x" * 80] for index in range(30)})
-    for stem in ("p1_alignment_summary", "p1_interventions_summary", "p2_grokking", "p3_growth", "p3_recommended_depth"):
+    for stem in ("p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells", "p2_grokking", "p3_growth",
+                 "p3_recommended_depth"):
         wide.to_csv(folder / "tables" / f"{stem}.csv", index=False)
     pd.DataFrame({"value": range(2000)}).to_csv(folder / "tables" / "p2_theory.csv", index=False)
     pd.DataFrame([claim_row(key, "VALUE-" + "y" * 120, index % 2 == 0, "note " * 40)
@@ -73,7 +74,7 @@ def test_every_claim_links_its_evidence_and_long_tables_are_collapsed(tmp_path):
         for stem in claim.evidence:
             kind = "fig" if (results / "figures" / f"{stem}.png").is_file() else "table"
             assert f'href="#{kind}-{stem}"' in text and f'id="{kind}-{stem}"' in text, stem
-    assert text.count('<details id="table-') == 6 and "<details id=\"table-p2_theory\" open" not in text  # collapsed
+    assert text.count('<details id="table-') == 7 and "<details id=\"table-p2_theory\" open" not in text  # collapsed
     assert 'href="tables/p2_theory.csv"' in text and "2000 rows, first 500 shown" in text
 
 

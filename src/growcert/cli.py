@@ -164,6 +164,13 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
                              figures / "p1_misalignment_vs_MK.png")
 
 
+def cmd_summarize_regime(args: argparse.Namespace) -> None:
+    from growcert.report.regime import summarize_regime
+
+    _log(summarize_regime(args.alignment, args.training, args.out_stats, args.out_cells, args.out_claims,
+                          args.out_map, args.figures))
+
+
 def cmd_experiment(args: argparse.Namespace) -> None:
     from growcert.experiments import EXPERIMENTS, run_experiment
 
@@ -236,7 +243,6 @@ def cmd_report(args: argparse.Namespace) -> None:
         _log(first_screen(args.out, args.screenshot))
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="growcert", description=__doc__.splitlines()[0])
     stages = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
@@ -295,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
     pooled.add_argument("--out-claims", required=True)
     pooled.add_argument("--figures", required=True, help="folder for the p1_*.png figures")
     pooled.set_defaults(handler=cmd_summarize_alignment)
+
+    regime_map = stages.add_parser("summarize-regime", help="P1 regime map of a context sweep: tables, figures, claims")
+    for flag in ("alignment", "training", "out-stats", "out-cells", "out-claims", "out-map", "figures"):
+        regime_map.add_argument(f"--{flag}", required=True, help=f"(growcert.report.regime.summarize_regime: {flag})")
+    regime_map.set_defaults(handler=cmd_summarize_regime)
 
     intervene = stages.add_parser("intervene", help="residual interventions: predicted vs observed held-out loss change")
     intervene.add_argument("--checkpoint", required=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,9 @@ import jsonschema
 import yaml
 
 from growcert.errors import ConfigError
+from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_contexts, context_of_tag,  # noqa: F401
+                            context_tag, grid_for, run_steps, run_wildcards, sweeps_context, train_settings,
+                            training_runs)
 
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
 
@@ -107,6 +109,9 @@ def stage_schema(stage: str, schema: dict[str, Any] | None = None) -> dict[str, 
                "depth": {"type": "integer", "minimum": 1, "description": grid["depths"]["description"]},
                "seed": {"type": "integer", "minimum": 0, "default": 0, "description": "Seed of initialisation and batch order."},
                "model": {"type": "object", "default": {}, "description": "The family's options (config key models.<family>)."},
+               # No default: the key is absent for a run of a grid that does not sweep context, so such
+               # a run's settings (and their hash) stay what they were before context became an axis.
+               "context": {"type": "integer", "minimum": 2, "description": grid["contexts"]["description"]},
                "train": grid["train"]}
         return {"type": "object", "additionalProperties": False, "required": ["family", "dataset", "width", "depth"],
                 "properties": run}
@@ -210,6 +215,11 @@ def _check_train_run(run: dict[str, Any]) -> None:
     _check_model("", run["family"], run["dataset"], {"width": run["width"]}, {"depth": run["depth"]},
                  run["model"].get("head_dim", 1))
     _check_budget("train", run["train"])
+    if "context" in run:
+        check_context_family("context", run["family"])
+        if run["model"].get("context") != run["context"]:
+            raise ConfigError(f"config key 'model.context': {run['model'].get('context')} differs from the run's "
+                              f"context axis {run['context']} (train_settings sets both)")
 
 
 def _check_budget(where: str, train: dict[str, Any]) -> None:
@@ -284,12 +294,16 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
                           "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str, bool], int] = {}
     for position, grid in enumerate(config["grids"]):
         where = f"grids[{position}]"
-        pair = (grid["family"], grid["dataset"])
+        check_contexts(where, grid)
+        # A context sweep's folders carry the context (…_s0_c256), so one sweep and one fixed-context grid
+        # of a family/dataset name different folders; two of a kind would share them.
+        pair = (grid["family"], grid["dataset"], sweeps_context(grid))
         if pair in seen:
-            raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]")
+            raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]"
+                              + (" (at most one context sweep per family/dataset)" if pair[2] else ""))
         seen[pair] = position
         _check_budget(f"{where}.train", grid["train"])
         if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
@@ -304,40 +318,6 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
                      config["models"][grid["family"]].get("head_dim", 1))
 
 
-@dataclass(frozen=True)
-class Run:
-    """One trained model of a grid: the wildcards of its results folder."""
-
-    family: str
-    dataset: str
-    width: int
-    depth: int
-    seed: int
-
-
-def training_runs(config: dict[str, Any]) -> list[Run]:
-    """Every (family, dataset, width, depth, seed) the config trains, in grid order."""
-    return [Run(g["family"], g["dataset"], w, d, s)
-            for g in config["grids"] for w in g["widths"] for d in g["depths"] for s in g["seeds"]]
-
-
-def grid_for(config: dict[str, Any], family: str, dataset: str) -> dict[str, Any]:
-    for grid in config["grids"]:
-        if grid["family"] == family and grid["dataset"] == dataset:
-            return grid
-    raise ConfigError(f"config key 'grids': no grid trains {family} on {dataset}")
-
-
-def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
-    """Everything `growcert train` needs for one run (and nothing else, so unrelated edits do not retrain)."""
-    grid = grid_for(config, run.family, run.dataset)
-    return {
-        "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
-        "model": dict(config["models"][run.family]),
-        "train": dict(grid["train"]),
-    }
-
-
 def grow_experiment_settings(config: dict[str, Any], index: int) -> dict[str, Any]:
     """What `growcert grow` needs for experiment `index` of a validated config: the entry, the `grow` section's
     shared keys and the family's model options (stage `grow` of `stage_settings`)."""
@@ -345,11 +325,6 @@ def grow_experiment_settings(config: dict[str, Any], index: int) -> dict[str, An
     shared = {key: value for key, value in section.items() if key != "experiments"}
     experiment = dict(section["experiments"][index])
     return {**shared, **experiment, "model": dict(config["models"][experiment["family"]])}
-
-
-def run_steps(config: dict[str, Any], run: Run) -> list[int]:
-    """The checkpoint steps of a run (each gets a gradient store)."""
-    return sorted(grid_for(config, run.family, run.dataset)["train"]["checkpoints"])
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -24,24 +24,31 @@ import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.report.claims import claim_row  # noqa: E402
+from growcert.report.training import with_context  # noqa: E402
 
 PANEL = ["family", "dataset"]
 
 
+def panel_keys(table: pd.DataFrame) -> list[str]:
+    """family, dataset, and context when a context sweep is in the table: a sweep's runs have their own
+    budget and panels. Group with dropna=False: the fixed-context runs beside a sweep have no context."""
+    return with_context(PANEL, table)
+
+
 def last_step(table: pd.DataFrame) -> pd.DataFrame:
     """Rows of each run's last checkpoint (the reference models at the full budget)."""
-    final = table.groupby(PANEL)["step"].transform("max")
+    final = table.groupby(panel_keys(table), dropna=False)["step"].transform("max")
     return table[table["step"] == final]
 
 
 def _panels(table: pd.DataFrame, columns: str = "reduction"):
-    keys = sorted(table.groupby(PANEL).groups)
+    panels = list(table.groupby(panel_keys(table), dropna=False))
     values = sorted(table[columns].unique())
-    figure, axes = plt.subplots(len(keys), len(values), figsize=(5.2 * len(values), 3.6 * len(keys)), squeeze=False)
-    for row, key in enumerate(keys):
+    figure, axes = plt.subplots(len(panels), len(values), figsize=(5.2 * len(values), 3.6 * len(panels)), squeeze=False)
+    for row, (key, panel) in enumerate(panels):
+        context = f", context {int(key[2])}" if len(key) > 2 and pd.notna(key[2]) else ""
         for column, value in enumerate(values):
-            frame = table[(table["family"] == key[0]) & (table["dataset"] == key[1]) & (table[columns] == value)]
-            yield axes[row, column], f"{key[0]} on {key[1]}, {value}", frame
+            yield axes[row, column], f"{key[0]} on {key[1]}{context}, {value}", panel[panel[columns] == value]
     figure.tight_layout()
 
 
@@ -91,7 +98,8 @@ def plot_plugin_vs_unbiased(alignment: pd.DataFrame, out: str | Path) -> None:
 def deepest_point(table: pd.DataFrame) -> pd.DataFrame:
     """Rows at each model's last insertion point (the stream the head reads)."""
     number = table["point"].str.removeprefix("block").astype(int)
-    return table[number == number.groupby([table[c] for c in ["family", "dataset", "width", "depth"]]).transform("max")]
+    keys = with_context(["family", "dataset", "width", "depth"], table)
+    return table[number == number.groupby([table[c] for c in keys], dropna=False).transform("max")]
 
 
 def width_ticks(axis, values) -> None:
@@ -126,11 +134,11 @@ def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
                       out_mk: str | Path) -> None:
     final = deepest_point(last_step(misalignment))
     # One depth per family (the deepest trained), so each line is one model per width.
-    final = final[final["depth"] == final.groupby(PANEL)["depth"].transform("max")]
+    final = final[final["depth"] == final.groupby(panel_keys(final), dropna=False)["depth"].transform("max")]
     at_reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1])]
     _certificate_figure(at_reference, "width", out_width,
                         lambda frame: f"M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}")
-    widest = final[final["width"] == final.groupby(PANEL)["width"].transform("max")]
+    widest = final[final["width"] == final.groupby(panel_keys(final), dropna=False)["width"].transform("max")]
     _certificate_figure(widest[widest["M"] == widest["K"]], "M", out_mk, lambda frame: "widest model")
 
 
@@ -149,8 +157,8 @@ def _certificate_figure(table: pd.DataFrame, x: str, out: str | Path, describe) 
 
 def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    columns = ["family", "dataset", "step", "reduction", "point", "width", "depth", "n", "dim", "detectability",
-               "d_align", "d_align_lo", "d_align_hi", "d_align_raw", "d_align_plugin", "status"]
+    columns = with_context(["family", "dataset", "step", "reduction", "point", "width", "depth", "n", "dim", "detectability",
+               "d_align", "d_align_lo", "d_align_hi", "d_align_raw", "d_align_plugin", "status"], held_out)
     return held_out[columns].sort_values(["family", "reduction", "point", "width"])
 
 
@@ -164,11 +172,11 @@ def _rising(series: pd.DataFrame, column: str) -> bool | None:
 
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int]) -> list[dict[str, Any]]:
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    keys = ["family", "dataset", "reduction", "point"]
-    verdicts = [_rising(series, "d_align") for _, series in held_out.groupby(keys)]
+    keys = with_context(["family", "dataset", "reduction", "point"], held_out)
+    verdicts = [_rising(series, "d_align") for _, series in held_out.groupby(keys, dropna=False)]
     rising, judged = sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
     undetermined = int(held_out["d_align"].isna().sum())
-    plugin = [_rising(series, "d_align_plugin") for _, series in held_out.groupby(keys)]
+    plugin = [_rising(series, "d_align_plugin") for _, series in held_out.groupby(keys, dropna=False)]
     d_align_claim = claim_row(
         "p1_dalign_width",
         this_run=f"rises in {rising} of {judged} (point, reduction) series with ≥ 2 determined widths; "
@@ -179,7 +187,7 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
              f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint")
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
-    falling = [_rising(series, "p_hat") for _, series in reference.groupby(keys)]
+    falling = [_rising(series, "p_hat") for _, series in reference.groupby(with_context(keys, reference), dropna=False)]
     falls, judged_p = sum(v is False for v in falling), sum(v is not None for v in falling)
     p_claim = claim_row(
         "p1_misalignment_width",

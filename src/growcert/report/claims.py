@@ -36,6 +36,18 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "every (point, reduction) series with ≥ 2 determined widths rises (Spearman > 0), held-out pool, "
           "last checkpoint", "summarize-alignment",
           ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_alignment_summary")),
+    Claim("p1_regime_budget", "P1", "d_align increases with width, on the regime map at matched budget",
+          "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
+          "per (context, step, point, reduction) cell, the seed-level 95 % t interval on the slope of log d_align "
+          "vs log width: rises / falls when it excludes 0, flat when it holds 0; holds when every judged cell "
+          "rises; magnitude: geometric mean over seeds at the widest width ≥ 1", "summarize-regime",
+          ("p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
+           "p1_regime_plugin_vs_unbiased", "p1_regime_cells")),
+    Claim("p1_regime_loss", "P1", "d_align increases with width, on the regime map at matched held-out loss",
+          "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
+          "as at matched budget, with d_align interpolated (log-linear, first crossing) at held-out loss levels "
+          "every width and seed of a context reaches, so widths are compared at the same training progress",
+          "summarize-regime", ("p1_regime_dalign_vs_width", "p1_regime_cells")),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
           "every series falls (Spearman < 0) at the reference (M, K), iid mode", "summarize-alignment",
           ("p1_misalignment_vs_width", "p1_misalignment_vs_MK")),

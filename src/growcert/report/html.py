@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 import os
 from pathlib import Path
 
@@ -29,7 +30,8 @@ SECTIONS = [
     ("training", "Trained grid", ["training_grid"], None),
     ("p1", "P1 — width scaling and the alignment certificate",
      ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
-      "p1_interventions"], "p1_"),
+      "p1_interventions", "p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
+      "p1_regime_plugin_vs_unbiased"], "p1_"),
     ("p2", "P2 — population-risk training", ["p2_grokking", "p2_pinn", "p2_preference", "p2_theory"], "p2_"),
     ("p3", "P3 — depth sufficiency", ["p3_depth", "p3_growth"], "p3_"),
 ]
@@ -40,6 +42,10 @@ TITLES = {
     "p1_misalignment_vs_width": "Empirical misalignment and both certificates against width",
     "p1_misalignment_vs_MK": "Empirical misalignment against the sample sizes (M, K)",
     "p1_interventions": "Residual interventions: observed against predicted held-out change",
+    "p1_regime_dalign_vs_width": "Regime map: d_align against width per context, at matched budget and matched loss",
+    "p1_regime_dalign_vs_context": "Regime map: d_align against context at the widest width",
+    "p1_regime_dims_vs_width": "Regime map: d_∥ and d_2 against width per context",
+    "p1_regime_plugin_vs_unbiased": "Regime map: plug-in beside unbiased d_align",
     "p2_grokking": "Grokking a/b mod p: accuracy along training per optimizer",
     "p2_pinn": "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
     "p2_preference": "Noisy-label DPO: held-out reward accuracy and drift along training",
@@ -118,6 +124,18 @@ def _training(results: Path, report_dir: Path) -> str:
             f"history CSV</a></summary>{page.table_html(shown)}</details>")
 
 
+def _regime_map(results: Path) -> str:
+    """What the P1 regime map covers in this run (whole map or slice) and which figures it could not draw."""
+    path = results / "stats" / "p1_regime_map.json"
+    if not path.is_file():
+        return ""
+    facts = json.loads(path.read_text())
+    missing = "".join(f"<li><code>{html.escape(stem)}</code> not drawn: {html.escape(reason)}</li>"
+                      for stem, reason in facts["figures"].items() if reason)
+    return (f'<p id="regime-map"><b>Regime map</b> (context × width × training progress): '
+            f"{html.escape(facts['coverage'])}.</p>" + (f"<ul>{missing}</ul>" if missing else ""))
+
+
 def _present(results: Path) -> set[tuple[str, str]]:
     figures = {("fig", path.stem) for path in (results / "figures").glob("*.png")}
     return figures | {("table", path.stem) for path in (results / "tables").glob("*.csv")}
@@ -146,6 +164,8 @@ def build_report(results: str | Path, out: str | Path) -> None:
                  for stem in figures if ("fig", stem) in present]
         if key == "training":
             parts.append(_training(results, report_dir))
+        if key == "p1":
+            parts.append(_regime_map(results))
         if prefix:
             parts += [page.collapsed_table(path, path.stem.replace("_", " "), report_dir)
                       for path in sorted((results / "tables").glob(f"{prefix}*.csv"))]

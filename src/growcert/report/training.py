@@ -12,7 +12,8 @@ TRAINING_COLUMNS = ["family", "dataset", "width", "depth", "seed", "num_paramete
 
 
 def training_table(run_dirs: list[str | Path]) -> pd.DataFrame:
-    """Every run's evaluation history as one long table."""
+    """Every run's evaluation history as one long table; with a `context` column after `dataset` when a
+    run belongs to a context sweep (empty for the other runs)."""
     rows = []
     for run_dir in run_dirs:
         path = Path(run_dir) / "metrics.json"
@@ -22,11 +23,27 @@ def training_table(run_dirs: list[str | Path]) -> pd.DataFrame:
         for entry in metrics["history"]:
             rows.append({**{key: metrics[key] for key in ("family", "dataset", "width", "depth", "seed",
                                                           "num_parameters", "seconds_per_step")},
+                         **({"context": metrics["context"]} if "context" in metrics else {}),
                          **entry, "code_hash": metrics["provenance"]["code_hash"]})
-    return pd.DataFrame(rows)[TRAINING_COLUMNS]
+    table = pd.DataFrame(rows)
+    return table[with_context(TRAINING_COLUMNS, table)]
+
+
+def with_context(columns: list[str], table: pd.DataFrame) -> list[str]:
+    """`columns` with `context` after `dataset` when `table` has a context column."""
+    if "context" not in table.columns or "context" in columns:
+        return list(columns)
+    at = columns.index("dataset") + 1
+    return [*columns[:at], "context", *columns[at:]]
+
+
+def run_keys(table: pd.DataFrame) -> list[str]:
+    """The keys of one trained model in `table`: family, dataset[, context], width, depth, seed."""
+    return with_context(["family", "dataset", "width", "depth", "seed"], table)
 
 
 def final_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The last evaluation of each run."""
-    keys = ["family", "dataset", "width", "depth", "seed"]
-    return table.sort_values("step").groupby(keys, as_index=False).tail(1).sort_values(keys)
+    keys = run_keys(table)
+    # dropna=False: a fixed-context run has no context in a table that also holds a sweep.
+    return table.sort_values("step").groupby(keys, as_index=False, dropna=False).tail(1).sort_values(keys)

@@ -93,6 +93,9 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
                        "xarray": xr.__version__},
         **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
+    swept = meta["provenance"].get("settings", {}).get("context")
+    if swept is not None:  # a run of a context sweep: context joins the store's identity (and its tables' keys)
+        attrs["context"] = swept
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
     options = StoreOptions.from_settings(settings)
     chunks = {spec.name: sample_chunk(spec, len(examples), itemsize=options.itemsize) for spec in specs}

@@ -108,6 +108,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     metrics = {
         "family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
         "depth": settings["depth"], "seed": seed,
+        **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "seconds": round(seconds, 3), "seconds_per_step": round(seconds / train["steps"], 5),
         "checkpoints": {str(step): f"step{step}.pt" for step in checkpoints},

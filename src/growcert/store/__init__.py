@@ -298,6 +298,7 @@ IDENTITY = ["family", "dataset", "width", "depth", "seed", "step"]
 
 
 def store_identity(path: str | Path) -> dict[str, Any]:
-    """The store's model: family, dataset, width, depth, seed and step, from its root attrs."""
+    """The store's model: family, dataset, width, depth, seed and step, from its root attrs, and the
+    context of a context sweep's run (absent otherwise, so other tables keep their columns)."""
     attrs = dict(open_store(path).attrs)
-    return {key: attrs[key] for key in IDENTITY}
+    return {key: attrs[key] for key in IDENTITY + [key for key in ("context",) if key in attrs]}

@@ -1,0 +1,122 @@
+"""Training grids: the runs a config trains, their settings and their results-folder wildcards.
+
+A grid (config key `grids[]`) trains family x dataset over widths x depths x seeds with one budget.
+A grid that sets `contexts` (llama only) also sweeps the sequence length: each context is its own
+run, in a folder tagged with it (`w64_d2_s0_c256`), trained on `tokens_per_step / context`
+sequences per step so that every context sees the same tokens per step (PAPERS.md P1, fifth pilot).
+A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
+Validation of the config as a whole lives in `growcert.config`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from growcert.errors import ConfigError
+
+# Families whose model takes a sequence length (config key models.<family>.context).
+CONTEXT_FAMILIES = ("llama", "hf")
+
+
+def check_context_family(where: str, family: str) -> None:
+    if family not in CONTEXT_FAMILIES:
+        raise ConfigError(f"config key '{where}': family {family} has no context length (only "
+                          f"{', '.join(CONTEXT_FAMILIES)} do)")
+
+
+def check_contexts(where: str, grid: dict[str, Any]) -> None:
+    """A context sweep: a family with a sequence length, distinct lengths, and one token budget per step
+    that every context divides (batch = tokens_per_step / context, so every context sees the same tokens)."""
+    if grid["contexts"] is None:
+        if grid["tokens_per_step"] is not None:
+            raise ConfigError(f"config key '{where}.tokens_per_step': only used with {where}.contexts")
+        return
+    check_context_family(f"{where}.contexts", grid["family"])
+    if len(set(grid["contexts"])) != len(grid["contexts"]):
+        raise ConfigError(f"config key '{where}.contexts': context lengths must be distinct")
+    tokens = grid["tokens_per_step"]
+    if tokens is None:
+        raise ConfigError(f"config key '{where}.tokens_per_step': required with {where}.contexts "
+                          f"(batch = tokens_per_step / context)")
+    for index, context in enumerate(grid["contexts"]):
+        if tokens % context:
+            raise ConfigError(f"config key '{where}.contexts[{index}]': {context} does not divide "
+                              f"tokens_per_step {tokens} (batch = tokens_per_step / context)")
+
+
+def sweeps_context(grid: dict[str, Any]) -> bool:
+    return grid.get("contexts") is not None
+
+
+
+@dataclass(frozen=True)
+class Run:
+    """One trained model of a grid: the wildcards of its results folder."""
+
+    family: str
+    dataset: str
+    width: int
+    depth: int
+    seed: int
+    context: int | None = None  # set for a run of a grid that sweeps context (grids[].contexts)
+
+
+def context_tag(context: int | None) -> str:
+    """The suffix a context sweep adds to a run's folder name (w64_d2_s0_c256); empty otherwise, so the
+    folders of a grid without `contexts` keep their names."""
+    return "" if context is None else f"_c{context}"
+
+
+def context_of_tag(tag: str) -> int | None:
+    """The inverse of context_tag."""
+    return int(tag.removeprefix("_c")) if tag else None
+
+
+def run_wildcards(run: Run) -> dict[str, Any]:
+    """The wildcards of a run's paths in rules/common.smk: the run's fields, context as its folder tag."""
+    fields = {key: value for key, value in vars(run).items() if key != "context"}
+    return {**fields, "context_tag": context_tag(run.context)}
+
+
+def training_runs(config: dict[str, Any]) -> list[Run]:
+    """Every (family, dataset, width, depth, seed[, context]) the config trains, in grid order."""
+    return [Run(g["family"], g["dataset"], w, d, s, c)
+            for g in config["grids"] for c in (g.get("contexts") or [None])
+            for w in g["widths"] for d in g["depths"] for s in g["seeds"]]
+
+
+def grid_for(config: dict[str, Any], family: str, dataset: str, context: int | None = None) -> dict[str, Any]:
+    """The grid that trains `family` on `dataset`: the context sweep when `context` is set, else the
+    fixed-context grid."""
+    for grid in config["grids"]:
+        if grid["family"] == family and grid["dataset"] == dataset and sweeps_context(grid) == (context is not None):
+            if context is None or context in grid["contexts"]:
+                return grid
+    sweep = f" at context {context}" if context is not None else ""
+    raise ConfigError(f"config key 'grids': no grid trains {family} on {dataset}{sweep}")
+
+
+def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """Everything `growcert train` needs for one run (and nothing else, so unrelated edits do not retrain).
+
+    A run of a context sweep also carries `context` (the axis value), sets the model's context to it,
+    and trains batch_size = tokens_per_step / context sequences per step: every context sees the same
+    tokens per step and, over the budget, the same tokens in all.
+    """
+    grid = grid_for(config, run.family, run.dataset, run.context)
+    settings = {
+        "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
+        "model": dict(config["models"][run.family]),
+        "train": dict(grid["train"]),
+    }
+    if run.context is not None:
+        settings["context"] = run.context
+        settings["model"]["context"] = run.context
+        settings["train"]["batch_size"] = grid["tokens_per_step"] // run.context
+    return settings
+
+
+def run_steps(config: dict[str, Any], run: Run) -> list[int]:
+    """The checkpoint steps of a run (each gets a gradient store)."""
+    return sorted(grid_for(config, run.family, run.dataset, run.context)["train"]["checkpoints"])

@@ -1,0 +1,237 @@
+"""The P1 regime map (issue 21): tables, figures and claim rows of a context sweep.
+
+Reads the pooled alignment table (results/stats/alignment.csv) and the training history
+(results/stats/training.csv). The map is the runs of grids that sweep context (a `context` column,
+grids[].contexts); their held-out pool, joined to the held-out loss at the same step, goes through
+`growcert.stats.regime`:
+
+- matched budget: width_trend at each checkpoint step (same step, same tokens per step);
+- matched loss: matched_loss at common_loss_grid levels, then width_trend at each level.
+
+Figures (one line per progress: a step, or a held-out loss level; reduction `sum_positions`, the
+deepest point, geometric mean over seeds): d_align vs width per context at matched budget and at
+matched loss; d_align vs context at the widest width; d_∥ and d_2 vs width; plug-in beside unbiased
+d_align. A figure needs more than one width (the context figure more than one context); `drawable`
+says which a table allows, and the report says why one is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from growcert.report.alignment import width_ticks  # noqa: E402
+from growcert.report.claims import ROW_COLUMNS, claim_row  # noqa: E402
+from growcert.files import write_csv, write_text  # noqa: E402
+from growcert.report.figures import save_figure  # noqa: E402
+from growcert.stats.regime import LOSS, common_loss_grid, matched_loss, regime_summary, width_trend  # noqa: E402
+
+MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
+LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
+FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (DESIGN.md §4)
+WIDTH_FIGURES = ["p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased"]
+CONTEXT_FIGURES = ["p1_regime_dalign_vs_context"]
+# The map issue 21 asks for (configs/p1-regime.yaml): fewer of any axis is a slice of it.
+FULL_MAP = {"contexts": 4, "widths": 4, "seeds": 3, "checkpoints": 4}
+
+
+def regime_table(alignment: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame:
+    """Held-out rows of the context sweep's stores, with the held-out loss of their model at that step."""
+    if "context" not in alignment.columns or "context" not in training.columns:
+        return pd.DataFrame(columns=list(alignment.columns) + [LOSS])
+    held_out = alignment[(alignment["pool"] == "test") & alignment["context"].notna()]
+    losses = training.loc[training["context"].notna(), MODEL_KEYS + [LOSS]]
+    table = held_out.merge(losses.drop_duplicates(MODEL_KEYS), on=MODEL_KEYS, how="left", validate="many_to_one")
+    return table.astype({"context": int})
+
+
+def axes_of(table: pd.DataFrame) -> dict[str, list[int]]:
+    return {"contexts": sorted(table["context"].unique()), "widths": sorted(table["width"].unique()),
+            "seeds": sorted(table["seed"].unique()), "checkpoints": sorted(table["step"].unique())}
+
+
+def coverage(table: pd.DataFrame) -> str:
+    """The map's axes, and whether they are the whole map or a slice of it."""
+    if table.empty:
+        return "no grid sweeps context (grids[].contexts), so there is no regime map in this run"
+    axes = axes_of(table)
+    whole = all(len(axes[name]) >= size for name, size in FULL_MAP.items())
+    listed = "; ".join(f"{name} {', '.join(str(int(v)) for v in values)}" for name, values in axes.items())
+    return (("the whole map" if whole else "a slice of the map (configs/p1-regime.yaml holds the whole map)")
+            + f": {listed}")
+
+
+def drawable(table: pd.DataFrame) -> dict[str, str]:
+    """Figure stem -> "" when it can be drawn from `table`, else why not."""
+    widths = table["width"].nunique() if len(table) else 0
+    contexts = table["context"].nunique() if len(table) else 0
+    no_widths = "" if widths > 1 else f"needs more than one width; the map has {widths}"
+    no_contexts = "" if contexts > 1 else f"needs more than one context; the map has {contexts}"
+    return {**{stem: no_widths for stem in WIDTH_FIGURES}, **{stem: no_contexts for stem in CONTEXT_FIGURES}}
+
+
+def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, pd.DataFrame]:
+    """budget: width_trend per (cell, step); matched: d at common held-out loss levels; loss: width_trend
+    per (cell, loss level)."""
+    if table.empty:
+        return {"budget": pd.DataFrame(), "matched": pd.DataFrame(), "loss": pd.DataFrame()}
+    matched = matched_loss(table, common_loss_grid(table, levels))
+    reached = matched[matched["reached"]]
+    return {"budget": width_trend(table, "step"), "matched": matched,
+            "loss": width_trend(reached, LOSS) if len(reached) else pd.DataFrame()}
+
+
+def cells_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Both comparisons' cells in one table for the report, keyed by `comparison` and `progress`."""
+    frames = [trend.rename(columns={column: "progress"}).assign(comparison=name)
+              for name, column in (("matched budget (step)", "step"), ("matched loss (held-out nats)", LOSS))
+              if len(trend := tables["budget" if column == "step" else "loss"])]
+    if not frames:
+        return pd.DataFrame(columns=["comparison", "context", "progress", "verdict"])
+    cells = pd.concat(frames, ignore_index=True)
+    first = ["comparison", "context", "progress", "reduction", "point", "verdict", "slope", "slope_lo", "slope_hi"]
+    return cells[first + [c for c in cells.columns if c not in first]]
+
+
+def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """One row per comparison: rising / falling / flat cells and where d_align >= 1 at the widest width."""
+    rows = []
+    scope = coverage(table)
+    for key, name, progress in (("p1_regime_budget", "budget", "step"), ("p1_regime_loss", "loss", LOSS)):
+        trend = tables[name]
+        if trend.empty:
+            continue
+        summary = regime_summary(trend, progress)
+        judged = summary["cells"] - summary["undetermined"]
+        holds = "undetermined" if judged == 0 else bool(summary["rises"] == judged)
+        comparison = ("matched budget: widths at the same step and tokens per step" if name == "budget" else
+                      f"matched held-out loss: d_align interpolated at {LOSS_LEVELS} loss levels every width and "
+                      "seed of a context reaches, log-linear between the bracketing checkpoints")
+        rows.append(claim_row(key, this_run=summary["this_run"], holds=holds,
+                              note=f"{comparison}; held-out pool, every point and reduction; {scope}"))
+    return rows
+
+
+def _seed_mean(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
+    """Geometric mean over seeds of the determined (finite, > 0) `value`."""
+    determined = table[np.isfinite(table[value]) & (table[value] > 0)]
+    return (determined.assign(log=np.log(determined[value])).groupby(keys, as_index=False)["log"].mean()
+            .assign(**{value: lambda frame: np.exp(frame["log"])}))
+
+
+def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows the figures show: reduction sum_positions (else the first), the deepest point."""
+    reduction = FIGURE_REDUCTION if (table["reduction"] == FIGURE_REDUCTION).any() else sorted(table["reduction"])[0]
+    rows = table[table["reduction"] == reduction]
+    number = rows["point"].str.removeprefix("block").astype(int)
+    return rows[number == number.max()]
+
+
+def _lines(axis, frame: pd.DataFrame, x: str, line: str, value: str, label) -> None:
+    series = _seed_mean(frame, [line, x], value)
+    for color, (key, curve) in zip(sns.color_palette("viridis", max(series[line].nunique(), 1)), series.groupby(line)):
+        curve = curve.sort_values(x)
+        axis.plot(curve[x], curve[value], marker="o", color=color, label=label(key))
+    axis.set_yscale("log")
+    axis.grid(alpha=0.3)
+    if len(series):
+        axis.legend(fontsize=6)
+
+
+def plot_dalign_vs_width(table: pd.DataFrame, matched: pd.DataFrame, out: str | Path) -> None:
+    """Rows: contexts; left matched budget (a line per step), right matched loss (a line per level)."""
+    shown, levels = figure_rows(table), figure_rows(matched[matched["reached"]]) if len(matched) else matched
+    contexts = sorted(shown["context"].unique())
+    figure, axes = plt.subplots(len(contexts), 2, figsize=(10.4, 3.4 * len(contexts)), squeeze=False)
+    for row, context in enumerate(contexts):
+        budget, loss = shown[shown["context"] == context], levels[levels["context"] == context] if len(levels) else levels
+        _lines(axes[row, 0], budget, "width", "step", "d_align", lambda step: f"step {int(step)}")
+        axes[row, 0].set(title=f"context {context}: matched budget", ylabel="d_align (unbiased)")
+        if len(loss):
+            _lines(axes[row, 1], loss, "width", LOSS, "d_align", lambda level: f"loss {level:.3f}")
+        axes[row, 1].set(title=f"context {context}: matched held-out loss" + ("" if len(loss) else " (no common range)"))
+        for axis in axes[row]:
+            width_ticks(axis, shown["width"])
+            axis.set_xlabel("width")
+    figure.tight_layout()
+    save_figure(figure, out)
+
+
+def plot_dalign_vs_context(table: pd.DataFrame, out: str | Path) -> None:
+    """d_align vs context at the widest width, a line per step (matched budget)."""
+    shown = figure_rows(table)
+    widest = shown[shown["width"] == shown["width"].max()]
+    figure, axis = plt.subplots(figsize=(5.6, 3.8))
+    _lines(axis, widest, "context", "step", "d_align", lambda step: f"step {int(step)}")
+    width_ticks(axis, widest["context"])
+    axis.set(xlabel="context (tokens)", ylabel="d_align (unbiased)", title=f"width {int(widest['width'].max())}: matched budget")
+    save_figure(figure, out)
+
+
+def plot_dims_vs_width(table: pd.DataFrame, out: str | Path) -> None:
+    """d_∥ and d_2 vs width, one row per context, a line per step: which one sets the minimum."""
+    shown = figure_rows(table)
+    contexts = sorted(shown["context"].unique())
+    figure, axes = plt.subplots(len(contexts), 2, figsize=(10.4, 3.4 * len(contexts)), squeeze=False)
+    for row, context in enumerate(contexts):
+        frame = shown[shown["context"] == context]
+        for column, (value, name) in enumerate((("d_par", "d_∥"), ("d_2", "d_2"))):
+            _lines(axes[row, column], frame, "width", "step", value, lambda step: f"step {int(step)}")
+            width_ticks(axes[row, column], frame["width"])
+            axes[row, column].set(title=f"context {context}: {name}, matched budget", xlabel="width", ylabel=name)
+    figure.tight_layout()
+    save_figure(figure, out)
+
+
+def plot_plugin_vs_unbiased(table: pd.DataFrame, out: str | Path) -> None:
+    """Plug-in (dashed) beside unbiased (solid) d_align vs width at the last step, a colour per context."""
+    shown = figure_rows(table)
+    final = shown[shown["step"] == shown["step"].max()]
+    figure, axis = plt.subplots(figsize=(6.4, 4.0))
+    for color, (context, frame) in zip(sns.color_palette("viridis", final["context"].nunique()), final.groupby("context")):
+        for value, style, name in (("d_align", "-", "unbiased"), ("d_align_plugin", "--", "plug-in")):
+            curve = _seed_mean(frame, ["width"], value).sort_values("width")
+            axis.plot(curve["width"], curve[value], style, marker="o", color=color, label=f"context {context}, {name}")
+    width_ticks(axis, final["width"])
+    axis.set(yscale="log", xlabel="width", ylabel="d_align", title=f"step {int(final['step'].max())}: plug-in vs unbiased")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=6)
+    save_figure(figure, out)
+
+
+def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path) -> dict[str, str]:
+    """Draw every figure `table` allows into `folder`; returns `drawable` (stem -> why not, or "")."""
+    folder = Path(folder)
+    reasons = drawable(table)
+    painters = {"p1_regime_dalign_vs_width": lambda out: plot_dalign_vs_width(table, matched, out),
+                "p1_regime_dims_vs_width": lambda out: plot_dims_vs_width(table, out),
+                "p1_regime_plugin_vs_unbiased": lambda out: plot_plugin_vs_unbiased(table, out),
+                "p1_regime_dalign_vs_context": lambda out: plot_dalign_vs_context(table, out)}
+    for stem, reason in reasons.items():
+        if not reason:
+            painters[stem](folder / f"{stem}.png")
+    return reasons
+
+
+def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str | Path, out_cells: str | Path,
+                     out_claims: str | Path, out_map: str | Path, figures: str | Path) -> str:
+    """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line."""
+    table = regime_table(pd.read_csv(alignment), pd.read_csv(training))
+    tables = regime_tables(table)
+    for name in ("budget", "loss", "matched"):
+        write_csv(tables[name], Path(out_stats) / f"p1_regime_{name}.csv")
+    write_csv(cells_table(tables), out_cells)
+    write_csv(pd.DataFrame(regime_claims(table, tables), columns=ROW_COLUMNS), out_claims)
+    reasons = draw_figures(table, tables["matched"], figures)
+    write_text(out_map, json.dumps({"coverage": coverage(table), "figures": reasons}, indent=1))
+    missing = [stem for stem, reason in reasons.items() if reason]
+    return f"regime map: {coverage(table)}; {len(table)} held-out rows; figures not drawn: {missing or 'none'}"
