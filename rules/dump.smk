@@ -7,6 +7,7 @@ rule dump_gradients:
     output:
         store=STORE_OUTPUT,
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         store=lambda wildcards, output: store_folder(output.store),
         settings=dump_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
@@ -24,7 +25,7 @@ rule dump_gradients:
         "../envs/growcert.yaml"
     shell:
         "growcert dump --checkpoint {params.checkpoint} --data {params.data_dir} --settings {params.settings:q} "
-        "--out {params.store} --threads {threads} --device {DEVICE} > {log} 2>&1"
+        "--out {params.store} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 # A pretrained Hugging Face model (config key pretrained): the same dump, from its checkpoint folder.

@@ -4,6 +4,7 @@ rule train_model:
     output:
         run=directory(RUN_DIR),
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=run_settings,
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
     log:
@@ -19,7 +20,7 @@ rule train_model:
         "../envs/growcert.yaml"
     shell:
         "growcert train --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
-        "--threads {threads} --device {DEVICE} > {log} 2>&1"
+        "--threads {threads} --device {params.device} > {log} 2>&1"
 
 
 localrules:
