@@ -126,7 +126,8 @@ P1_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs
 
 def fixed_context_runs():
     """The runs of grids without `contexts`: interventions and depth analyse these; a context sweep (one
-    run per context) is for the alignment tables and the regime map, and would multiply their jobs."""
+    run per context) is for the d_align tables and the regime map, and would multiply their jobs (the
+    certificates of estimate-misalignment too)."""
     return [run for run in training_runs(config) if run.context is None]
 
 
