@@ -3,6 +3,7 @@ on the path): exactness checks against single-example autograd."""
 
 import numpy as np
 import torch
+from torch import nn
 
 
 def single_example(model, inputs, target, point):
@@ -66,3 +67,18 @@ def browser_check(report, width=1280, height=900):
     found = re.search(r'<pre id="browser-check">(.*?)</pre>', result.stdout)
     assert found, f"the page did not finish loading in Chromium: {result.stderr[-2000:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+# A small regression net and its data, for the optimizer tests (tests/test_optim*.py).
+def small_net(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def mse_per_example(outputs, targets):
+    return ((outputs - targets) ** 2).mean(dim=1)
+
+
+def regression_batch(generator, b=16):
+    x = torch.randn(b, 6, generator=generator)
+    return x, torch.stack((x[:, 0] * 2, x[:, 1] - x[:, 2], torch.sin(x[:, 3])), dim=1) + 0.3 * torch.randn(b, 3, generator=generator)

@@ -8,22 +8,10 @@ import torch
 from scipy import stats
 from torch import nn
 
+from helpers import mse_per_example, regression_batch, small_net
+
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam, per_example_gradients
-
-
-def small_net(seed=0):
-    torch.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
-
-
-def mse_per_example(outputs, targets):
-    return ((outputs - targets) ** 2).mean(dim=1)
-
-
-def regression_batch(generator, b=16):
-    x = torch.randn(b, 6, generator=generator)
-    return x, torch.stack((x[:, 0] * 2, x[:, 1] - x[:, 2], torch.sin(x[:, 3])), dim=1) + 0.3 * torch.randn(b, 3, generator=generator)
 
 
 def groups_of(model, lr):
