@@ -124,7 +124,13 @@ rule summarize_regime:
             subcategory="regime map",
             labels={"result": "table: width trend per (context, progress) cell", "paper": "P1"},
         ),
-        claims=f"{RESULTS}/claims/p1_regime.csv",
+        claims=report(
+            f"{RESULTS}/claims/p1_regime.csv",
+            caption="../report/p1_regime_claims.rst",
+            category="P1 width and alignment",
+            subcategory="regime map",
+            labels={"result": "claims: width trend on the regime map", "paper": "P1"},
+        ),
         figures=[
             report(
                 f"{RESULTS}/figures/{name}.png",

@@ -143,7 +143,7 @@ def test_snakemake_report_groups_outputs_by_paper(ci_run):
     categories = report_script(page, "categories")  # {category: {subcategory: [paths]}}
     assert set(categories) == {"P1 width and alignment", "P2 population-risk training", "P3 depth sufficiency",
                                "Training"}
-    assert set(categories["P1 width and alignment"]) == {"alignment", "interventions"}
+    assert set(categories["P1 width and alignment"]) == {"alignment", "interventions", "regime map"}
     assert set(categories["P2 population-risk training"]) == {"grokking", "pinn", "theory", "preference"}
     assert set(categories["P3 depth sufficiency"]) == {"depth", "growth"}
     # {"figures/p2_pinn.png": entry}: tables/ and claims/ share file names, so keep the folder
@@ -181,7 +181,7 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jo
     expected = {"dump_gradients": per_checkpoint, "estimate_alignment": per_checkpoint,
                 "estimate_misalignment": per_checkpoint, "estimate_depth": per_checkpoint, "intervene": 1,
                 "summarize_training": 1, "summarize_alignment": 1, "summarize_interventions": 1, "summarize_depth": 1,
-                "summarize_growth": 1, "plot_training": 1, "report": 1, "all": 1}
+                "summarize_growth": 1, "summarize_regime": 1, "plot_training": 1, "report": 1, "all": 1}
     assert planned_jobs(follow_up.stdout + follow_up.stderr) == expected, follow_up.stdout[-3000:]
 
 
