@@ -11,28 +11,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
-
-
-def _settings(text: str) -> dict[str, Any]:
-    """Settings as inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
-    from growcert.errors import ConfigError
-
-    if text.startswith("@"):
-        import yaml
-
-        path = Path(text[1:])
-        if not path.is_file():
-            raise ConfigError(f"settings file {path}: no such file")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
-        return {} if loaded is None else loaded
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
 
 
 # The settings each subcommand's --settings holds: a stage of growcert.config.stage_settings. main() resolves
@@ -44,7 +22,7 @@ SETTINGS_STAGE = {"train": "train", "dump": "dump", "estimate-alignment": "align
 
 
 def _resolve_settings(args: argparse.Namespace) -> None:
-    from growcert.config import stage_settings
+    from growcert.config import parse_settings as _settings, stage_settings
 
     if args.stage in SETTINGS_STAGE:
         args.settings = stage_settings(SETTINGS_STAGE[args.stage], _settings(args.settings))

@@ -32,6 +32,23 @@ def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
         return yaml.safe_load(handle)
 
 
+def parse_settings(text: str) -> dict[str, Any]:
+    """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise ConfigError(f"settings file {path}: no such file")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
+        return {} if loaded is None else loaded
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
+
+
 def top_level_default(key: str) -> Any:
     """The schema's default of a top-level config key (e.g. `device`), for the CLI's own defaults."""
     return load_schema()["properties"][key]["default"]

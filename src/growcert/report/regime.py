@@ -82,12 +82,10 @@ def drawable(table: pd.DataFrame) -> dict[str, str]:
 def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, pd.DataFrame]:
     """budget: width_trend per (cell, step); matched: d at common held-out loss levels; loss: width_trend
     per (cell, loss level)."""
-    if table.empty:
-        return {"budget": pd.DataFrame(), "matched": pd.DataFrame(), "loss": pd.DataFrame()}
-    matched = matched_loss(table, common_loss_grid(table, levels))
-    reached = matched[matched["reached"]]
-    return {"budget": width_trend(table, "step"), "matched": matched,
-            "loss": width_trend(reached, LOSS) if len(reached) else pd.DataFrame()}
+    # An empty table (no context sweep) gives empty tables that still carry their columns.
+    matched = matched_loss(table, common_loss_grid(table, levels) if len(table) else [])
+    reached = matched[matched["reached"].astype(bool)]
+    return {"budget": width_trend(table, "step"), "matched": matched, "loss": width_trend(reached, LOSS)}
 
 
 def cells_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -215,6 +215,11 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1); got {level}")
     keys = present(cell, table) + [progress]
+    columns = keys + ["seeds", "slope", "slope_se", "slope_lo", "slope_hi", "verdict", "widest", "seeds_at_widest",
+                      f"{value}_widest", f"{value}_widest_lo", f"{value}_widest_hi", "magnitude_reached",
+                      "magnitude_clear"]
+    if table.empty:  # no sweep: the table still says what it would hold
+        return pd.DataFrame(columns=columns)
     slopes = {key: group["slope"].to_numpy(float) for key, group in _by(width_slopes(table, progress, value, cell), keys)}
     rows = []
     for key, frame in _by(table, keys):
@@ -230,7 +235,7 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
                      f"{value}_widest_lo": geometric_lo, f"{value}_widest_hi": math.exp(log_hi),
                      "magnitude_reached": bool(geometric_mean >= magnitude),  # False when NaN
                      "magnitude_clear": bool(geometric_lo >= magnitude)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def regime_summary(trend: pd.DataFrame, progress: str = "step") -> dict:
