@@ -23,8 +23,60 @@ rule p2_experiment:
             subcategory="{task}",
             labels={"result": "table: {task}", "paper": "P2"},
         ),
+        gate=report(
+            f"{RESULTS}/figures/p2_{{task}}_gate.png",
+            caption="../report/p2_gate.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "figure: {task} gate diagnostics", "paper": "P2"},
+        ),
     wildcard_constraints:
-        task="grokking|pinn|theory",
+        task="grokking|pinn",
+    params:
+        settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
+        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+    log:
+        f"{RESULTS}/logs/{{task}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/{{task}}.tsv"
+    threads: lambda wildcards: config["threads"][wildcards.task]
+    resources:
+        mem_mb=lambda wildcards, attempt: 4000 * attempt,
+        runtime=lambda wildcards, attempt: 120 * attempt,
+    conda:
+        "../envs/growcert.yaml"
+    shell:
+        "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
+        "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"
+
+
+# The theory diagnostics: no optimizer arms, so no gate figure.
+rule p2_theory:
+    output:
+        summary=experiment_outputs("{task}")["summary"],
+        figure=report(
+            experiment_outputs("{task}")["figure"],
+            caption="../report/p2_experiment_figure.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "figure: {task}", "paper": "P2"},
+        ),
+        claims=report(
+            experiment_outputs("{task}")["claims"],
+            caption="../report/p2_experiment_claims.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "claims: {task}", "paper": "P2"},
+        ),
+        table=report(
+            experiment_outputs("{task}")["table"],
+            caption="../report/p2_experiment_table.rst",
+            category="P2 population-risk training",
+            subcategory="{task}",
+            labels={"result": "table: {task}", "paper": "P2"},
+        ),
+    wildcard_constraints:
+        task="theory",
     params:
         settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
@@ -72,6 +124,13 @@ rule preference:
             subcategory="preference",
             labels={"result": "table: medians per optimizer", "paper": "P2"},
         ),
+        gate=report(
+            f"{RESULTS}/figures/p2_preference_gate.png",
+            caption="../report/p2_gate.rst",
+            category="P2 population-risk training",
+            subcategory="preference",
+            labels={"result": "figure: preference gate diagnostics", "paper": "P2"},
+        ),
     params:
         settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
@@ -89,4 +148,5 @@ rule preference:
         "../envs/growcert.yaml"
     shell:
         "growcert preference --settings {params.settings:q} {params.reference} --data {params.data_dir} --out {params.out_dir} "
-        "--figure {output.figure} --claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"
+        "--figure {output.figure} --gate-figure {output.gate} --claims {output.claims} --table {output.table} "
+        "--threads {threads} > {log} 2>&1"

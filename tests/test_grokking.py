@@ -12,7 +12,8 @@ from growcert.report.claims import ROW_COLUMNS
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
-                                     grokking_claims, plot_grokking, run_grokking, split_indices)
+                                          run_grokking, split_indices)
+from growcert.experiments.grokking_report import grokking_claims, plot_grokking
 
 
 @pytest.mark.parametrize("p", [5, 13, 97])
@@ -56,14 +57,15 @@ def test_grokfast_filter_is_the_published_ema():
 TINY = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 30, "batch_size": 16, "eval_every": 10,
         "stop_at_test_acc": None, "model": {"width": 32, "depth": 1, "heads": 2},
         "adamw": {"weight_decays": [0.1], "baseline_weight_decay": 0.1},
-        "grokfast": {"weight_decay": 0.005}, "poprisk": {"weight_decays": [0.0, 0.1]}}
+        "grokfast": {"weight_decay": 0.005},
+        "poprisk": {"weight_decays": [0.0, 0.1], "gates": ["update"], "variances": ["streaming"]}}
 
 
 def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     run_grokking(TINY, tmp_path, log=lambda _: None, threads=1)
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
-    names = ["AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "PopulationRiskAdam wd=0", "PopulationRiskAdam wd=0.1"]
+    names = ["AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-streaming-wd0", "poprisk-update-streaming-wd0.1"]
     assert summary["optimizer"].tolist() == names
     assert summary["weight_decay"].tolist() == [0.1, 0.005, 0.0, 0.1]
     for name in names:
@@ -73,7 +75,7 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     assert start[["train_loss", "test_loss", "train_acc", "test_acc"]].nunique().max() == 1
     # the gate is logged for PopulationRiskAdam only, and it does block some updates
     gated = curves[curves["step"] > 0].groupby("optimizer")["gated_fraction"].mean()
-    assert gated.filter(like="AdamW").isna().all() and (gated.filter(like="PopulationRisk") > 0.05).all()
+    assert gated.filter(like="AdamW").isna().all() and (gated.filter(like="poprisk") > 0.05).all()
     assert json.loads((tmp_path / "provenance.json").read_text())["settings"]["p"] == 11
 
     plot_grokking(tmp_path / "curves.csv", tmp_path / "grokking.png")
@@ -88,7 +90,7 @@ def summary_of(adamw_step, poprisk_step, poprisk_wd=0.0):
     return pd.DataFrame([
         {"optimizer": "AdamW wd=0.01", "weight_decay": 0.01, "seed": 0, "step_95": adamw_step},
         {"optimizer": "AdamW wd=1", "weight_decay": 1.0, "seed": 0, "step_95": 500},
-        {"optimizer": f"PopulationRiskAdam wd={poprisk_wd:g}", "weight_decay": poprisk_wd, "seed": 0,
+        {"optimizer": f"poprisk-update-exact-wd{poprisk_wd:g}", "weight_decay": poprisk_wd, "seed": 0,
          "step_95": poprisk_step},
     ]).astype({"step_95": "Int64"})
 
@@ -126,3 +128,56 @@ def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path
     assert (final["train_acc"] >= 0.99).all(), final
     assert final.loc["AdamW wd=1", "test_acc"] >= 0.12, final
     assert final.loc["AdamW wd=1", "test_acc"] >= 2 * final.loc["AdamW wd=0", "test_acc"], final
+
+
+def classic_parameter_count(vocab, width, depth, hidden, context=4):
+    """Closed form: embeddings, per block two LayerNorms (gain, bias), qkv and proj, the GELU MLP (all with
+    biases), the final LayerNorm and the bias-free head."""
+    block = 2 * 2 * width + (3 * width * width + 3 * width) + (width * width + width) \
+        + (width * hidden + hidden) + (hidden * width + width)
+    return vocab * width + context * width + depth * block + 2 * width + width * vocab
+
+
+def test_classic_architecture_shapes_parameters_and_training():
+    from growcert.experiments.grokking import answer_losses, build_model
+    from growcert.models.classic import ClassicTransformer
+    from growcert.optim import per_example_gradients, per_example_square_sums
+
+    settings = stage_settings("grokking", {"p": 11, "batch_size": 16,
+                                           "model": {"architecture": "classic", "width": 24, "depth": 2, "heads": 4}})
+    torch.manual_seed(0)
+    model = build_model(settings)
+    assert isinstance(model, ClassicTransformer)
+    assert sum(p.numel() for p in model.parameters()) == classic_parameter_count(13, 24, 2, 96)
+    default = sum(p.numel() for p in build_model(stage_settings("grokking", {"model": {"architecture": "classic"}}))
+                  .parameters())
+    assert default == classic_parameter_count(49, 128, 2, 512)  # 409,856 at p = 47, beside the llama's ~421k
+    tokens, answers = division_equations(11)
+    assert model(tokens[:5]).shape == (5, 4, 13)
+    # the hooks (learned positions included) give the per-example Σ g² of torch.func
+    _, sums = per_example_square_sums(model, answer_losses, tokens[:12], answers[:12], set_grad=False)
+    _, rows = per_example_gradients(model, answer_losses, tokens[:12], answers[:12], set_grad=False)
+    for p, examples in rows.items():
+        assert torch.allclose(sums.sums[p], examples.square().sum(dim=0), rtol=1e-5, atol=1e-10)
+    # a few AdamW steps on one batch fit it (measured: 2.57 -> 1.35 nats after 30 steps)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(80):
+        optimizer.zero_grad()
+        loss = answer_losses(model(tokens[:32]), answers[:32]).mean()
+        loss.backward()
+        optimizer.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < 0.5 * first
+
+
+def test_classic_architecture_runs_the_task_and_records_its_size(tmp_path):
+    settings = {**TINY, "model": {"architecture": "classic", "width": 16, "depth": 1, "heads": 2},
+                "grokfast": {"enabled": False}, "poprisk": {"weight_decays": [0.0], "gates": ["update"],
+                                                            "variances": ["exact"]}}
+    run_grokking(settings, tmp_path, log=lambda _: None, threads=1)
+    record = json.loads((tmp_path / "provenance.json").read_text())
+    assert record["settings"]["model"]["architecture"] == "classic"
+    assert record["num_parameters"] == classic_parameter_count(13, 16, 1, 64)
+    with pytest.raises(ConfigError, match="grokking.model.architecture"):
+        stage_settings("grokking", {"model": {"architecture": "gpt"}})

@@ -102,9 +102,12 @@ def test_observed_initial_condition_carries_the_configured_noise(noise_std):
 
 
 def test_stratified_batches_take_the_same_fraction_of_each_pool():
-    settings = stage_settings("pinn", {})
+    settings = stage_settings("pinn", {"poprisk": {"variances": ["exact"]}})
     sizes = stratum_batch_sizes(settings)
     assert sizes == {"residual": 108, "initial": 13, "boundary": 7} and sum(sizes.values()) == 128
+    # with a microbatch variant every arm draws multiples of K = 4 (each stratum splits into K equal parts),
+    # each the multiple nearest the same fraction 128 / 1216 of its pool
+    assert stratum_batch_sizes(stage_settings("pinn", {})) == {"residual": 108, "initial": 12, "boundary": 8}
     with pytest.raises(ValueError, match="batch_size"):
         stratum_batch_sizes(stage_settings("pinn", {"batch_size": 1216}))
     with pytest.raises(ConfigError, match=r"'pinn.learning_rate': unknown key"):
@@ -163,12 +166,12 @@ def test_best_lr_is_the_grid_lr_with_the_fewest_median_steps():
         ("AdamW", 1e-3): [(300, 0.1), (320, 0.1), (310, 0.1)],
         ("AdamW", 3e-3): [(100, 0.2), (140, 0.2), (120, 0.2)],     # median 120: the best
         ("AdamW", 1e-2): [(50, 0.3), (None, 0.9), (None, 0.9)],    # fastest single run, but unreached median
-        ("PopulationRiskAdam", 1e-3): [(200, 0.3), (200, 0.3), (200, 0.3)],
-        ("PopulationRiskAdam", 3e-3): [(190, 0.2), (200, 0.2), (210, 0.2)],  # same median: smaller final ℓ2
-        ("PopulationRiskAdam", 1e-2): [(None, 0.5), (None, 0.5), (None, 0.5)],
+        ("poprisk-update-exact-wd0", 1e-3): [(200, 0.3), (200, 0.3), (200, 0.3)],
+        ("poprisk-update-exact-wd0", 3e-3): [(190, 0.2), (200, 0.2), (210, 0.2)],  # same median: smaller final ℓ2
+        ("poprisk-update-exact-wd0", 1e-2): [(None, 0.5), (None, 0.5), (None, 0.5)],
     })
     assert best_lr(summary, "AdamW") == (3e-3, 120.0, 0.2)
-    assert best_lr(summary, "PopulationRiskAdam") == (3e-3, 200.0, 0.2)
+    assert best_lr(summary, "poprisk-update-exact-wd0") == (3e-3, 200.0, 0.2)
     unreached = summary_rows({("AdamW", lr): [(None, final)] for lr, final in [(1e-3, 0.6), (1e-2, 0.5)]})
     assert best_lr(unreached, "AdamW") == (1e-2, math.inf, 0.5)  # nothing reached: the lowest final ℓ2
 
@@ -177,7 +180,7 @@ def test_best_lr_is_the_grid_lr_with_the_fewest_median_steps():
     assert table.to_dict("records") == [
         {"optimizer": "AdamW", "best_lr": 3e-3, "median_steps_to_target": 120.0, "median_final_l2": 0.2,
          "reached": 3, "seeds": 3},
-        {"optimizer": "PopulationRiskAdam", "best_lr": 3e-3, "median_steps_to_target": 200.0,
+        {"optimizer": "poprisk-update-exact-wd0", "best_lr": 3e-3, "median_steps_to_target": 200.0,
          "median_final_l2": 0.2, "reached": 3, "seeds": 3}]
 
 
@@ -187,30 +190,30 @@ def test_best_lr_is_the_grid_lr_with_the_fewest_median_steps():
 ])
 def test_claim_row_is_honest(adamw_step, poprisk_step, holds, shown):
     summary = summary_rows({("AdamW", 1e-3): [(adamw_step, 0.2)], ("AdamW", 1e-2): [(None, 0.9)],
-                            ("PopulationRiskAdam", 1e-3): [(poprisk_step, 0.3)]})
+                            ("poprisk-update-exact-wd0", 1e-3): [(poprisk_step, 0.3)]})
     [row] = pinn_claims(summary, {"steps": 800})
     assert list(row) == ROW_COLUMNS
     assert (row["claim_id"], row["paper"], row["paper_value"]) == ("p2_pinn", "P2", "2.4× faster")
-    assert row["claim"] == "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW"
+    assert row["claim"] == "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW (poprisk-update-exact-wd0)"
     assert row["holds"] == holds and shown in row["this_run"]
     assert "best AdamW lr is at the edge of its grid" in row["note"]
 
 
 # three seeds per lr, so that the claim must compare medians over seeds of each optimizer's best lr
 FASTER = {("AdamW", 1e-3): [150, 200, 260], ("AdamW", 1e-2): [180, None, None],  # medians 200, unreached
-          ("PopulationRiskAdam", 1e-3): [90, 100, None], ("PopulationRiskAdam", 3e-3): [120, 130, 140]}  # 100, 130
+          ("poprisk-update-exact-wd0", 1e-3): [90, 100, None], ("poprisk-update-exact-wd0", 3e-3): [120, 130, 140]}  # 100, 130
 GATE_NEVER = {("AdamW", 1e-3): [150, 200, 260],
-              ("PopulationRiskAdam", 1e-3): [50, None, None], ("PopulationRiskAdam", 3e-3): [None, None, None]}
-ADAMW_FASTER = {("AdamW", 1e-3): [100, 120, 140], ("PopulationRiskAdam", 1e-3): [200, 240, 250]}
-ADAMW_CAPPED = {("AdamW", 1e-3): [None, None, 100], ("PopulationRiskAdam", 1e-3): [100, 200, 400]}
+              ("poprisk-update-exact-wd0", 1e-3): [50, None, None], ("poprisk-update-exact-wd0", 3e-3): [None, None, None]}
+ADAMW_FASTER = {("AdamW", 1e-3): [100, 120, 140], ("poprisk-update-exact-wd0", 1e-3): [200, 240, 250]}
+ADAMW_CAPPED = {("AdamW", 1e-3): [None, None, 100], ("poprisk-update-exact-wd0", 1e-3): [100, 200, 400]}
 
 
 @pytest.mark.parametrize("steps, holds, shown", [
     # 200 / 100 steps: twice as fast (a best-single-run rule would say 150 / 90, a mean rule no number)
-    (FASTER, True, ["PopulationRiskAdam (lr 0.001) 100 vs best AdamW (lr 0.001) 200 steps", "speed-up 2.00×"]),
+    (FASTER, True, ["poprisk-update-exact-wd0 (lr 0.001) 100 vs best AdamW (lr 0.001) 200 steps", "speed-up 2.00×"]),
     # one gated seed reached the target, but the median run did not, at either lr
-    (GATE_NEVER, "not reached", ["PopulationRiskAdam (lr 0.001) not by 800 vs best AdamW (lr 0.001) 200 steps"]),
-    (ADAMW_FASTER, False, ["PopulationRiskAdam (lr 0.001) 240 vs best AdamW (lr 0.001) 120 steps",
+    (GATE_NEVER, "not reached", ["poprisk-update-exact-wd0 (lr 0.001) not by 800 vs best AdamW (lr 0.001) 200 steps"]),
+    (ADAMW_FASTER, False, ["poprisk-update-exact-wd0 (lr 0.001) 240 vs best AdamW (lr 0.001) 120 steps",
                            "speed-up 0.50×"]),
     # AdamW's median run is capped at 800 steps: at least 800 / 200 = 4×
     (ADAMW_CAPPED, True, ["200 vs best AdamW (lr 0.001) not by 800 steps", "speed-up > 4.00×, AdamW capped"]),
@@ -226,18 +229,18 @@ def test_claim_compares_medians_over_seeds_of_the_best_lrs(steps, holds, shown):
 
 TINY = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
         "depth": 2, "steps": 20, "eval_every": 10, "test_grid": [16, 8], "seeds": [0, 1],
-        "adamw_lrs": [1e-3, 1e-2], "poprisk_lrs": [1e-2]}
+        "adamw_lrs": [1e-3, 1e-2], "poprisk": {"lrs": [1e-2], "gates": ["update"]}}
 
 
-@pytest.mark.parametrize("variance, resample", [("streaming", False), ("exact", True)])
+@pytest.mark.parametrize("variance, resample", [("streaming", False), ("exact", True), ("microbatch", True)])
 def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resample):
-    settings = dict(TINY, poprisk_variance=variance, resample_collocation=resample)
+    settings = dict(TINY, poprisk={**TINY["poprisk"], "variances": [variance]}, resample_collocation=resample)
+    name = f"poprisk-update-{variance}-wd0"
     run_pinn(settings, tmp_path, log=lambda _: None, threads=1)
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     assert summary[["optimizer", "lr", "seed"]].values.tolist() == [
-        [name, lr, seed] for seed in (0, 1) for name, lr in (("AdamW", 1e-3), ("AdamW", 1e-2),
-                                                               ("PopulationRiskAdam", 1e-2))]
+        [optimizer, lr, seed] for seed in (0, 1) for optimizer, lr in (("AdamW", 1e-3), ("AdamW", 1e-2), (name, 1e-2))]
     for _, frame in curves.groupby(["optimizer", "lr", "seed"]):
         assert frame["step"].tolist() == [0, 10, 20]
     # per seed, every optimizer starts from the same weights (identical step-0 evaluations), and seeds differ
@@ -245,8 +248,8 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resampl
     assert (start.nunique() == 1).all().all() and curves[curves["step"] == 0]["test_l2"].nunique() == 2
     gated = curves[curves["step"] > 0].groupby("optimizer")["gated_fraction"]
     assert gated.apply(lambda g: g.isna().all())["AdamW"]
-    assert gated.apply(lambda g: g.between(0, 1).all())["PopulationRiskAdam"]
-    assert json.loads((tmp_path / "provenance.json").read_text())["settings"]["poprisk_variance"] == variance
+    assert gated.apply(lambda g: g.between(0, 1).all())[name]
+    assert json.loads((tmp_path / "provenance.json").read_text())["settings"]["poprisk"]["variances"] == [variance]
 
     plot_pinn(tmp_path / "curves.csv", tmp_path / "pinn.png")
     assert (tmp_path / "pinn.png").stat().st_size > 10_000
@@ -255,15 +258,16 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resampl
     assert curves["test_l2"].min() > 0.40 and summary["step_to_target"].isna().all()
     [row] = pinn_claims(tmp_path / "summary.csv", settings)
     assert row["claim_id"] == "p2_pinn" and row["holds"] == "not reached"
-    assert "PopulationRiskAdam (lr 0.01) not by 20 vs best AdamW" in row["this_run"]
+    assert f"{name} (lr 0.01) not by 20 vs best AdamW" in row["this_run"]
     assert "not by 20 steps;" in row["this_run"] and "speed-up" not in row["this_run"]
-    assert list(pinn_table(summary)["optimizer"]) == ["AdamW", "PopulationRiskAdam"]
+    assert list(pinn_table(summary)["optimizer"]) == ["AdamW", name]
 
 
 def test_both_optimizers_reach_the_target_at_the_default_scale(tmp_path):
     """The default problem is learnable by either optimizer well inside the default step budget
     (one seed and one good lr each, 250 steps: the comparison is not between two failures)."""
-    result = run_pinn({"seeds": [0], "steps": 250, "adamw_lrs": [1e-2], "poprisk_lrs": [1e-2]}, tmp_path,
+    result = run_pinn({"seeds": [0], "steps": 250, "adamw_lrs": [1e-2],
+                       "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}}, tmp_path,
                       log=lambda _: None, threads=1)
     reached = result["summary"].set_index("optimizer")["step_to_target"]
     assert reached.notna().all() and (reached <= 250).all()

@@ -16,7 +16,7 @@ from growcert.store.checkpoint import load_checkpoint
 from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.config import stage_settings
-from growcert.experiments.preference import (CURVE_COLUMNS, OPTIMIZERS, SUMMARY_COLUMNS,
+from growcert.experiments.preference import (CURVE_COLUMNS, SUMMARY_COLUMNS, optimizer_arms,
                                        all_logprobs, continuation_logprobs, dpo_loss, plot_preference,
                                        preference_claims, run_preference, train_arm)
 from growcert.experiments.preference_pairs import make_pairs, pair_tokens, reward_accuracy, swap_labels, vowel_reward
@@ -107,8 +107,9 @@ def test_reference_stays_frozen_and_the_policy_moves(tmp_path, prepared, train_t
         splits[split] = {"chosen": chosen, "rejected": rejected, "reference_chosen": all_logprobs(reference, chosen, 8),
                          "reference_rejected": all_logprobs(reference, rejected, 8)}
     splits["train"]["swapped"] = swap_labels(24, 0.3, 0)
-    for name in OPTIMIZERS:
-        policy, history, _ = train_arm(name, reference, splits["train"], splits["test"], settings, seed=0,
+    for arm in optimizer_arms(settings):
+        name = arm["name"]
+        policy, history, _ = train_arm(arm, reference, splits["train"], splits["test"], settings, seed=0,
                                        log=lambda _: None)
         for key, value in reference.state_dict().items():
             assert torch.equal(value, before[key]), f"{name} changed the reference's {key}"
@@ -127,7 +128,9 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
                    data=text)
     curves, summary = pd.read_csv(tmp_path / "out" / "curves.csv"), pd.read_csv(tmp_path / "out" / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
-    assert summary[["optimizer", "seed"]].values.tolist() == [[name, seed] for seed in (0, 1) for name in OPTIMIZERS]
+    names = ["AdamW", "poprisk-update-exact-wd0", "poprisk-update-microbatch-wd0", "poprisk-gradient-exact-wd0",
+             "poprisk-gradient-microbatch-wd0"]  # the schema's default variants
+    assert summary[["optimizer", "seed"]].values.tolist() == [[name, seed] for seed in (0, 1) for name in names]
     for (name, seed), frame in curves.groupby(["optimizer", "seed"]):
         assert frame["step"].tolist() == [0, 2, 4]
     start = curves[curves["step"] == 0]  # the policy starts as the reference: every implicit reward is 0
@@ -135,7 +138,7 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     assert np.allclose(start["train_loss"], math.log(2))
     gated = curves[curves["step"] > 0].groupby("optimizer")["gated_fraction"]
     assert gated.apply(lambda g: g.isna().all())["AdamW"]
-    assert gated.apply(lambda g: g.between(0, 1).all())["PopulationRiskAdam"]
+    assert all(gated.apply(lambda g: g.between(0, 1).all())[name] for name in names[1:])
     record = json.loads((tmp_path / "out" / "provenance.json").read_text())
     assert record["settings"]["swap_rate"] == 0.3 and record["reference"]["path"] == str(checkpoint)
     with np.load(tmp_path / "out" / "pairs.npz") as pairs:
@@ -145,13 +148,14 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     plot_preference(tmp_path / "out" / "curves.csv", tmp_path / "preference.png")
     assert (tmp_path / "preference.png").stat().st_size > 10_000
     rows = preference_claims(tmp_path / "out" / "summary.csv", TINY)
-    assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy", "p2_dpo_drift"]
-    assert [row["paper_value"] for row in rows] == ["0.566 → 0.641", "3.05× smaller"]
+    assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy", "p2_dpo_drift"] * 4  # two rows per variant
+    assert [row["paper_value"] for row in rows] == ["0.566 → 0.641", "3.05× smaller"] * 4
+    assert [row["claim"].split("(")[-1].rstrip(")") for row in rows[::2]] == names[1:]
     assert all(row["paper"] == "P2" and isinstance(row["holds"], bool) for row in rows)
 
 
 def test_claims_compare_medians_over_seeds():
-    summary = pd.DataFrame({"optimizer": ["AdamW", "PopulationRiskAdam"] * 3, "seed": [0, 0, 1, 1, 2, 2],
+    summary = pd.DataFrame({"optimizer": ["AdamW", "poprisk-update-exact-wd0"] * 3, "seed": [0, 0, 1, 1, 2, 2],
                             "final_reward_acc": [0.6, 0.65, 0.55, 0.7, 0.9, 0.5],
                             "final_drift": [6.0, 2.0, 5.0, 3.0, 4.0, 9.0], "seconds": [1.0] * 6})
     accuracy, drift = preference_claims(summary, {})
@@ -195,6 +199,10 @@ def test_local_hugging_face_checkpoint_runs_dpo_without_download(tmp_path, prepa
     assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, 300)
 
     settings = {**TINY, "hf_model": str(tmp_path / "qwen"), "steps": 2, "eval_every": 1, "seeds": [0]}
+    # the exact variance reads pairs through the llama's hooks; a Hugging Face model gets a one-line refusal
+    with pytest.raises(ConfigError, match=r"'preference.poprisk.variances': exact needs the pipeline's llama"):
+        run_preference(settings, tmp_path / "refused", log=lambda _: None, threads=1, data=prepared("shakespeare"))
+    settings["poprisk"] = {"variances": ["microbatch"]}
     run_preference(settings, tmp_path / "out", log=lambda _: None, threads=1, data=prepared("shakespeare"))
     curves = pd.read_csv(tmp_path / "out" / "curves.csv")
     assert (curves[curves["step"] == 2]["drift"] > 0).all()  # the DPO steps moved the policy

@@ -154,7 +154,7 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
     inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
     run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table,
-                   threads=args.threads, log=_log, **inputs)
+                   threads=args.threads, log=_log, gate_figure=args.gate_figure, **inputs)
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
@@ -313,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--claims", required=True)
         command.add_argument("--table", required=True, help="the experiment's table for the report")
         command.add_argument("--threads", type=int, default=1)
+        command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         if "reference_checkpoint" in experiment.inputs:
             command.add_argument("--reference", dest="reference_checkpoint", default=None,
                                  help="trained llama run folder (its last step{N}.pt) or checkpoint file; "

@@ -178,13 +178,22 @@ def _check_grokking(grokking: dict[str, Any]) -> None:
     if adamw["baseline_weight_decay"] not in adamw["weight_decays"]:
         raise ConfigError(f"config key 'grokking.adamw.baseline_weight_decay': {adamw['baseline_weight_decay']} is not "
                           f"one of grokking.adamw.weight_decays {adamw['weight_decays']}")
-    if model["width"] % model["heads"] or (model["width"] // model["heads"]) % 2:
+    rope = model["architecture"] == "llama"
+    if model["width"] % model["heads"] or (rope and (model["width"] // model["heads"]) % 2):
         raise ConfigError(f"config key 'grokking.model.heads': width {model['width']} / heads {model['heads']} must be "
-                          f"an even integer (RoPE rotates feature pairs)")
+                          + ("an even integer (RoPE rotates feature pairs)" if rope else "an integer"))
     train_equations = round(grokking["train_fraction"] * grokking["p"] * (grokking["p"] - 1))
     if grokking["batch_size"] is not None and grokking["batch_size"] >= train_equations:
         raise ConfigError(f"config key 'grokking.batch_size': {grokking['batch_size']} is not below the "
                           f"{train_equations} training equations (the population-risk gate needs batch noise)")
+    _check_microbatches("grokking", grokking["poprisk"], grokking["batch_size"] or train_equations)
+
+
+def _check_microbatches(section: str, poprisk: dict[str, Any], batch: int) -> None:
+    """The microbatch variance splits each batch into K equal micro-batches: K must divide it."""
+    if poprisk["gates"] and "microbatch" in poprisk["variances"] and batch % poprisk["microbatches"]:
+        raise ConfigError(f"config key '{section}.poprisk.microbatches': {poprisk['microbatches']} does not divide "
+                          f"the batch of {batch} (the microbatch variance splits each batch into equal parts)")
 
 
 def _check_preference(preference: dict[str, Any]) -> None:
@@ -192,6 +201,7 @@ def _check_preference(preference: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'preference.batch_size': {preference['batch_size']} must be below pairs_train "
                           f"{preference['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
                           "minibatches)")
+    _check_microbatches("preference", preference["poprisk"], preference["batch_size"])
 
 
 def _check_model(where: str, family: str, dataset: str, widths: dict[str, int], depths: dict[str, int],

@@ -17,14 +17,16 @@ from growcert.experiments.theory import run_theory
 from growcert.resume import Interrupted, UnitResume, resume_folder
 
 PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
-        "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "poprisk_lrs": [1e-2],
-        "resume_every": 7}
+        "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "resume_every": 7,
+        # a microbatch arm measures its variance ratio every 3 steps: pending diagnostics cross the snapshots
+        "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}, "diagnostics_every": 3}
 THEORY = {"checkpoints": 2, "seeds": [0, 1],
           "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
           "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
           "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}
 PREFERENCE = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 12,
-              "batch_size": 8, "eval_every": 4, "seeds": [0], "lr": 3e-3, "resume_every": 5}
+              "batch_size": 8, "eval_every": 4, "seeds": [0], "lr": 3e-3, "resume_every": 5,
+              "poprisk": {"gates": ["update"], "variances": ["microbatch"]}, "diagnostics_every": 3}
 
 
 @pytest.fixture

@@ -6,11 +6,13 @@ folder, tidy CSVs plus provenance.json; the CLI then draws its figure, writes it
 which module implements each step, so the command line stays a thin loop over it:
 
     experiment   module                       inputs                       report table
-    grokking     growcert.experiments.grokking      -                            summary.csv as written
+    grokking     growcert.experiments.grokking, _report -                          summary.csv as written
     pinn         growcert.experiments.pinn, _report -                            best lr per optimizer
     preference   growcert.experiments.preference    reference run, text data     medians per optimizer
     theory       growcert.experiments.theory              -                            medians per measure
 
+Grokking, PINN and preference also draw the gate diagnostics figure (`report.figures.gate_diagnostics`,
+open fraction and variance ratio per PopulationRiskAdam variant) when given its path.
 Modules are imported when an experiment runs: torch-heavy imports stay off `growcert --help`.
 """
 
@@ -40,6 +42,7 @@ class Experiment:
     table: Callable[[Any, Path], pd.DataFrame]
     inputs: tuple[str, ...] = ()  # extra keyword arguments of `run`, given on the command line
     report_module: str | None = None  # where plot, claims and table live, when not in `module`
+    gate_title: str | None = None  # title of the gate diagnostics figure; None: the task has no gate
 
 
 def _median_by(columns: list[str]) -> Callable[[Any, Path], pd.DataFrame]:
@@ -58,7 +61,8 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
         "run_grokking",
         plot=lambda module, out, figure: module.plot_grokking(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.grokking_claims(out / "summary.csv", settings),
-        table=lambda module, out: pd.read_csv(out / "summary.csv")),
+        table=lambda module, out: pd.read_csv(out / "summary.csv"),
+        report_module="growcert.experiments.grokking_report", gate_title="grokking: gate diagnostics"),
     Experiment(
         "pinn", "growcert.experiments.pinn",
         "P2 noisy PINN (1-d advection): steps to test l2 <= target, tuned AdamW vs PopulationRiskAdam",
@@ -66,7 +70,7 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
         plot=lambda module, out, figure: module.plot_pinn(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.pinn_claims(out / "summary.csv", settings),
         table=lambda module, out: module.pinn_table(out / "summary.csv"),
-        report_module="growcert.experiments.pinn_report"),
+        report_module="growcert.experiments.pinn_report", gate_title="PINN: gate diagnostics (every lr)"),
     Experiment(
         "preference", "growcert.experiments.preference",
         "P2 noisy-label DPO on a pretrained llama: held-out reward accuracy and reward drift",
@@ -74,7 +78,7 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
         plot=lambda module, out, figure: module.plot_preference(out / "curves.csv", figure),
         claims=lambda module, out, settings: module.preference_claims(out / "summary.csv", settings),
         table=_median_by(["optimizer"]),
-        inputs=("reference_checkpoint", "data")),
+        inputs=("reference_checkpoint", "data"), gate_title="noisy DPO: gate diagnostics"),
     Experiment(
         "theory", "growcert.experiments.theory",
         "P2 theory: signal channel, reservoir, train-test coupling and SGD drift-diffusion",
@@ -87,8 +91,8 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
 
 def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, figure: str | Path,
                    claims: str | Path, table: str | Path, threads: int = 1,
-                   log: Callable[[str], None] = print, **inputs: Any) -> None:
-    """Run experiment `name`, then write its figure, claim rows and report table."""
+                   log: Callable[[str], None] = print, gate_figure: str | Path | None = None, **inputs: Any) -> None:
+    """Run experiment `name`, then write its figure (and `gate_figure`, when given), claim rows and table."""
     experiment = EXPERIMENTS[name]
     module = importlib.import_module(experiment.module)
     report = importlib.import_module(experiment.report_module or experiment.module)
@@ -97,6 +101,10 @@ def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, fi
     getattr(module, experiment.run)(settings, out_dir, log=log, threads=threads, **inputs)
     Path(figure).parent.mkdir(parents=True, exist_ok=True)
     experiment.plot(report, out_dir, str(figure))
+    if gate_figure is not None and experiment.gate_title:
+        from growcert.report.figures import gate_diagnostics
+
+        gate_diagnostics(out_dir / "curves.csv", gate_figure, experiment.gate_title)
     for rows, path in ((pd.DataFrame(experiment.claims(report, out_dir, settings)), claims),
                        (experiment.table(report, out_dir), table)):
         write_csv(rows, path)

@@ -12,8 +12,13 @@ Every optimizer starts from the same initial weights and sees the same split and
 - Grokfast-EMA (Lee et al. 2024, "Grokfast: Accelerated Grokking by Amplifying Slow Gradients")
   as published: after backward, ema ← α·ema + (1−α)·grad, grad ← grad + λ·ema, on Adam with
   L2-*coupled* weight decay (decoupling it breaks it, PAPERS.md calibration);
-- PopulationRiskAdam (streaming variance) over a list of decoupled weight decays (0 = the plain gate).
-Outputs: curves.csv, summary.csv, provenance.json; `plot_grokking` and `grokking_claims` read them.
+- PopulationRiskAdam in every configured gate reading × variance source × decoupled weight decay
+  (`experiments.arms`: `poprisk-<gate>-<variance>-wd<decay>`); exact s²/b from the layer hooks
+  (`per_example_square_sums`), microbatch from K micro-batches of the same batch.
+Model: `model.architecture` llama (above) or classic (LayerNorm, learned positions, GELU MLP, as in
+Power et al.; `models.classic`).
+Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv,
+provenance.json; `grokking_report` (figures, claim rows) reads them.
 """
 
 from __future__ import annotations
@@ -30,15 +35,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.common import (arm_snapshot, format_steps, median_steps, restore_arm, run_arms,
-                                        step_columns, write_tables)
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook_square_sums, make_poprisk,
+                                      poprisk_arms, variance_step)
+from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
+from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
-from growcert.optim import PopulationRiskAdam
-from growcert.report.claims import claim_row
 from growcert.resume import UnitResume
 from growcert.runtime import torch_runtime
 
-CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction"]
+CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction",
+                 *DIAGNOSTIC_COLUMNS]
 SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
                    "seconds"]
 EVAL_CHUNK = 4096
@@ -65,10 +71,14 @@ def split_indices(count: int, train_fraction: float, seed: int) -> tuple[torch.T
     return order[:cut].sort().values, order[cut:].sort().values
 
 
-def build_model(settings: dict[str, Any]) -> Llama:
+def build_model(settings: dict[str, Any]) -> nn.Module:
+    """The decoder of `model.architecture`: llama (RMSNorm, RoPE, SwiGLU) or classic (Power et al.)."""
     model = settings["model"]
     if model["width"] % model["heads"]:
         raise ValueError(f"grokking model width {model['width']} is not divisible by heads {model['heads']}")
+    if model["architecture"] == "classic":
+        return ClassicTransformer(ClassicConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
+                                                heads=model["heads"], mlp_hidden=model["mlp_hidden"], context=4))
     return Llama(LlamaConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
                              head_dim=model["width"] // model["heads"], mlp_hidden=model["mlp_hidden"], context=4))
 
@@ -76,6 +86,11 @@ def build_model(settings: dict[str, Any]) -> Llama:
 def answer_loss(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy of the answer, predicted at the "=" position (the last of the four)."""
     return F.cross_entropy(model(tokens)[:, -1, :], answers, reduction=reduction)
+
+
+def answer_losses(logits: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """Per-example answer cross-entropy from the model's outputs (the form the hooks need)."""
+    return F.cross_entropy(logits[:, -1, :], answers, reduction="none")
 
 
 @torch.no_grad()
@@ -113,9 +128,7 @@ def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
     if settings["grokfast"]["enabled"]:
         wd = settings["grokfast"]["weight_decay"]
         arms.append({"name": f"Grokfast-EMA wd={wd:g} (L2)", "kind": "grokfast", "weight_decay": wd})
-    arms += [{"name": f"PopulationRiskAdam wd={wd:g}", "kind": "poprisk", "weight_decay": wd}
-             for wd in settings["poprisk"]["weight_decays"]]
-    return arms
+    return arms + poprisk_arms(settings["poprisk"], settings["poprisk"]["weight_decays"])
 
 
 def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any], batch: int, train_size: int):
@@ -127,11 +140,12 @@ def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, An
         grokfast = settings["grokfast"]
         return (torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
                 GrokfastEMA(grokfast["alpha"], grokfast["lamb"]))
-    if batch >= train_size:
+    if arm["variance"] == "streaming" and batch >= train_size:
         raise ValueError(f"PopulationRiskAdam's streaming variance needs sampled minibatches, but batch_size "
                          f"{batch} covers the {train_size} training equations; lower batch_size or raise p")
-    return PopulationRiskAdam(model.parameters(), lr=lr, betas=betas, weight_decay=wd, variance="streaming",
-                              batch_size=batch, train_size=train_size), None
+    if arm["variance"] == "microbatch" and batch % arm["microbatches"]:
+        raise ValueError(f"grokking poprisk.microbatches {arm['microbatches']} must divide the batch of {batch}")
+    return make_poprisk(arm, model.parameters(), lr, betas, batch, train_size), None
 
 
 def first_step(history: list[dict[str, float]], key: str, threshold: float) -> int | None:
@@ -151,6 +165,7 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
     # The batch order depends on the seed only, so every optimizer sees the same batches.
     batches = torch.Generator().manual_seed(seed + 1)
     history: list[dict[str, float]] = []
+    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
 
     def record(step: int) -> dict[str, float]:
         model.eval()
@@ -159,7 +174,8 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
         model.train()
         gated = getattr(optimizer, "last_gated_fraction", None)
         row = {"optimizer": arm["name"], "seed": seed, "step": step, "train_acc": train_acc, "test_acc": test_acc,
-               "train_loss": train_loss, "test_loss": test_loss, "gated_fraction": math.nan if gated is None else gated}
+               "train_loss": train_loss, "test_loss": test_loss, "gated_fraction": math.nan if gated is None else gated,
+               **diagnostics.row()}
         history.append(row)
         return row
 
@@ -170,11 +186,13 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
         first, before = restore_arm(snapshot, model, optimizer, batches, history)
         if grad_filter is not None:
             grad_filter.ema = snapshot["ema"]
+        diagnostics.restore(snapshot.get("diagnostics"))
     started, step = time.perf_counter() - before, first - 1
 
     def state() -> dict[str, Any]:
         return arm_snapshot(model, optimizer, batches, history, step, started,
-                            ema=grad_filter.ema if grad_filter is not None else None)
+                            ema=grad_filter.ema if grad_filter is not None else None,
+                            diagnostics=diagnostics.state())
 
     for step in range(first, settings["steps"] + 1):
         if batch < train_size:
@@ -182,12 +200,15 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
             tokens, answers = train_tokens[chosen], train_answers[chosen]
         else:
             tokens, answers = train_tokens, train_answers
-        optimizer.zero_grad(set_to_none=True)
-        loss = answer_loss(model, tokens, answers)
-        loss.backward()
+        _, square_sums = variance_step(optimizer, model, answer_losses, tokens, answers)
         if grad_filter is not None:
             grad_filter(model)
-        optimizer.step()
+        diagnostics.before_step(step, hook_square_sums(model, answer_losses, tokens, answers))
+        if square_sums is not None:
+            optimizer.step(square_sums=square_sums)
+        else:
+            optimizer.step()
+        diagnostics.after_step()
         if step % settings["eval_every"] == 0 or step == settings["steps"]:
             row = record(step)
             if step % (settings["eval_every"] * 20) == 0:
@@ -232,7 +253,9 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
     def prepare_seed(seed: int) -> tuple[nn.Module, dict]:
         torch.manual_seed(seed)
         model = build_model(settings)
-        sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
+        if "num_parameters" not in sizes:
+            sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
+            log(f"{settings['model']['architecture']} decoder: {sizes['num_parameters']:,} parameters")
         return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
     def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict], resume=None,
@@ -248,67 +271,3 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
                            **sizes)
     resume.folder.clear()
     return written
-
-
-def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
-    """Train and held-out accuracy against log step, one line per optimizer (band: range over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from growcert.report.figures import save_figure
-    import seaborn as sns
-
-    curves = pd.read_csv(curves_csv)
-    curves = curves[curves["step"] > 0]  # a log axis has no step 0
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
-    for axis, (column, title) in zip(axes, (("train_acc", "train"), ("test_acc", "held-out"))):
-        sns.lineplot(curves, x="step", y=column, hue="optimizer", errorbar=("pi", 100), ax=axis,
-                     legend=column == "test_acc")
-        axis.set_xscale("log")
-        axis.set_title(f"{title} accuracy")
-        axis.set_ylabel("accuracy")
-        axis.axhline(0.95, color="grey", linewidth=0.7, linestyle=":")
-        axis.grid(alpha=0.3)
-    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: curves fill the panel
-    figure.tight_layout()
-    save_figure(figure, out_png)
-
-
-def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam arm,
-    medians over seeds. The arm is compared with AdamW in the paper's regime (small weight decay) and,
-    when the sweep has it, with AdamW at the arm's own weight decay; it holds only if it beats both,
-    so a large decay that speeds up AdamW as much cannot pass as the gate's doing."""
-    settings = stage_settings("grokking", settings)
-    table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
-    adamw = table[table["optimizer"].str.startswith("AdamW")]
-    adamw_steps = {wd: median_steps(frame["step_95"]) for wd, frame in adamw.groupby("weight_decay")}
-    if baseline_wd not in adamw_steps:
-        raise ValueError(f"no AdamW run with the baseline weight decay {baseline_wd}: add it to adamw.weight_decays")
-    sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
-                      for name, frame in table.groupby("optimizer", sort=False))
-    rows = []
-    poprisk = table[table["optimizer"].str.startswith("PopulationRiskAdam")]
-    for (name, wd), frame in poprisk.groupby(["optimizer", "weight_decay"], sort=False):
-        steps = median_steps(frame["step_95"])
-        rivals = {baseline_wd: adamw_steps[baseline_wd]}
-        if wd in adamw_steps:
-            rivals[wd] = adamw_steps[wd]
-        parts = []
-        for rival_wd, rival in rivals.items():
-            ratio = ("" if not math.isfinite(steps) else f" ({rival / steps:.1f}×)" if math.isfinite(rival)
-                     else f" (> {cap / steps:.1f}×, AdamW capped)")
-            parts.append(f"vs AdamW wd={rival_wd:g}: {format_steps(rival, cap)}{ratio}")
-        holds = "not reached" if not math.isfinite(steps) else all(steps < rival for rival in rivals.values())
-        rows.append(claim_row(
-            "p2_grokking",
-            this_run=f"{name}: {format_steps(steps, cap)} " + "; ".join(parts),
-            holds=holds,
-            note=(f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
-                     f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, {len(frame)} seed(s). The paper's "
-                     f"baseline is AdamW with small weight decay (wd={baseline_wd:g} here); holds = fewer steps "
-                     f"than it and than AdamW at the same decay. Whole sweep (median step to 95 %): {sweep}.")))
-    return rows

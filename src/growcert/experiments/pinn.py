@@ -29,12 +29,17 @@ its streaming variance is slightly low there (the gate opens a little more). The
 for `train_loss`.
 
 Every optimizer starts, per seed, from the same initial weights and sees the same batches:
-AdamW over a learning-rate grid (the best of the grid is the paper's baseline) and PopulationRiskAdam
-over its own grid (best against best, so a gain cannot be a mere smaller effective step), both with
-the same decoupled weight decay and betas.
+AdamW over a learning-rate grid (the best of the grid is the paper's baseline) and every configured
+PopulationRiskAdam variant (gate reading × variance source, `experiments.arms`, named
+`poprisk-<gate>-<variance>-wd<decay>`) over its own grid (best against best, so a gain cannot be a
+mere smaller effective step), all with the same decoupled weight decay and betas. The residual
+differentiates through input derivatives, which the layer hooks cannot follow, so the exact variance
+comes from stratified per-example rows (`stratified_example_gradients`, torch.func) and the microbatch
+variance from K stratified micro-batches (each stratum split into K equal parts, so every micro-batch
+is a stratified batch of the same fractions; the stratum sizes are then multiples of K).
 Metric: relative test ℓ2 = ‖u_θ − u‖ / ‖u‖ on a fixed grid (`test_grid` points in x by t), the first
 evaluated step at which it is ≤ `target_l2`, and its final value.
-Outputs: curves.csv, summary.csv, provenance.json; growcert.experiments.pinn_report (best lr, table, plot,
+Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv, provenance.json; growcert.experiments.pinn_report (best lr, table, plot,
 claim row) reads them.
 """
 
@@ -53,14 +58,16 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, make_poprisk, poprisk_arms,
+                                      square_sums_from_rows, uses_microbatches)
 from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
+from growcert.optim import SquareSums
 from growcert.resume import UnitResume
-from growcert.optim import PopulationRiskAdam
 from growcert.runtime import torch_runtime
 
 TWO_PI = 2 * math.pi
 
-CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction"]
+CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction", *DIAGNOSTIC_COLUMNS]
 SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds"]
 
 
@@ -143,15 +150,19 @@ def pool_sizes(settings: dict[str, Any]) -> dict[str, int]:
 
 def stratum_batch_sizes(settings: dict[str, Any]) -> dict[str, int]:
     """Per-pool draws per step: the same fraction batch_size / N of each pool (at least 2 of each,
-    so every term has a sampling variance), never the whole pool."""
+    so every term has a sampling variance), never the whole pool; multiples of K when a microbatch
+    variant runs (every arm sees the same batches, so all arms then draw these sizes)."""
     pools = pool_sizes(settings)
     total = sum(pools.values())
     if not 0 < settings["batch_size"] < total:
         raise ValueError(f"pinn batch_size must lie in (0, {total}) (the pools together): the gate needs "
                          f"sampled minibatches, got {settings['batch_size']}")
-    sizes = {term: min(max(2, round(settings["batch_size"] * n / total)), n - 1) for term, n in pools.items()}
-    if min(pools.values()) < 3:
-        raise ValueError(f"pinn pools need at least 3 points each, got {pools}")
+    unit = settings["poprisk"]["microbatches"] if uses_microbatches(settings["poprisk"]) else 1
+    sizes = {term: min(max(2, unit, unit * round(settings["batch_size"] * n / total / unit)), unit * ((n - 1) // unit))
+             for term, n in pools.items()}
+    if min(pools.values()) < 3 or min(sizes.values()) < max(2, unit):
+        raise ValueError(f"pinn pools need at least 3 points each (and more than poprisk.microbatches = {unit}), "
+                         f"got {pools}")
     return sizes
 
 
@@ -192,22 +203,40 @@ def steps_to_target(steps: Sequence[int], l2: Sequence[float], target: float) ->
 
 
 def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The optimizers compared, each {optimizer, lr}, in a fixed order: the AdamW grid, then the gate."""
+    """The optimizers compared, each {optimizer, lr, ...}, in a fixed order: the AdamW grid, then every
+    PopulationRiskAdam variant over poprisk.lrs."""
+    variants = poprisk_arms(settings["poprisk"], [settings["weight_decay"]])
     return ([{"optimizer": "AdamW", "lr": float(lr)} for lr in settings["adamw_lrs"]]
-            + [{"optimizer": "PopulationRiskAdam", "lr": float(lr)} for lr in settings["poprisk_lrs"]])
+            + [{**variant, "optimizer": variant["name"], "lr": float(lr)}
+               for variant in variants for lr in settings["poprisk"]["lrs"]])
 
 
 def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
     betas, wd = tuple(settings["betas"]), settings["weight_decay"]
     if arm["optimizer"] == "AdamW":
         return torch.optim.AdamW(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd)
-    sizes = stratum_batch_sizes(settings)
-    if settings["poprisk_variance"] == "exact":  # s²/b from per-example gradients: no correction to undo
-        return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="exact")
     fixed_pools = not settings["resample_collocation"]  # finite-population correction only for finite pools
-    return PopulationRiskAdam(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd, variance="streaming",
-                              batch_size=sum(sizes.values()),
-                              train_size=sum(pool_sizes(settings).values()) if fixed_pools else None)
+    return make_poprisk(arm, model.parameters(), arm["lr"], betas, sum(stratum_batch_sizes(settings).values()),
+                        sum(pool_sizes(settings).values()) if fixed_pools else None)
+
+
+def stratified_microbatch_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float,
+                                      microbatches: int) -> SquareSums:
+    """Σ_j m_j² over K stratified micro-batches (each stratum split into K equal consecutive parts of its
+    random draw) for `PopulationRiskAdam(variance="microbatch")`; sets .grad to the mean of the m_j, the
+    batch gradient of the total loss (equal parts: the mean of the part means is the stratum mean)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    totals = [torch.zeros_like(p) for p in params]
+    squares = [torch.zeros_like(p) for p in params]
+    for j in range(microbatches):
+        part = {key: values.tensor_split(microbatches)[j] for key, values in batch.items()}
+        grads = torch.autograd.grad(pinn_loss_terms(model, part, beta)["total"], params)
+        torch._foreach_add_(totals, grads)
+        torch._foreach_addcmul_(squares, grads, grads)
+    torch._foreach_div_(totals, microbatches)
+    for p, mean in zip(params, totals):
+        p.grad = mean
+    return SquareSums(dict(zip(params, squares)), microbatches)
 
 
 def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], beta: float) -> dict[Tensor, Tensor]:
@@ -251,6 +280,16 @@ def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], bet
     return rows
 
 
+def exact_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float) -> SquareSums:
+    """The exact gate's s²/b of this batch (stratified rows) as SquareSums, against the batch gradient
+    already in .grad (which the rows' own pass overwrites; GateDiagnostics puts it back)."""
+    batch_grads = {p: p.grad.clone() for p in model.parameters()}
+    rows = stratified_example_gradients(model, batch, beta)
+    for p, grad in batch_grads.items():
+        p.grad = grad
+    return square_sums_from_rows(rows)
+
+
 def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
     """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
@@ -260,33 +299,42 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, res
     sizes = stratum_batch_sizes(settings)
     batches = torch.Generator().manual_seed(seed + 1)  # the same batch sequence for every arm of a seed
     beta, history = settings["beta"], []
-    exact = arm["optimizer"] == "PopulationRiskAdam" and settings["poprisk_variance"] == "exact"
+    variance = arm.get("variance")
+    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
 
     def record(step: int) -> None:
         train_loss = pinn_loss_terms(model, problem, beta, create_graph=False)["total"].item()  # whole pools
         gated = getattr(optimizer, "last_gated_fraction", None)
         history.append({"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step": step,
                         "test_l2": relative_l2(model, grid), "train_loss": train_loss,
-                        "gated_fraction": math.nan if gated is None else gated})
+                        "gated_fraction": math.nan if gated is None else gated, **diagnostics.row()})
 
     if snapshot is None:
         record(0)
         first, before = 1, 0.0
     else:  # weights, optimiser state and the batch generator, exactly as they were
         first, before = restore_arm(snapshot, model, optimizer, batches, history)
+        diagnostics.restore(snapshot.get("diagnostics"))
     started, step = time.perf_counter() - before, first - 1
     for step in range(first, settings["steps"] + 1):
         batch = sample_batch(problem, sizes, settings["resample_collocation"], batches)
         optimizer.zero_grad(set_to_none=True)
-        if exact:
+        if variance == "exact":
             optimizer.step(per_example_grads=stratified_example_gradients(model, batch, beta))
+        elif variance == "microbatch":
+            square_sums = stratified_microbatch_square_sums(model, batch, beta, arm["microbatches"])
+            diagnostics.before_step(step, lambda: exact_square_sums(model, batch, beta))
+            optimizer.step(square_sums=square_sums)
         else:
             pinn_loss_terms(model, batch, beta)["total"].backward()
+            diagnostics.before_step(step, lambda: exact_square_sums(model, batch, beta))
             optimizer.step()
+        diagnostics.after_step()
         if step % settings["eval_every"] == 0 or step == settings["steps"]:
             record(step)
         if resume is not None:
-            resume.tick(step, lambda: arm_snapshot(model, optimizer, batches, history, step, started))
+            resume.tick(step, lambda: arm_snapshot(model, optimizer, batches, history, step, started,
+                                                   diagnostics=diagnostics.state()))
     seconds = time.perf_counter() - started  # training and its evaluations
     reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
                               settings["target_l2"])

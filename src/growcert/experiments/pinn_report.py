@@ -1,5 +1,6 @@
 """Reading a PINN run (growcert.experiments.pinn, PAPERS.md P2): best learning rate per optimizer, the
-steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim row.
+steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim rows, one per
+PopulationRiskAdam variant (`poprisk-<gate>-<variance>-wd<decay>`), each judged on its own.
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
 "Median steps to target" is over seeds, with a run that never reached the target counted as +inf,
@@ -22,12 +23,17 @@ from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.pinn import steps_to_target
 from growcert.report.claims import claim_row
 
-OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
 
 
 def _read(table: pd.DataFrame | str | Path) -> pd.DataFrame:
     return table if isinstance(table, pd.DataFrame) else pd.read_csv(table)
+
+
+def optimizers(table: pd.DataFrame) -> list[str]:
+    """AdamW first, then the PopulationRiskAdam variants in the order they ran."""
+    names = list(dict.fromkeys(table["optimizer"]))
+    return [name for name in names if name == "AdamW"] + [name for name in names if name != "AdamW"]
 
 
 def best_lr(summary: pd.DataFrame, optimizer: str) -> tuple[float, float, float]:
@@ -45,7 +51,7 @@ def pinn_table(summary: pd.DataFrame | str | Path) -> pd.DataFrame:
     how many seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
     summary = _read(summary)
     rows = []
-    for optimizer in [name for name in OPTIMIZERS if (summary["optimizer"] == name).any()]:
+    for optimizer in optimizers(summary):
         lr, steps, final = best_lr(summary, optimizer)
         runs = summary[(summary["optimizer"] == optimizer) & (summary["lr"] == lr)]
         rows.append({"optimizer": optimizer, "best_lr": lr,
@@ -79,24 +85,22 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
         known = json.loads(sidecar.read_text())["settings"] if sidecar.exists() else {}
         target_l2 = stage_settings("pinn", known)["target_l2"]
     summary = _summary_from_curves(curves, target_l2)
-    styles = {"AdamW": ("tab:blue", "Blues"), "PopulationRiskAdam": ("tab:red", "Oranges")}
+    names = optimizers(summary)
+    colours = dict(zip(names, ["tab:blue", "tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown",
+                               "tab:pink", "tab:olive", "tab:cyan", "tab:grey"] * 2))
 
-    figure, axis = plt.subplots(figsize=(7.5, 4.5))
-    for optimizer, (bold_colour, palette) in styles.items():
-        runs = curves[curves["optimizer"] == optimizer]
-        if runs.empty:
-            continue
+    figure, axis = plt.subplots(figsize=(8.5, 4.8))
+    for optimizer in names:
+        runs, colour = curves[curves["optimizer"] == optimizer], colours[optimizer]
         chosen = best_lr(summary, optimizer)[0]
-        lrs = sorted(runs["lr"].unique())
-        for index, lr in enumerate(lrs):
+        for lr in sorted(runs["lr"].unique()):
             band = runs[runs["lr"] == lr].groupby("step")["test_l2"].agg(["median", "min", "max"])
             if lr == chosen:
-                axis.plot(band.index, band["median"], color=bold_colour, linewidth=2.2, zorder=3,
+                axis.plot(band.index, band["median"], color=colour, linewidth=2.2, zorder=3,
                           label=f"{optimizer} lr={lr:g} (best of grid)")
-                axis.fill_between(band.index, band["min"], band["max"], color=bold_colour, alpha=0.15, linewidth=0)
-            else:
-                shade = plt.get_cmap(palette)(0.3 + 0.4 * index / max(1, len(lrs) - 1))
-                axis.plot(band.index, band["median"], color=shade, linewidth=0.9, label=f"{optimizer} lr={lr:g}")
+                axis.fill_between(band.index, band["min"], band["max"], color=colour, alpha=0.12, linewidth=0)
+            else:  # the other rates of the grid: thin, same colour
+                axis.plot(band.index, band["median"], color=colour, linewidth=0.7, alpha=0.45)
     axis.axhline(target_l2, color="grey", linewidth=0.8, linestyle=":", label=f"target ℓ2 = {target_l2:g}")
     axis.set_yscale("log")
     axis.set_xlabel("step")
@@ -109,44 +113,52 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
 
 
 def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """One claim row (paper, claim, paper_value, this_run, holds, note): the best PopulationRiskAdam lr
-    against the best AdamW lr, medians over seeds. holds: True when PopulationRiskAdam needs fewer
-    median steps to target, False when not, "not reached" when its median run never reaches it."""
+    """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam variant
+    (its scope): the variant's best lr against the best AdamW lr, medians over seeds. holds: True when the
+    variant needs fewer median steps to target, False when not, "not reached" when its median run never
+    reaches it."""
     settings = stage_settings("pinn", settings)
     table = _read(summary)
     target, cap = settings["target_l2"], settings["steps"]
+
     def fmt(step: float) -> str:
         return format_steps(step, cap)
 
-    adamw_lr, adamw_steps, adamw_final = best_lr(table, "AdamW")
-    gate_lr, gate_steps, gate_final = best_lr(table, "PopulationRiskAdam")
-    if not math.isfinite(gate_steps):
-        ratio, holds = "", "not reached"
-    elif math.isfinite(adamw_steps):
-        ratio, holds = f" (speed-up {adamw_steps / gate_steps:.2f}×)", bool(gate_steps < adamw_steps)
-    else:
-        ratio, holds = f" (speed-up > {cap / gate_steps:.2f}×, AdamW capped)", True
-    grids, edges = [], []
-    for optimizer, chosen in (("AdamW", adamw_lr), ("PopulationRiskAdam", gate_lr)):
+    def grid(optimizer: str, chosen: float) -> tuple[str, str | None]:
         runs = table[table["optimizer"] == optimizer]
-        grids.append(f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame['step_to_target']))} "
-                                                 f"({frame['final_l2'].median():.3f})"
-                                                 for lr, frame in runs.groupby("lr")))
+        text = f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame['step_to_target']))} "
+                                           f"({frame['final_l2'].median():.3f})" for lr, frame in runs.groupby("lr"))
         lrs = sorted(runs["lr"].unique())
-        if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]):
-            edges.append(f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it")
+        edge = (f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it"
+                if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]) else None)
+        return text, edge
+
+    adamw_lr, adamw_steps, adamw_final = best_lr(table, "AdamW")
+    adamw_grid, adamw_edge = grid("AdamW", adamw_lr)
     nx, nt = settings["test_grid"]
-    return [claim_row(
-        "p2_pinn",
-        this_run=(f"PopulationRiskAdam (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
-                     f"{fmt(adamw_steps)} steps{ratio}; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
-        holds=holds,
-        note=(f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
-                 f"{table['seed'].nunique()} seed(s), evaluated every {settings['eval_every']} steps, cap {cap:,}. "
-                 f"Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
-                 f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
-                 f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
-                 f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
-                 f"boundary points, weight decay {settings['weight_decay']:g}, {settings['poprisk_variance']} "
-                 f"variance. Each optimizer's lr is the best of its own grid. Median steps (final ℓ2) per lr: "
-                 + "; ".join(grids) + (". " + "; ".join(edges) if edges else "") + "."))]
+    setting = (f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
+               f"{table['seed'].nunique()} seed(s), evaluated every {settings['eval_every']} steps, cap {cap:,}. "
+               f"Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
+               f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
+               f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
+               f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
+               f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
+               f"own grid. Median steps (final ℓ2) per lr: ")
+    rows = []
+    for variant in [name for name in optimizers(table) if name != "AdamW"]:
+        gate_lr, gate_steps, gate_final = best_lr(table, variant)
+        if not math.isfinite(gate_steps):
+            ratio, holds = "", "not reached"
+        elif math.isfinite(adamw_steps):
+            ratio, holds = f" (speed-up {adamw_steps / gate_steps:.2f}×)", bool(gate_steps < adamw_steps)
+        else:
+            ratio, holds = f" (speed-up > {cap / gate_steps:.2f}×, AdamW capped)", True
+        variant_grid, variant_edge = grid(variant, gate_lr)
+        edges = [edge for edge in (adamw_edge, variant_edge) if edge]
+        rows.append(claim_row(
+            "p2_pinn", scope=variant,
+            this_run=(f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
+                      f"{fmt(adamw_steps)} steps{ratio}; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
+            holds=holds,
+            note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + "."))
+    return rows

@@ -13,9 +13,14 @@ pretrained on Shakespeare, with the same label swap; `hf_model` runs the same ex
 Hugging Face checkpoint instead (`preference_reference`). Pairs, the known reward (vowel count of the
 continuation) and the label swap: `preference_pairs`.
 
-Optimizers: AdamW and PopulationRiskAdam (streaming variance, finite-population correction with the
-number of training pairs) with the same lr, betas and decoupled weight decay, both starting from the
-reference weights and seeing the same swapped labels and the same minibatches (per seed).
+Optimizers: AdamW and every configured PopulationRiskAdam variant (gate reading × variance source,
+`experiments.arms`, named `poprisk-<gate>-<variance>-wd<decay>`) with the same lr, betas and decoupled
+weight decay, all starting from the reference weights and seeing the same swapped labels and the same
+minibatches (per seed). A pair is one example: the batch is laid out (pairs, 2, tokens), which the
+pipeline's llama reads as independent sequences, so the layer hooks of `per_example_square_sums` give
+the exact Σ_i g_i² of the *pair* gradients (the two continuations' gradients summed before squaring);
+a Hugging Face reference runs the pair flattened, which the hooks cannot split, so exact needs the
+pipeline's llama. Microbatch: K micro-batches of pairs (`microbatch_square_sums`).
 
 Metrics, on the clean held-out pairs, every `eval_every` steps:
 - implicit reward r(x, y) = β (log π(y|x) − log π_ref(y|x)), in β-scaled nats;
@@ -25,7 +30,7 @@ Metrics, on the clean held-out pairs, every `eval_every` steps:
   moved from the reference on held-out text;
 - train_loss: the DPO loss on all training pairs with their (noisy) training labels;
 - gated_fraction: PopulationRiskAdam's fraction of blocked parameter updates, averaged over the steps
-  since the previous record (NaN for AdamW).
+  since the previous record (NaN for AdamW); open_fraction and variance_ratio: `experiments.arms`.
 Outputs: curves.csv, summary.csv, pairs.npz, provenance.json; `plot_preference` and `preference_claims`
 read them.
 """
@@ -45,17 +50,19 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook_square_sums, make_poprisk,
+                                      poprisk_arms, variance_step)
 from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, write_tables
 from growcert.errors import ConfigError
-from growcert.optim import PopulationRiskAdam
+from growcert.models.llama import Llama
 from growcert.report.claims import claim_row
 from growcert.resume import UnitResume
 from growcert.runtime import torch_runtime
 from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
 from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 
-OPTIMIZERS = ("AdamW", "PopulationRiskAdam")
-CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction"]
+CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction",
+                 *DIAGNOSTIC_COLUMNS]
 SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds"]
 EVAL_CHUNK = 256  # sequences per forward pass when evaluating
 
@@ -81,21 +88,48 @@ def all_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_length: int) 
                       for start in range(0, len(sequences), EVAL_CHUNK)])
 
 
-def make_optimizer(name: str, model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
-    """AdamW or PopulationRiskAdam (streaming variance) with the settings' lr, betas and weight decay."""
+def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """AdamW, then every PopulationRiskAdam variant at the section's weight decay."""
+    return [{"name": "AdamW", "kind": "adamw"}] + poprisk_arms(settings["poprisk"], [settings["weight_decay"]])
+
+
+def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
+    """AdamW or the arm's PopulationRiskAdam with the settings' lr, betas and weight decay."""
     lr, betas, decay = settings["lr"], tuple(settings["betas"]), settings["weight_decay"]
-    if name == "AdamW":
+    if arm["kind"] == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=decay)
-    if name == "PopulationRiskAdam":
-        return PopulationRiskAdam(model.parameters(), lr=lr, betas=betas, weight_decay=decay, variance="streaming",
-                                  batch_size=settings["batch_size"], train_size=settings["pairs_train"])
-    raise ValueError(f"unknown optimizer {name!r}; known: {OPTIMIZERS}")
+    return make_poprisk(arm, model.parameters(), lr, betas, settings["batch_size"], settings["pairs_train"])
 
 
-def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
+class PairedPolicy(nn.Module):
+    """Pairs (n, 2, T) -> logits (n, 2, T, vocab): the llama natively (so hooks see one row per pair),
+    any other model on the flattened (2n, T) batch."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, pairs: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.policy, Llama):
+            return self.policy(pairs)
+        n, two, T = pairs.shape
+        return self.policy(pairs.reshape(n * two, T)).reshape(n, two, T, -1)
+
+
+def pair_losses(prompt_length: int, beta: float) -> Callable[..., torch.Tensor]:
+    """loss_fn(logits (n, 2, T, V), continuations (n, 2, L), reference (n, 2)) -> per-pair DPO loss (n,),
+    row 0 of each pair the (training-label) chosen continuation."""
+    def losses(logits, continuations, reference):
+        logps = torch.log_softmax(logits[:, :, prompt_length - 1:, :].float(), dim=-1)
+        logps = logps.gather(-1, continuations.unsqueeze(-1)).squeeze(-1).sum(dim=-1)
+        return dpo_loss(logps[:, 0], logps[:, 1], reference[:, 0], reference[:, 1], beta)
+    return losses
+
+
+def train_arm(arm: dict[str, Any], reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
               settings: dict[str, Any], seed: int, log: Callable[[str], None] = print, resume=None,
               snapshot=None) -> tuple[nn.Module, list[dict], dict]:
-    """DPO from the reference weights with optimizer `name`; returns the policy, curve rows, summary row.
+    """DPO from the reference weights with optimizer `arm`; returns the policy, curve rows, summary row.
     With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
 
     `train` and `test` hold token ids "chosen" and "rejected" (n, P + L), the reference's log-probs
@@ -106,7 +140,9 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
     policy = copy.deepcopy(reference)
     policy.requires_grad_(True)
     policy.eval()  # no dropout in DPO's log-probs (the pipeline's models have none anyway)
-    optimizer = make_optimizer(name, policy, settings)
+    optimizer = make_optimizer(arm, policy, settings)
+    name, paired, loss_fn = arm["name"], PairedPolicy(policy), pair_losses(prompt_length, beta)
+    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
     swapped = train["swapped"].unsqueeze(1)
     labelled = {  # the training labels as the learner sees them, a share swap_rate of them wrong
         "chosen": torch.where(swapped, train["rejected"], train["chosen"]),
@@ -114,7 +150,9 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
         "reference_chosen": torch.where(train["swapped"], train["reference_rejected"], train["reference_chosen"]),
         "reference_rejected": torch.where(train["swapped"], train["reference_chosen"], train["reference_rejected"]),
     }
-    # The batch order depends on the seed only, so both optimizers see the same batches.
+    pairs = torch.stack((labelled["chosen"], labelled["rejected"]), dim=1)  # (n, 2, P + L)
+    pair_reference = torch.stack((labelled["reference_chosen"], labelled["reference_rejected"]), dim=1)
+    # The batch order depends on the seed only, so every optimizer sees the same batches.
     batches = torch.Generator().manual_seed(seed + 1)
     pairs_train, batch = len(train["chosen"]), settings["batch_size"]
     history: list[dict[str, Any]] = []
@@ -128,7 +166,7 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
                               labelled["reference_chosen"], labelled["reference_rejected"], beta).mean().item()
         row = {"optimizer": name, "seed": seed, "step": step, "heldout_reward_acc": reward_accuracy(chosen, rejected),
                "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss,
-               "gated_fraction": float(np.mean(gated)) if gated else math.nan}
+               "gated_fraction": float(np.mean(gated)) if gated else math.nan, **diagnostics.row()}
         gated.clear()
         history.append(row)
         return row
@@ -139,18 +177,20 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
     else:  # weights, optimiser state, the batch generator and the gate readings since the last evaluation
         first, before = restore_arm(snapshot, policy, optimizer, batches, history)
         gated[:] = snapshot["gated"]
+        diagnostics.restore(snapshot.get("diagnostics"))
     started, step = time.perf_counter() - before, first - 1
     for step in range(first, settings["steps"] + 1):
         drawn = torch.randperm(pairs_train, generator=batches)[:batch]  # fresh batch, independent per step
-        optimizer.zero_grad(set_to_none=True)
-        logps = continuation_logprobs(policy, torch.cat((labelled["chosen"][drawn], labelled["rejected"][drawn])),
-                                      prompt_length)
-        loss = dpo_loss(logps[:batch], logps[batch:], labelled["reference_chosen"][drawn],
-                        labelled["reference_rejected"][drawn], beta).mean()
+        batch_data = (pairs[drawn][..., :-1], pairs[drawn][..., prompt_length:], pair_reference[drawn])
+        loss, square_sums = variance_step(optimizer, paired, loss_fn, *batch_data)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"DPO loss became {loss.item()} at step {step} ({name}); lower preference.lr")
-        loss.backward()
-        optimizer.step()
+        diagnostics.before_step(step, hook_square_sums(paired, loss_fn, *batch_data))
+        if square_sums is not None:
+            optimizer.step(square_sums=square_sums)
+        else:
+            optimizer.step()
+        diagnostics.after_step()
         if getattr(optimizer, "last_gated_fraction", None) is not None:
             gated.append(optimizer.last_gated_fraction)
         if step % settings["eval_every"] == 0 or step == settings["steps"]:
@@ -160,7 +200,7 @@ def train_arm(name: str, reference: nn.Module, train: dict[str, torch.Tensor], t
                     f"drift {row['drift']:.3f}  ({time.perf_counter() - started:.0f}s)")
         if resume is not None:
             resume.tick(step, lambda: arm_snapshot(policy, optimizer, batches, history, step, started,
-                                                   gated=list(gated)))
+                                                   gated=list(gated), diagnostics=diagnostics.state()))
     seconds = time.perf_counter() - started
     summary = {"optimizer": name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
                "final_drift": history[-1]["drift"], "seconds": round(seconds, 2)}
@@ -194,6 +234,9 @@ def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | 
     """(frozen reference, byte_to_id, description, dataset settings) from settings 'hf_model' when set,
     else from the pipeline run `reference_checkpoint`."""
     if settings["hf_model"]:
+        if settings["poprisk"]["gates"] and "exact" in settings["poprisk"]["variances"]:
+            raise ConfigError("config key 'preference.poprisk.variances': exact needs the pipeline's llama (its "
+                              "layer hooks see one row per pair); with preference.hf_model use streaming or microbatch")
         model, byte_to_id, description = load_hf_reference(settings["hf_model"])
         data_settings: dict[str, Any] = {}
     elif reference_checkpoint is None:
@@ -232,7 +275,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
     gap = {split: float(np.mean(p["chosen_reward"] - p["rejected_reward"])) for split, p in pairs.items()}
     log(f"preference: {settings['pairs_train']} train / {settings['pairs_test']} held-out pairs (vowel reward, "
         f"mean gap {gap['train']:.2f}; {pair_seconds:.0f}s), {settings['swap_rate']:.0%} train labels swapped, "
-        f"{len(OPTIMIZERS)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps")
+        f"{len(optimizer_arms(settings))} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps")
 
     swaps = {}
 
@@ -240,14 +283,14 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
         swaps[f"swapped_seed{seed}"] = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
         return swaps[f"swapped_seed{seed}"]
 
-    def train(name: str, seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
+    def train(arm: dict[str, Any], seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
-        _, history, summary = train_arm(name, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
+        _, history, summary = train_arm(arm, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
                                         settings, seed, log, resume=resume, snapshot=snapshot)
         return history, summary
 
     resume = UnitResume(out_dir, settings, settings["resume_every"], log)
-    curves, summaries = run_arms(settings["seeds"], OPTIMIZERS, prepare_seed, train, resume=resume)
+    curves, summaries = run_arms(settings["seeds"], optimizer_arms(settings), prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
     np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()
                                                   for key, value in split_pairs.items()}, **swaps)
@@ -294,29 +337,32 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
 
 
 def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Two claim rows (paper, claim, paper_value, this_run, holds, note), medians over seeds:
-    PopulationRiskAdam's final held-out reward accuracy above AdamW's, and its drift below AdamW's."""
+    """Two claim rows (paper, claim, paper_value, this_run, holds, note) per PopulationRiskAdam variant (its
+    scope), medians over seeds: its final held-out reward accuracy above AdamW's, its drift below AdamW's."""
     settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    medians = table.groupby("optimizer")[["final_reward_acc", "final_drift"]].median()
-    missing = [name for name in OPTIMIZERS if name not in medians.index]
-    if missing:
-        raise ValueError(f"preference summary lacks optimizer(s) {missing}")
-    adamw, gated = medians.loc["AdamW"], medians.loc["PopulationRiskAdam"]
-    seeds = table["seed"].nunique()
+    medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
+    if "AdamW" not in medians.index:
+        raise ValueError("preference summary lacks the AdamW baseline")
+    adamw, seeds = medians.loc["AdamW"], table["seed"].nunique()
     model = f"Hugging Face model {settings['hf_model']}" if settings["hf_model"] else "the pipeline's byte llama"
     note = (f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
             f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
             f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
             f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; median over {seeds} seed(s).")
-    ratio = adamw["final_drift"] / gated["final_drift"] if gated["final_drift"] > 0 else math.inf
-    return [
-        claim_row("p2_dpo_accuracy", this_run=f"{adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}",
-                  holds=bool(gated["final_reward_acc"] > adamw["final_reward_acc"]),
-                  note="AdamW → PopulationRiskAdam, held-out reward accuracy. " + note),
-        claim_row("p2_dpo_drift", this_run=(f"{ratio:.2f}× smaller ({adamw['final_drift']:.3f} → {gated['final_drift']:.3f})"
-                      if ratio >= 1 else f"{1 / ratio:.2f}× larger ({adamw['final_drift']:.3f} → "
-                      f"{gated['final_drift']:.3f})"),
-                  holds=bool(gated["final_drift"] < adamw["final_drift"]),
-                  note="AdamW → PopulationRiskAdam, mean |β log π/π_ref| over held-out continuations. " + note),
-    ]
+    rows = []
+    for variant in [name for name in medians.index if name != "AdamW"]:
+        gated = medians.loc[variant]
+        ratio = adamw["final_drift"] / gated["final_drift"] if gated["final_drift"] > 0 else math.inf
+        drift = (f"{ratio:.2f}× smaller" if ratio >= 1 else f"{1 / ratio:.2f}× larger")
+        rows += [
+            claim_row("p2_dpo_accuracy", scope=variant,
+                      this_run=f"{adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}",
+                      holds=bool(gated["final_reward_acc"] > adamw["final_reward_acc"]),
+                      note=f"AdamW → {variant}, held-out reward accuracy. " + note),
+            claim_row("p2_dpo_drift", scope=variant,
+                      this_run=f"{drift} ({adamw['final_drift']:.3f} → {gated['final_drift']:.3f})",
+                      holds=bool(gated["final_drift"] < adamw["final_drift"]),
+                      note=f"AdamW → {variant}, mean |β log π/π_ref| over held-out continuations. " + note),
+        ]
+    return rows

@@ -113,13 +113,13 @@ class Attention(nn.Module):
         self.proj = nn.Linear(config.width, config.width, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
+        *lead, T, C = x.shape  # any leading dims (e.g. DPO's (pairs, 2)): each (T, C) row attends within itself
         q, k, v = self.qkv(x).split(C, dim=-1)
-        # (B, T, C) -> (B, heads, T, head_dim)
-        q, k, v = (t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
+        # (..., T, C) -> (B, heads, T, head_dim), B the leading dims flattened
+        q, k, v = (t.reshape(-1, T, self.n_heads, self.head_dim).transpose(1, 2) for t in (q, k, v))
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+        return self.proj(y.transpose(1, 2).reshape(*lead, T, C))
 
 
 class SwiGLU(nn.Module):
@@ -176,8 +176,10 @@ class Llama(nn.Module):
             nn.init.normal_(p, mean=0.0, std=out_std if is_output_proj else 0.02)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Tokens (batch, T) int64 -> next-token logits (batch, T, vocab_size)."""
-        T = tokens.shape[1]
+        """Tokens (batch, T) int64 -> next-token logits (batch, T, vocab_size); extra leading dims are kept
+        (rows of shape (..., T) are independent sequences), so per-example hooks can treat a group of
+        sequences (a DPO pair) as one example."""
+        T = tokens.shape[-1]
         if T > self.config.context:
             raise ValueError(f"sequence of {T} tokens exceeds the model's context={self.config.context}")
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]

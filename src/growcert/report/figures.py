@@ -40,3 +40,32 @@ def training_grid(table: pd.DataFrame, out: str | Path) -> None:
             axis.grid(alpha=0.3)
     figure.tight_layout()
     save_figure(figure, out)
+
+
+def gate_diagnostics(curves_csv: str | Path, out_png: str | Path, title: str) -> None:
+    """Why a variant is slow: the gate's open fraction along training (left) and, for the streaming and
+    microbatch sources, the median ratio of their variance to the exact s²/b of the same batch (right,
+    log axis; 1 = exact), one line per PopulationRiskAdam variant (band: range over seeds). Any task's
+    curves.csv with columns optimizer, seed, step, open_fraction, variance_ratio."""
+    curves = pd.read_csv(curves_csv)
+    gated = curves[curves["optimizer"].str.startswith("poprisk-") & (curves["step"] > 0)]
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    if not gated.empty:
+        sns.lineplot(gated, x="step", y="open_fraction", hue="optimizer", errorbar=("pi", 100), ax=axes[0],
+                     legend=False)
+        ratios = gated.dropna(subset=["variance_ratio"])
+        sns.lineplot(ratios if not ratios.empty else gated, x="step", y="variance_ratio", hue="optimizer",
+                     hue_order=sorted(gated["optimizer"].unique()), errorbar=("pi", 100), ax=axes[1])
+        axes[1].set_yscale("log")
+        axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[0].set_title("gate open fraction (mean since last evaluation)")
+    axes[0].set_ylabel("open fraction")
+    axes[0].set_ylim(0, 1)
+    axes[1].set_title("gate variance / exact s²/b, same batch (median over elements)")
+    axes[1].set_ylabel("ratio")
+    axes[1].axhline(1.0, color="grey", linewidth=0.7, linestyle=":")
+    for axis in axes:
+        axis.grid(alpha=0.3)
+    figure.suptitle(title)
+    figure.tight_layout()
+    save_figure(figure, out_png)

@@ -23,6 +23,7 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CLAIMS, ROW_COLUMNS
+from growcert.report.reference import REFERENCES, references_html
 from growcert.report.training import final_rows
 
 # (section id, heading, figures in reading order, prefix of its tables under results/tables)
@@ -32,7 +33,8 @@ SECTIONS = [
      ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
       "p1_interventions", "p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
       "p1_regime_plugin_vs_unbiased"], "p1_"),
-    ("p2", "P2 — population-risk training", ["p2_grokking", "p2_pinn", "p2_preference", "p2_theory"], "p2_"),
+    ("p2", "P2 — population-risk training", ["p2_grokking", "p2_grokking_gate", "p2_pinn", "p2_pinn_gate",
+                                             "p2_preference", "p2_preference_gate", "p2_theory"], "p2_"),
     ("p3", "P3 — depth sufficiency", ["p3_depth", "p3_growth"], "p3_"),
 ]
 TITLES = {
@@ -50,6 +52,9 @@ TITLES = {
     "p2_pinn": "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
     "p2_preference": "Noisy-label DPO: held-out reward accuracy and drift along training",
     "p2_theory": "Signal channel and reservoir, coupling and drift–diffusion",
+    "p2_grokking_gate": "Grokking: gate open fraction and variance ratio per PopulationRiskAdam variant",
+    "p2_pinn_gate": "PINN: gate open fraction and variance ratio per PopulationRiskAdam variant",
+    "p2_preference_gate": "Noisy-label DPO: gate open fraction and variance ratio per PopulationRiskAdam variant",
     "p3_depth": "First-order value of an inserted block against depth",
     "p3_growth": "Grown networks against networks trained from scratch",
 }
@@ -141,7 +146,8 @@ def _present(results: Path) -> set[tuple[str, str]]:
     return figures | {("table", path.stem) for path in (results / "tables").glob("*.csv")}
 
 
-def build_report(results: str | Path, out: str | Path) -> None:
+def build_report(results: str | Path, out: str | Path, references: str | Path = REFERENCES) -> None:
+    """Write the report of `results` to `out`, with the reference runs under `references` in their own section."""
     results, out = Path(results), Path(out)
     if not results.is_dir():
         raise FileNotFoundError(f"results folder {results}: no such folder")
@@ -149,7 +155,8 @@ def build_report(results: str | Path, out: str | Path) -> None:
     report_dir = out.parent.resolve()
     version_text = ", ".join(f"{name} {value}" for name, value in versions().items())
     toc = "".join(f'<li><a href="#{key}">{html.escape(title)}</a></li>' for key, title, _, _ in
-                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS)
+                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS
+                  + [("reference", "Reference runs", None, None)])
     header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
               f"from <code>{html.escape(str(results))}</code> · git commit <code>{git_commit() or 'none'}</code> · "
               f"code hash <code>{code_hash()}</code> · {html.escape(version_text)}</p></header>"
@@ -171,6 +178,8 @@ def build_report(results: str | Path, out: str | Path) -> None:
                       for path in sorted((results / "tables").glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
+    body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(Path(references), report_dir)
+                + "</section>")
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>growcert report</title>'
                 f"<style>{page.STYLE}</style></head><body>{''.join(body)}<script>{page.SCRIPT}</script></body></html>")

@@ -97,6 +97,8 @@ def task_branch(text: str, task: str) -> str:
 def caption(stem: str) -> str:
     """The caption of figure `stem`: report/<stem>.rst, or the P2 experiment rule's branch for its task."""
     path = CAPTIONS / f"{stem}.rst"
+    if stem.startswith("p2_") and stem.endswith("_gate"):  # one caption for every task's gate diagnostics
+        path = CAPTIONS / "p2_gate.rst"
     if path.is_file():
         return inline_rst(path.read_text(encoding="utf-8"))
     shared = CAPTIONS / "p2_experiment_figure.rst"

@@ -1,0 +1,160 @@
+"""Every population-risk task runs every configured gate variant (experiments/arms.py): arms from the config,
+one claim row per variant, and gate diagnostics that explain a variant without changing its trajectory."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from growcert.config import stage_settings
+from growcert.errors import ConfigError
+from growcert.experiments.arms import GateDiagnostics, arm_name, square_sums_from_rows
+from growcert.experiments.grokking import optimizer_arms as grokking_arms
+from growcert.experiments.grokking import run_grokking
+from growcert.experiments.grokking_report import grokking_claims
+from growcert.experiments.pinn import optimizer_arms as pinn_arms
+from growcert.experiments.pinn import run_pinn
+from growcert.experiments.preference import optimizer_arms as preference_arms
+from growcert.optim import PopulationRiskAdam, microbatch_square_sums, per_example_gradients, per_example_square_sums
+
+VARIANTS = [f"poprisk-{gate}-{variance}-wd0" for gate in ("update", "gradient")
+            for variance in ("exact", "streaming", "microbatch")]
+
+
+def test_default_arms_cover_every_reading_and_source():
+    grokking = [arm["name"] for arm in grokking_arms(stage_settings("grokking", {}))]
+    assert grokking == ["AdamW wd=0.01", "AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)"] + VARIANTS  # six plus three
+    pinn = pinn_arms(stage_settings("pinn", {}))
+    gated = [arm for arm in pinn if arm["optimizer"] != "AdamW"]
+    lrs = stage_settings("pinn", {})["poprisk"]["lrs"]
+    assert sorted({arm["optimizer"] for arm in gated}) == sorted(
+        name for name in VARIANTS if "streaming" not in name)  # exact and microbatch, both readings
+    assert len(gated) == 4 * len(lrs) and {arm["lr"] for arm in gated} == set(lrs)
+    dpo = [arm["name"] for arm in preference_arms(stage_settings("preference", {}))]
+    assert dpo == ["AdamW"] + [name for name in VARIANTS if "streaming" not in name]
+
+
+def test_arms_follow_the_config_and_say_their_variant():
+    settings = stage_settings("grokking", {"poprisk": {"gates": ["off", "gradient"], "variances": ["microbatch"],
+                                                       "weight_decays": [0.0, 0.01], "microbatches": 8}})
+    arms = [arm for arm in grokking_arms(settings) if arm["kind"] == "poprisk"]
+    assert [arm["name"] for arm in arms] == ["poprisk-off-microbatch-wd0", "poprisk-off-microbatch-wd0.01",
+                                             "poprisk-gradient-microbatch-wd0", "poprisk-gradient-microbatch-wd0.01"]
+    assert {arm["microbatches"] for arm in arms} == {8} and arm_name("update", "exact", 1.0) == "poprisk-update-exact-wd1"
+    assert [arm for arm in grokking_arms(stage_settings("grokking", {"poprisk": {"gates": []}}))
+            if arm["kind"] == "poprisk"] == []
+
+
+@pytest.mark.parametrize("section, settings", [("grokking", {"batch_size": 30}),
+                                               ("preference", {"batch_size": 30})])
+def test_microbatches_that_do_not_divide_the_batch_are_refused_naming_the_key(section, settings):
+    with pytest.raises(ConfigError, match=rf"'{section}.poprisk.microbatches': 4 does not divide the batch of 30"):
+        stage_settings(section, settings)
+
+
+def test_each_variant_gets_its_own_claim_row():
+    rows = [("AdamW wd=0.01", 0.01, 3000), ("poprisk-update-exact-wd0", 0.0, 1000),
+            ("poprisk-update-streaming-wd0", 0.0, None), ("poprisk-gradient-microbatch-wd0", 0.0, 5000)]
+    summary = pd.DataFrame([{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
+                            for name, wd, step in rows for seed in (0, 1, 2)]).astype({"step_95": "Int64"})
+    claims = grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01], "baseline_weight_decay": 0.01}})
+    assert [row["claim"] for row in claims] == [f"grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW ({name})"
+                                                for name, _, _ in rows[1:]]
+    assert [row["holds"] for row in claims] == [True, "not reached", False]
+    assert "3,000 (3.0×)" in claims[0]["this_run"] and "3 seed(s)" in claims[0]["note"]
+
+
+GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 12, "batch_size": 16, "eval_every": 4,
+            "stop_at_test_acc": None, "model": {"width": 16, "depth": 1, "heads": 2},
+            "adamw": {"weight_decays": [0.01], "baseline_weight_decay": 0.01}, "grokfast": {"enabled": False},
+            "poprisk": {"weight_decays": [0.0]}}
+
+
+def test_grokking_diagnostics_leave_every_trajectory_unchanged(tmp_path):
+    measured = run_grokking({**GROKKING, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None)["curves"]
+    unmeasured = run_grokking({**GROKKING, "diagnostics_every": 10**6}, tmp_path / "b", log=lambda _: None)["curves"]
+    columns = ["optimizer", "step", "train_loss", "test_loss", "train_acc", "test_acc", "gated_fraction",
+               "open_fraction"]
+    pd.testing.assert_frame_equal(measured[columns], unmeasured[columns], check_exact=True)
+    later = measured[measured["step"] > 0].set_index(["optimizer", "step"])
+    for name in VARIANTS:  # the ratio is measured for the estimated sources only, and is a positive number
+        ratios = later.loc[name, "variance_ratio"]
+        assert ratios.isna().all() if "exact" in name else (ratios > 0).all(), (name, ratios)
+        assert later.loc[name, "open_fraction"].between(0, 1).all()
+    assert unmeasured["variance_ratio"].isna().all()
+
+
+def test_pinn_diagnostics_leave_the_trajectory_unchanged(tmp_path):
+    settings = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
+                "depth": 2, "steps": 9, "eval_every": 3, "test_grid": [16, 8], "seeds": [0], "adamw_lrs": [1e-2],
+                "poprisk": {"lrs": [1e-2], "gates": ["update", "gradient"], "variances": ["microbatch"]}}
+    measured = run_pinn({**settings, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None)["curves"]
+    unmeasured = run_pinn({**settings, "diagnostics_every": 1000}, tmp_path / "b", log=lambda _: None)["curves"]
+    pd.testing.assert_frame_equal(measured.drop(columns="variance_ratio"), unmeasured.drop(columns="variance_ratio"),
+                                  check_exact=True)
+    gated = measured[measured["optimizer"].str.startswith("poprisk") & (measured["step"] > 0)]
+    assert (gated["variance_ratio"] > 0).all() and unmeasured["variance_ratio"].isna().all()
+
+
+def regression_batch(generator, b=16, d=5):
+    x = torch.randn(b, d, generator=generator)
+    return x, x @ torch.arange(1.0, d + 1) + torch.randn(b, generator=generator)
+
+
+def squared_error(outputs, targets):
+    return 0.5 * (outputs.squeeze(-1) - targets).square()
+
+
+def test_variance_ratio_is_one_where_the_microbatch_estimate_is_the_exact_one():
+    """Closed form: with one example per micro-batch (K = b) and no smoothing (variance_beta = 0), the
+    microbatch variance (Σ m_j² − K μ²)/(K(K − 1)) is s²/b of the batch itself, so the ratio is 1."""
+    generator = torch.Generator().manual_seed(0)
+    model = nn.Linear(5, 1)
+    optimizer = PopulationRiskAdam(model.parameters(), lr=1e-2, variance="microbatch", microbatches=16,
+                                   variance_beta=0.0)
+    diagnostics = GateDiagnostics(optimizer, every=1)
+    for step in range(1, 6):
+        x, y = regression_batch(generator)
+        _, sums = microbatch_square_sums(model, squared_error, x, y, microbatches=16)
+        diagnostics.before_step(step, lambda: per_example_square_sums(model, squared_error, x, y, set_grad=False)[1])
+        optimizer.step(square_sums=sums)
+        diagnostics.after_step()
+    row = diagnostics.row()
+    assert row["variance_ratio"] == pytest.approx(1.0, rel=1e-4) and 0 < row["open_fraction"] <= 1
+    assert diagnostics.row() == {"open_fraction": pytest.approx(math.nan, nan_ok=True),
+                                 "variance_ratio": pytest.approx(math.nan, nan_ok=True)}  # cleared
+
+
+def test_streaming_variance_matches_the_exact_one_with_the_parameters_frozen():
+    """lr = 0: the gradients are i.i.d. draws of one fixed distribution, so the streaming estimate is unbiased
+    for the variance of the batch mean (module docstring of optim/adam.py) and its median ratio to the exact
+    s²/b of the same batch sits near 1 (measured 0.98 on grokking)."""
+    generator = torch.Generator().manual_seed(1)
+    model = nn.Linear(5, 1)
+    optimizer = PopulationRiskAdam(model.parameters(), lr=0.0, variance="streaming", variance_beta=0.99)
+    diagnostics = GateDiagnostics(optimizer, every=10)
+    for step in range(1, 1001):
+        x, y = regression_batch(generator)
+        optimizer.zero_grad()
+        squared_error(model(x), y).mean().backward()
+        diagnostics.before_step(step, lambda: per_example_square_sums(model, squared_error, x, y, set_grad=False)[1])
+        optimizer.step()
+        diagnostics.after_step()
+    ratios = torch.tensor(diagnostics.ratios[20:])  # after the EMA's warm-up
+    # one ratio is estimate / (s²/b of 16 examples): its median over elements and steps is near, not at, 1
+    assert 0.75 < ratios.median().item() < 1.3, ratios.median()
+
+
+def test_the_pinn_rows_as_square_sums_give_the_exact_gates_variance():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 2)
+    x, y = torch.randn(10, 3), torch.randn(10, 2)
+    loss = lambda outputs, targets: (outputs - targets).square().sum(-1)  # noqa: E731
+    _, rows = per_example_gradients(model, loss, x, y)
+    shifted = {p: z - z.mean(dim=0) for p, z in rows.items()}  # rows centred away from .grad, as in the PINN
+    sums = square_sums_from_rows(shifted)
+    for p, z in rows.items():
+        expected = z.var(dim=0, unbiased=True) / 10
+        assert torch.allclose(sums.variance_of_mean(p), expected, rtol=1e-5, atol=1e-9)
