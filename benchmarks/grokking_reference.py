@@ -176,7 +176,7 @@ def write_outputs(out: Path, command: str, plan: dict, calibration: pd.DataFrame
               "versions": versions(), "machine": {"platform": platform.platform(), "processor": platform.processor(),
                                                    "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
-    readme = [f"# Grokking reference run (issue 18, PAPERS.md P2)", "",
+    readme = ["# Grokking reference run (issue 18, PAPERS.md P2)", "",
               f"Reference run of {record['date']}, commit `{record['commit']}`. Reproduce (resumable; keeps what "
               "finished):", "", f"    {command}", "",
               f"Calibrated regime: {chosen[0]} ({chosen[1]}). Steps to 95 % held-out, median over seeds, a seed that "
