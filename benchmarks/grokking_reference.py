@@ -172,7 +172,7 @@ def write_outputs(out: Path, command: str, plan: dict, calibration: pd.DataFrame
         gate_diagnostics(out / f"curves_{regime}.csv", out / f"gate_{regime}.png", f"gate diagnostics, {regime}")
     calibration_table = arm_table(calibration, cap) if not calibration.empty else pd.DataFrame()
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-              "command": command, "plan": plan, "calibrated_regime": chosen[0], "why": chosen[1],
+              "command": command, "table": "every arm", "plan": plan, "calibrated_regime": chosen[0], "why": chosen[1],
               "versions": versions(), "machine": {"platform": platform.platform(), "processor": platform.processor(),
                                                    "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))

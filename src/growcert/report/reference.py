@@ -1,10 +1,12 @@
 """The report's "Reference runs" section: long runs kept in the repository, shown beside the default run.
 
-A reference run (e.g. `benchmarks/grokking_reference.py` -> docs/reference-results/grokking-p97/) is a
-folder holding provenance.json (date, commit, command, ...), table.csv (its results per regime and
-arm), optionally calibration.csv, README.md (whose "- " lines under its last heading are the verdicts)
-and PNG figures. Each folder becomes one subsection labelled as a reference run with its date and
-commit, so that nobody mistakes it for the numbers of the run the report was built from.
+A reference run (`benchmarks/grokking_reference.py` -> docs/reference-results/grokking-p97/,
+`benchmarks/p1_regime_reference.py` -> docs/reference-results/p1-regime/) is a folder holding
+provenance.json (date, commit, command, optionally `table`: what table.csv holds, and `why`),
+table.csv (its main results), optionally calibration.csv, README.md (its last heading is the question
+the run answers, the "- " lines under it the verdicts) and PNG figures. Each folder becomes one
+subsection labelled as a reference run with its date and commit, so that nobody mistakes it for the
+numbers of the run the report was built from.
 """
 
 from __future__ import annotations
@@ -26,28 +28,31 @@ def reference_folders(root: Path) -> list[Path]:
                   if (folder / "provenance.json").is_file() and (folder / "table.csv").is_file())
 
 
-def _verdicts(readme: Path) -> list[str]:
-    """The bullet lines under the README's last heading (the per-variant verdicts)."""
+def _verdicts(readme: Path) -> tuple[str, list[str]]:
+    """The README's last heading (the question the run answers) and the bullet lines under it (its verdicts)."""
     if not readme.is_file():
-        return []
+        return "", []
     lines = readme.read_text(encoding="utf-8").splitlines()
     last = max((index for index, line in enumerate(lines) if line.startswith("#")), default=-1)
-    return [line[2:] for line in lines[last + 1:] if line.startswith("- ")]
+    heading = lines[last].lstrip("#").strip() if last >= 0 else ""
+    return heading, [line[2:] for line in lines[last + 1:] if line.startswith("- ")]
 
 
 def reference_section(folder: Path, report_dir: Path) -> str:
     """One reference run as HTML: label, date, commit, command, verdicts, tables and figures."""
     record = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
     date, commit = record.get("date", "undated"), record.get("commit") or "no commit recorded"
-    verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in _verdicts(folder / "README.md"))
+    question, lines = _verdicts(folder / "README.md")
+    verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     parts = [f'<h3 id="reference-{html.escape(folder.name)}">Reference run: {html.escape(folder.name)}</h3>',
              f'<p class="reference"><b>A reference run, not this pipeline run</b>: run on {html.escape(date)} at '
              f"git commit <code>{html.escape(commit)}</code>, kept in <code>{html.escape(str(folder.name))}/"
              f"</code> of docs/reference-results. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
              f" {html.escape(record['why'])}." if record.get("why") else "", "</p>"]
     if verdicts:
-        parts.append(f"<p>Per variant, against AdamW at weight decay 0.01:</p><ul>{verdicts}</ul>")
-    parts.append(page.collapsed_table(folder / "table.csv", f"{folder.name}: every arm", report_dir, open_=True))
+        parts.append(f"<p>{html.escape(question)}</p><ul>{verdicts}</ul>")
+    parts.append(page.collapsed_table(folder / "table.csv", f"{folder.name}: {record.get('table', 'results')}",
+                                      report_dir, open_=True))
     if (folder / "calibration.csv").is_file():
         parts.append(page.collapsed_table(folder / "calibration.csv", f"{folder.name}: calibration", report_dir))
     for image in sorted(folder.glob("*.png")):

@@ -1,0 +1,162 @@
+"""The P1 regime reference map of issue 21 (PAPERS.md P1, fifth pilot): run configs/p1-regime.yaml and
+keep its results under docs/reference-results/p1-regime/, where the report shows them as a reference run.
+
+`--run` runs the sweep (Snakemake target summarize_regime, resumable: a rerun keeps every finished job)
+while sampling the disk use of the results folder every 30 s into <results>/disk_use.log, so that the
+peak over every resumed part of the sweep is known. Without `--run` it only exports a sweep that has
+finished. The export holds:
+
+- table.csv: the width trend per (comparison, context, progress) cell (tables/p1_regime_cells.csv);
+- claims.csv: the two claim rows judged on the map (matched budget, matched held-out loss);
+- budget.csv, loss.csv, matched.csv: growcert summarize-regime's tables; alignment.csv: the sweep's
+  d_align rows; training.csv: its held-out loss history;
+- the regime figures (figures/p1_regime_*.png);
+- provenance.json: date, commit, command, the config file, versions, machine, and the sweep's cost
+  (CPU time and wall time per rule from the Snakemake benchmark files, peak disk from the log);
+- README.md: how to reproduce it, its cost, the cells, and the claim rows as verdicts.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores 2 \\
+        --results results-p1-regime --out docs/reference-results/p1-regime
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+
+CONFIG = "configs/p1-regime.yaml"
+DISK_LOG = "disk_use.log"
+SAMPLE_SECONDS = 30
+COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
+          "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
+          "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
+          "training.csv": "stats/training.csv"}
+
+
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under `folder` (files vanishing while walked, e.g. removed stores, are skipped)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def sample_disk(results: Path, stop: threading.Event) -> None:
+    """Append `<unix time> <bytes>` of `results` to its disk log every SAMPLE_SECONDS until `stop` is set."""
+    with open(results / DISK_LOG, "a", encoding="utf-8") as log:
+        while True:
+            log.write(f"{int(time.time())} {folder_bytes(results)}\n")
+            log.flush()
+            if stop.wait(SAMPLE_SECONDS):
+                return
+
+
+def run_sweep(results: Path, cores: int) -> int:
+    """The sweep through Snakemake, with the disk sampled alongside; returns Snakemake's exit status."""
+    results.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_disk, args=(results, stop), daemon=True)
+    sampler.start()
+    command = [os.path.join(os.path.dirname(sys.executable), "snakemake"), "summarize_regime", "--cores", str(cores),
+               "--rerun-incomplete", "--configfile", CONFIG, "--config", f"results={results}"]
+    try:
+        return subprocess.call(command)
+    finally:
+        stop.set()
+        sampler.join()
+
+
+def sweep_cost(results: Path) -> dict:
+    """CPU and wall seconds per rule (Snakemake benchmark files) and the peak disk use (the disk log)."""
+    rows = []
+    for tsv in (results / "benchmarks").rglob("*.tsv"):
+        frame = pd.read_csv(tsv, sep="\t")
+        rows.append({"rule": tsv.relative_to(results / "benchmarks").parts[0].removesuffix(".tsv"),
+                     "wall_s": float(frame["s"].iloc[-1]), "cpu_s": float(frame["cpu_time"].iloc[-1])})
+    jobs = pd.DataFrame(rows, columns=["rule", "wall_s", "cpu_s"])
+    per_rule = jobs.groupby("rule").agg(jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"))
+    log = results / DISK_LOG
+    samples = [int(line.split()[1]) for line in log.read_text().splitlines() if line.strip()] if log.is_file() else []
+    return {"jobs": int(len(jobs)), "cpu_hours": round(jobs["cpu_s"].sum() / 3600, 2),
+            "job_wall_hours": round(jobs["wall_s"].sum() / 3600, 2),
+            "peak_disk_gb": round(max(samples) / 1e9, 2) if samples else None,
+            "disk_samples": len(samples), "per_rule": per_rule.round(1).reset_index().to_dict(orient="records")}
+
+
+def claim_lines(claims: pd.DataFrame) -> list[str]:
+    """One verdict line per claim row: which comparison, what was measured, whether the paper's trend holds."""
+    return [f"- {row.note.split(';')[0]}: {row.this_run} (holds: {row.holds})" for row in claims.itertuples()]
+
+
+def export(results: Path, out: Path, command: str) -> None:
+    """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
+    from growcert.provenance import git_commit, versions
+
+    missing = [source for source in COPIED.values() if not (results / source).is_file()]
+    if missing:
+        print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
+              "resume it", file=sys.stderr)
+        sys.exit(2)
+    out.mkdir(parents=True, exist_ok=True)
+    for target, source in COPIED.items():
+        shutil.copyfile(results / source, out / target)
+    alignment = pd.read_csv(results / "stats" / "alignment.csv")
+    alignment[alignment["context"].notna()].to_csv(out / "alignment.csv", index=False)
+    for figure in sorted((results / "figures").glob("p1_regime_*.png")):
+        shutil.copyfile(figure, out / figure.name)
+    cost, coverage = sweep_cost(results), json.loads((results / COPIED["map.json"]).read_text())["coverage"]
+    record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+              "command": command, "table": "width trend per (comparison, context, progress) cell",
+              "why": f"The P1 regime map over context, training progress and width ({coverage})",
+              "config_file": CONFIG, "config": Path(CONFIG).read_text(encoding="utf-8"), "cost": cost,
+              "versions": versions(), "machine": {"platform": platform.platform(), "processor": platform.processor(),
+                                                   "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    cells = pd.read_csv(out / "table.csv")
+    shown = [c for c in ("comparison", "context", "progress", "verdict", "slope", "slope_lo", "slope_hi", "seeds",
+                         "dalign_widest") if c in cells.columns]
+    readme = ["# P1 regime reference map (issue 21, PAPERS.md P1)", "",
+              f"Reference run of {record['date']}, commit `{record['commit']}`, config `{CONFIG}`. Reproduce "
+              "(resumable; keeps every finished job):", "", f"    {command}", "",
+              f"Coverage: {coverage}. Cost on {os.cpu_count()} cores: {cost['cpu_hours']} CPU-hours over "
+              f"{cost['jobs']} jobs, peak disk {cost['peak_disk_gb']} GB ({cost['disk_samples']} samples).", "",
+              "## Width trend per cell (seed-level slope interval of log d_align on log width)", "",
+              cells[shown].to_markdown(index=False), "",
+              "## Does d_align rise with width (P1), at matched budget and at matched loss?", "",
+              *claim_lines(pd.read_csv(out / "claims.csv")), ""]
+    (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
+    print(f"kept the regime map in {out}: {len(cells)} cells, {cost['cpu_hours']} CPU-hours")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", default="results-p1-regime", help="the sweep's results folder")
+    parser.add_argument("--out", default="docs/reference-results/p1-regime")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
+               f"--results {args.results} --out {args.out}")
+    if args.run and (status := run_sweep(results, args.cores)) != 0:
+        sys.exit(status)
+    export(results, Path(args.out), command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""The P1 regime reference map's export (benchmarks/p1_regime_reference.py): a finished sweep's tables,
+figures, cost and provenance kept in one folder, which the report renders as a reference run."""
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from growcert.report import regime
+from growcert.report.html import build_report
+from test_regime_map import synthetic_tables
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "p1_regime_reference.py"
+BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def load_script():
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.insert(0, str(SCRIPT.parent))
+    return importlib.import_module(SCRIPT.stem)
+
+
+def finished_sweep(results: Path) -> None:
+    """A results folder laid out as the sweep leaves it: summarize-regime's outputs, benchmark files, disk log."""
+    alignment, training = synthetic_tables()
+    for folder in ("stats", "tables", "claims", "figures"):
+        (results / folder).mkdir(parents=True)
+    alignment.to_csv(results / "stats" / "alignment.csv", index=False)
+    training.to_csv(results / "stats" / "training.csv", index=False)
+    regime.summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv", results / "stats",
+                            results / "tables" / "p1_regime_cells.csv", results / "claims" / "p1_regime.csv",
+                            results / "stats" / "p1_regime_map.json", results / "figures")
+    for rule, job, wall, cpu in [("train_model", "a", 100.0, 90.0), ("train_model", "b", 50.0, 45.0),
+                                 ("dump_gradients", "a", 20.0, 18.0)]:
+        tsv = results / "benchmarks" / rule / "llama" / f"{job}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(BENCHMARK_HEADER + f"{wall}\t0:01:40\t1\t1\t1\t1\t0\t0\t90\t{cpu}\n")
+    (results / "disk_use.log").write_text("1 1000000000\n2 3400000000\n3 2000000000\n")
+
+
+def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(SCRIPT.parents[1])  # the config file is read relative to the repository
+    results, references = tmp_path / "results-p1-regime", tmp_path / "reference-results"
+    finished_sweep(results)
+    out = references / "p1-regime"
+    load_script().export(results, out, "python benchmarks/p1_regime_reference.py --run")
+    assert pd.read_csv(out / "table.csv").equals(pd.read_csv(results / "tables" / "p1_regime_cells.csv"))
+    assert len(pd.read_csv(out / "alignment.csv")) == len(pd.read_csv(results / "stats" / "alignment.csv"))
+    assert sorted(p.name for p in out.glob("*.png")) == sorted(p.name for p in (results / "figures").glob("*.png"))
+    record = json.loads((out / "provenance.json").read_text())
+    cost = record["cost"]
+    assert cost["jobs"] == 3 and cost["cpu_hours"] == round(153 / 3600, 2) and cost["peak_disk_gb"] == 3.4
+    assert {row["rule"]: row["cpu_s"] for row in cost["per_rule"]} == {"train_model": 135.0, "dump_gradients": 18.0}
+    assert "tokens_per_step" in record["config"] and record["command"].endswith("--run")
+    readme = (out / "README.md").read_text()
+    claims = pd.read_csv(out / "claims.csv")
+    for line in (f"- matched budget: widths at the same step and tokens per step: {claims['this_run'][0]} (holds: False)",):
+        assert line in readme
+    report_dir = tmp_path / "report"
+    report_dir.mkdir()
+    build_report(report_dir, report_dir / "report.html", references=references)
+    section = (report_dir / "report.html").read_text()
+    section = section[section.index('<section id="reference">'):]
+    assert "Reference run: p1-regime" in section and "not this pipeline run" in section
+    assert "Does d_align rise with width (P1), at matched budget and at matched loss?" in section
+    assert claims["this_run"][1] in section and "width trend per (comparison, context, progress) cell" in section
+
+
+def test_export_of_an_unfinished_sweep_names_the_missing_file_with_exit_2(tmp_path):
+    results = tmp_path / "results-p1-regime"
+    (results / "stats").mkdir(parents=True)
+    result = subprocess.run([sys.executable, str(SCRIPT), "--results", str(results), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True, cwd=SCRIPT.parents[1])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"results folder {results}: the sweep has not finished (tables/p1_regime_cells.csv is missing); "
+        "run with --run to resume it"]
+    assert not (tmp_path / "out").exists()
