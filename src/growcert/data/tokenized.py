@@ -46,7 +46,9 @@ from growcert.data.prepared import PreparedDataset
 FORMAT = "growcert-tokens-1"
 CACHE_FOLDER = "tokens"
 SPLITS = ("train", "test")
-_BATCH_BYTES = 1 << 22  # text per tokenizer call: 4 MB, whose ids take ~150 MB as Python lists
+# Text per tokenizer call: 4 MB. Its ids and the tokenizer's encodings peak at ~180-200 MB resident above
+# the job's start on a 16 or 32 MB corpus alike (benchmarks/token_cache.py; the in-RAM way: 420 and 845 MB).
+_BATCH_BYTES = 1 << 22
 Encode = Callable[[Sequence[str]], Sequence[Sequence[int]]]
 
 
