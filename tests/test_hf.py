@@ -159,7 +159,7 @@ def test_checkpoint_tokenizer_reads_the_text(tmp_path, shakespeare):
                            log=lambda _: None, hf={"context": CONTEXT})
     group = open_group(store, "block1")
     offset = int(group["index"][0].values)  # a token offset in the tokenized training stream
-    window = torch.from_numpy(data.train_x[offset:offset + CONTEXT + 1]).view(1, -1)
+    window = torch.from_numpy(data.train_x[offset:offset + CONTEXT + 1].astype(np.int64)).view(1, -1)  # int32 ids
     with torch.no_grad():
         loss = model.per_example_loss(model(window[:, :-1]), window[:, 1:])
     assert abs(float(loss) - float(group["loss"][0].values)) < 1e-5

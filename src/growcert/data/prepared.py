@@ -49,6 +49,9 @@ class PreparedDataset:
     Images: *_x float32 (n, C, H, W) normalised with train mean/std, *_y int64 labels.
     Text: *_x 1-D uint8 byte streams, *_y None (targets are the next bytes).
     *_index int64: source row of each image, or the chunk ids making up each text stream.
+    folder: the prepared folder it was read from (None when built in memory); caches derived from it
+    (token streams, `data/tokenized.py`) live there.
+    chunk_starts: text whose streams are no longer bytes (token streams): {split: offset of each chunk}.
     """
 
     name: str
@@ -59,6 +62,8 @@ class PreparedDataset:
     test_y: np.ndarray | None
     train_index: np.ndarray
     test_index: np.ndarray
+    folder: Path | None = None
+    chunk_starts: dict[str, np.ndarray] | None = None
 
     @property
     def kind(self) -> str:
@@ -72,6 +77,8 @@ class PreparedDataset:
         """
         if self.kind != "text":
             raise DatasetError(f"dataset '{self.name}': segment_starts applies to text datasets only")
+        if self.chunk_starts is not None:
+            return self.chunk_starts[split]
         chunk_ids = self.train_index if split == "train" else self.test_index
         chunk_bytes = self.info["settings"]["chunk_bytes"]
         corpus_bytes = self.info["corpus_bytes"]
@@ -216,7 +223,7 @@ def load_prepared(path: str | Path, *, normalize: bool = True, verify: bool = Tr
     if normalize and info["kind"] == "image":
         for name in ("train_x", "test_x"):
             arrays[name] = normalize_images(arrays[name], info["mean"], info["std"])
-    return PreparedDataset(name=info["name"], info=info, **arrays)
+    return PreparedDataset(name=info["name"], info=info, **arrays, folder=path)
 
 
 def _mapped(path: Path, record: dict) -> np.ndarray:

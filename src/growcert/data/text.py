@@ -3,8 +3,8 @@
 
 For language models at paper scale, where Shakespeare (5 MB, ~18k single-pass windows of 256 bytes) is too
 small. Tokens are the 256 byte values of the UTF-8 text, as for Shakespeare; a pretrained model reads the
-prepared streams through its own tokenizer (`data/tokenized.py`, in memory: fine for what a dump reads,
-not for a multi-GB corpus).
+prepared streams through its own tokenizer (`data/tokenized.py`: built chunk batch by chunk batch into
+memory-mapped token streams cached in the prepared folder, so that path never holds the corpus either).
 
 Documents (files in sorted path order, or rows in order) are joined by a blank line. The split is
 Shakespeare's (`shakespeare.chunk_split`): contiguous chunks of `chunk_bytes`, a seeded permutation sends

@@ -20,8 +20,8 @@ cache, else — only with `allow_download` — the Hub. Models load in float32 w
 per-example gradients are exact and examples never interact (no padding, no batch statistics).
 
 Tokens: a checkpoint folder that holds a tokenizer is read through it (`tokenizer: auto`): the byte
-streams of the prepared text dataset are decoded as UTF-8 and tokenized once per split (growcert.data.
-tokenized), and windows of `context` tokens are cut from the token streams exactly as from byte streams
+streams of the prepared text dataset are decoded as UTF-8 and tokenized chunk by chunk, once per prepared
+data and tokenizer, into memory-mapped streams cached in the prepared folder (growcert.data.tokenized), and windows of `context` tokens are cut from the token streams exactly as from byte streams
 (a store's `index` is then a token offset). Without a tokenizer, or with `tokenizer: bytes`, byte values
 are the token ids (the model needs a vocabulary of at least 256: the tiny test models).
 

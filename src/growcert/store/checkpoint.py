@@ -71,21 +71,20 @@ def load_model(checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = No
     Without `hf`: a growcert checkpoint (`stepN.pt`) and the prepared dataset unchanged. With `hf` (the
     settings of `growcert.models.hf.HFSettings`, `{}` for the defaults): `checkpoint` is a pretrained
     Hugging Face causal LM (a folder, or a repository id in the local cache) of the family `hf`, and a
-    text dataset is re-read through the checkpoint's tokenizer when it has one (`data/tokenized.py`).
+    text dataset is re-read through the checkpoint's tokenizer when it has one (`data/tokenized.py`: memory-mapped
+    token streams, cached in the prepared folder and built on first use).
     """
     if hf is None:
         model, metadata = load_checkpoint(checkpoint)
         return model, metadata, data
     # imported here: only pretrained models need them (and the optional transformers behind them)
-    from growcert.data.tokenized import tokenized
+    from growcert.data.tokenized import encoder, tokenized, tokenizer_identity
     from growcert.models.hf import load_pretrained
 
     if data.kind != "text":
         raise ConfigError(f"family 'hf' reads text; dataset {data.name!r} is {data.kind}")
     model, metadata = load_pretrained(checkpoint, hf)
     if model.tokenizer is not None:
-        def encode(texts):
-            return model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-
-        data = tokenized(data, encode, metadata["store_attrs"]["tokenizer"], model.vocab_size)
+        data = tokenized(data, encoder(model.tokenizer), metadata["store_attrs"]["tokenizer"], model.vocab_size,
+                         tokenizer_identity(model.tokenizer))
     return model, metadata, data
