@@ -60,7 +60,8 @@ P1_FIGURE_LABELS = {
 rule summarize_alignment:
     input:
         alignment=per_store(ALIGNMENT),
-        misalignment=per_store(MISALIGNMENT, fixed_context_runs()),  # a context sweep feeds d_align only
+        # a context sweep feeds d_align only
+        misalignment=per_store(MISALIGNMENT, fixed_context_runs(), config["alignment"]["misalignment_checkpoints"]),
     output:
         alignment=f"{RESULTS}/stats/alignment.csv",
         misalignment=f"{RESULTS}/stats/misalignment.csv",

@@ -104,11 +104,8 @@ INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{d
 def intervention_targets():
     """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.checkpoints);
     pretrained models when config pretrained.intervene is true. A context sweep feeds the regime map only."""
-    targets = []
-    for run in fixed_context_runs():
-        steps = run_steps(config, run)
-        for step in steps if config["intervene"]["checkpoints"] == "all" else steps[-1:]:
-            targets.append(INTERVENTIONS.format(**run_wildcards(run), step=step))
+    targets = [INTERVENTIONS.format(**run_wildcards(run), step=step)
+               for run in fixed_context_runs() for step in analysed_steps(run, config["intervene"]["checkpoints"])]
     if config["pretrained"]["intervene"]:
         targets += [INTERVENTIONS.format(**run_wildcards(run), step=step) for run, step in pretrained_stores(config)]
     return targets
@@ -131,11 +128,17 @@ def fixed_context_runs():
     return [run for run in training_runs(config) if run.context is None]
 
 
-def per_store(template, runs=None):
-    """`template` for every gradient store: each trained run's checkpoints (of `runs`, default all), then
-    each pretrained model."""
+def analysed_steps(run, checkpoints):
+    """The checkpoint steps of `run` a stage analyses: its last one, or all (config key `<stage>.checkpoints`)."""
+    steps = run_steps(config, run)
+    return steps if checkpoints == "all" else steps[-1:]
+
+
+def per_store(template, runs=None, checkpoints="all"):
+    """`template` for every gradient store: the checkpoints (all, or the last) of each trained run (of `runs`,
+    default all), then each pretrained model."""
     runs = training_runs(config) if runs is None else runs
-    stores = [(run, step) for run in runs for step in run_steps(config, run)]
+    stores = [(run, step) for run in runs for step in analysed_steps(run, checkpoints)]
     return [template.format(**run_wildcards(run), step=step) for run, step in stores + pretrained_stores(config)]
 
 

@@ -51,7 +51,7 @@ localrules:
 
 rule summarize_depth:
     input:
-        tables=per_store(DEPTH, fixed_context_runs()),
+        tables=per_store(DEPTH, fixed_context_runs(), config["depth"]["checkpoints"]),
     output:
         table=f"{RESULTS}/stats/depth.csv",
         decision=report(

@@ -100,6 +100,20 @@ def test_duplicate_family_dataset_pair_is_rejected():
         validate_config(config, SCHEMA)
 
 
+def test_a_width_grid_and_a_depth_grid_of_one_family_keep_their_own_budgets():
+    width_grid = {"family": "llama", "dataset": "shakespeare", "widths": [32, 64], "depths": [2], "train": {"steps": 40, "checkpoints": [40]}}
+    depth_grid = {"family": "llama", "dataset": "shakespeare", "widths": [64], "depths": [1, 4],
+                  "train": {"steps": 20, "checkpoints": [10, 20]}}
+    config = validate_config({"models": {"llama": {"head_dim": 16}}, "grids": [width_grid, depth_grid]}, SCHEMA)
+    steps = {(run.width, run.depth): train_settings(config, run)["train"]["steps"] for run in training_runs(config)}
+    assert steps == {(32, 2): 40, (64, 2): 40, (64, 1): 20, (64, 4): 20}
+    overlapping = {**depth_grid, "depths": [1, 2]}  # (64, 2) is the width grid's
+    with pytest.raises(ConfigError) as caught:
+        validate_config({"models": {"llama": {"head_dim": 16}}, "grids": [width_grid, overlapping]}, SCHEMA)
+    assert str(caught.value) == ("config key 'grids[1]': family/dataset llama/shakespeare at width 64, depth 2, seed 0 "
+                                 "is already used by grids[0]")
+
+
 def test_llama_width_must_fit_heads():
     config = {"models": {"llama": {"head_dim": 16}},
               "grids": [{"family": "llama", "dataset": "shakespeare", "widths": [32, 40], "depths": [1]}]}
@@ -119,8 +133,14 @@ def test_grid_expansion_and_settings():
     assert settings["model"]["context"] == config["models"]["llama"]["context"]
     # one budget across widths within a grid (and within each context of a context sweep, whose batch
     # is tokens_per_step / context: the same tokens per step at every context)
-    budgets = {(r.family, (s := train_settings(config, r)["train"])["steps"], s["batch_size"]) for r in runs}
-    assert len(budgets) == sum(len(grid["contexts"] or [None]) for grid in config["grids"])
+    budgets = {(r.family, r.dataset, r.context, (s := train_settings(config, r)["train"])["steps"], s["batch_size"])
+               for r in runs}
+    assert len(budgets) == len({(g["family"], g["dataset"], c, g["train"]["steps"], g["train"].get("batch_size"))
+                                for g in config["grids"] for c in g["contexts"] or [None]})
+    # P3 across depth for both families: a llama width with three depths (the depth grid beside the width grid)
+    llama_depths = {width: {run.depth for run in llama if run.width == width and run.context is None} for width in
+                    {run.width for run in llama}}
+    assert max(len(depths) for depths in llama_depths.values()) >= 3
     swept = [run for run in runs if run.context is not None]
     assert len({train_settings(config, run)["train"]["batch_size"] * run.context for run in swept}) == 1
 

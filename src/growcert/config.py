@@ -21,7 +21,7 @@ import yaml
 
 from growcert.errors import ConfigError
 from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_contexts, context_of_tag,  # noqa: F401
-                            context_tag, grid_for, run_steps, run_wildcards, sweeps_context, train_settings,
+                            context_tag, grid_cells, grid_of, run_steps, run_wildcards, train_settings,
                             training_runs)
 
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
@@ -321,17 +321,20 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
                           "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
     if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
         raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
-    seen: dict[tuple[str, str, bool], int] = {}
+    seen: dict[tuple[str, str, int, int, int, int | None], int] = {}
     for position, grid in enumerate(config["grids"]):
         where = f"grids[{position}]"
         check_contexts(where, grid)
-        # A context sweep's folders carry the context (…_s0_c256), so one sweep and one fixed-context grid
-        # of a family/dataset name different folders; two of a kind would share them.
-        pair = (grid["family"], grid["dataset"], sweeps_context(grid))
-        if pair in seen:
-            raise ConfigError(f"config key '{where}': family/dataset {pair[0]}/{pair[1]} already used by grids[{seen[pair]}]"
-                              + (" (at most one context sweep per family/dataset)" if pair[2] else ""))
-        seen[pair] = position
+        # One run folder per (family, dataset, width, depth, seed, context): two grids may share a
+        # family/dataset (a width grid and a depth grid) but not a cell, which would be two runs in one folder.
+        for cell in sorted(grid_cells(grid), key=str):
+            key = (grid["family"], grid["dataset"], *cell)
+            if key in seen and seen[key] != position:
+                width, depth, seed, context = cell
+                raise ConfigError(f"config key '{where}': family/dataset {key[0]}/{key[1]} at width {width}, depth "
+                                  f"{depth}, seed {seed}" + (f", context {context}" if context else "")
+                                  + f" is already used by grids[{seen[key]}]")
+            seen[key] = position
         _check_budget(f"{where}.train", grid["train"])
         if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
             from growcert.data.text import grid_budget_problem

@@ -5,11 +5,14 @@ A grid that sets `contexts` (llama only) also sweeps the sequence length: each c
 run, in a folder tagged with it (`w64_d2_s0_c256`), trained on `tokens_per_step / context`
 sequences per step so that every context sees the same tokens per step (PAPERS.md P1, fifth pilot).
 A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
+Several grids may train one family on one dataset (e.g. a width grid and a depth grid, each with its
+own budget) as long as no two train the same (width, depth, seed, context) cell.
 Validation of the config as a whole lives in `growcert.config`.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,15 +89,22 @@ def training_runs(config: dict[str, Any]) -> list[Run]:
             for w in g["widths"] for d in g["depths"] for s in g["seeds"]]
 
 
-def grid_for(config: dict[str, Any], family: str, dataset: str, context: int | None = None) -> dict[str, Any]:
-    """The grid that trains `family` on `dataset`: the context sweep when `context` is set, else the
-    fixed-context grid."""
+def grid_cells(grid: dict[str, Any]) -> set[tuple[int, int, int, int | None]]:
+    """The (width, depth, seed, context) cells a grid trains: one run folder each."""
+    contexts = grid["contexts"] if sweeps_context(grid) else [None]
+    return set(itertools.product(grid["widths"], grid["depths"], grid["seeds"], contexts))
+
+
+def grid_of(config: dict[str, Any], run: Run) -> dict[str, Any]:
+    """The grid that trains `run`: of its family and dataset, a context sweep when the run has a context,
+    and holding its width, depth, seed and context (config validation keeps the grids' cells disjoint)."""
     for grid in config["grids"]:
-        if grid["family"] == family and grid["dataset"] == dataset and sweeps_context(grid) == (context is not None):
-            if context is None or context in grid["contexts"]:
-                return grid
-    sweep = f" at context {context}" if context is not None else ""
-    raise ConfigError(f"config key 'grids': no grid trains {family} on {dataset}{sweep}")
+        if (grid["family"], grid["dataset"]) == (run.family, run.dataset) and \
+                (run.width, run.depth, run.seed, run.context) in grid_cells(grid):
+            return grid
+    sweep = f" at context {run.context}" if run.context is not None else ""
+    raise ConfigError(f"config key 'grids': no grid trains {run.family} on {run.dataset} at width {run.width}, "
+                      f"depth {run.depth}, seed {run.seed}{sweep}")
 
 
 def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
@@ -104,7 +114,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
     and trains batch_size = tokens_per_step / context sequences per step: every context sees the same
     tokens per step and, over the budget, the same tokens in all.
     """
-    grid = grid_for(config, run.family, run.dataset, run.context)
+    grid = grid_of(config, run)
     settings = {
         "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
         "model": dict(config["models"][run.family]),
@@ -119,4 +129,4 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
 
 def run_steps(config: dict[str, Any], run: Run) -> list[int]:
     """The checkpoint steps of a run (each gets a gradient store)."""
-    return sorted(grid_for(config, run.family, run.dataset, run.context)["train"]["checkpoints"])
+    return sorted(grid_of(config, run)["train"]["checkpoints"])
