@@ -136,6 +136,22 @@ def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
         assert np.array_equal(np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object))
 
 
+def test_a_memory_cap_lowers_the_batch_and_leaves_the_store_bit_identical(prepared, checkpoint, tmp_path):
+    settings = {"train_examples": 40, "test_examples": 24, "batch_size": 32, "seed": 0, "points": None}
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", settings, log=lambda _: None)
+    groups = zarr.open_group(tmp_path / "whole.zarr", mode="r").attrs["groups"]
+    # q and z in float32 at every point: the bytes one example captures; a cap of 3.5 of them allows 3
+    per_example = sum(8 * int(np.prod(open_group(tmp_path / "whole.zarr", g)["q"].shape[1:])) for g in groups)
+    lines = []
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "capped.zarr",
+                   {**settings, "max_batch_mb": 3.5 * per_example / 2**20}, log=lines.append)
+    assert any("in batches of 3 (dump.batch_size 32" in line for line in lines), lines
+    for group in groups:
+        a, b = open_group(tmp_path / "whole.zarr", group), open_group(tmp_path / "capped.zarr", group)
+        for variable in ("q", "z", "loss", "label", "index"):
+            np.testing.assert_array_equal(a[variable].values, b[variable].values)
+
+
 def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
     from growcert.data import prepare_dataset
 

@@ -195,7 +195,9 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
     assert planned_jobs(result.stdout + result.stderr)["train_model"] == expected
 
 
-GPU_RULES = {"train_model", "dump_gradients"}  # the stages that move their model to the device
+# the stages that move their model to the device: every torch stage but theory (tiny float64 algebra, CPU)
+GPU_RULES = {"train_model", "dump_gradients", "dump_pretrained", "intervene", "intervene_pretrained", "estimate_depth",
+             "grow_model", "p2_experiment", "preference"}
 
 
 def gpu_requests(output):
