@@ -30,7 +30,9 @@ onstart:
         except ConfigError as error:
             raise WorkflowError(str(error)) from None
 
-# Device-aware rules (train_model, dump_gradients) ask for one GPU only when the device resolves to cuda here.
+# Device-aware rules (every torch stage: train_model, dump_gradients, dump_pretrained, intervene,
+# intervene_pretrained, estimate_depth, grow_model, p2_experiment, preference; not p2_theory, whose small
+# float64 algebra stays on the CPU) ask for one GPU only when the device resolves to cuda here.
 GPUS = 1 if wants_gpu(DEVICE) else 0
 
 # Jobs run the `growcert` of the Python that runs Snakemake, activated or not: `.venv/bin/snakemake` puts

@@ -4,6 +4,7 @@ rule estimate_depth:
     output:
         table=DEPTH,
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         store=lambda wildcards, input: store_folder(input.store),
         settings=depth_settings,
     log:
@@ -14,11 +15,12 @@ rule estimate_depth:
     resources:
         mem_mb=depth_mem_mb,
         runtime=store_runtime,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert estimate-depth --store {params.store} --settings {params.settings:q} --out {output.table} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --device {params.device} > {log} 2>&1"
 
 
 rule grow_model:
@@ -27,6 +29,7 @@ rule grow_model:
     output:
         run=directory(GROW),
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=grow_settings_json,
         data_dir=lambda wildcards, input: os.path.dirname(input.info),
     log:
@@ -37,11 +40,12 @@ rule grow_model:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 60 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert grow --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --device {params.device} > {log} 2>&1"
 
 
 localrules:

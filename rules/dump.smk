@@ -36,6 +36,7 @@ rule dump_pretrained:
     output:
         store=PRETRAINED_STORE_OUTPUT,
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         store=lambda wildcards, output: store_folder(output.store),
         settings=pretrained_dump_settings,
         hf=pretrained_hf_settings,
@@ -49,8 +50,9 @@ rule dump_pretrained:
     resources:
         mem_mb=pretrained_mem_mb(4),
         runtime=pretrained_runtime,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert dump --checkpoint {params.checkpoint:q} --hf {params.hf:q} --data {params.data_dir} "
-        "--settings {params.settings:q} --out {params.store} --threads {threads} > {log} 2>&1"
+        "--settings {params.settings:q} --out {params.store} --threads {threads} --device {params.device} > {log} 2>&1"

@@ -8,6 +8,7 @@ rule intervene:
     output:
         table=INTERVENTIONS,
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         store=lambda wildcards, input: store_folder(input.store),
         settings=intervene_settings,
         checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
@@ -20,11 +21,12 @@ rule intervene:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 30 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert intervene --checkpoint {params.checkpoint} --store {params.store} --data {params.data_dir} "
-        "--settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
+        "--settings {params.settings:q} --out {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 # The same interventions on a pretrained Hugging Face model (config pretrained.intervene).
@@ -36,6 +38,7 @@ rule intervene_pretrained:
     output:
         table=PRETRAINED_INTERVENTIONS,
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         store=lambda wildcards, input: store_folder(input.store),
         settings=intervene_settings,
         hf=pretrained_hf_settings,
@@ -49,11 +52,12 @@ rule intervene_pretrained:
     resources:
         mem_mb=pretrained_mem_mb(8),
         runtime=pretrained_runtime,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert intervene --checkpoint {params.checkpoint:q} --hf {params.hf:q} --store {params.store} "
-        "--data {params.data_dir} --settings {params.settings:q} --out {output.table} --threads {threads} > {log} 2>&1"
+        "--data {params.data_dir} --settings {params.settings:q} --out {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 localrules:

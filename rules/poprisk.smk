@@ -33,6 +33,7 @@ rule p2_experiment:
     wildcard_constraints:
         task="grokking|pinn",
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     log:
@@ -43,11 +44,12 @@ rule p2_experiment:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
-        "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"
+        "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 # The theory diagnostics: no optimizer arms, so no gate figure.
@@ -132,6 +134,7 @@ rule preference:
             labels={"result": "figure: preference gate diagnostics", "paper": "P2"},
         ),
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
         reference=lambda wildcards, input: f"--reference {input.reference}" if input.reference else "",
@@ -144,9 +147,10 @@ rule preference:
     resources:
         mem_mb=lambda wildcards, attempt: 8000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert preference --settings {params.settings:q} {params.reference} --data {params.data_dir} --out {params.out_dir} "
         "--figure {output.figure} --gate-figure {output.gate} --claims {output.claims} --table {output.table} "
-        "--threads {threads} > {log} 2>&1"
+        "--threads {threads} --device {params.device} > {log} 2>&1"

@@ -21,6 +21,12 @@ GROW_RUN = {"family": "resnet", "dataset": "digits", "width": 1, "base_depth": 8
 MISSING = "/nonexistent/growcert-input"
 
 
+def torch_sees_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, train_tiny):
     """Real inputs for every stage: prepared digits, a tiny trained resnet, its store and its tables."""
@@ -105,6 +111,25 @@ def test_a_missing_input_file_is_one_line_naming_it_and_nothing_is_written(stage
     code, lines = run(argv_of(stage, inputs, out, CASES[stage][1], missing=CASES[stage][2]), capsys)
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith(f"growcert {stage}: error: ") and MISSING in lines[0], lines
+    assert not out.exists()
+
+
+# The stages that run torch on the config's device (theory takes the option too and stays on the CPU).
+DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference"]
+
+
+@pytest.mark.skipif(torch_sees_cuda(), reason="asserts the refusal on a machine without CUDA")
+@pytest.mark.parametrize("stage", DEVICE_STAGES)
+def test_device_cuda_without_cuda_is_one_line_naming_the_key_and_nothing_is_written(stage, inputs, tmp_path, capsys):
+    from growcert.config import top_level_default
+
+    out = tmp_path / "out"
+    argv = argv_of(stage, inputs, out, CASES[stage][1])
+    assert build_parser().parse_args(argv).device == top_level_default("device")
+    code, lines = run(argv + ["--device", "cuda"], capsys)
+    assert code == 2 and lines == [f"growcert {stage}: error: config key 'device': 'cuda', but torch sees no CUDA "
+                                   "device on this machine (torch.cuda.is_available() is False); use device: auto "
+                                   "or cpu"], lines
     assert not out.exists()
 
 

@@ -210,3 +210,16 @@ def test_recommend_depth_reports_raw_and_scale_invariant_decisions():
     assert decision.loc["scaled_value", "recommended"] == 1 and not decision.loc["scaled_value", "falls"]
     assert decision.loc["scaled_value", "decided_fraction"] > 0.5
     assert decision.loc["value", "levels"] == "1,2,4,8"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
+def test_block_features_on_cuda_give_the_cpu_table(dumped):
+    """The feature pass is float64 on either device (G kept in float32): the table agrees to float32 rounding."""
+    _, store, _ = dumped
+    on_cpu = estimate_depth(store, {"seed": 5}, log=lambda _: None)
+    on_cuda = estimate_depth(store, {"seed": 5}, log=lambda _: None, device="cuda")
+    numeric = on_cpu.select_dtypes("number").columns
+    np.testing.assert_allclose(on_cuda[numeric].to_numpy(float), on_cpu[numeric].to_numpy(float), rtol=1e-5,
+                               atol=1e-12)
+    assert (on_cuda["status"] == on_cpu["status"]).all()

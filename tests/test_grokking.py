@@ -3,6 +3,7 @@ published, claim rows are honest, and the task does generalise with strong weigh
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -76,7 +77,8 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     # the gate is logged for PopulationRiskAdam only, and it does block some updates
     gated = curves[curves["step"] > 0].groupby("optimizer")["gated_fraction"].mean()
     assert gated.filter(like="AdamW").isna().all() and (gated.filter(like="poprisk") > 0.05).all()
-    assert json.loads((tmp_path / "provenance.json").read_text())["settings"]["p"] == 11
+    record = json.loads((tmp_path / "provenance.json").read_text())
+    assert record["settings"]["p"] == 11 and record["device"] == "cpu"
 
     plot_grokking(tmp_path / "curves.csv", tmp_path / "grokking.png")
     assert (tmp_path / "grokking.png").stat().st_size > 10_000
@@ -181,3 +183,15 @@ def test_classic_architecture_runs_the_task_and_records_its_size(tmp_path):
     assert record["num_parameters"] == classic_parameter_count(13, 16, 1, 64)
     with pytest.raises(ConfigError, match="grokking.model.architecture"):
         stage_settings("grokking", {"model": {"architecture": "gpt"}})
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
+def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(tmp_path):
+    """Weights are drawn on the CPU and moved: the step-0 evaluation is the CPU's up to kernel rounding."""
+    settings = {**TINY, "steps": 10, "eval_every": 5}
+    on_cpu = run_grokking(settings, tmp_path / "cpu", log=lambda _: None, threads=1)["curves"]
+    on_cuda = run_grokking(settings, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")["curves"]
+    start = lambda curves: curves[curves["step"] == 0][["train_loss", "test_loss"]].to_numpy()  # noqa: E731
+    np.testing.assert_allclose(start(on_cuda), start(on_cpu), rtol=1e-4)
+    assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")

@@ -162,3 +162,30 @@ def test_a_store_from_another_model_or_dataset_is_refused(dumped, prepared):
     other = prepared("shakespeare" if data.name == "digits" else "digits")
     with pytest.raises(StoreError, match="dataset"):
         check_pairing(checkpoint, store, meta, attrs, other)
+
+
+def test_a_memory_cap_lowers_the_forward_batch_and_leaves_the_table_unchanged(table, dumped):
+    checkpoint, store, data = dumped
+    groups = open_store(store).attrs["groups"]
+    # the float64 stream at every point: the bytes one example's forward pass holds; 2.5 of them allow 2
+    per_example = sum(8 * int(np.prod(open_group(store, g)["z"].shape[1:])) for g in groups)
+    lines = []
+    capped = run_interventions(checkpoint, store, data, {**SETTINGS, "max_batch_mb": 2.5 * per_example / 2**20},
+                               log=lines.append)
+    assert any("forward batches of 2 (intervene.batch_size 256" in line for line in lines), lines
+    np.testing.assert_array_equal(capped["predicted"], table["predicted"])
+    np.testing.assert_array_equal(capped["observed"], table["observed"])
+
+
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@NEEDS_CUDA
+@pytest.mark.cuda
+def test_interventions_on_cuda_match_the_cpu_table(table, dumped):
+    """Predictions come from the store (the same numbers); observed changes are float64 forward passes, so
+    the device changes them only at float64 rounding of the base loss (~1e-16 × its size)."""
+    checkpoint, store, data = dumped
+    on_cuda = run_interventions(checkpoint, store, data, SETTINGS, log=lambda _: None, device="cuda")
+    np.testing.assert_array_equal(on_cuda["predicted"], table["predicted"])
+    np.testing.assert_allclose(on_cuda["observed"], table["observed"], rtol=1e-6, atol=1e-12)

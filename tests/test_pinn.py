@@ -6,6 +6,7 @@ grid's best, the claim row is honest, and a tiny run writes tables, a figure and
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -271,3 +272,16 @@ def test_both_optimizers_reach_the_target_at_the_default_scale(tmp_path):
                       log=lambda _: None, threads=1)
     reached = result["summary"].set_index("optimizer")["step_to_target"]
     assert reached.notna().all() and (reached <= 250).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
+def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(tmp_path):
+    """The exact gate's vmap rows and the stratified batches run on the device; step 0 is the CPU's."""
+    settings = dict(TINY, seeds=[0], adamw_lrs=[1e-3], poprisk={**TINY["poprisk"], "variances": ["exact"]})
+    on_cpu = run_pinn(settings, tmp_path / "cpu", log=lambda _: None, threads=1)["curves"]
+    on_cuda = run_pinn(settings, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")["curves"]
+    start = lambda curves: curves[curves["step"] == 0][["test_l2", "train_loss"]].to_numpy()  # noqa: E731
+    np.testing.assert_allclose(start(on_cuda), start(on_cpu), rtol=1e-4)
+    assert np.isfinite(on_cuda["test_l2"]).all()
+    assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")

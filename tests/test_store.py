@@ -9,6 +9,8 @@ import pytest
 import xarray as xr
 import zarr
 
+from helpers import relative_error
+
 from growcert.stages.dump import dump_gradients
 from growcert.store import MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store, sample_chunk
 from growcert.stages.train import train_model
@@ -134,6 +136,30 @@ def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
         for variable in ("q", "z", "loss", "label", "index"):
             np.testing.assert_array_equal(a[variable].values, b[variable].values)
         assert np.array_equal(np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object))
+
+
+def test_a_memory_cap_lowers_the_batch_and_leaves_the_store_bit_identical(prepared, checkpoint, tmp_path):
+    settings = {"train_examples": 40, "test_examples": 24, "batch_size": 32, "seed": 0, "points": None}
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", settings, log=lambda _: None)
+    groups = zarr.open_group(tmp_path / "whole.zarr", mode="r").attrs["groups"]
+    # q and z in float32 at every point: the bytes one example captures; a cap of 3.5 of them allows 3
+    per_example = sum(8 * int(np.prod(open_group(tmp_path / "whole.zarr", g)["q"].shape[1:])) for g in groups)
+    lines = []
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "capped.zarr",
+                   {**settings, "max_batch_mb": 3.5 * per_example / 2**20}, log=lines.append)
+    assert any("in batches of 3 (dump.batch_size 32" in line for line in lines), lines
+    # the cap does nothing but choose the batch: bit for bit the store of batch_size 3
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "three.zarr", {**settings, "batch_size": 3},
+                   log=lambda _: None)
+    for group in groups:
+        whole, capped, three = (open_group(tmp_path / f"{name}.zarr", group) for name in ("whole", "capped", "three"))
+        for variable in ("q", "z", "loss", "label", "index"):
+            np.testing.assert_array_equal(capped[variable].values, three[variable].values)
+        for variable in ("label", "index"):
+            np.testing.assert_array_equal(capped[variable].values, whole[variable].values)
+        # against batches of 32, only the CPU's batched convolution kernels round differently (float32)
+        for variable in ("q", "z", "loss"):
+            assert relative_error(capped[variable].values, whole[variable].values) < 1e-5, (group, variable)
 
 
 def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):

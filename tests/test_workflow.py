@@ -195,7 +195,9 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
     assert planned_jobs(result.stdout + result.stderr)["train_model"] == expected
 
 
-GPU_RULES = {"train_model", "dump_gradients"}  # the stages that move their model to the device
+# the stages that move their model to the device: every torch stage but theory (tiny float64 algebra, CPU)
+GPU_RULES = {"train_model", "dump_gradients", "dump_pretrained", "intervene", "intervene_pretrained", "estimate_depth",
+             "grow_model", "p2_experiment", "preference"}
 
 
 def gpu_requests(output):
@@ -216,8 +218,9 @@ def test_slurm_dry_run_requests_gpus_exactly_on_the_device_stages(tmp_path, devi
                        "--config", f"device={device}", f"results={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     requests = gpu_requests(result.stdout + result.stderr)
-    assert GPU_RULES <= set(requests), sorted(requests)
-    assert {rule: values for rule, values in requests.items() if rule in GPU_RULES} == {rule: {gpus} for rule in GPU_RULES}
+    # paper.yaml leaves pretrained.intervene off: every other device stage is planned
+    assert GPU_RULES - {"intervene_pretrained"} <= set(requests), sorted(requests)
+    assert all(requests[rule] == {gpus} for rule in GPU_RULES & set(requests)), requests
     assert all(values == {0} for rule, values in requests.items() if rule not in GPU_RULES), requests
 
 

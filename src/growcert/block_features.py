@@ -43,19 +43,20 @@ class PointArrays:
         self.positions = 0
 
     def add(self, start: int, block, z: torch.Tensor, q: torch.Tensor, split: np.ndarray) -> None:
+        """Features of a chunk (z, q on the block's device, which computes them); the sums land on the CPU."""
         g, h, q = block_features(block, z, q)
         stop = start + len(z)
         stream = z.movedim(block.channel_dim, -1).reshape(len(z), -1, q.shape[-1])
-        self.g[start:stop] = g.reshape(len(z), -1).numpy()
-        self.position_sum[start:stop] = q.sum(dim=1).numpy()
-        self.q_sq[start:stop] = q.square().sum(dim=(1, 2)).numpy()
-        self.z_sq[start:stop] = stream.square().sum(dim=-1).mean(dim=-1).numpy()
-        self.h_sq[start:stop] = h.square().sum(dim=-1).mean(dim=-1).numpy()
+        self.g[start:stop] = g.reshape(len(z), -1).cpu().numpy()
+        self.position_sum[start:stop] = q.sum(dim=1).cpu().numpy()
+        self.q_sq[start:stop] = q.square().sum(dim=(1, 2)).cpu().numpy()
+        self.z_sq[start:stop] = stream.square().sum(dim=-1).mean(dim=-1).cpu().numpy()
+        self.h_sq[start:stop] = h.square().sum(dim=-1).mean(dim=-1).cpu().numpy()
         self.positions = h.shape[1]
         for name in SPLITS:
-            rows = torch.from_numpy(split == name)
+            rows = torch.from_numpy(split == name).to(h.device)
             if rows.any():
-                self.hidden_gram[name] += torch.einsum("nph,npk->hk", h[rows], h[rows]).numpy()
+                self.hidden_gram[name] += torch.einsum("nph,npk->hk", h[rows], h[rows]).cpu().numpy()
 
     def cross(self, rows: np.ndarray, features: int) -> np.ndarray:
         """C = Σ_{i ∈ rows} G_i (D × H)."""

@@ -91,7 +91,7 @@ def cmd_intervene(args: argparse.Namespace) -> None:
     from growcert.stages.interventions import run_interventions
 
     table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), args.settings,
-                              log=_log, hf=args.hf, threads=args.threads)
+                              log=_log, hf=args.hf, threads=args.threads, device=args.device)
     _write_csv(table, args.out)
 
 
@@ -154,13 +154,13 @@ def cmd_experiment(args: argparse.Namespace) -> None:
 
     inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
     run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table,
-                   threads=args.threads, log=_log, gate_figure=args.gate_figure, **inputs)
+                   threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device, **inputs)
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
     from growcert.stages.depth import estimate_depth
 
-    _write_csv(estimate_depth(args.store, args.settings, log=_log, threads=args.threads), args.out)
+    _write_csv(estimate_depth(args.store, args.settings, log=_log, threads=args.threads, device=args.device), args.out)
 
 
 def cmd_summarize_depth(args: argparse.Namespace) -> None:
@@ -180,7 +180,8 @@ def cmd_grow(args: argparse.Namespace) -> None:
     from growcert.data import load_prepared
     from growcert.stages.grow import grow_and_compare
 
-    grow_and_compare(args.settings, load_prepared(args.data), args.out, log=_log, threads=args.threads)
+    grow_and_compare(args.settings, load_prepared(args.data), args.out, log=_log, threads=args.threads,
+                     device=args.device)
 
 
 def cmd_summarize_growth(args: argparse.Namespace) -> None:
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     intervene.add_argument("--out", required=True, help="tidy CSV, one row per point x variant x draw x epsilon")
     intervene.add_argument("--threads", type=int, default=1)
     intervene.add_argument("--hf", default=None, help=HF_HELP)
+    _device_argument(intervene)
     intervene.set_defaults(handler=cmd_intervene)
 
     interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, claims")
@@ -314,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--table", required=True, help="the experiment's table for the report")
         command.add_argument("--threads", type=int, default=1)
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
+        _device_argument(command)
         if "reference_checkpoint" in experiment.inputs:
             command.add_argument("--reference", dest="reference_checkpoint", default=None,
                                  help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
@@ -328,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
     depth.add_argument("--out", required=True)
     depth.add_argument("--threads", type=int, default=1)
+    _device_argument(depth)
     depth.set_defaults(handler=cmd_estimate_depth)
 
     depth_summary = stages.add_parser("summarize-depth", help="pool depth tables: saturation decision and figure")
@@ -343,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     grow.add_argument("--settings", default="{}", help="one growth experiment as JSON or @file: an entry of config grow.experiments with the section's shared keys (stage grow of growcert.config.stage_settings)")
     grow.add_argument("--out", required=True, help="folder for growth.csv and selection.csv")
     grow.add_argument("--threads", type=int, default=1)
+    _device_argument(grow)
     grow.set_defaults(handler=cmd_grow)
 
     growth_summary = stages.add_parser("summarize-growth", help="pool growth tables: figure and P3 claims")

@@ -20,6 +20,8 @@ found: tests run many stages in one process, and a stage must not change the nex
   op without a deterministic kernel warns in the job's log instead of failing or passing silently.
   `allow_tf32` (bf16 training) lets matmuls and convolutions use TF32; it is put back afterwards.
   Callers record the device in provenance (`device_record`).
+- batch size: `capped_batch_size` lowers a configured batch so that the per-example arrays one batch puts
+  on the device stay under a memory cap (config dump.max_batch_mb, intervene.max_batch_mb).
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def device_record(device: torch.device) -> dict[str, str]:
     if device.type == "cuda":
         record["device_name"] = torch.cuda.get_device_name(device)
     return record
+
+
+def capped_batch_size(batch_size: int, bytes_per_example: int, max_batch_mb: float | None) -> int:
+    """`batch_size`, lowered (to no less than 1) so that `bytes_per_example` × batch fits in `max_batch_mb`
+    MiB; unchanged when the cap is None."""
+    if max_batch_mb is None:
+        return batch_size
+    return max(1, min(batch_size, int(max_batch_mb * 2**20 // max(1, bytes_per_example))))
 
 
 @contextmanager

@@ -36,7 +36,7 @@ class Experiment:
     name: str
     module: str
     help: str
-    run: str               # (settings, out_dir, log=, threads=, **inputs) -> anything; writes CSVs
+    run: str               # (settings, out_dir, log=, threads=, device=, **inputs) -> anything; writes CSVs
     plot: Callable[[Any, Path, str], None]            # (report module, out_dir, figure path)
     claims: Callable[[Any, Path, dict[str, Any]], list[dict[str, Any]]]
     table: Callable[[Any, Path], pd.DataFrame]
@@ -91,14 +91,16 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
 
 def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, figure: str | Path,
                    claims: str | Path, table: str | Path, threads: int = 1,
-                   log: Callable[[str], None] = print, gate_figure: str | Path | None = None, **inputs: Any) -> None:
-    """Run experiment `name`, then write its figure (and `gate_figure`, when given), claim rows and table."""
+                   log: Callable[[str], None] = print, gate_figure: str | Path | None = None, device: str = "cpu",
+                   **inputs: Any) -> None:
+    """Run experiment `name` on `device` (a `device` setting), then write its figure (and `gate_figure`, when
+    given), claim rows and table."""
     experiment = EXPERIMENTS[name]
     module = importlib.import_module(experiment.module)
     report = importlib.import_module(experiment.report_module or experiment.module)
     settings = stage_settings(name, overrides)
     out_dir = Path(out_dir)
-    getattr(module, experiment.run)(settings, out_dir, log=log, threads=threads, **inputs)
+    getattr(module, experiment.run)(settings, out_dir, log=log, threads=threads, device=device, **inputs)
     Path(figure).parent.mkdir(parents=True, exist_ok=True)
     experiment.plot(report, out_dir, str(figure))
     if gate_figure is not None and experiment.gate_title:

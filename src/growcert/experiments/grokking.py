@@ -41,7 +41,8 @@ from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, ste
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.resume import UnitResume
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
+from growcert.training import to_device
 
 CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction",
                  *DIAGNOSTIC_COLUMNS]
@@ -196,7 +197,7 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
 
     for step in range(first, settings["steps"] + 1):
         if batch < train_size:
-            chosen = torch.randperm(train_size, generator=batches)[:batch]  # fresh batch, independent per step
+            chosen = torch.randperm(train_size, generator=batches)[:batch].to(train_tokens.device)  # fresh, per step
             tokens, answers = train_tokens[chosen], train_answers[chosen]
         else:
             tokens, answers = train_tokens, train_answers
@@ -230,20 +231,24 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
 
 
 def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-                 threads: int | None = None) -> dict[str, Any]:
-    """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
+                 threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Train every optimizer arm for every seed on `device` (a `device` setting); write curves.csv,
+    summary.csv and provenance.json (with the device)."""
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
     # ~2x slower steps after a few thousand of them, without changing the trajectory (PAPERS.md P2)
-    with torch_runtime(threads, flush_denormal=True):
-        return _run_grokking(stage_settings("grokking", settings), Path(out_dir), log)
+    with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
+        return _run_grokking(stage_settings("grokking", settings), Path(out_dir), log, runtime.device)
 
 
-def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
+                  device: torch.device) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
-    data = (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index])
+    # every equation fits on the device at once; batches are index draws on the CPU generator
+    data = tuple(to_device(part, device) for part in
+                 (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index]))
     arms = optimizer_arms(settings)
     log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
         f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, up to {settings['steps']} steps")
@@ -252,7 +257,7 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
 
     def prepare_seed(seed: int) -> tuple[nn.Module, dict]:
         torch.manual_seed(seed)
-        model = build_model(settings)
+        model = build_model(settings).to(device)  # drawn on the CPU, then moved: the same weights anywhere
         if "num_parameters" not in sizes:
             sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
             log(f"{settings['model']['architecture']} decoder: {sizes['num_parameters']:,} parameters")
@@ -268,6 +273,6 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
                                                "summary": summary},
-                           **sizes)
+                           **sizes, **device_record(device))
     resume.folder.clear()
     return written

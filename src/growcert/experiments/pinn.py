@@ -63,7 +63,8 @@ from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, make
 from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
 from growcert.optim import SquareSums
 from growcert.resume import UnitResume
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
+from growcert.training import to_device
 
 TWO_PI = 2 * math.pi
 
@@ -297,13 +298,15 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, res
     model.load_state_dict(initial_state)
     optimizer = make_optimizer(arm, model, settings)
     sizes = stratum_batch_sizes(settings)
+    device = next(model.parameters()).device
+    pools = {key: to_device(values, device) for key, values in problem.items()}  # batches are drawn on the CPU
     batches = torch.Generator().manual_seed(seed + 1)  # the same batch sequence for every arm of a seed
     beta, history = settings["beta"], []
     variance = arm.get("variance")
     diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
 
     def record(step: int) -> None:
-        train_loss = pinn_loss_terms(model, problem, beta, create_graph=False)["total"].item()  # whole pools
+        train_loss = pinn_loss_terms(model, pools, beta, create_graph=False)["total"].item()  # whole pools
         gated = getattr(optimizer, "last_gated_fraction", None)
         history.append({"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step": step,
                         "test_l2": relative_l2(model, grid), "train_loss": train_loss,
@@ -318,6 +321,7 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, res
     started, step = time.perf_counter() - before, first - 1
     for step in range(first, settings["steps"] + 1):
         batch = sample_batch(problem, sizes, settings["resample_collocation"], batches)
+        batch = {key: to_device(values, device) for key, values in batch.items()}
         optimizer.zero_grad(set_to_none=True)
         if variance == "exact":
             optimizer.step(per_example_grads=stratified_example_gradients(model, batch, beta))
@@ -346,15 +350,18 @@ def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, res
 
 
 def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-             threads: int | None = None) -> dict[str, Any]:
-    """Train every optimizer arm for every seed; write curves.csv, summary.csv and provenance.json."""
-    with torch_runtime(threads):
-        return _run_pinn(stage_settings("pinn", settings), Path(out_dir), log)
+             threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Train every optimizer arm for every seed on `device` (a `device` setting); write curves.csv,
+    summary.csv and provenance.json (with the device)."""
+    with torch_runtime(threads, device=device) as runtime:
+        return _run_pinn(stage_settings("pinn", settings), Path(out_dir), log, runtime.device)
 
 
-def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
+              device: torch.device) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    grid, arms = evaluation_grid(settings), optimizer_arms(settings)
+    grid = tuple(to_device(values, device) for values in evaluation_grid(settings))
+    arms = optimizer_arms(settings)
     log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: "
         f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps, "
         f"batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
@@ -364,7 +371,7 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
         problem = make_problem(settings, seed)
         with torch.random.fork_rng():  # seeded initial weights without reseeding the caller's generator
             torch.manual_seed(seed)
-            model = AdvectionPINN(settings["width"], settings["depth"])
+            model = AdvectionPINN(settings["width"], settings["depth"]).to(device)
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
         return problem, model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
@@ -377,6 +384,6 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
     curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
-                                               "summary": summary}, **sizes)
+                                               "summary": summary}, **sizes, **device_record(device))
     resume.folder.clear()
     return written

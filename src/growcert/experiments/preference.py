@@ -57,7 +57,8 @@ from growcert.errors import ConfigError
 from growcert.models.llama import Llama
 from growcert.report.claims import claim_row
 from growcert.resume import UnitResume
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
+from growcert.training import to_device
 from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
 from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 
@@ -180,7 +181,7 @@ def train_arm(arm: dict[str, Any], reference: nn.Module, train: dict[str, torch.
         diagnostics.restore(snapshot.get("diagnostics"))
     started, step = time.perf_counter() - before, first - 1
     for step in range(first, settings["steps"] + 1):
-        drawn = torch.randperm(pairs_train, generator=batches)[:batch]  # fresh batch, independent per step
+        drawn = torch.randperm(pairs_train, generator=batches)[:batch].to(pairs.device)  # fresh, per step
         batch_data = (pairs[drawn][..., :-1], pairs[drawn][..., prompt_length:], pair_reference[drawn])
         loss, square_sums = variance_step(optimizer, paired, loss_fn, *batch_data)
         if not torch.isfinite(loss):
@@ -215,19 +216,20 @@ def train_arm(arm: dict[str, Any], reference: nn.Module, train: dict[str, torch.
 
 def run_preference(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
                    threads: int | None = None, *, reference_checkpoint: str | Path | None = None,
-                   data: Any = None) -> dict[str, Any]:
+                   data: Any = None, device: str = "cpu") -> dict[str, Any]:
     """Build the pairs, run DPO with both optimizers for every seed; write curves.csv, summary.csv,
     pairs.npz and provenance.json into `out_dir`; return the two tables and the provenance record.
 
     `reference_checkpoint`: the reference llama's training run folder (its highest `step{N}.pt` is
     used) or one checkpoint file; not needed (and ignored) when settings 'hf_model' is set. `data`: the
     prepared Shakespeare dataset (PreparedDataset or folder); None prepares it afresh with the
-    reference's dataset settings.
+    reference's dataset settings. The reference and the policies run on `device` (a `device` setting; the
+    pairs are sampled there with the CPU's generator), which provenance.json records.
     """
     settings = stage_settings("preference", settings)
     # flush denormals: denormal Adam moments slow CPU steps without changing them (PAPERS.md P2)
-    with torch_runtime(threads, flush_denormal=True):
-        return _run_preference(settings, reference_checkpoint, Path(out_dir), log, data)
+    with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
+        return _run_preference(settings, reference_checkpoint, Path(out_dir), log, data, runtime.device)
 
 
 def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | None):
@@ -254,8 +256,9 @@ def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | 
     return model, byte_to_id, description, data_settings
 
 
-def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) -> dict[str, Any]:
+def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, device: torch.device) -> dict[str, Any]:
     reference, byte_to_id, description, data_settings = load_reference(settings, reference_checkpoint)
+    reference = reference.to(device)
     out_dir.mkdir(parents=True, exist_ok=True)
     text = load_text(data, data_settings)
 
@@ -267,7 +270,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
                                           ("test", text.test_x, settings["pairs_test"]))}
     tensors = {}
     for split, split_pairs in pairs.items():
-        chosen, rejected = pair_tokens(split_pairs, byte_to_id)
+        chosen, rejected = (to_device(ids, device) for ids in pair_tokens(split_pairs, byte_to_id))
         tensors[split] = {"chosen": chosen, "rejected": rejected,
                           "reference_chosen": all_logprobs(reference, chosen, settings["prompt_bytes"]),
                           "reference_rejected": all_logprobs(reference, rejected, settings["prompt_bytes"])}
@@ -285,7 +288,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
 
     def train(arm: dict[str, Any], seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
-        _, history, summary = train_arm(arm, reference, {**tensors["train"], "swapped": swapped}, tensors["test"],
+        _, history, summary = train_arm(arm, reference, {**tensors["train"], "swapped": swapped.to(device)}, tensors["test"],
                                         settings, seed, log, resume=resume, snapshot=snapshot)
         return history, summary
 
@@ -300,7 +303,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data) ->
                         num_parameters=sum(p.numel() for p in reference.parameters()),
                         pairs={split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split],
                                        "tie_rate": float(p["tie_rate"])} for split, p in pairs.items()},
-                        pair_seconds=round(pair_seconds, 2))
+                        pair_seconds=round(pair_seconds, 2), **device_record(device))
     resume.folder.clear()
     return written
 

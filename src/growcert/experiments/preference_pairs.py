@@ -89,11 +89,14 @@ def prompt_windows(stream: np.ndarray, segment_starts: np.ndarray, count: int, l
 def sample_continuations(model: nn.Module, byte_to_id: torch.Tensor, prompts: np.ndarray, length: int,
                          generator: torch.Generator) -> np.ndarray:
     """One continuation of `length` bytes per prompt row, sampled from `model` at temperature 1 over the
-    256 byte tokens (`byte_to_id[b]` is the token id of byte b)."""
+    256 byte tokens (`byte_to_id[b]` is the token id of byte b). The model runs on its device; the draws
+    are made on the CPU, with `generator`."""
+    device = next(model.parameters()).device
     tokens = byte_to_id[torch.from_numpy(prompts.astype(np.int64))]
     sampled = []
     for _ in range(length):
-        logits = model(tokens)[:, -1, :].double()[:, byte_to_id]  # (n, 256): byte b's logit in column b
+        # (n, 256): byte b's logit in column b
+        logits = model(tokens.to(device))[:, -1, :].cpu().double()[:, byte_to_id]
         byte = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator)
         sampled.append(byte)
         tokens = torch.cat((tokens, byte_to_id[byte]), dim=1)

@@ -36,7 +36,7 @@ from growcert.config import stage_settings
 from growcert.experiments.common import run_arms, write_tables
 from growcert.report.claims import claim_row
 from growcert.resume import UnitResume
-from growcert.runtime import torch_runtime
+from growcert.runtime import device_record, torch_runtime
 from growcert.stats.kernels import root_mean_square, split_channel
 from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
                                       digits_task, drift_exponents, fit_metrics, regression_task, sgd_drift,
@@ -136,13 +136,21 @@ def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dic
 
 
 def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-               threads: int | None = None) -> dict[str, Any]:
-    """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json."""
-    with torch_runtime(threads):
-        return _run_theory(stage_settings("theory", settings), Path(out_dir), log)
+               threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
+
+    Always on the CPU, whatever `device` says (the shared experiment command passes it): models of a few
+    thousand parameters whose float64 Jacobians and operators are passed to numpy at every checkpoint; a
+    GPU would add transfers and no speed. provenance.json records the device used (cpu).
+    """
+    with torch_runtime(threads) as runtime:
+        if device != "cpu":
+            log(f"theory: device {device!r} not used; its small float64 operator algebra runs on the CPU")
+        return _run_theory(stage_settings("theory", settings), Path(out_dir), log, device_record(runtime.device))
 
 
-def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None]) -> dict[str, Any]:
+def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
+                device: dict[str, str]) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     digits, regression = digits_task(settings), regression_task(settings)
     cases = [("digits", loss) for loss in settings["digits"]["losses"]] + [("regression", "squared")]
@@ -178,7 +186,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
     tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
               "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
               "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
-    written = write_tables(out_dir, settings, tables)
+    written = write_tables(out_dir, settings, tables, **device)
     resume.folder.clear()
     return written
 

@@ -37,6 +37,7 @@ from growcert.models import family_of
 from growcert.models.blocks import make_block, point_index
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
+from growcert.training import to_device
 from growcert.store import iter_sample_chunks, open_group, open_store, reading, require_variable, split_of, store_identity
 
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
@@ -46,13 +47,15 @@ COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "poin
            "level", "status"]
 
 
-def point_arrays(store: str | Path, point: str, family: str, settings: dict[str, Any]) -> tuple[PointArrays, Any]:
-    """Read one point chunk by chunk and build its PointArrays with the family's block (float64)."""
+def point_arrays(store: str | Path, point: str, family: str, settings: dict[str, Any],
+                 device: torch.device = torch.device("cpu")) -> tuple[PointArrays, Any]:
+    """Read one point chunk by chunk and build its PointArrays with the family's block (float64), whose
+    features are computed on `device` (the block is drawn on the CPU, then moved: the same W_in anywhere)."""
     group = open_group(store, point)
     split = split_of(group)
     features = group["z"].shape[family_of(family).channel_dim]
     block = make_block(family, features, point, hidden=settings["block_hidden"], seed=settings["seed"],
-                       dtype=torch.float64)
+                       dtype=torch.float64).to(device)
     hidden = block.w_in.shape[0]
     megabytes = len(split) * features * hidden * 4 / 2**20
     if megabytes > settings["max_feature_mb"]:
@@ -61,26 +64,29 @@ def point_arrays(store: str | Path, point: str, family: str, settings: dict[str,
                           f"{settings['max_feature_mb']}; lower depth.block_hidden or the dumped examples")
     arrays = PointArrays(len(split), features, hidden)
     for (start, z), (_, q) in zip(iter_sample_chunks(store, point, "z"), iter_sample_chunks(store, point, "q")):
-        arrays.add(start, block, torch.from_numpy(z).double(), torch.from_numpy(q).double(),
-                   split[start:start + len(z)])
+        arrays.add(start, block, to_device(torch.from_numpy(z), device).double(),
+                   to_device(torch.from_numpy(q), device).double(), split[start:start + len(z)])
     return arrays, block
 
 
 def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = None,
-                   log: Callable[[str], None] = print, threads: int = 1) -> pd.DataFrame:
-    """One row per insertion point × pool: first-order value, scaled value, explained fraction, norms."""
+                   log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+    """One row per insertion point × pool: first-order value, scaled value, explained fraction, norms. The
+    block's features are computed on `device` (a `device` setting); the estimators run on the CPU."""
     settings = stage_settings("depth", settings)
-    with torch_runtime(threads), reading(store_path):
-        return _estimate_depth(store_path, settings, log)
+    with torch_runtime(threads, device=device) as runtime, reading(store_path):
+        return _estimate_depth(store_path, settings, log, runtime.device)
 
 
-def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Callable[[str], None]) -> pd.DataFrame:
+def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Callable[[str], None],
+                    device: torch.device) -> pd.DataFrame:
     identity = store_identity(store_path)
+    log(f"depth of {store_path}: block features on {device}")
     require_variable(store_path, "z", "estimate-depth (the inserted block reads the activations)")
     family = identity["family"]
     rows = []
     for point in settings["points"] or list(open_store(store_path).attrs["groups"]):
-        arrays, block = point_arrays(store_path, point, family, settings)
+        arrays, block = point_arrays(store_path, point, family, settings, device)
         split = split_of(open_group(store_path, point))
         features, hidden = block.weight.shape
         for pool in settings["pools"]:

@@ -25,7 +25,7 @@ from growcert.errors import NumericalError
 from growcert.models import family_of
 from growcert.config import stage_settings
 from growcert.provenance import provenance
-from growcert.runtime import device_record, torch_runtime
+from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
 from growcert.store.encoding import StoreOptions, write_unit
 from growcert.training import text_context, to_device
@@ -126,7 +126,11 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
             pending.pop().result()  # re-raises a failed write here
         pending.append(background.submit(write_all, ready))
 
-    batch_size = settings["batch_size"]
+    # q and z of every stored point, float32, are what one batch captures on the device
+    captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)
+    batch_size = capped_batch_size(settings["batch_size"], captured_bytes, settings["max_batch_mb"])
+    log(f"capturing on {device} in batches of {batch_size} (dump.batch_size {settings['batch_size']}, "
+        f"max_batch_mb {settings['max_batch_mb']}: {captured_bytes * batch_size / 2**20:.1f} MiB of q and z)")
     total_batches = -(-len(examples) // batch_size)
     for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
         captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)

@@ -48,7 +48,7 @@ from growcert.models.capture import capture_batch
 from growcert.resume import UnitResume, termination_requests
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
-from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, text_context
+from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, text_context, to_device
 
 SELECT_SEED_OFFSET = 20_011  # selection examples: a seed stream of their own
 COLUMNS = ["family", "dataset", "width", "seed", "arm", "base_depth", "depth", "blocks", "points", "grown_at",
@@ -80,11 +80,12 @@ def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, se
                        level: float) -> pd.DataFrame:
     """Unbiased value and scaled value of the family's block at every point, from one batch."""
     model.eval()
-    captured = capture_batch(model, inputs, targets)
+    device = next(model.parameters()).device
+    captured = capture_batch(model, to_device(inputs, device), to_device(targets, device))
     rows = []
     for point in model.points:
         features = stream_features(model, point)
-        block = make_block(model.family, features, point, hidden=hidden, seed=seed, dtype=torch.float64)
+        block = make_block(model.family, features, point, hidden=hidden, seed=seed, dtype=torch.float64).to(device)
         arrays = PointArrays(len(inputs), features, block.w_in.shape[0])
         arrays.add(0, block, captured.z[point].double(), captured.q[point].double(), np.full(len(inputs), "test"))
         value = stats.first_order_value(arrays.g, level)
@@ -127,6 +128,7 @@ class GrowthArm:
     def grow(self, points: list[str], seed: int, step: int, probe: torch.Tensor) -> None:
         """Insert trainable zero-output blocks; record how much the outputs on `probe` moved (0)."""
         self.model.eval()
+        probe = to_device(probe, self.trainer.device)
         with torch.no_grad():
             before = self.model(probe)
         blocks = insert_blocks(self.model, points, hidden=self.settings["block_hidden"], seed=seed, trainable=True)
@@ -148,16 +150,18 @@ class GrowthArm:
 
 
 def grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path,
-                     log: Callable[[str], None] = print, threads: int = 1) -> pd.DataFrame:
-    """Run every arm for every seed; write growth.csv and selection.csv to out_dir; return the growth table."""
+                     log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+    """Run every arm for every seed on `device` (a `device` setting); write growth.csv and selection.csv to
+    out_dir; return the growth table."""
     settings = stage_settings("grow", settings)
     # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps ~2x
-    with torch_runtime(threads, flush_denormal=True):
-        return _grow_and_compare(settings, data, Path(out_dir), log)
+    with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
+        log(f"growing on {runtime.device}")
+        return _grow_and_compare(settings, data, Path(out_dir), log, runtime.device)
 
 
 def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: Path,
-                      log: Callable[[str], None]) -> pd.DataFrame:
+                      log: Callable[[str], None], device: torch.device) -> pd.DataFrame:
     """Per seed, six units in a fixed order, each resumable: the shared base phase (then the selection), the
     shallow, grown_value and grown_uniform continuations from the fork at grown_at, scratch, deeper."""
     train, family = settings["train"], settings["family"]
@@ -185,8 +189,8 @@ def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: 
                                  "insert_max_abs_change": run.change})
 
             def model(depth: int) -> nn.Module:
-                torch.manual_seed(seed)  # every arm's base weights are the same draw
-                return build_model(family, settings["width"], depth, data.info, settings["model"])
+                torch.manual_seed(seed)  # every arm's base weights are the same draw, on the CPU, then moved
+                return build_model(family, settings["width"], depth, data.info, settings["model"]).to(device)
 
             def unit(index: int, run: GrowthArm, first: int, labels: tuple[str, ...] | None = None) -> list[dict]:
                 """Fit `run` from step `first` to its unit's end, recording; resumable inside (resume.tick)."""

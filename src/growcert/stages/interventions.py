@@ -40,9 +40,10 @@ from growcert.data import PreparedDataset
 from growcert.models import family_of
 from growcert.models.blocks import make_block
 from growcert.models.residual import ResidualParameter
-from growcert.runtime import torch_runtime
+from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.stats import reduce_examples
 from growcert.store import open_group, open_store, reading, require_variable, split_of
+from growcert.training import to_device
 
 VARIANTS = ("shared", "per_position", "block")
 REDUCTION = {"shared": "sum_positions", "per_position": "flatten", "block": "block_features"}
@@ -140,13 +141,15 @@ def inserted(model: nn.Module, point: str, module: nn.Module) -> Iterator[nn.Mod
 
 @torch.no_grad()
 def example_losses(model: nn.Module, examples: Examples, batch_size: int = 256) -> torch.Tensor:
-    """Per-example losses (float64) in the model's dtype; the model must be in eval mode."""
-    dtype = next(model.parameters()).dtype
+    """Per-example losses (float64, on the CPU) in the model's dtype, computed on the model's device; the
+    model must be in eval mode."""
+    reference = next(model.parameters())
     parts = []
     for inputs, targets in examples.batches(batch_size):
-        inputs = inputs.to(dtype) if inputs.is_floating_point() else inputs
+        inputs = inputs.to(reference.dtype) if inputs.is_floating_point() else inputs
+        inputs, targets = to_device(inputs, reference.device), to_device(targets, reference.device)
         parts.append(model.per_example_loss(model(inputs), targets).double())
-    return torch.cat(parts)
+    return torch.cat(parts).cpu()
 
 
 def stored_examples(data: PreparedDataset, meta: dict[str, Any], group: xr.Dataset, rows: np.ndarray) -> Examples:
@@ -186,32 +189,44 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
 
 def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedDataset,
                       settings: dict[str, Any] | None = None, log: Callable[[str], None] = print,
-                      hf: dict[str, Any] | None = None, threads: int = 1) -> pd.DataFrame:
+                      hf: dict[str, Any] | None = None, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
     """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
 
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
-    Points: `max_points` of the store's groups, evenly spaced from block0 to the last.
+    Points: `max_points` of the store's groups, evenly spaced from block0 to the last. The forward passes
+    run on `device` (a `device` setting) in float64 there too; the predictions come from the store on the CPU.
     """
     settings = stage_settings("intervene", settings)
-    with torch_runtime(threads), reading(store):
-        return _run_interventions(checkpoint, store, data, settings, log, hf)
+    with torch_runtime(threads, device=device) as runtime, reading(store):
+        return _run_interventions(checkpoint, store, data, settings, log, hf, runtime.device)
 
 
-def _run_interventions(checkpoint, store, data, settings, log, hf) -> pd.DataFrame:
+def forward_batch_size(store, settings: dict[str, Any]) -> int:
+    """intervene.batch_size, lowered by intervene.max_batch_mb to the float64 stream one batch holds at the
+    store's insertion points (`runtime.capped_batch_size`)."""
+    groups = open_store(store).attrs["groups"]
+    stream = sum(int(np.prod(open_group(store, name)["z"].shape[1:])) for name in groups)
+    return capped_batch_size(settings["batch_size"], 8 * stream, settings["max_batch_mb"])
+
+
+def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch.device) -> pd.DataFrame:
     model, meta, data = load_model(checkpoint, data, hf)
     attrs = dict(open_store(store).attrs)
     require_variable(store, "z", "intervene (the inserted block's weight gradient reads the activations)")
     check_pairing(checkpoint, store, meta, attrs, data)
     dtype = torch.float64  # observed changes of 1e-7 nats must be resolved
-    model = model.to(dtype).eval()
+    model = model.to(device=device, dtype=dtype).eval()
     points = spaced_points(list(attrs["groups"]), settings["max_points"])
     first = open_group(store, points[0])
     draws = disjoint_draws(split_of(first), settings["M"], settings["K"], settings["draws"], settings["seed"])
+    batch_size = forward_batch_size(store, settings)
+    log(f"intervening at {points} of {checkpoint} on {device_record(device)['device']}: forward batches of {batch_size} "
+        f"(intervene.batch_size {settings['batch_size']}, max_batch_mb {settings['max_batch_mb']})")
 
     held_out, base = [], []
     for _, test_rows in draws:
         examples = stored_examples(data, meta, first, test_rows)
-        losses = example_losses(model, examples, settings["batch_size"])
+        losses = example_losses(model, examples, batch_size)
         stored = np.asarray(first["loss"].isel(sample=test_rows).values, np.float64)
         # The stored losses came from the float32 dump of this checkpoint: a mismatch means the
         # store, the checkpoint or the rebuilt examples do not belong together.
@@ -229,11 +244,11 @@ def _run_interventions(checkpoint, store, data, settings, log, hf) -> pd.DataFra
             for draw, (train_rows, test_rows) in enumerate(draws):
                 intervention = prepare_intervention(group, attrs["family"], point, variant, train_rows, test_rows,
                                                     settings, dtype=dtype)
-                with inserted(model, point, intervention.module) as module:
+                with inserted(model, point, intervention.module.to(device)) as module:
                     for epsilon in map(float, settings["epsilons"]):
                         with torch.no_grad():
                             module.weight.copy_(intervention.step(epsilon))
-                        observed = float(example_losses(model, held_out[draw], settings["batch_size"]).mean()) - base[draw]
+                        observed = float(example_losses(model, held_out[draw], batch_size).mean()) - base[draw]
                         predicted = intervention.predicted(epsilon)
                         rows.append({**identity, "point": point, "variant": variant, "draw": draw,
                                      "M": len(train_rows), "K": len(test_rows), "epsilon": epsilon,
