@@ -138,7 +138,7 @@ def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
         assert np.array_equal(np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object))
 
 
-def test_a_memory_cap_lowers_the_batch_and_leaves_the_store_bit_identical(prepared, checkpoint, tmp_path):
+def test_a_memory_cap_only_lowers_the_batch_and_the_store_is_that_batch_size_s(prepared, checkpoint, tmp_path):
     settings = {"train_examples": 40, "test_examples": 24, "batch_size": 32, "seed": 0, "points": None}
     dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", settings, log=lambda _: None)
     groups = zarr.open_group(tmp_path / "whole.zarr", mode="r").attrs["groups"]
