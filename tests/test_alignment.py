@@ -88,3 +88,14 @@ def test_claims_judge_trends_and_count_undetermined_cells():
     rows = alignment_claims(*synthetic([32, 64], [np.nan, np.nan], [0.5, 0.5], status="undetermined: x"), (8, 8))
     assert _claim(rows, "d_align increases with width")["holds"] == "undetermined"
     assert _claim(rows, "B_align ≥ B_exact ≥ p̂ (iid)")["holds"] == "undetermined"
+
+
+def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tables():
+    # a context sweep feeds d_align only (its stores get no certificates), so only the alignment table has `context`
+    fixed, misalignment = synthetic([32, 64, 128], [0.1, 0.2, 0.4], [0.4, 0.3, 0.2])
+    sweep = synthetic([16, 32], [0.3, 0.1], [0.5, 0.5])[0].assign(context=128)
+    alignment = pd.concat([fixed.assign(context=np.nan), sweep], ignore_index=True)
+    rows = alignment_claims(alignment, misalignment, (8, 8))
+    claim = _claim(rows, "d_align increases with width")
+    assert claim["holds"] is False and claim["this_run"].startswith("rises in 1 of 2 (point, reduction) series")
+    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["this_run"].startswith("falls in 1 of 1")

@@ -172,7 +172,8 @@ def _rising(series: pd.DataFrame, column: str) -> bool | None:
 
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int]) -> list[dict[str, Any]]:
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    keys = with_context(["family", "dataset", "reduction", "point"], held_out)
+    series_keys = ["family", "dataset", "reduction", "point"]
+    keys = with_context(series_keys, held_out)
     verdicts = [_rising(series, "d_align") for _, series in held_out.groupby(keys, dropna=False)]
     rising, judged = sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
     undetermined = int(held_out["d_align"].isna().sum())
@@ -187,7 +188,7 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
              f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint")
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
-    falling = [_rising(series, "p_hat") for _, series in reference.groupby(with_context(keys, reference), dropna=False)]
+    falling = [_rising(series, "p_hat") for _, series in reference.groupby(with_context(series_keys, reference), dropna=False)]
     falls, judged_p = sum(v is False for v in falling), sum(v is not None for v in falling)
     p_claim = claim_row(
         "p1_misalignment_width",
