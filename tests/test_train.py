@@ -165,3 +165,20 @@ def test_cli_reports_a_missing_dataset_in_one_line(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "absent" in lines[0], result.stderr
+
+
+def test_runtime_sets_deterministic_algorithms_threads_and_seed_then_puts_them_back():
+    from growcert.runtime import torch_runtime
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+              torch.get_num_threads())
+    with torch_runtime(1, seed=3, device="cpu"):
+        assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.get_num_threads() == 1
+        drawn = torch.rand(3)
+    assert (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.get_num_threads()) == before
+    torch.manual_seed(3)
+    assert torch.equal(drawn, torch.rand(3))
+    with torch_runtime(1, deterministic=False):
+        assert not torch.are_deterministic_algorithms_enabled()

@@ -11,6 +11,7 @@ names the offending key, e.g.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -27,9 +28,21 @@ from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_c
 REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
 
 
-def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
+# libyaml's parser when PyYAML has it: the schema is ~60 KB, which the pure-Python parser takes ~0.3 s to read.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_schema(path: str, mtime_ns: int) -> dict[str, Any]:
     with open(path) as handle:
-        return yaml.safe_load(handle)
+        return yaml.load(handle, Loader=_YAML_LOADER)
+
+
+def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
+    """The config schema at `path`, parsed once per process (every CLI command's defaults read it) and
+    handed out as a copy, so that no caller can change another's."""
+    path = Path(path).resolve()
+    return copy.deepcopy(_parsed_schema(str(path), path.stat().st_mtime_ns))
 
 
 def parse_settings(text: str) -> dict[str, Any]:
@@ -51,7 +64,7 @@ def parse_settings(text: str) -> dict[str, Any]:
 
 def top_level_default(key: str) -> Any:
     """The schema's default of a top-level config key (e.g. `device`), for the CLI's own defaults."""
-    return load_schema()["properties"][key]["default"]
+    return copy.deepcopy(_parsed_schema(str(REPO_SCHEMA), REPO_SCHEMA.stat().st_mtime_ns)["properties"][key]["default"])
 
 
 def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:

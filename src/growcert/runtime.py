@@ -89,6 +89,17 @@ def capped_batch_size(batch_size: int, bytes_per_example: int, max_batch_mb: flo
     return max(1, min(batch_size, int(max_batch_mb * 2**20 // max(1, bytes_per_example))))
 
 
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    """torch.use_deterministic_algorithms without its import of torch._inductor.config (~2 s of every job's
+    start, to set a flag of the compiler, which this package never uses); the public call where torch lacks
+    the setter it wraps."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
+
+
 @contextmanager
 def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_denormal: bool = False,
                   deterministic: bool = True, device: str = "cpu", allow_tf32: bool = False) -> Iterator[Runtime]:
@@ -106,7 +117,7 @@ def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_den
     previous_rng = torch.random.get_rng_state() if seed is not None else None
     if threads is not None:
         torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(deterministic, warn_only=resolved.type == "cuda")
+    _set_deterministic(deterministic, warn_only=resolved.type == "cuda")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow_tf32
     if flush_denormal:
         torch.set_flush_denormal(True)
@@ -116,7 +127,7 @@ def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_den
         yield Runtime(device=resolved, threads=torch.get_num_threads())
     finally:
         torch.set_num_threads(previous_threads)
-        torch.use_deterministic_algorithms(previous_deterministic, warn_only=previous_warn_only)
+        _set_deterministic(previous_deterministic, warn_only=previous_warn_only)
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous_tf32
         if flush_denormal:
             torch.set_flush_denormal(False)
