@@ -4,6 +4,7 @@ Every run writes into a temporary results folder (config keys `results`, `prepar
 so the repository's own results/ is never touched.
 """
 
+import itertools
 import json
 import re
 import os
@@ -62,21 +63,31 @@ def test_ci_dag_builds_every_target(ci_run):
     assert (results / "report.html").stat().st_size > 10_000  # embeds at least one figure
     assert (results / "stats" / "training.csv").is_file()
     assert (results / "figures" / "training_grid.png").is_file()
-    for grid in ci_config()["grids"]:
-        for width in grid["widths"]:
-            for depth in grid["depths"]:
-                run = results / "models" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0"
-                assert (run / "metrics.json").is_file()
-                for step in grid["train"]["checkpoints"]:
-                    assert (run / f"step{step}.pt").is_file()
-                    store = results / "grads" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0" / f"step{step}.zarr"
-                    assert open_store(store).attrs["step"] == step
-                    assert open_group(store, "block0").sizes["sample"] == ci_config()["dump"]["train_examples"] + ci_config()["dump"]["test_examples"]
-                log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"w{width}_d{depth}_s0.log"
-                assert "step" in log.read_text()  # progress is visible in the rule log
+    examples = ci_config()["dump"]["train_examples"] + ci_config()["dump"]["test_examples"]
+    for grid in ci_config()["grids"]:  # every run of every grid, a context sweep's runs in their tagged folders
+        for width, depth, seed, context in itertools.product(grid["widths"], grid["depths"], grid["seeds"],
+                                                             grid.get("contexts") or [None]):
+            name = f"w{width}_d{depth}_s{seed}" + (f"_c{context}" if context else "")
+            run = results / "models" / grid["family"] / grid["dataset"] / name
+            assert (run / "metrics.json").is_file()
+            for step in grid["train"]["checkpoints"]:
+                assert (run / f"step{step}.pt").is_file()
+                store = results / "grads" / grid["family"] / grid["dataset"] / name / f"step{step}.zarr"
+                assert open_store(store).attrs["step"] == step
+                assert open_group(store, "block0").sizes["sample"] == examples
+            log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"{name}.log"
+            assert "step" in log.read_text()  # progress is visible in the rule log
     for figure in ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
                    "p1_interventions", "p2_grokking", "p2_pinn", "p2_preference", "p2_theory", "p3_depth", "p3_growth"):
         assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
+    # the context sweep's regime map: its figures and both comparisons' claim rows
+    for figure in ("p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased",
+                   "p1_regime_dalign_vs_context"):
+        assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
+    regime_rows = list(pd.read_csv(results / "claims" / "p1_regime.csv")["claim_id"])
+    # matched loss needs a held-out loss that every width and seed of a context passes through; 10 steps may give none
+    matched_loss = len(pd.read_csv(results / "stats" / "p1_regime_loss.csv")) > 0
+    assert regime_rows == ["p1_regime_budget"] + (["p1_regime_loss"] if matched_loss else [])
     claims = pd.concat([pd.read_csv(path) for path in (results / "claims").glob("*.csv")])
     assert {"d_align increases with width", "B_align ≥ B_exact ≥ p̂ (iid)",
             "observed/predicted held-out change at small ε", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW",
