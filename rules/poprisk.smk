@@ -80,6 +80,7 @@ rule p2_theory:
     wildcard_constraints:
         task="theory",
     params:
+        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     log:
@@ -90,11 +91,12 @@ rule p2_theory:
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
+        gpu=GPUS,
     conda:
         "../envs/growcert.yaml"
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
-        "--claims {output.claims} --table {output.table} --threads {threads} > {log} 2>&1"
+        "--claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 # DPO starts from a llama the pipeline pretrained on Shakespeare (config preference.reference), or from a

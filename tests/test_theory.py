@@ -4,6 +4,7 @@ synthetic streams, reservoir invisibility on a trained network, and one tiny end
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ from growcert.experiments.theory_dynamics import (FlatModel, Task, checkpoint_st
                                       log_horizons, regression_task, train_gd, trajectory_measures)
 
 torch.set_num_threads(1)
+NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 def linear_task(n=12, d=4, outputs=2, n_test=7, seed=0) -> Task:
@@ -181,6 +183,25 @@ def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
         assert list(row) == ROW_COLUMNS
         assert row["paper"] == "P2" and isinstance(row["holds"], bool) and row["this_run"]
 
+
+
+@NEEDS_CUDA
+@pytest.mark.cuda
+def test_a_tiny_run_on_cuda_gives_the_cpu_tables_and_records_its_device(tmp_path):
+    """Same data, weights, noise and batch streams (all drawn on the CPU), so only float64 rounding of the
+    device's kernels differs: every table matches the CPU's far below any measure's meaning."""
+    on_cpu = theory.run_theory(TINY, tmp_path / "cpu", log=lambda _: None, threads=1)
+    on_cuda = theory.run_theory(TINY, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")
+    for name, value, rtol, atol in (("summary", "value", 1e-6, 1e-9), ("spectrum", "eigenvalue", 1e-6, 1e-12),
+                                    ("drift", "fluctuation_norm", 1e-6, 1e-12), ("drift", "drift_norm", 1e-6, 1e-12)):
+        cpu, cuda = on_cpu[name], on_cuda[name]
+        keys = [column for column in cpu.columns if column not in ("value", "eigenvalue", "drift_norm",
+                                                                   "fluctuation_norm")]
+        pd.testing.assert_frame_equal(cuda[keys], cpu[keys])
+        np.testing.assert_allclose(cuda[value].to_numpy(), cpu[value].to_numpy(), rtol=rtol, atol=atol,
+                                   err_msg=f"{name}.{value}")
+    assert json.loads((tmp_path / "cpu" / "provenance.json").read_text())["device"] == "cpu"
+    assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")
 
 def test_settings_reject_unknown_keys():
     with pytest.raises(ConfigError, match=r"'theory.stepz': unknown key"):

@@ -206,9 +206,9 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
     assert planned_jobs(result.stdout + result.stderr)["train_model"] == expected
 
 
-# the stages that move their model to the device: every torch stage but theory (tiny float64 algebra, CPU)
+# the stages that move their model to the device: every torch stage
 GPU_RULES = {"train_model", "dump_gradients", "dump_pretrained", "intervene", "intervene_pretrained", "estimate_depth",
-             "grow_model", "p2_experiment", "preference"}
+             "grow_model", "p2_experiment", "p2_theory", "preference"}
 
 
 def gpu_requests(output):

@@ -73,7 +73,7 @@ def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: i
     config = settings["regression"]
     final = noisy.snapshots[-1]
     split = split_channel(final.gramian, settings["rank_tol"])
-    epsilon = noise.reshape(-1).numpy()
+    epsilon = noise.reshape(-1).cpu().numpy()
     in_reservoir, in_channel = split.project(epsilon)
     norm, rms = np.linalg.norm(epsilon), lambda v: float(np.sqrt(np.mean(v ** 2)))  # noqa: E731
     labels = task.y_train + noise
@@ -87,7 +87,7 @@ def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: i
         return train_gd(net, task, "squared", config["lr"], config["steps"], checkpoints, targets, operators=False)
 
     clean = train(task.y_train)
-    mse = lambda t: float(np.mean((t.snapshots[-1].test_outputs - task.y_test.reshape(-1).numpy()) ** 2))  # noqa: E731
+    mse = lambda t: float(np.mean((t.snapshots[-1].test_outputs - task.y_test.reshape(-1).cpu().numpy()) ** 2))  # noqa: E731
     rows |= {"test_mse_clean": mse(clean), "test_mse_noisy": mse(noisy), "delta_test_mse_iid": mse(noisy) - mse(clean),
              "response_iid_retrained": test_prediction_rms(noisy, clean)}
     # fresh directions for the injected noise: independent of ε, seeded
@@ -97,15 +97,17 @@ def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: i
             rows[f"response_{part}_noise_retrained"] = rows[f"delta_test_mse_{part}_noise"] = math.nan
             continue
         extra = norm * unit(basis @ (basis.T @ draw))
-        twin = train(labels + torch.from_numpy(extra).reshape(labels.shape))
+        twin = train(labels + torch.from_numpy(extra).reshape(labels.shape).to(labels.device))
         rows[f"response_{part}_noise_retrained"] = test_prediction_rms(twin, noisy)
         rows[f"delta_test_mse_{part}_noise"] = mse(twin) - mse(noisy)
     return rows
 
 
 def build_net(task: Task, config: dict[str, Any], seed: int) -> FlatModel:
+    """Drawn on the CPU under `seed`, then moved to the task's device: the same weights anywhere."""
     torch.manual_seed(seed)
-    return FlatModel(ResidualMLP(task.x_train.shape[1], config["width"], config["depth"], task.y_train.shape[1]))
+    module = ResidualMLP(task.x_train.shape[1], config["width"], config["depth"], task.y_train.shape[1])
+    return FlatModel(module.to(task.x_train.device))
 
 
 def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dict[str, Any], seed: int,
@@ -139,20 +141,17 @@ def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str
                threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
     """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
 
-    Always on the CPU, whatever `device` says (the shared experiment command passes it): models of a few
-    thousand parameters whose float64 Jacobians and operators are passed to numpy at every checkpoint; a
-    GPU would add transfers and no speed. provenance.json records the device used (cpu).
+    Data, initial weights and label noise are drawn on the CPU, then moved to `device`; the float64
+    operators come back to numpy at every checkpoint. provenance.json records the device used.
     """
-    with torch_runtime(threads) as runtime:
-        if device != "cpu":
-            log(f"theory: device {device!r} not used; its small float64 operator algebra runs on the CPU")
-        return _run_theory(stage_settings("theory", settings), Path(out_dir), log, device_record(runtime.device))
+    with torch_runtime(threads, device=device) as runtime:
+        return _run_theory(stage_settings("theory", settings), Path(out_dir), log, runtime.device)
 
 
 def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
-                device: dict[str, str]) -> dict[str, Any]:
+                device: torch.device) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    digits, regression = digits_task(settings), regression_task(settings)
+    digits, regression = digits_task(settings).to(device), regression_task(settings).to(device)
     cases = [("digits", loss) for loss in settings["digits"]["losses"]] + [("regression", "squared")]
 
     def run_case(case: tuple[str, str], seed: int, _prepared: None, **_resume: Any) -> tuple[list, dict]:
@@ -163,7 +162,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
             return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
         config = settings["regression"]
         noise = config["noise_std"] * torch.randn(regression.y_train.shape, dtype=torch.float64,
-                                                  generator=torch.Generator().manual_seed(seed + 7))
+                                                  generator=torch.Generator().manual_seed(seed + 7)).to(device)
         trajectory, net, measures, spectrum, drift = run_theory_case(regression, "squared", config, settings, seed,
                                                                     log, regression.y_train + noise)
         checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
@@ -186,7 +185,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
     tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
               "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
               "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
-    written = write_tables(out_dir, settings, tables, **device)
+    written = write_tables(out_dir, settings, tables, **device_record(device))
     resume.folder.clear()
     return written
 

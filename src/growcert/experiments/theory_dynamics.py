@@ -82,6 +82,12 @@ class Task:
     labels_train: torch.Tensor | None = None  # class indices (cross-entropy), None for regression
     labels_test: torch.Tensor | None = None
 
+    def to(self, device: torch.device | str) -> "Task":
+        """The same task with every tensor on `device` (tasks are drawn on the CPU, then moved)."""
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Task(self.name, *(move(t) for t in (self.x_train, self.x_test, self.y_train, self.y_test,
+                                                   self.labels_train, self.labels_test)))
+
 
 def digits_task(settings: dict[str, Any]) -> Task:
     """A seeded subset of sklearn digits, pixels/16 projected on the training subset's top principal
@@ -218,6 +224,11 @@ def checkpoint_steps(steps: int, count: int) -> list[int]:
     return sorted({0, *(round(steps * (i + 1) / count) for i in range(count))})
 
 
+def host(tensor: torch.Tensor) -> np.ndarray:
+    """A numpy copy of `tensor`, wherever it lives (copied: the accumulators keep changing in place)."""
+    return tensor.cpu().numpy().copy()
+
+
 def train_gd(net: FlatModel, task: Task, loss: str, lr: float, steps: int, checkpoints: list[int],
              y_train: torch.Tensor | None = None, operators: bool = True) -> Trajectory:
     """Full-batch gradient descent from net.theta0, accumulating P, W_S, G_S, G_Q at every step and
@@ -226,9 +237,10 @@ def train_gd(net: FlatModel, task: Task, loss: str, lr: float, steps: int, check
     n, m = len(task.x_train), task.y_train.numel()
     scale = lr / n
     theta = net.theta0.clone()
-    propagator, gramian = torch.eye(m, dtype=torch.float64), torch.zeros(m, m, dtype=torch.float64)
-    train_transfer = torch.zeros(m, m, dtype=torch.float64)
-    test_transfer = torch.zeros(task.y_test.numel(), m, dtype=torch.float64)
+    on = {"dtype": torch.float64, "device": theta.device}
+    propagator, gramian = torch.eye(m, **on), torch.zeros(m, m, **on)
+    train_transfer = torch.zeros(m, m, **on)
+    test_transfer = torch.zeros(task.y_test.numel(), m, **on)
     test_energy, sharpness, snapshots, initial_gradient = 0.0, 0.0, [], None
     for step in range(steps + 1):
         with torch.no_grad():
@@ -236,16 +248,15 @@ def train_gd(net: FlatModel, task: Task, loss: str, lr: float, steps: int, check
         jacobian = net.jacobian(theta, task.x_train)
         gradient = output_gradient(loss, outputs, y_train).reshape(-1)
         if initial_gradient is None:
-            initial_gradient = gradient.numpy().copy()
+            initial_gradient = host(gradient)
         test_jacobian = net.jacobian(theta, task.x_test) if operators else None
         if operators and step in checkpoints:
-            snapshots.append(Snapshot(step, gramian.numpy().copy(), train_transfer.numpy().copy(),
-                                      test_transfer.numpy().copy(), propagator.numpy().copy(), test_energy,
-                                      (jacobian @ jacobian.T).numpy(), (test_jacobian @ jacobian.T).numpy(),
-                                      outputs.reshape(-1).numpy().copy(), test_outputs.reshape(-1).numpy().copy()))
+            snapshots.append(Snapshot(step, host(gramian), host(train_transfer), host(test_transfer),
+                                      host(propagator), test_energy, host(jacobian @ jacobian.T),
+                                      host(test_jacobian @ jacobian.T), host(outputs.reshape(-1)),
+                                      host(test_outputs.reshape(-1))))
         elif not operators and step == steps:  # training only: keep the final outputs
-            snapshots.append(Snapshot(step, *(None,) * 7, outputs.reshape(-1).numpy().copy(),
-                                      test_outputs.reshape(-1).numpy().copy()))
+            snapshots.append(Snapshot(step, *(None,) * 7, host(outputs.reshape(-1)), host(test_outputs.reshape(-1))))
         if step == steps:
             break
         if operators:
@@ -300,8 +311,8 @@ def trajectory_measures(trajectory: Trajectory, rank_tol: float) -> dict[str, fl
 def fit_metrics(task: Task, loss: str, snapshot: Snapshot) -> dict[str, float]:
     """Train/test loss at a snapshot, accuracy for classification, test MSE for regression."""
     shape_train, shape_test = task.y_train.shape, task.y_test.shape
-    train = torch.from_numpy(snapshot.train_outputs).reshape(shape_train)
-    test = torch.from_numpy(snapshot.test_outputs).reshape(shape_test)
+    train = torch.from_numpy(snapshot.train_outputs).reshape(shape_train).to(task.y_train.device)
+    test = torch.from_numpy(snapshot.test_outputs).reshape(shape_test).to(task.y_test.device)
     metrics = {"train_loss": float(example_losses(loss, train, task.y_train).mean()),
                "test_loss": float(example_losses(loss, test, task.y_test).mean())}
     if task.labels_test is not None:
@@ -342,7 +353,8 @@ def sgd_drift(net: FlatModel, task: Task, loss: str, channel: np.ndarray, settin
     n, batch, lr = len(task.x_train), config["batch_size"], config["lr"]
     if not 0 < batch < n:
         raise ValueError(f"theory sgd batch_size must lie in [1, {n - 1}] (below the training set), got {batch}")
-    basis = torch.from_numpy(channel)
+    device = net.theta0.device
+    basis = torch.from_numpy(channel).to(device)
     horizons = set(log_horizons(config["steps"]))
     gradient = grad(lambda th, x, y: mean_loss(net, loss, th, x, y))
     # first-order output increment in channel coordinates: V_chᵀ J(θ) v, by forward mode
@@ -353,10 +365,10 @@ def sgd_drift(net: FlatModel, task: Task, loss: str, channel: np.ndarray, settin
     for replicate in range(config["replicates"]):
         batches = torch.Generator().manual_seed(1_000_003 * seed + replicate + 1)
         theta = net.theta0.clone()
-        drift = torch.zeros(basis.shape[1], dtype=torch.float64)
+        drift = torch.zeros(basis.shape[1], dtype=torch.float64, device=device)
         fluctuation = torch.zeros_like(drift)
         for step in range(1, config["steps"] + 1):
-            chosen = torch.randperm(n, generator=batches)[:batch]
+            chosen = torch.randperm(n, generator=batches)[:batch].to(device)  # a CPU stream: the same batches anywhere
             full = gradient(theta, task.x_train, task.y_train)
             minibatch = gradient(theta, task.x_train[chosen], task.y_train[chosen])
             drift += in_channel(theta, -lr * full)
