@@ -11,7 +11,6 @@ names the offending key, e.g.
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import json
 from pathlib import Path
@@ -24,26 +23,7 @@ from growcert.errors import ConfigError
 from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_contexts, context_of_tag,  # noqa: F401
                             context_tag, grid_cells, grid_of, run_steps, run_wildcards, train_settings,
                             training_runs)
-
-REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
-
-
-# libyaml's parser when PyYAML has it: the schema is ~60 KB, which the pure-Python parser takes ~0.3 s to read.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-@functools.lru_cache(maxsize=8)
-def _parsed_schema(path: str, mtime_ns: int) -> dict[str, Any]:
-    with open(path) as handle:
-        return yaml.load(handle, Loader=_YAML_LOADER)
-
-
-def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
-    """The config schema at `path`, parsed once per process (every CLI command's defaults read it) and
-    handed out as a copy, so that no caller can change another's."""
-    path = Path(path).resolve()
-    return copy.deepcopy(_parsed_schema(str(path), path.stat().st_mtime_ns))
-
+from growcert.schema import REPO_SCHEMA, load_schema, top_level_default  # noqa: F401  (the config's public API)
 
 def parse_settings(text: str) -> dict[str, Any]:
     """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
@@ -60,11 +40,6 @@ def parse_settings(text: str) -> dict[str, Any]:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
-
-
-def top_level_default(key: str) -> Any:
-    """The schema's default of a top-level config key (e.g. `device`), for the CLI's own defaults."""
-    return copy.deepcopy(_parsed_schema(str(REPO_SCHEMA), REPO_SCHEMA.stat().st_mtime_ns)["properties"][key]["default"])
 
 
 def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
