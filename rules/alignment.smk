@@ -10,6 +10,7 @@ rule estimate_alignment:
         f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+    priority: STORE_READER_PRIORITY
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,
@@ -33,6 +34,7 @@ rule estimate_misalignment:
         f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+    priority: STORE_READER_PRIORITY
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 2000 * attempt,

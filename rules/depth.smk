@@ -11,6 +11,7 @@ rule estimate_depth:
         f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+    priority: STORE_READER_PRIORITY
     threads: 1
     resources:
         mem_mb=depth_mem_mb,

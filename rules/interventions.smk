@@ -17,6 +17,7 @@ rule intervene:
         f"{RESULTS}/logs/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+    priority: STORE_READER_PRIORITY
     threads: 1
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
