@@ -1,6 +1,6 @@
 """The pipeline on a real SLURM cluster, through profiles/slurm (snakemake-executor-plugin-slurm).
 
-1. The whole ci DAG (configs/ci.yaml) runs through SLURM: every target exists; every job that is
+1. The ci DAG (configs/ci.yaml with slurm_grids.yaml's two grids) runs through SLURM: every target exists; every job that is
    not a localrule (prepare_dataset, train_model, dump_gradients, ...) was a SLURM job of this run
    (squeue lists it COMPLETED under the run's ID, SLURM wrote its log); localrules never went there.
 2. A fresh results folder, asking for the resnet grid's gradient stores (prepared data reused):
@@ -43,16 +43,20 @@ SUBMITTED = re.compile(r"^Job \d+ has been submitted with SLURM jobid (\d+) \(lo
 FINAL_STATES = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE"}
 
 
+GRIDS = Path(__file__).resolve().parent / "slurm_grids.yaml"  # merged over configs/ci.yaml: its grids win
+
+
 def ci_config():
-    with open(ROOT / "configs" / "ci.yaml") as handle:
-        return yaml.safe_load(handle)
+    """configs/ci.yaml with the SLURM tests' grids (slurm_grids.yaml), as Snakemake merges the two files."""
+    with open(ROOT / "configs" / "ci.yaml") as handle, open(GRIDS) as grids:
+        return {**yaml.safe_load(handle), **yaml.safe_load(grids)}
 
 
 def snakemake_command(base, prepared, *extra, targets=()):
     # A 3 s first status check (profile: 10 s) keeps waves of seconds-long jobs quick; the logs
     # of successful jobs are kept (plugin default: deleted) as evidence that SLURM ran them.
     return [sys.executable, "-m", "snakemake", *map(str, targets), "--workflow-profile", "profiles/slurm",
-            "--configfile", "configs/ci.yaml",
+            "--configfile", "configs/ci.yaml", str(GRIDS),
             "--config", f"results={base}/results", f"prepared_data={prepared}",
             "--slurm-logdir", str(base / "slurm_logs"), "--slurm-keep-successful-logs",
             "--slurm-init-seconds-before-status-checks", "3", *extra]
@@ -295,7 +299,8 @@ def test_job_killed_at_its_time_limit_resumes_on_retry(full_run, tmp_path):
                                                   "depths": [8], "seeds": [0], "train": train}]}))
     results = tmp_path / "results"
     run_folder = run_dir(results, "resnet", "digits", 2, 8)
-    command = snakemake_command(tmp_path, full_run.base / "prepared", "--configfile", "configs/ci.yaml", str(config),
+    command = snakemake_command(tmp_path, full_run.base / "prepared", "--configfile", "configs/ci.yaml", str(GRIDS),
+                                str(config),
                                 "--set-resources", "train_model:runtime=10*attempt-9", "--retries", "1",
                                 targets=[run_folder])
     returncode, output = "?", ""
