@@ -72,8 +72,11 @@ def run_sweep(results: Path, cores: int) -> int:
     stop = threading.Event()
     sampler = threading.Thread(target=sample_disk, args=(results, stop), daemon=True)
     sampler.start()
+    # mtime only: a sweep of hours runs over several sessions and commits, and a finished job is kept even when
+    # a later commit changes a rule's parameters or code (each artifact records its own settings and code hash)
     command = [os.path.join(os.path.dirname(sys.executable), "snakemake"), "summarize_regime", "--cores", str(cores),
-               "--rerun-incomplete", "--configfile", CONFIG, "--config", f"results={results}"]
+               "--rerun-incomplete", "--rerun-triggers", "mtime", "--configfile", CONFIG, "--config",
+               f"results={results}"]
     try:
         return subprocess.call(command)
     finally:
