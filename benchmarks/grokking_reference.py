@@ -34,8 +34,6 @@ import itertools
 import json
 import math
 import multiprocessing
-import os
-import platform
 import sys
 from pathlib import Path
 
@@ -157,7 +155,7 @@ def verdicts(table: pd.DataFrame) -> list[str]:
 def write_outputs(out: Path, command: str, plan: dict, calibration: pd.DataFrame, summary: pd.DataFrame,
                   curves: pd.DataFrame, chosen: tuple[str | None, str], cap: int) -> None:
     from growcert.experiments.grokking_report import plot_grokking
-    from growcert.provenance import git_commit, versions
+    from growcert.provenance import git_commit, machine_record, versions
     from growcert.report.figures import gate_diagnostics
 
     out.mkdir(parents=True, exist_ok=True)
@@ -173,8 +171,7 @@ def write_outputs(out: Path, command: str, plan: dict, calibration: pd.DataFrame
     calibration_table = arm_table(calibration, cap) if not calibration.empty else pd.DataFrame()
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "command": command, "table": "every arm", "plan": plan, "calibrated_regime": chosen[0], "why": chosen[1],
-              "versions": versions(), "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                                                   "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+              "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     readme = ["# Grokking reference run (issue 18, PAPERS.md P2)", "",
               f"Reference run of {record['date']}, commit `{record['commit']}`. Reproduce (resumable; keeps what "

@@ -25,7 +25,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -108,7 +107,7 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
 
 def export(results: Path, out: Path, command: str) -> None:
     """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
-    from growcert.provenance import git_commit, versions
+    from growcert.provenance import git_commit, machine_record, versions
 
     missing = [source for source in COPIED.values() if not (results / source).is_file()]
     if missing:
@@ -127,8 +126,7 @@ def export(results: Path, out: Path, command: str) -> None:
               "command": command, "table": "width trend per (comparison, context, progress) cell",
               "why": f"The P1 regime map over context, training progress and width ({coverage})",
               "config_file": CONFIG, "config": Path(CONFIG).read_text(encoding="utf-8"), "cost": cost,
-              "versions": versions(), "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                                                   "cpus": os.cpu_count(), "python": sys.version.split()[0]}}
+              "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     cells = pd.read_csv(out / "table.csv")
     shown = [c for c in ("comparison", "context", "progress", "verdict", "slope", "slope_lo", "slope_hi", "seeds",

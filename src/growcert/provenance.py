@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import platform
 import subprocess
 import sys
@@ -52,6 +53,12 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             found[package] = "not installed"
     return found
+
+
+def machine_record() -> dict[str, Any]:
+    """The machine a long run ran on, for a reference run's provenance: platform, processor, CPUs, Python."""
+    return {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+            "python": sys.version.split()[0]}
 
 
 def provenance(settings: dict[str, Any], seed: int | None = None) -> dict[str, Any]:
