@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from growcert.report.claims import CLAIMS, claim_row  # noqa: E402
-from growcert.report.html import build_report  # noqa: E402
+from growcert.report.html import SECTIONS, build_report  # noqa: E402
+from growcert.report.reference import REFERENCES, reference_folders  # noqa: E402
 from helpers import browser_check, chromium  # noqa: E402
 
 
@@ -45,8 +46,6 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
 
 def synthetic_results(folder):
     """A results folder with every figure the report knows, wide and long tables, and a claim row per claim."""
-    from growcert.report.html import SECTIONS
-
     for name in ("figures", "claims", "tables", "stats"):
         (folder / name).mkdir(parents=True)
     for _, _, figures, _ in SECTIONS:
@@ -83,8 +82,9 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
     results = synthetic_results(tmp_path / "results")
     build_report(results, results / "report.html")
     check = browser_check(results / "report.html", width=1280)
-    assert check["images"] == sum(len(figures) for _, _, figures, _ in __import__("growcert.report.html",
-                                  fromlist=["SECTIONS"]).SECTIONS)
+    # every section's figures, and those of the reference runs kept in the repository (docs/reference-results)
+    references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(REFERENCES))
+    assert check["images"] == sum(len(figures) for _, _, figures, _ in SECTIONS) + references
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
     assert check["links"] > len(CLAIMS) and check["broken"] == [], check
@@ -92,7 +92,6 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
 
 def test_every_figure_has_the_workflow_caption():
     """The report's captions are the workflow's report/*.rst (one source with `snakemake --report`)."""
-    from growcert.report.html import SECTIONS
     from growcert.report.page import caption, task_branch
 
     for _, _, figures, _ in SECTIONS:
