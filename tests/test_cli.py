@@ -50,6 +50,7 @@ CASES = {
     "train": ("--data {D} --out {O}", RESNET_RUN, "{D}"),
     "dump": ("--checkpoint {C} --data {D} --out {O}/s.zarr", {}, "{C}"),
     "inspect": ("{S}", None, "{S}"),
+    "compare-results": ("{R} {R}", None, "{R}"),
     "estimate-alignment": ("--store {S} --out {O}/a.csv", {}, "{S}"),
     "estimate-misalignment": ("--store {S} --alignment {A} --out {O}/m.csv", {}, "{A}"),
     "summarize-alignment": ("--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "

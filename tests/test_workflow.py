@@ -35,11 +35,11 @@ def unactivated_environment() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}, "PATH": os.pathsep.join(path)}
 
 
-def snakemake(*args, results=None):
-    """`.venv/bin/snakemake ...` (this interpreter's) from an unactivated shell."""
+def snakemake(*args, results=None, config=()):
+    """`.venv/bin/snakemake ...` (this interpreter's) from an unactivated shell; `config`: more KEY=VALUE."""
     command = [*SNAKEMAKE, "--cores", "2", *args]
     if results is not None:
-        command += ["--config", f"results={results}/results", f"prepared_data={results}/prepared"]
+        command += ["--config", f"results={results}/results", f"prepared_data={results}/prepared", *config]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=unactivated_environment(),
                           timeout=900)
 
@@ -260,19 +260,21 @@ def test_snakemake_lint_is_clean():
     assert "Congratulations" in result.stdout + result.stderr, result.stdout[-3000:]
 
 
-TIMING = {"seconds", "seconds_per_step", "elapsed_s"}
-
-
 @pytest.mark.slow
-def test_a_killed_pipeline_unlocks_and_reruns_to_the_same_tables(ci_run, tmp_path):
+def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_for_bit(ci_run, tmp_path):
     """Kill Snakemake's whole process group mid-run (SIGKILL: no cleanup at all), then do what README says:
-    the rerun refuses with the stale lock, --unlock, rerun; every table equals the uninterrupted run's."""
+    the rerun refuses with the stale lock, --unlock, rerun. This run says `device: cpu` where ci_run left the
+    default `auto`, so one comparison checks two promises: every table, store array and checkpoint equals the
+    uninterrupted run's, and `cpu` and `auto` give the same artifacts on a machine without CUDA."""
     import signal
     import time
 
+    from growcert.store.compare import compare_results
+
     log = tmp_path / "killed.log"
-    command = [*SNAKEMAKE, "--cores", "2", "--configfile", "configs/ci.yaml", "--config",
-               f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared"]
+    device = ["device=cpu"]
+    command = [*SNAKEMAKE, "--cores", "2", "--printshellcmds", "--configfile", "configs/ci.yaml", "--config",
+               f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared", *device]
     with open(log, "w") as sink:
         process = subprocess.Popen(command, cwd=ROOT, env=unactivated_environment(), stdout=sink,
                                    stderr=subprocess.STDOUT, start_new_session=True)
@@ -282,18 +284,15 @@ def test_a_killed_pipeline_unlocks_and_reruns_to_the_same_tables(ci_run, tmp_pat
     assert process.poll() is None, f"the pipeline ended before it could be killed:\n{log.read_text()[-3000:]}"
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path)
+    locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device)
     assert locked.returncode != 0 and "LockException" in locked.stdout + locked.stderr, locked.stderr[-2000:]
-    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path).returncode == 0
-    rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path)
+    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path, config=device).returncode == 0
+    rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    ours, theirs = tmp_path / "results", ci_run / "results"
-    tables = sorted(path.relative_to(theirs) for folder in ("stats", "tables", "claims")
-                    for path in (theirs / folder).rglob("*.csv"))
-    assert tables and sorted(path.relative_to(ours) for folder in ("stats", "tables", "claims")
-                             for path in (ours / folder).rglob("*.csv")) == tables
-    for name in tables:
-        mine, reference = pd.read_csv(ours / name), pd.read_csv(theirs / name)
-        kept = [column for column in reference.columns if column not in TIMING]
-        pd.testing.assert_frame_equal(mine[kept], reference[kept], check_exact=True, obj=str(name))
+    ours = tmp_path / "results"
+    assert "--device cpu" in log.read_text() and "--device auto" not in log.read_text()
+    comparison = compare_results(ci_run / "results", ours)
+    assert comparison.same, (comparison.differ, comparison.only_in_one)
+    kinds = {name.split("/")[0] for name in comparison.identical}
+    assert {"stats", "tables", "claims", "grads", "models"} <= kinds, kinds
     assert not [path for path in ours.rglob("*") if "partial" in path.name or path.name.endswith(".resume")]

@@ -58,9 +58,11 @@ def cmd_train(args: argparse.Namespace) -> None:
                 device=args.device)
 
 
-def _device_argument(parser: argparse.ArgumentParser) -> None:
+def _torch_arguments(parser: argparse.ArgumentParser) -> None:
+    """--threads and --device, which every stage that runs torch takes."""
     from growcert.config import top_level_default
 
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default=top_level_default("device"),
                         help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)")
 
@@ -84,6 +86,14 @@ def cmd_inspect(args: argparse.Namespace) -> None:
         print(json.dumps(describe_store(args.store, summaries=not args.no_summaries), indent=1, default=str))
     else:
         print(inspect_store(args.store, summaries=not args.no_summaries))
+
+
+def cmd_compare_results(args: argparse.Namespace) -> int:
+    from growcert.store.compare import compare_results, comparison_lines
+
+    comparison = compare_results(*args.folders)
+    print("\n".join(comparison_lines(comparison, *args.folders)))
+    return 0 if comparison.same else 1
 
 
 def cmd_intervene(args: argparse.Namespace) -> None:
@@ -236,19 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--data", required=True, help="prepared dataset folder")
     train.add_argument("--settings", default="{}", help="one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, train (stage train of growcert.config.stage_settings)")
     train.add_argument("--out", required=True, help="run folder (step{N}.pt, metrics.json)")
-    train.add_argument("--threads", type=int, default=1)
-    _device_argument(train)
+    _torch_arguments(train)
     train.set_defaults(handler=cmd_train)
 
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
     dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
     dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
-    dump.add_argument("--settings", default="{}", help="dump settings as JSON, or @file (config key dump; "
-                      "missing keys take the schema's defaults)")
+    dump.add_argument("--settings", default="{}", help="config key dump as JSON, or @file (schema defaults fill the rest)")
     dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
-    dump.add_argument("--threads", type=int, default=1)
     dump.add_argument("--hf", default=None, help=HF_HELP)
-    _device_argument(dump)
+    _torch_arguments(dump)
     dump.set_defaults(handler=cmd_dump)
 
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
@@ -256,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--no-summaries", action="store_true", help="skip the per-split q summary (no data read)")
     inspect.add_argument("--json", action="store_true", help="machine-readable output (one JSON object) for scripts")
     inspect.set_defaults(handler=cmd_inspect)
+
+    compare = stages.add_parser("compare-results", help="two results folders, bit for bit: tables, store arrays, "
+                                "checkpoint weights (exit 1 when they differ)")
+    compare.add_argument("folders", nargs=2, metavar="RESULTS")
+    compare.set_defaults(handler=cmd_compare_results)
 
     estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
     estimate.add_argument("--store", required=True)
@@ -292,9 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     intervene.add_argument("--data", required=True, help="prepared dataset folder")
     intervene.add_argument("--settings", default="{}", help="intervention settings as JSON, or @file (config key intervene)")
     intervene.add_argument("--out", required=True, help="tidy CSV, one row per point x variant x draw x epsilon")
-    intervene.add_argument("--threads", type=int, default=1)
     intervene.add_argument("--hf", default=None, help=HF_HELP)
-    _device_argument(intervene)
+    _torch_arguments(intervene)
     intervene.set_defaults(handler=cmd_intervene)
 
     interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, claims")
@@ -314,9 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--figure", required=True)
         command.add_argument("--claims", required=True)
         command.add_argument("--table", required=True, help="the experiment's table for the report")
-        command.add_argument("--threads", type=int, default=1)
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
-        _device_argument(command)
+        _torch_arguments(command)
         if "reference_checkpoint" in experiment.inputs:
             command.add_argument("--reference", dest="reference_checkpoint", default=None,
                                  help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
@@ -330,8 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     depth.add_argument("--store", required=True)
     depth.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
     depth.add_argument("--out", required=True)
-    depth.add_argument("--threads", type=int, default=1)
-    _device_argument(depth)
+    _torch_arguments(depth)
     depth.set_defaults(handler=cmd_estimate_depth)
 
     depth_summary = stages.add_parser("summarize-depth", help="pool depth tables: saturation decision and figure")
@@ -346,8 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     grow.add_argument("--data", required=True)
     grow.add_argument("--settings", default="{}", help="one growth experiment as JSON or @file: an entry of config grow.experiments with the section's shared keys (stage grow of growcert.config.stage_settings)")
     grow.add_argument("--out", required=True, help="folder for growth.csv and selection.csv")
-    grow.add_argument("--threads", type=int, default=1)
-    _device_argument(grow)
+    _torch_arguments(grow)
     grow.set_defaults(handler=cmd_grow)
 
     growth_summary = stages.add_parser("summarize-growth", help="pool growth tables: figure and P3 claims")
@@ -371,8 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = stages.add_parser("report", help="self-contained HTML report from the tables and figures present")
     report.add_argument("--results", required=True, help="results folder")
     report.add_argument("--out", required=True)
-    report.add_argument("--screenshot", default=None, help="also save the first screen (1280x900) as this PNG when "
-                        "chromium is installed")
+    report.add_argument("--screenshot", default=None, help="also save its first screen (1280x900) here with chromium")
     report.set_defaults(handler=cmd_report)
     return parser
 
@@ -383,11 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _resolve_settings(args)
-        args.handler(args)
+        return args.handler(args) or 0  # a handler returns a status only when it has one besides 0 and 2
     except USER_ERRORS as error:
         print(f"growcert {args.stage}: error: {error}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":
