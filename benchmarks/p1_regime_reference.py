@@ -3,7 +3,8 @@ keep its results under docs/reference-results/p1-regime/, where the report shows
 
 `--run` runs the sweep (Snakemake target summarize_regime, resumable: a rerun keeps every finished job)
 while sampling the disk use of the results folder every 30 s into <results>/disk_use.log, so that the
-peak over every resumed part of the sweep is known. Without `--run` it only exports a sweep that has
+peak over every resumed part of the sweep is known; each --run also appends its start and commit to
+<results>/sweep_parts.log. Without `--run` it only exports a sweep that has
 finished. The export holds:
 
 - table.csv: the width trend per (comparison, context, progress) cell (tables/p1_regime_cells.csv);
@@ -36,7 +37,9 @@ import pandas as pd
 
 CONFIG = "configs/p1-regime.yaml"
 DISK_LOG = "disk_use.log"
+PARTS_LOG = "sweep_parts.log"  # `<unix time> <commit>` per --run: a sweep of hours spans sessions and commits
 SAMPLE_SECONDS = 30
+GAP_SECONDS = 600  # disk samples further apart than this belong to different parts of the sweep
 COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
           "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
           "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
@@ -67,7 +70,11 @@ def sample_disk(results: Path, stop: threading.Event) -> None:
 
 def run_sweep(results: Path, cores: int) -> int:
     """The sweep through Snakemake, with the disk sampled alongside; returns Snakemake's exit status."""
+    from growcert.provenance import git_commit
+
     results.mkdir(parents=True, exist_ok=True)
+    with open(results / PARTS_LOG, "a", encoding="utf-8") as parts:
+        parts.write(f"{int(time.time())} {git_commit() or 'unknown'}\n")
     stop = threading.Event()
     sampler = threading.Thread(target=sample_disk, args=(results, stop), daemon=True)
     sampler.start()
@@ -92,12 +99,40 @@ def sweep_cost(results: Path) -> dict:
                      "wall_s": float(frame["s"].iloc[-1]), "cpu_s": float(frame["cpu_time"].iloc[-1])})
     jobs = pd.DataFrame(rows, columns=["rule", "wall_s", "cpu_s"])
     per_rule = jobs.groupby("rule").agg(jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"))
-    log = results / DISK_LOG
-    samples = [int(line.split()[1]) for line in log.read_text().splitlines() if line.strip()] if log.is_file() else []
+    log, parts_log = results / DISK_LOG, results / PARTS_LOG
+    samples = [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()] \
+        if log.is_file() else []
+    parts = [line.split() for line in parts_log.read_text().splitlines() if line.strip()] if parts_log.is_file() else []
     return {"jobs": int(len(jobs)), "cpu_hours": round(jobs["cpu_s"].sum() / 3600, 2),
             "job_wall_hours": round(jobs["wall_s"].sum() / 3600, 2),
-            "peak_disk_gb": round(max(samples) / 1e9, 2) if samples else None,
-            "disk_samples": len(samples), "per_rule": per_rule.round(1).reset_index().to_dict(orient="records")}
+            "peak_disk_gb": round(max(size for _, size in samples) / 1e9, 2) if samples else None,
+            "disk_samples": len(samples), "disk_by_part": disk_by_part(samples),
+            "parts": [{"started": utc(int(started)), "commit": commit} for started, commit in parts],
+            "trained_at": trained_at(results),
+            "per_rule": per_rule.round(1).reset_index().to_dict(orient="records")}
+
+
+def trained_at(results: Path) -> list[dict]:
+    """How many of the sweep's runs each (commit, code hash) trained, from the runs' own provenance."""
+    records = [json.loads(path.read_text())["provenance"] for path in (results / "models").rglob("metrics.json")]
+    counts = pd.DataFrame([{"commit": r.get("git_commit"), "code_hash": r.get("code_hash")} for r in records],
+                          columns=["commit", "code_hash"]).value_counts(dropna=False)
+    return [{"commit": commit, "code_hash": code, "runs": int(n)} for (commit, code), n in counts.items()]
+
+
+def utc(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def disk_by_part(samples: list[tuple[int, int]]) -> list[dict]:
+    """The disk log cut where the sampling paused (a stopped part of the sweep): each part's span and peak."""
+    parts: list[list[tuple[int, int]]] = []
+    for sample in samples:
+        if not parts or sample[0] - parts[-1][-1][0] > GAP_SECONDS:
+            parts.append([])
+        parts[-1].append(sample)
+    return [{"from": utc(part[0][0]), "to": utc(part[-1][0]), "peak_disk_gb": round(max(s for _, s in part) / 1e9, 2)}
+            for part in parts]
 
 
 def claim_lines(claims: pd.DataFrame) -> list[str]:
@@ -136,6 +171,14 @@ def export(results: Path, out: Path, command: str) -> None:
               "(resumable; keeps every finished job):", "", f"    {command}", "",
               f"Coverage: {coverage}. Cost on {os.cpu_count()} cores: {cost['cpu_hours']} CPU-hours over "
               f"{cost['jobs']} jobs, peak disk {cost['peak_disk_gb']} GB ({cost['disk_samples']} samples).", "",
+              "Parts of the sweep (each resumed the finished jobs of the last; `parts` and `disk_by_part` in "
+              "provenance.json): " + "; ".join(f"started {part['started']} at commit {part['commit'][:7]}"
+                                                for part in cost["parts"]) + ". Peak disk per part: "
+              + "; ".join(f"{part['from']} to {part['to']}: {part['peak_disk_gb']} GB" for part in cost["disk_by_part"])
+              + ".", "",
+              "Code that trained the runs (each run's own provenance; `trained_at` in provenance.json): "
+              + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
+                          for row in cost["trained_at"]) + ".", "",
               "## Width trend per cell (seed-level slope interval of log d_align on log width)", "",
               cells[shown].to_markdown(index=False), "",
               "## Does d_align rise with width (P1), at matched budget and at matched loss?", "",

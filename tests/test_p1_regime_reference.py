@@ -38,7 +38,14 @@ def finished_sweep(results: Path) -> None:
         tsv = results / "benchmarks" / rule / "llama" / f"{job}.tsv"
         tsv.parent.mkdir(parents=True, exist_ok=True)
         tsv.write_text(BENCHMARK_HEADER + f"{wall}\t0:01:40\t1\t1\t1\t1\t0\t0\t90\t{cpu}\n")
-    (results / "disk_use.log").write_text("1 1000000000\n2 3400000000\n3 2000000000\n")
+    # two parts of the sweep: sampled at 0-60 s, stopped, resumed an hour later at another commit
+    (results / "disk_use.log").write_text("0 1000000000\n30 3400000000\n60 2000000000\n3600 500000000\n"
+                                          "3630 2500000000\n")
+    for run, commit in (("w32", "a" * 40), ("w64", "b" * 40), ("w128", "b" * 40)):
+        (results / "models" / run).mkdir(parents=True)
+        (results / "models" / run / "metrics.json").write_text(json.dumps(
+            {"provenance": {"git_commit": commit, "code_hash": commit[:16]}}))
+    (results / "sweep_parts.log").write_text("0 " + "a" * 40 + "\n3590 " + "b" * 40 + "\n")
 
 
 def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_it(tmp_path, monkeypatch):
@@ -53,9 +60,21 @@ def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_
     record = json.loads((out / "provenance.json").read_text())
     cost = record["cost"]
     assert cost["jobs"] == 3 and cost["cpu_hours"] == round(153 / 3600, 2) and cost["peak_disk_gb"] == 3.4
+    assert cost["disk_by_part"] == [
+        {"from": "1970-01-01 00:00 UTC", "to": "1970-01-01 00:01 UTC", "peak_disk_gb": 3.4},
+        {"from": "1970-01-01 01:00 UTC", "to": "1970-01-01 01:00 UTC", "peak_disk_gb": 2.5}]
+    assert cost["trained_at"] == [{"commit": "b" * 40, "code_hash": "b" * 16, "runs": 2},
+                                  {"commit": "a" * 40, "code_hash": "a" * 16, "runs": 1}]
+    assert cost["parts"] == [{"started": "1970-01-01 00:00 UTC", "commit": "a" * 40},
+                             {"started": "1970-01-01 00:59 UTC", "commit": "b" * 40}]
     assert {row["rule"]: row["cpu_s"] for row in cost["per_rule"]} == {"train_model": 135.0, "dump_gradients": 18.0}
     assert "tokens_per_step" in record["config"] and record["command"].endswith("--run")
     readme = (out / "README.md").read_text()
+    assert ("started 1970-01-01 00:00 UTC at commit aaaaaaa; started 1970-01-01 00:59 UTC at commit bbbbbbb. Peak "
+            "disk per part: 1970-01-01 00:00 UTC to 1970-01-01 00:01 UTC: 3.4 GB; 1970-01-01 01:00 UTC to "
+            "1970-01-01 01:00 UTC: 2.5 GB.") in readme
+    assert ("2 run(s) at commit bbbbbbb (code hash bbbbbbbbbbbbbbbb); 1 run(s) at commit aaaaaaa (code hash "
+            "aaaaaaaaaaaaaaaa).") in readme
     claims = pd.read_csv(out / "claims.csv")
     for line in (f"- matched budget: widths at the same step and tokens per step: {claims['this_run'][0]} (holds: False)",):
         assert line in readme
