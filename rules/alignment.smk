@@ -89,7 +89,7 @@ rule summarize_alignment:
                 subcategory="alignment",
                 labels={"result": f"figure: {P1_FIGURE_LABELS[name]}", "paper": "P1"},
             )
-            for name in P1_FIGURES
+            for name in p1_figures()
         ],
     params:
         settings=alignment_settings,

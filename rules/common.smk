@@ -126,7 +126,8 @@ def intervene_settings(wildcards):
 
 ALIGNMENT = f"{RESULTS}/stats/alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
 MISALIGNMENT = f"{RESULTS}/stats/misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
-P1_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK"]
+P1_DALIGN_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased"]
+P1_MISALIGNMENT_FIGURES = ["p1_misalignment_vs_width", "p1_misalignment_vs_MK"]
 
 
 def fixed_context_runs():
@@ -134,6 +135,11 @@ def fixed_context_runs():
     run per context) is for the d_align tables and the regime map, and would multiply their jobs (the
     certificates of estimate-misalignment too)."""
     return [run for run in training_runs(config) if run.context is None]
+
+
+def p1_figures():
+    """The P1 alignment figures this config draws: the misalignment ones need a run of a fixed-context grid."""
+    return P1_DALIGN_FIGURES + (P1_MISALIGNMENT_FIGURES if fixed_context_runs() else [])
 
 
 def analysed_steps(run, checkpoints):

@@ -28,7 +28,7 @@ rule report:
     input:
         training=f"{RESULTS}/stats/training.csv",
         figures=[f"{RESULTS}/figures/training_grid.png", f"{RESULTS}/figures/p1_interventions.png"]
-        + [f"{RESULTS}/figures/{name}.png" for name in P1_FIGURES]
+        + [f"{RESULTS}/figures/{name}.png" for name in p1_figures()]
         + [experiment_outputs(name)["figure"] for name in P2_EXPERIMENTS]
         + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"]
         + [f"{RESULTS}/figures/{name}.png" for name in regime_figures()],

@@ -99,3 +99,21 @@ def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tabl
     claim = _claim(rows, "d_align increases with width")
     assert claim["holds"] is False and claim["this_run"].startswith("rises in 1 of 2 (point, reduction) series")
     assert _claim(rows, "p̂ falls with width at fixed (M, K)")["this_run"].startswith("falls in 1 of 1")
+
+
+def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_misalignment_tables(tmp_path):
+    """configs/p1-regime.yaml: no fixed-context run, so no misalignment table reaches summarize-alignment; it
+    writes the d_align figures and the d_align claim row alone, and no certificate figure."""
+    from growcert.cli import main
+
+    alignment, _ = synthetic([16, 32], [0.3, 0.1], [0.5, 0.5])
+    alignment.assign(context=128, depth=2, n=64, dim=16, detectability=3.0, d_align_lo=0.05, d_align_hi=0.5,
+                     d_align_raw=alignment["d_align"], status="ok").to_csv(tmp_path / "a.csv", index=False)
+    out = tmp_path / "out"
+    assert main(["summarize-alignment", "--alignment", str(tmp_path / "a.csv"), "--misalignment",
+                 "--out-alignment", str(out / "alignment.csv"), "--out-misalignment", str(out / "misalignment.csv"),
+                 "--out-summary", str(out / "summary.csv"), "--out-claims", str(out / "claims.csv"),
+                 "--figures", str(out)]) == 0
+    claims = pd.read_csv(out / "claims.csv")
+    assert list(claims["claim"]) == ["d_align increases with width"]
+    assert sorted(path.name for path in out.glob("*.png")) == ["p1_dalign_vs_width.png", "p1_plugin_vs_unbiased.png"]

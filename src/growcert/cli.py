@@ -140,7 +140,9 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     settings = args.settings
     reference = tuple(settings["reference_MK"])
     alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
-    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True)
+    # none when every grid sweeps context: such runs feed d_align and the regime map, not the certificates
+    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True) \
+        if args.misalignment else pd.DataFrame()
     _write_csv(alignment, args.out_alignment)
     _write_csv(misalignment, args.out_misalignment)
     _write_csv(report.alignment_summary(alignment), args.out_summary)
@@ -148,8 +150,9 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     figures = Path(args.figures)
     report.plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
     report.plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
-    report.plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
-                             figures / "p1_misalignment_vs_MK.png")
+    if len(misalignment):
+        report.plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
+                                 figures / "p1_misalignment_vs_MK.png")
 
 
 def cmd_summarize_regime(args: argparse.Namespace) -> None:
@@ -284,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pooled = stages.add_parser("summarize-alignment", help="pool alignment tables: figures, summary, claims")
     pooled.add_argument("--alignment", nargs="+", required=True)
-    pooled.add_argument("--misalignment", nargs="+", required=True)
+    pooled.add_argument("--misalignment", nargs="*", default=[], help="none when every grid sweeps context")
     pooled.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
     pooled.add_argument("--out-alignment", required=True)
     pooled.add_argument("--out-misalignment", required=True)

@@ -186,6 +186,8 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
         holds=("undetermined" if judged == 0 else bool(rising == judged)),
         note=f"plug-in d_align rises in {sum(v is True for v in plugin)} of {sum(v is not None for v in plugin)} "
              f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint")
+    if misalignment.empty:  # every grid sweeps context: no certificates were estimated
+        return [d_align_claim]
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
     falling = [_rising(series, "p_hat") for _, series in reference.groupby(with_context(series_keys, reference), dropna=False)]
