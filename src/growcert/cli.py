@@ -82,10 +82,9 @@ def cmd_dump(args: argparse.Namespace) -> None:
 def cmd_inspect(args: argparse.Namespace) -> None:
     from growcert.store.inspect import describe_store, inspect_store
 
-    if args.json:
-        print(json.dumps(describe_store(args.store, summaries=not args.no_summaries), indent=1, default=str))
-    else:
-        print(inspect_store(args.store, summaries=not args.no_summaries))
+    summaries = not args.no_summaries
+    print(json.dumps(describe_store(args.store, summaries=summaries), indent=1, default=str) if args.json
+          else inspect_store(args.store, summaries=summaries))
 
 
 def cmd_compare_results(args: argparse.Namespace) -> int:
@@ -140,9 +139,7 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     settings = args.settings
     reference = tuple(settings["reference_MK"])
     alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
-    # none when every grid sweeps context: such runs feed d_align and the regime map, not the certificates
-    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment], ignore_index=True) \
-        if args.misalignment else pd.DataFrame()
+    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment] or [pd.DataFrame()], ignore_index=True)
     _write_csv(alignment, args.out_alignment)
     _write_csv(misalignment, args.out_misalignment)
     _write_csv(report.alignment_summary(alignment), args.out_summary)
