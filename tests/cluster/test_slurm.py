@@ -12,7 +12,7 @@ The checks read rule names from Snakemake's own output rather than a fixed list,
 the DAG later are covered without editing this file.
 
 Needs a SLURM cluster (see conftest.py: `sudo tests/cluster/slurm_up.sh` starts one in seconds).
-Every snakemake call is bounded by GROWCERT_SLURM_TIMEOUT seconds (default 420); whatever this
+Every snakemake call is bounded by GROWCERT_SLURM_TIMEOUT seconds (default 600); whatever this
 test submitted is cancelled when it ends. Outputs go to temporary folders; snakemake runs in the
 repository root with the repository's profile, as a user would.
 """
@@ -34,7 +34,7 @@ from growcert.store import open_group, open_store
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = int(os.environ.get("GROWCERT_SLURM_TIMEOUT", "420"))
+TIMEOUT = int(os.environ.get("GROWCERT_SLURM_TIMEOUT", "600"))
 ENV = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
 SLURM_RULES = {"prepare_dataset", "train_model", "dump_gradients"}  # at least these go to SLURM
 LOCAL_RULES = {"summarize_training", "plot_training", "report"}  # at least these never do
