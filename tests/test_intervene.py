@@ -1,6 +1,7 @@
 """Direct residual interventions (PAPERS.md P1): zero insertion is exact, prediction = derivative, ratio → 1."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -164,7 +165,7 @@ def test_a_store_from_another_model_or_dataset_is_refused(dumped, prepared):
         check_pairing(checkpoint, store, meta, attrs, other)
 
 
-def test_a_memory_cap_lowers_the_forward_batch_and_leaves_the_table_unchanged(table, dumped):
+def test_a_memory_cap_lowers_the_forward_batch_and_only_chooses_the_batch(table, dumped):
     checkpoint, store, data = dumped
     groups = open_store(store).attrs["groups"]
     # the float64 stream at every point: the bytes one example's forward pass holds; 2.5 of them allow 2
@@ -173,8 +174,16 @@ def test_a_memory_cap_lowers_the_forward_batch_and_leaves_the_table_unchanged(ta
     capped = run_interventions(checkpoint, store, data, {**SETTINGS, "max_batch_mb": 2.5 * per_example / 2**20},
                                log=lines.append)
     assert any("forward batches of 2 (intervene.batch_size 256" in line for line in lines), lines
+    # the cap does nothing but choose the batch: bit for bit the table of batch_size 2
+    two = run_interventions(checkpoint, store, data, {**SETTINGS, "batch_size": 2}, log=lambda _: None)
+    pd.testing.assert_frame_equal(capped, two)
+    # predictions come from the store: the forward batch never touches them
     np.testing.assert_array_equal(capped["predicted"], table["predicted"])
-    np.testing.assert_array_equal(capped["observed"], table["observed"])
+    # Against batches of 256, only the CPU's batched float64 kernels round differently (a CPU-dependent
+    # order of summation): observed is a difference of two held-out means of losses near base_loss, so it
+    # moves by float64 rounding of base_loss, bounded here at 1e-13 × base_loss (~450 ulps; measured
+    # up to 3.6e-15 on a base loss near 2).
+    np.testing.assert_array_less(np.abs(capped["observed"] - table["observed"]), 1e-13 * table["base_loss"])
 
 
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
