@@ -14,7 +14,9 @@ finished. The export holds:
 - the regime figures (figures/p1_regime_*.png);
 - provenance.json: date, commit, command, the config file, versions, machine, and the sweep's cost
   (CPU time and wall time per rule from the Snakemake benchmark files, peak disk from the log);
-- README.md: how to reproduce it, its cost, the cells, and the claim rows as verdicts.
+- README.md: how to reproduce it, its cost, the seed spread, the cells, and the claim rows with their verdicts.
+
+`--rejudge` judges a committed map again from its alignment.csv and training.csv, without retraining.
 
     PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores 2 \\
         --results results-p1-regime --out docs/reference-results/p1-regime
@@ -43,7 +45,7 @@ GAP_SECONDS = 600  # disk samples further apart than this belong to different pa
 COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
           "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
           "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
-          "training.csv": "stats/training.csv"}
+          "training.csv": "stats/training.csv", "spread.csv": "stats/p1_regime_spread.csv"}
 
 
 def folder_bytes(folder: Path) -> int:
@@ -136,14 +138,16 @@ def disk_by_part(samples: list[tuple[int, int]]) -> list[dict]:
 
 
 def claim_lines(claims: pd.DataFrame) -> list[str]:
-    """One verdict line per claim row: which comparison, what was measured, whether the paper's trend holds."""
-    return [f"- {row.note.split(';')[0]}: {row.this_run} (holds: {row.holds})" for row in claims.itertuples()]
+    """One verdict line per claim row: comparison and scope, the verdict word, the estimate and why."""
+    from growcert.report.verdicts import percent
+
+    return [f"- {row.claim}: **{row.verdict}**: slope {row.estimate:+.2f} [{row.low:+.2f}, {row.high:+.2f}] "
+            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect}; {row.why}"
+            for row in claims.itertuples()]
 
 
-def export(results: Path, out: Path, command: str) -> None:
-    """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
-    from growcert.provenance import git_commit, machine_record, versions
-
+def copy_outputs(results: Path, out: Path) -> None:
+    """The summarize-regime outputs of `results` (tables, claims, figures, d_align rows) into `out`."""
     missing = [source for source in COPIED.values() if not (results / source).is_file()]
     if missing:
         print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
@@ -156,33 +160,92 @@ def export(results: Path, out: Path, command: str) -> None:
     alignment[alignment["context"].notna()].to_csv(out / "alignment.csv", index=False)
     for figure in sorted((results / "figures").glob("p1_regime_*.png")):
         shutil.copyfile(figure, out / figure.name)
+
+
+def export(results: Path, out: Path, command: str) -> None:
+    """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
+    from growcert.provenance import git_commit, machine_record, versions
+
+    copy_outputs(results, out)
     cost, coverage = sweep_cost(results), json.loads((results / COPIED["map.json"]).read_text())["coverage"]
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-              "command": command, "table": "width trend per (comparison, context, progress) cell",
+              "command": command, "table": "width trend per (comparison, context, progress, point, reduction) cell",
               "why": f"The P1 regime map over context, training progress and width ({coverage})",
               "config_file": CONFIG, "config": Path(CONFIG).read_text(encoding="utf-8"), "cost": cost,
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def rejudge(out: Path) -> None:
+    """Judge a committed map again from its own alignment.csv and training.csv (no retraining): summarize-regime
+    into a temporary results folder, its outputs copied over the committed ones; the provenance keeps the
+    sweep's record and adds when, at which commit and with which command it was re-judged."""
+    import tempfile
+
+    from growcert.provenance import git_commit
+    from growcert.report.regime import summarize_regime
+
+    record = json.loads((out / "provenance.json").read_text())
+    with tempfile.TemporaryDirectory() as folder:
+        results = Path(folder)
+        (results / "stats").mkdir()
+        shutil.copyfile(out / "alignment.csv", results / "stats" / "alignment.csv")
+        shutil.copyfile(out / "training.csv", results / "stats" / "training.csv")
+        print(summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv",
+                               results / "stats", results / COPIED["table.csv"], results / COPIED["claims.csv"],
+                               results / COPIED["map.json"], results / "figures"))
+        copy_outputs(results, out)
+    record["rejudged"] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                          "commit": git_commit(),
+                          "command": f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --rejudge "
+                                     f"--out {out}"}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def write_readme(out: Path, record: dict) -> None:
+    """README.md of a kept map, from its files: reproduction, cost, the spread, the cells and the verdicts."""
+    cost, command = record["cost"], record["command"]
+    facts = json.loads((out / "map.json").read_text())
     cells = pd.read_csv(out / "table.csv")
-    shown = [c for c in ("comparison", "context", "progress", "verdict", "slope", "slope_lo", "slope_hi", "seeds",
-                         "dalign_widest") if c in cells.columns]
-    readme = ["# P1 regime reference map (issue 21, PAPERS.md P1)", "",
+    claims = pd.read_csv(out / "claims.csv")
+    shown = ["comparison", "context", "progress", "point", "reduction", "verdict", "slope", "slope_lo", "slope_hi",
+             "seeds", "seeds_needed"]
+    counts = cells["verdict"].value_counts()
+    spread = facts.get("spread") or {}
+    rejudged = record.get("rejudged")
+    readme = ["# P1 regime reference map (docs/science.md, P1)", "",
               f"Reference run of {record['date']}, commit `{record['commit']}`, config `{CONFIG}`. Reproduce "
-              "(resumable; keeps every finished job):", "", f"    {command}", "",
-              f"Coverage: {coverage}. Cost on {os.cpu_count()} cores: {cost['cpu_hours']} CPU-hours over "
-              f"{cost['jobs']} jobs, peak disk {cost['peak_disk_gb']} GB ({cost['disk_samples']} samples).", "",
-              "Parts of the sweep (each resumed the finished jobs of the last; `parts` and `disk_by_part` in "
-              "provenance.json): " + "; ".join(f"started {part['started']} at commit {part['commit'][:7]}"
-                                                for part in cost["parts"]) + ". Peak disk per part: "
-              + "; ".join(f"{part['from']} to {part['to']}: {part['peak_disk_gb']} GB" for part in cost["disk_by_part"])
-              + ".", "",
-              "Code that trained the runs (each run's own provenance; `trained_at` in provenance.json): "
-              + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
-                          for row in cost["trained_at"]) + ".", "",
-              "## Width trend per cell (seed-level slope interval of log d_align on log width)", "",
-              cells[shown].to_markdown(index=False), "",
-              "## Does d_align rise with width (P1), at matched budget and at matched loss?", "",
-              *claim_lines(pd.read_csv(out / "claims.csv")), ""]
+              "(resumable; keeps every finished job):", "", f"    {command}", ""]
+    if rejudged:
+        readme += [f"Judged again on {rejudged['date']} at commit `{rejudged['commit']}` from its own alignment.csv "
+                   f"and training.csv (no retraining), with the verdict rule of `growcert.report.verdicts`:", "",
+                   f"    {rejudged['command']}", ""]
+    readme += [f"Coverage: {facts['coverage']}. Cost on {record['machine'].get('cpus', os.cpu_count())} cores: "
+               f"{cost['cpu_hours']} CPU-hours over {cost['jobs']} jobs, peak disk {cost['peak_disk_gb']} GB "
+               f"({cost['disk_samples']} samples).", "",
+               "Parts of the sweep (each resumed the finished jobs of the last; `parts` and `disk_by_part` in "
+               "provenance.json): " + "; ".join(f"started {part['started']} at commit {part['commit'][:7]}"
+                                                 for part in cost["parts"]) + ". Peak disk per part: "
+               + "; ".join(f"{part['from']} to {part['to']}: {part['peak_disk_gb']} GB" for part in cost["disk_by_part"])
+               + ".", "",
+               "Code that trained the runs (each run's own provenance; `trained_at` in provenance.json): "
+               + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
+                           for row in cost["trained_at"]) + ".", "",
+               "## Between seeds against within a store", "",
+               f"In {spread.get('between_dominates')} of {spread.get('cells')} (context, width, step, point, "
+               f"reduction) cells with both spreads, log d_align varies more between training seeds than a "
+               f"store's jackknife standard error (median ratio {spread.get('median_ratio', float('nan')):.2f}; "
+               "`p1_regime_spread.png`, stats in `spread.csv`). A store's own interval covers the sampling of "
+               "examples, not the training run: a width trend needs an interval over seeds.", "",
+               f"## Width trend per cell (seed-level slope interval of log d_align on log width; the paper's slope "
+               f"is {claims['paper_effect'].iloc[0] if len(claims) else '0.497'})", "",
+               "Cells: " + ", ".join(f"{int(counts.get(word, 0))} {word}" for word in
+                                     ("reproduced", "contradicted", "unresolved", "not tested at this scale")) + ".", "",
+               cells[[c for c in shown if c in cells.columns]].to_markdown(index=False), "",
+               "## Does d_align rise with width (P1), at matched budget and at matched loss, per context?", "",
+               *claim_lines(claims), ""]
     (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
     print(f"kept the regime map in {out}: {len(cells)} cells, {cost['cpu_hours']} CPU-hours")
 
@@ -193,7 +256,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="docs/reference-results/p1-regime")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
+    parser.add_argument("--rejudge", action="store_true", help="judge the committed map in --out again, no retraining")
     args = parser.parse_args(argv)
+    if args.rejudge:
+        rejudge(Path(args.out))
+        return
     results = Path(args.results)
     command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
                f"--results {args.results} --out {args.out}")

@@ -81,6 +81,7 @@ rule summarize_alignment:
             subcategory="alignment",
             labels={"result": "claims: width trends and certificates", "paper": "P1"},
         ),
+        checks=f"{RESULTS}/checks/p1_alignment.csv",
         figures=[
             report(
                 f"{RESULTS}/figures/{name}.png",
@@ -103,7 +104,7 @@ rule summarize_alignment:
     shell:
         "growcert summarize-alignment --alignment {input.alignment} --misalignment {input.misalignment} "
         "--settings {params.settings:q} --out-alignment {output.alignment} --out-misalignment {output.misalignment} "
-        "--out-summary {output.summary} --out-claims {output.claims} --figures {params.figures} > {log} 2>&1"
+        "--out-summary {output.summary} --out-claims {output.claims} --out-checks {output.checks} --figures {params.figures} > {log} 2>&1"
 
 
 localrules:
@@ -119,6 +120,7 @@ rule summarize_regime:
         budget=f"{RESULTS}/stats/p1_regime_budget.csv",
         loss=f"{RESULTS}/stats/p1_regime_loss.csv",
         matched=f"{RESULTS}/stats/p1_regime_matched.csv",
+        spread=f"{RESULTS}/stats/p1_regime_spread.csv",
         map=f"{RESULTS}/stats/p1_regime_map.json",
         cells=report(
             f"{RESULTS}/tables/p1_regime_cells.csv",

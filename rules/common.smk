@@ -263,18 +263,22 @@ P2_EXPERIMENTS = ["grokking", "pinn", "theory"] + (["preference"] if preference_
 
 def experiment_outputs(name):
     return {"summary": f"{RESULTS}/{name}/summary.csv", "figure": f"{RESULTS}/figures/p2_{name}.png",
-            "claims": f"{RESULTS}/claims/p2_{name}.csv", "table": f"{RESULTS}/tables/p2_{name}.csv"}
+            "claims": f"{RESULTS}/claims/p2_{name}.csv", "table": f"{RESULTS}/tables/p2_{name}.csv",
+            "checks": f"{RESULTS}/checks/p2_{name}.csv"}
 
 
 def regime_figures():
     """The P1 regime figures the config's context sweeps allow (growcert.report.regime.drawable): the width
-    figures with more than one width, the context figure with more than one context; none without a sweep."""
-    from growcert.report.regime import CONTEXT_FIGURES, WIDTH_FIGURES
+    figures with more than one width, the context figure with more than one context, the seed-spread figure
+    with more than one seed; none without a sweep."""
+    from growcert.report.regime import CONTEXT_FIGURES, SEED_FIGURES, WIDTH_FIGURES
 
     sweeps = [grid for grid in config["grids"] if grid["contexts"] is not None]
     widths = {width for grid in sweeps for width in grid["widths"]}
     contexts = {context for grid in sweeps for context in grid["contexts"]}
-    return (WIDTH_FIGURES if len(widths) > 1 else []) + (CONTEXT_FIGURES if len(contexts) > 1 else [])
+    seeds = {seed for grid in sweeps for seed in grid["seeds"]}
+    return ((WIDTH_FIGURES if len(widths) > 1 else []) + (CONTEXT_FIGURES if len(contexts) > 1 else [])
+            + (SEED_FIGURES if len(seeds) > 1 else []))
 
 
 REGIME_FIGURE_LABELS = {
@@ -282,4 +286,5 @@ REGIME_FIGURE_LABELS = {
     "p1_regime_dims_vs_width": "d_par and d_2 vs width per context",
     "p1_regime_plugin_vs_unbiased": "plug-in vs unbiased d_align per context",
     "p1_regime_dalign_vs_context": "d_align vs context at the widest width",
+    "p1_regime_spread": "between-seed vs within-store spread of d_align",
 }

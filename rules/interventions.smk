@@ -77,13 +77,7 @@ rule summarize_interventions:
             subcategory="interventions",
             labels={"result": "table: first-order accuracy per cell", "paper": "P1"},
         ),
-        claims=report(
-            f"{RESULTS}/claims/p1_interventions.csv",
-            caption="../report/p1_interventions_claims.rst",
-            category="P1 width and alignment",
-            subcategory="interventions",
-            labels={"result": "claims: ratio and sign at small step", "paper": "P1"},
-        ),
+        checks=f"{RESULTS}/checks/p1_interventions.csv",
         figure=report(
             f"{RESULTS}/figures/p1_interventions.png",
             caption="../report/p1_interventions.rst",
@@ -99,4 +93,4 @@ rule summarize_interventions:
         "../envs/growcert.yaml"
     shell:
         "growcert summarize-interventions {input.tables} --out-table {output.table} --out-summary {output.summary} "
-        "--out-claims {output.claims} --figure {output.figure} > {log} 2>&1"
+        "--out-checks {output.checks} --figure {output.figure} > {log} 2>&1"

@@ -70,6 +70,7 @@ rule p2_theory:
             subcategory="{task}",
             labels={"result": "claims: {task}", "paper": "P2"},
         ),
+        checks=experiment_outputs("{task}")["checks"],
         table=report(
             experiment_outputs("{task}")["table"],
             caption="../report/p2_experiment_table.rst",
@@ -96,7 +97,8 @@ rule p2_theory:
         "../envs/growcert.yaml"
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
-        "--claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
+        "--claims {output.claims} --checks {output.checks} --table {output.table} --threads {threads} "
+        "--device {params.device} > {log} 2>&1"
 
 
 # DPO starts from a llama the pipeline pretrained on Shakespeare (config preference.reference), or from a

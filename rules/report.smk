@@ -32,7 +32,9 @@ rule report:
         + [experiment_outputs(name)["figure"] for name in P2_EXPERIMENTS]
         + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"]
         + [f"{RESULTS}/figures/{name}.png" for name in regime_figures()],
-        claims=[f"{RESULTS}/claims/p1_interventions.csv", f"{RESULTS}/claims/p1_alignment.csv",
+        checks=[f"{RESULTS}/checks/p1_interventions.csv", f"{RESULTS}/checks/p1_alignment.csv",
+                experiment_outputs("theory")["checks"]],
+        claims=[f"{RESULTS}/claims/p1_alignment.csv",
                 f"{RESULTS}/claims/p1_regime.csv",
                 f"{RESULTS}/claims/p3_depth.csv"]
         + [experiment_outputs(name)["claims"] for name in P2_EXPERIMENTS],

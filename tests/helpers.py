@@ -33,6 +33,9 @@ BROWSER_PROBE = """<script>window.addEventListener("load", function () {
     scroll_width: document.documentElement.scrollWidth, viewport: window.innerWidth,
     outside: outside.map(function (e) { return e.tagName + (e.id ? "#" + e.id : ""); }).slice(0, 10),
     links: links.length,
+    counts: (function () { var c = document.querySelector("p.counts"); if (!c) { return null; }
+      var box = c.getBoundingClientRect();
+      return {text: c.textContent, top: box.top, bottom: box.bottom, visible: box.bottom <= window.innerHeight}; })(),
     broken: links.filter(function (a) { return !document.getElementById(a.getAttribute("href").slice(1)); })
                  .map(function (a) { return a.getAttribute("href"); })};
   var pre = document.createElement("pre"); pre.id = "browser-check"; pre.textContent = JSON.stringify(result);

@@ -2,7 +2,10 @@
 
 import numpy as np
 import pandas as pd
+
+from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
 import pytest
+from scipy import stats as scipy_stats
 
 from growcert.stages.alignment import estimate_alignment, estimate_misalignment
 from growcert.report.alignment import alignment_claims
@@ -63,42 +66,91 @@ def test_iid_misalignment_respects_the_certificates(tables):
 
 
 def _claim(rows, name):
-    return next(row for row in rows if row["claim"] == name)
+    return next(row for row in rows if row.get("claim") == name)
 
 
-def synthetic(widths, d_align, p_hat, status="ok"):
-    alignment = pd.DataFrame({"family": "llama", "dataset": "shakespeare", "step": 10, "reduction": "sum_positions",
-                              "point": "block1", "pool": "test", "width": widths, "d_align": d_align,
-                              "d_align_plugin": np.array(d_align, dtype=float) * 2})
-    misalignment = pd.DataFrame({"family": "llama", "dataset": "shakespeare", "step": 10, "reduction": "sum_positions",
-                                 "point": "block1", "mode": "iid", "M": 8, "K": 8, "width": widths, "p_hat": p_hat,
-                                 "p_lo": np.array(p_hat) - 0.01, "b_exact": 0.5, "b_align": 0.9, "status": status})
-    return alignment, misalignment
+def synthetic(widths, slope, p_slope, seeds=(0, 1, 2), status="ok", b_exact=0.45, noise=0.02):
+    """d_align = 0.1 (w/32)^slope and p̂ = 0.4 (w/32)^p_slope, times a small seeded noise per (seed, width);
+    p_lo 0.01 below p̂, B_exact fixed."""
+    rng = np.random.default_rng(1)
+    rows = [{"seed": seed, "width": width, "wobble": float(np.exp(rng.normal(0, noise)))} for seed in seeds
+            for width in widths]
+    frame = pd.DataFrame(rows).assign(family="llama", dataset="shakespeare", depth=2, step=10, point="block1")
+    ratio = frame["width"] / 32
+    if isinstance(slope, dict):  # a slope per seed
+        slope = frame["seed"].map(slope)
+    d_align = 0.1 * ratio ** slope * frame["wobble"] if slope is not None else np.nan
+    alignment = frame.assign(reduction="sum_positions", pool="test", d_align=d_align,
+                             d_align_plugin=np.asarray(d_align, dtype=float) * 2)
+    p_hat = (0.4 * ratio ** p_slope * frame["wobble"]).clip(upper=1.0)
+    misalignment = frame.assign(reduction="sum_positions", mode="iid", M=8, K=8, p_hat=p_hat, p_lo=p_hat - 0.01,
+                                b_exact=b_exact, b_align=0.9, status=status)
+    return alignment.drop(columns="wobble"), misalignment.drop(columns="wobble")
 
 
-def test_claims_judge_trends_and_count_undetermined_cells():
-    rows = alignment_claims(*synthetic([32, 64, 128], [0.1, 0.2, 0.4], [0.4, 0.3, 0.2]), (8, 8))
-    assert _claim(rows, "d_align increases with width")["holds"] is True
-    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["holds"] is True
-    assert _claim(rows, "B_align ≥ B_exact ≥ p̂ (iid)")["holds"] is True
-    rows = alignment_claims(*synthetic([32, 64, 128], [0.4, 0.2, np.nan], [0.2, 0.3, 0.4]), (8, 8))
+def test_a_clear_rise_over_seeds_reproduces_the_width_claims_and_the_certificate():
+    rows = alignment_claims(*synthetic([32, 64, 128], slope=1.0, p_slope=-0.5), (8, 8))
     claim = _claim(rows, "d_align increases with width")
-    assert claim["holds"] is False and "1 of 3 cells undetermined" in claim["this_run"]
-    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["holds"] is False
-    rows = alignment_claims(*synthetic([32, 64], [np.nan, np.nan], [0.5, 0.5], status="undetermined: x"), (8, 8))
-    assert _claim(rows, "d_align increases with width")["holds"] == "undetermined"
-    assert _claim(rows, "B_align ≥ B_exact ≥ p̂ (iid)")["holds"] == "undetermined"
+    # the slope is planted at 1.0 (the paper's ≈ 0.50): reproduced, with the estimate near the planted slope
+    assert claim["verdict"] == "reproduced" and claim["seeds"] == 3 and claim["low"] < 1.0 < claim["high"]
+    assert list(claim) == ROW_COLUMNS and claim["paper_effect"] == "0.497"
+    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "reproduced"
+    certificate = _claim(rows, "p̂ ≤ B_exact (iid)")
+    assert certificate["verdict"] == "reproduced" and certificate["estimate"] == 1.0
+    order = [row for row in rows if row.get("check_id") == "p1_certificate_order"]
+    assert [row["passed"] for row in order] == [True, True] and list(order[0]) == CHECK_COLUMNS
+
+
+def test_a_clear_fall_contradicts_and_one_seed_is_not_tested():
+    rows = alignment_claims(*synthetic([32, 64, 128], slope=-1.0, p_slope=0.5), (8, 8))
+    assert _claim(rows, "d_align increases with width")["verdict"] == "contradicted"
+    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "contradicted"
+    rows = alignment_claims(*synthetic([32, 64, 128], slope=1.0, p_slope=-0.5, seeds=(0,)), (8, 8))
+    claim = _claim(rows, "d_align increases with width")
+    assert claim["verdict"] == "not tested at this scale" and "1 seed" in claim["why"]
+
+
+def test_a_noisy_trend_is_unresolved_and_says_how_many_seeds_would_resolve_it():
+    rows = alignment_claims(*synthetic([32, 64, 128], slope={0: 1.2, 1: -0.6, 2: 0.9}, p_slope=-0.5, noise=0.0),
+                            (8, 8))
+    claim = _claim(rows, "d_align increases with width")
+    assert np.isclose(claim["estimate"], 0.5) and claim["verdict"] == "unresolved"
+    assert claim["low"] < 0 and claim["high"] > 0.25
+    # at the observed per-seed spread (sd of 1.2, -0.6, 0.9) the t interval needs n seeds to exclude 0
+    sd = np.std([1.2, -0.6, 0.9], ddof=1)
+    n = next(n for n in range(4, 500) if scipy_stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < 0.5)
+    assert f"about {n} seeds would resolve it" in claim["why"]
+
+
+def test_certificate_rows_count_point_estimates_and_need_a_non_vacuous_bound():
+    alignment, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=-0.5, b_exact=0.9)
+    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "not tested at this scale" and "vacuous" in claim["why"]
+    # a cell whose Wilson interval lies wholly above its B_exact contradicts the bound
+    misalignment.loc[0, ["p_hat", "p_lo", "b_exact"]] = [0.44, 0.43, 0.3]
+    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "contradicted"
+    # above B_exact at the point estimate, but within the interval: unresolved
+    misalignment.loc[0, "p_lo"] = 0.25
+    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "unresolved"
+    alignment, misalignment = synthetic([32, 64], slope=None, p_slope=0.0, status="undetermined: x")
+    rows = alignment_claims(alignment, misalignment, (8, 8))
+    assert _claim(rows, "d_align increases with width")["verdict"] == "not tested at this scale"
+    assert _claim(rows, "p̂ ≤ B_exact (iid)")["verdict"] == "not tested at this scale"
 
 
 def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tables():
     # a context sweep feeds d_align only (its stores get no certificates), so only the alignment table has `context`
-    fixed, misalignment = synthetic([32, 64, 128], [0.1, 0.2, 0.4], [0.4, 0.3, 0.2])
-    sweep = synthetic([16, 32], [0.3, 0.1], [0.5, 0.5])[0].assign(context=128)
+    fixed, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=-0.5)
+    sweep = synthetic([16, 32], slope=-1.0, p_slope=0.0)[0].assign(context=128)
     alignment = pd.concat([fixed.assign(context=np.nan), sweep], ignore_index=True)
     rows = alignment_claims(alignment, misalignment, (8, 8))
     claim = _claim(rows, "d_align increases with width")
-    assert claim["holds"] is False and claim["this_run"].startswith("rises in 1 of 2 (point, reduction) series")
-    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["this_run"].startswith("falls in 1 of 1")
+    # two series, the fixed-context one rising, the context-128 one falling: Bonferroni over both
+    assert "Bonferroni over 2 series" in claim["why"] and claim["verdict"] == "reproduced"
+    assert "ctx 128" in claim["this_run"] and "contradicted" in claim["this_run"]
+    assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "reproduced"
 
 
 def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_misalignment_tables(tmp_path):
@@ -106,14 +158,56 @@ def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_mis
     writes the d_align figures and the d_align claim row alone, and no certificate figure."""
     from growcert.cli import main
 
-    alignment, _ = synthetic([16, 32], [0.3, 0.1], [0.5, 0.5])
-    alignment.assign(context=128, depth=2, n=64, dim=16, detectability=3.0, d_align_lo=0.05, d_align_hi=0.5,
+    alignment, _ = synthetic([16, 32], slope=-1.0, p_slope=0.0)
+    alignment.assign(context=128, n=64, dim=16, detectability=3.0, d_align_lo=0.05, d_align_hi=0.5,
                      d_align_raw=alignment["d_align"], status="ok").to_csv(tmp_path / "a.csv", index=False)
     out = tmp_path / "out"
     assert main(["summarize-alignment", "--alignment", str(tmp_path / "a.csv"), "--misalignment",
                  "--out-alignment", str(out / "alignment.csv"), "--out-misalignment", str(out / "misalignment.csv"),
                  "--out-summary", str(out / "summary.csv"), "--out-claims", str(out / "claims.csv"),
-                 "--figures", str(out)]) == 0
+                 "--out-checks", str(out / "checks.csv"), "--figures", str(out)]) == 0
     claims = pd.read_csv(out / "claims.csv")
     assert list(claims["claim"]) == ["d_align increases with width"]
     assert sorted(path.name for path in out.glob("*.png")) == ["p1_dalign_vs_width.png", "p1_plugin_vs_unbiased.png"]
+
+
+SMALL = {"reductions": ["sum_positions"], "MK": [[8, 8]], "reference_MK": [8, 8], "modes": ["iid", "train_test"],
+         "replicates": 400, "seed": 0}
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("small") / "s.zarr"
+    planted_store(path, n_train=60, n_test=120)
+    return path, estimate_alignment(path, SMALL, log=lambda _: None)
+
+
+def test_misalignment_interval_is_at_the_configured_level(small_store):
+    """alignment.level reaches the Wilson interval of p̂ (it was always 95 %)."""
+    from growcert.stats.intervals import wilson_interval
+
+    path, alignment = small_store
+    wide, narrow = (estimate_misalignment(path, alignment, {**SMALL, "level": level}, log=lambda _: None)
+                    for level in (0.95, 0.5))
+    assert (wide["p_hat"] == narrow["p_hat"]).all()  # the same draws; only the interval's coverage differs
+    for (_, w), (_, n) in zip(wide.iterrows(), narrow.iterrows()):
+        assert w["p_lo"] <= n["p_lo"] <= n["p_hi"] <= w["p_hi"] and n["p_hi"] - n["p_lo"] < w["p_hi"] - w["p_lo"]
+        misaligned = round(n["p_hat"] * n["replicates"])
+        assert (n["p_lo"], n["p_hi"]) == pytest.approx(wilson_interval(misaligned, n["replicates"], 0.5))
+        assert (w["p_lo"], w["p_hi"]) == pytest.approx(wilson_interval(misaligned, w["replicates"], 0.95))
+
+
+def test_replicates_default_is_the_schema_default_alone(small_store):
+    """The number of replicates has one default, the schema's alignment.replicates: stats.misalignment has
+    none of its own (it had 10,000), and the stage draws the schema's number when the settings omit it."""
+    import inspect
+
+    from growcert.config import load_schema
+    from growcert.stats import misalignment
+
+    default = load_schema()["properties"]["alignment"]["properties"]["replicates"]["default"]
+    assert inspect.signature(misalignment).parameters["replicates"].default is inspect.Parameter.empty
+    path, alignment = small_store
+    settings = {key: value for key, value in SMALL.items() if key != "replicates"}
+    table = estimate_misalignment(path, alignment, {**settings, "modes": ["iid"]}, log=lambda _: None)
+    assert table["replicates"].tolist() == [default]

@@ -54,11 +54,11 @@ CASES = {
     "estimate-alignment": ("--store {S} --out {O}/a.csv", {}, "{S}"),
     "estimate-misalignment": ("--store {S} --alignment {A} --out {O}/m.csv", {}, "{A}"),
     "summarize-alignment": ("--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "
-                            "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --figures {O}", {}, "{A}"),
+                            "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --out-checks {O}/k.csv --figures {O}", {}, "{A}"),
     "summarize-regime": ("--alignment {A} --training {A} --out-stats {O} --out-cells {O}/c.csv --out-claims "
                          "{O}/k.csv --out-map {O}/m.json --figures {O}", None, "{A}"),
     "intervene": ("--checkpoint {C} --store {S} --data {D} --out {O}/i.csv", {}, "{C}"),
-    "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-claims {O}/c.csv "
+    "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-checks {O}/c.csv "
                                 "--figure {O}/f.png", None, "{A}"),
     "grokking": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
     "pinn": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),

@@ -3,6 +3,7 @@ one claim row per variant, and gate diagnostics that explain a variant without c
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -17,6 +18,8 @@ from growcert.experiments.grokking_report import grokking_claims
 from growcert.experiments.pinn import optimizer_arms as pinn_arms
 from growcert.experiments.pinn import run_pinn
 from growcert.experiments.preference import optimizer_arms as preference_arms
+from growcert.report.claims import ROW_COLUMNS
+from growcert.report.verdicts import CONTRADICTED, REPRODUCED, UNRESOLVED
 from growcert.optim import PopulationRiskAdam, microbatch_square_sums, per_example_gradients, per_example_square_sums
 
 VARIANTS = [f"poprisk-{gate}-{variance}-wd0" for gate in ("update", "gradient")
@@ -55,15 +58,26 @@ def test_microbatches_that_do_not_divide_the_batch_are_refused_naming_the_key(se
 
 
 def test_each_variant_gets_its_own_claim_row():
-    rows = [("AdamW wd=0.01", 0.01, 3000), ("poprisk-update-exact-wd0", 0.0, 1000),
-            ("poprisk-update-streaming-wd0", 0.0, None), ("poprisk-gradient-microbatch-wd0", 0.0, 5000)]
+    rows = [("AdamW wd=0.01", 0.01, [3000, 3100, 2900]), ("poprisk-update-exact-wd0", 0.0, [1000, 1020, 990]),
+            ("poprisk-update-streaming-wd0", 0.0, [None, None, None]),
+            ("poprisk-gradient-microbatch-wd0", 0.0, [5000, 5200, 4900])]
     summary = pd.DataFrame([{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
-                            for name, wd, step in rows for seed in (0, 1, 2)]).astype({"step_95": "Int64"})
+                            for name, wd, steps in rows for seed, step in enumerate(steps)]).astype({"step_95": "Int64"})
     claims = grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01], "baseline_weight_decay": 0.01}})
-    assert [row["claim"] for row in claims] == [f"grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW ({name})"
-                                                for name, _, _ in rows[1:]]
-    assert [row["holds"] for row in claims] == [True, "not reached", False]
-    assert "3,000 (3.0×)" in claims[0]["this_run"] and "3 seed(s)" in claims[0]["note"]
+    text = "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW"
+    assert [row["claim"] for row in claims] == [f"{text} ({name})" for name, _, _ in rows[1:]] + [
+        f"{text} (every variant, Bonferroni; deciding: poprisk-update-exact-wd0)"]
+    assert all(list(row) == ROW_COLUMNS and row["claim_id"] == "p2_grokking" for row in claims)
+    # about 3x faster in every seed: reproduced; never reached in 3 seeds: the median interval of 3 seeds is
+    # unbounded, so unresolved (not "not reached" as a verdict); 0.6x in every seed: contradicted
+    assert [row["verdict"] for row in claims] == [REPRODUCED, UNRESOLVED, CONTRADICTED, REPRODUCED]
+    logs = np.log(np.array([3000, 3100, 2900]) / np.array([1000, 1020, 990]))
+    assert claims[0]["estimate"] == pytest.approx(math.exp(logs.mean())) and claims[0]["seeds"] == 3
+    assert "3 censored at the 8,000-step cap" in claims[1]["why"] and claims[1]["estimate"] == 0.0
+    assert claims[2]["high"] < 1.0 and claims[2]["level"] == 0.95
+    assert claims[3]["level"] == pytest.approx(1 - 0.05 / 3) and claims[3]["seeds"] == 3
+    assert claims[0]["this_run"] == "poprisk-update-exact-wd0: 1,000 vs AdamW wd=0.01: 3,000 (median steps)"
+    assert "3 seed(s)" in claims[0]["note"]
 
 
 GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 12, "batch_size": 16, "eval_every": 4,

@@ -2,14 +2,17 @@
 published, claim rows are honest, and the task does generalise with strong weight decay."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.report.claims import ROW_COLUMNS
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, bonferroni_level
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
@@ -84,32 +87,137 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     assert (tmp_path / "grokking.png").stat().st_size > 10_000
 
     rows = grokking_claims(tmp_path / "summary.csv", TINY)
-    assert len(rows) == 2 and all(row["claim_id"] == "p2_grokking" for row in rows)
-    assert all(list(row) == ROW_COLUMNS for row in rows)
+    # the sweep is reported whole: one row per variant, then the claim over both with Bonferroni
+    assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [
+        "poprisk-update-streaming-wd0)", "poprisk-update-streaming-wd0.1)",
+        f"every variant, Bonferroni; deciding: {rows[-1]['claim'].rsplit(': ', 1)[1]}"]
+    assert all(row["claim_id"] == "p2_grokking" and list(row) == ROW_COLUMNS for row in rows)
+    assert all(name in rows[0]["note"] for name in names)  # every optimizer's median step, Grokfast too
+    # one seed: no interval over seeds can be formed, whatever the steps
+    assert all(row["verdict"] == NOT_TESTED and row["seeds"] <= 1 for row in rows)
 
 
-def summary_of(adamw_step, poprisk_step, poprisk_wd=0.0):
-    return pd.DataFrame([
-        {"optimizer": "AdamW wd=0.01", "weight_decay": 0.01, "seed": 0, "step_95": adamw_step},
-        {"optimizer": "AdamW wd=1", "weight_decay": 1.0, "seed": 0, "step_95": 500},
-        {"optimizer": f"poprisk-update-exact-wd{poprisk_wd:g}", "weight_decay": poprisk_wd, "seed": 0,
-         "step_95": poprisk_step},
-    ]).astype({"step_95": "Int64"})
+CLAIM_SETTINGS = {"steps": 4000, "eval_every": 100,
+                  "adamw": {"weight_decays": [0.01, 1.0], "baseline_weight_decay": 0.01}}
+EXACT = "poprisk-update-exact-wd0"
 
 
-@pytest.mark.parametrize("adamw_step, poprisk_step, poprisk_wd, holds", [
-    (3000, 1000, 0.0, True), (1000, 3000, 0.0, False), (None, 1000, 0.0, True), (1000, None, 0.0, "not reached"),
-    (None, None, 0.0, "not reached"),
-    # beats the small-decay baseline but not AdamW at its own large decay: the decay did it, not the gate
-    (None, 2500, 1.0, False), (None, 400, 1.0, True),
-])
-def test_claim_holds_is_honest(adamw_step, poprisk_step, poprisk_wd, holds):
-    settings = {"steps": 4000, "adamw": {"weight_decays": [0.01, 1.0], "baseline_weight_decay": 0.01}}
-    [row] = grokking_claims(summary_of(adamw_step, poprisk_step, poprisk_wd), settings)
-    assert row["holds"] == holds
+def summary_of(adamw_steps, variants, seeds=None):
+    """A summary table: AdamW at the baseline decay 0.01 with `adamw_steps` per seed (None: not reached by the
+    cap), AdamW wd=1 at 500 steps in every seed, and {variant: steps per seed}. Seeds are labelled `seeds`
+    (default 0, 1, ...) and each variant's rows are listed in reverse seed order, so pairing by row position
+    would pair the wrong runs."""
+    seeds = list(range(len(adamw_steps))) if seeds is None else seeds
+    rows = [{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
+            for name, wd, steps in (("AdamW wd=0.01", 0.01, adamw_steps), ("AdamW wd=1", 1.0, [500] * len(seeds)))
+            for seed, step in zip(seeds, steps)]
+    for name, steps in variants.items():
+        rows += [{"optimizer": name, "weight_decay": float(name.rsplit("wd", 1)[1]), "seed": seed, "step_95": step}
+                 for seed, step in reversed(list(zip(seeds, steps)))]
+    return pd.DataFrame(rows).astype({"step_95": "float64"})
+
+
+def t_speed_up(baseline, variant, level=0.95):
+    """By hand: the geometric-mean speed-up baseline/variant and its Student t interval on the log ratios."""
+    logs = np.log(np.asarray(baseline, float) / np.asarray(variant, float))
+    half = scipy_stats.t.ppf(0.5 + level / 2, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
+    return tuple(np.exp([logs.mean(), logs.mean() - half, logs.mean() + half]))
+
+
+@pytest.mark.parametrize("adamw, variant, verdict, why", [
+    # clearly faster in every seed, tight, about 4.9x as in the paper
+    ([3000, 3200, 2800, 3100], [600, 650, 580, 620], REPRODUCED, "excludes the null on the paper's side"),
+    # slower in every seed, tight: the paper's speed-up is excluded
+    ([1000, 1050, 980, 1020], [3000, 3100, 2950, 3050], CONTRADICTED, "excludes the paper's effect"),
+    # AdamW censored at the cap in 3 of 4 seeds: nothing to compare against
+    ([None, None, 3000, None], [600, 650, 580, 620], NOT_TESTED,
+     "AdamW wd=0.01 reached the target in 1 of 4 seeds by the 4,000-step cap"),
+    # both censored in every seed: still the baseline that is missing
+    ([None, None], [None, None], NOT_TESTED, "AdamW wd=0.01 reached the target in 0 of 2 seeds by the 4,000-step cap"),
+    # one seed: no interval over seeds
+    ([3000], [600], NOT_TESTED, "1 seed(s)"),
+    # one of three variant seeds censored: the order-statistic interval of 3 seeds is unbounded
+    ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 censored at the 4,000-step cap"),
+], ids=["faster", "slower", "adamw_capped", "both_capped", "one_seed", "variant_censored"])
+def test_claim_verdict_follows_the_seeds(adamw, variant, verdict, why):
+    rows = grokking_claims(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20][:len(adamw)]), CLAIM_SETTINGS)
+    assert [row["claim"].rsplit("(", 1)[1].split(";")[0] for row in rows] == [f"{EXACT})", "every variant, Bonferroni"]
+    row = rows[0]
+    assert list(row) == ROW_COLUMNS and row["claim_id"] == "p2_grokking" and row["verdict"] == verdict
+    assert why in row["why"], row["why"]
     assert "AdamW wd=1: 500" in row["note"]  # the fast large-decay regime is reported, not hidden
-    if adamw_step is None and poprisk_step is not None:
-        assert "vs AdamW wd=0.01: not by 4,000 (> " in row["this_run"], row["this_run"]
+    assert f"{len(adamw)} seed(s)" in row["note"] and row["level"] == 0.95
+    if len(adamw) > 1 and all(step is not None for step in adamw + variant):
+        estimate, low, high = t_speed_up(adamw, variant)
+        assert (row["estimate"], row["low"], row["high"]) == pytest.approx((estimate, low, high), rel=1e-9)
+        assert row["seeds"] == len(adamw)
+    if verdict == NOT_TESTED:  # no interval, and no estimate without a baseline to divide
+        assert (row["estimate"], row["low"], row["high"]) == (None, None, None)
+        assert row["seeds"] == len(adamw)
+    # one variant: the Bonferroni row is the variant's own judgement at the same level
+    assert rows[1]["verdict"] == verdict and rows[1]["level"] == pytest.approx(0.95)
+
+
+def test_the_claims_row_text_names_both_medians():
+    [row, _] = grokking_claims(summary_of([None, None, 3000], {EXACT: [1000, 1100, 900]}), CLAIM_SETTINGS)
+    # two of three AdamW runs censored: its median run did not reach the target by the cap
+    assert row["this_run"] == f"{EXACT}: 1,000 vs AdamW wd=0.01: not by 4,000 (median steps)", row["this_run"]
+
+
+def test_a_censored_baseline_seed_enters_as_censored_not_as_the_cap():
+    """AdamW misses the cap in 1 of 6 seeds: the order-statistic interval for the median log ratio, whose upper
+    end is +inf (the censored seed's ratio), never the ratio to the cap."""
+    adamw = [3000, None, 2900, 3100, 3050, 2950]
+    variant = [600, 610, 590, 605, 595, 600]
+    [row, family] = grokking_claims(summary_of(adamw, {EXACT: variant}), CLAIM_SETTINGS)
+    ratios = sorted([a / v for a, v in zip(adamw, variant) if a is not None]) + [math.inf]
+    assert row["verdict"] == REPRODUCED and row["seeds"] == 6
+    assert row["estimate"] == pytest.approx((ratios[2] * ratios[3]) ** 0.5)  # median of the log ratios
+    assert row["low"] == pytest.approx(ratios[0]) and row["high"] == math.inf  # [x_(1), x_(6)] at 96.9 %
+    assert "order-statistic interval for the median over seeds, 1 censored at the 4,000-step cap" in row["why"]
+    # at the Bonferroni level of one variant the same, but 6 seeds cover at most 96.9 % for a median
+    assert family["verdict"] == REPRODUCED
+
+
+def test_a_variant_that_never_reaches_the_target_over_six_seeds_is_contradicted():
+    adamw = [3000, 3100, 2900, 3050, 2950, 3000]
+    [row, _] = grokking_claims(summary_of(adamw, {EXACT: [None] * 6}), CLAIM_SETTINGS)
+    assert row["verdict"] == CONTRADICTED and (row["estimate"], row["low"], row["high"]) == (0.0, 0.0, 0.0)
+    assert "6 censored at the 4,000-step cap" in row["why"]
+    # with three seeds the same pattern cannot be resolved: the median interval is unbounded
+    [row, _] = grokking_claims(summary_of(adamw[:3], {EXACT: [None] * 3}), CLAIM_SETTINGS)
+    assert row["verdict"] == UNRESOLVED and (row["low"], row["high"]) == (0.0, math.inf)
+
+
+def test_one_lucky_variant_does_not_turn_the_claim_green():
+    """Per-seed log speed-ups 1.9, 0.5, 1.6, 0.8 (mean 1.2, SE 0.33): the 95 % t interval [0.15, 2.25] excludes
+    the null and reaches half the paper's 4.95x (log 0.80), but at the Bonferroni level 97.5 % of two
+    variants it is [-0.17, 2.57]: unresolved. The other variant is slower: contradicted."""
+    adamw = [3000.0] * 4
+    lucky = [3000.0 / math.exp(r) for r in (1.9, 0.5, 1.6, 0.8)]
+    slow = [6000.0, 6100.0, 5900.0, 6050.0]
+    names = ["poprisk-update-exact-wd0", "poprisk-gradient-exact-wd0"]
+    rows = grokking_claims(summary_of(adamw, {names[0]: lucky, names[1]: slow}), CLAIM_SETTINGS)
+    assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, UNRESOLVED]
+    assert [row["level"] for row in rows] == [0.95, 0.95, pytest.approx(bonferroni_level(0.95, 2))]
+    family = rows[-1]
+    assert family["claim"].endswith(f"(every variant, Bonferroni; deciding: {names[0]})")
+    estimate, low, high = t_speed_up(adamw, lucky, level=0.975)
+    assert (family["estimate"], family["low"], family["high"]) == pytest.approx((estimate, low, high), rel=1e-9)
+    assert low < 1 < high and family["this_run"] == "2 variants against AdamW wd=0.01"
+    assert (rows[0]["low"], rows[0]["high"]) == pytest.approx(t_speed_up(adamw, lucky)[1:], rel=1e-9)
+
+
+def test_the_baseline_is_adamw_at_the_papers_small_decay_only():
+    """A variant beats AdamW wd=0.01 but not AdamW wd=1 (500 steps): the claim is against the small decay
+    (the comparison at the variant's own decay is gone), and the large-decay runs stay in the note."""
+    rows = grokking_claims(summary_of([3000, 3100, 2900], {"poprisk-update-exact-wd1": [610, 620, 600]}),
+                           CLAIM_SETTINGS)
+    assert rows[0]["verdict"] == REPRODUCED and "AdamW wd=1: 500" in rows[0]["note"]
+    assert rows[0]["estimate"] == pytest.approx(t_speed_up([3000, 3100, 2900], [610, 620, 600])[0])
+    with pytest.raises(ValueError, match="baseline weight decay 0.1"):
+        grokking_claims(summary_of([3000], {EXACT: [600]}),
+                        {**CLAIM_SETTINGS, "adamw": {"weight_decays": [0.1], "baseline_weight_decay": 0.1}})
 
 
 def test_unknown_setting_is_refused():
@@ -195,3 +303,37 @@ def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(t
     start = lambda curves: curves[curves["step"] == 0][["train_loss", "test_loss"]].to_numpy()  # noqa: E731
     np.testing.assert_allclose(start(on_cuda), start(on_cpu), rtol=1e-4)
     assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")
+
+
+FULL_BATCH_STREAMING = {**TINY, "steps": 2, "batch_size": None, "grokfast": {"enabled": False},
+                        "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["streaming"]}}
+
+
+def test_full_batch_with_the_streaming_variance_is_one_line_naming_the_keys_and_exit_2(tmp_path):
+    """batch_size: null with a streaming PopulationRiskAdam arm: through a real process, one line naming
+    grokking.batch_size and grokking.poprisk.variances, exit status 2, no traceback, nothing written."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, "-m", "growcert.cli", "grokking", "--settings",
+                             json.dumps(FULL_BATCH_STREAMING), "--out", str(out), "--figure", str(out / "g.png"),
+                             "--claims", str(out / "claims.csv"), "--table", str(out / "table.csv"), "--threads", "1"],
+                            capture_output=True, text=True, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("growcert grokking: error: config key 'grokking.batch_size': null (full batch)")
+    assert "'grokking.poprisk.variances'" in lines[0] and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_a_microbatch_count_that_does_not_divide_the_batch_is_a_config_error_naming_the_key():
+    from growcert.experiments.grokking import make_optimizer
+
+    settings = stage_settings("grokking", {**TINY, "poprisk": {"gates": ["update"], "variances": ["microbatch"],
+                                                               "microbatches": 4}})
+    arm = {"name": "poprisk-update-microbatch-wd0", "kind": "poprisk", "gate": "update", "variance": "microbatch",
+           "weight_decay": 0.0, "microbatches": 5}
+    with pytest.raises(ConfigError, match=r"^config key 'grokking.poprisk.microbatches': 5 does not divide the "
+                                          r"batch of 16"):
+        make_optimizer(arm, nn.Linear(2, 2), settings, batch=16, train_size=66)

@@ -1,5 +1,6 @@
-"""The grokking reference run's plumbing (benchmarks/grokking_reference.py --smoke: calibration, regime choice,
-every arm, two jobs at a time, resumable, its folder) and the report's section that shows such a folder."""
+"""The grokking-late reference run's plumbing (benchmarks/grokking_late_reference.py --smoke: every arm, the
+nominal task, two jobs at a time, resumable, its folder, its verdicts) and the report's section that shows
+such a folder."""
 
 import importlib
 import json
@@ -11,7 +12,7 @@ import pandas as pd
 
 from growcert.report.html import build_report
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grokking_reference.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grokking_late_reference.py"
 
 
 def load_script():
@@ -24,51 +25,72 @@ def load_script():
 
 def test_smoke_reference_run_writes_its_folder_and_resumes(tmp_path, capsys):
     reference = load_script()
-    out = tmp_path / "grokking-p97"
-    reference.main(["--smoke", "--parallel", "2", "--out", str(out)])
-    for name in ("summary.csv", "table.csv", "calibration.csv", "curves.csv", "provenance.json", "README.md"):
+    out, work = tmp_path / "grokking-late", tmp_path / "work"
+    reference.main(["--smoke", "--parallel", "2", "--out", str(out), "--work", str(work)])
+    for name in ("summary.csv", "table.csv", "claims.csv", "curves.csv", "provenance.json", "README.md"):
         assert (out / name).is_file(), name
-    table, calibration = pd.read_csv(out / "table.csv"), pd.read_csv(out / "calibration.csv")
-    # calibration: AdamW wd=0.01 on both architectures; reference: every arm of the plan, at the nominal task
-    assert set(calibration["architecture"]) == {"llama", "classic"} and set(calibration["optimizer"]) == {"AdamW wd=0.01"}
-    arms = set(table["optimizer"])
-    assert {"AdamW wd=0.01", "AdamW wd=0.1", "AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)"} <= arms
-    assert {f"poprisk-{g}-{v}-wd{wd}" for g in ("update", "gradient") for v in ("exact", "streaming", "microbatch")
-            for wd in ("0", "0.01")} <= arms
+    table = pd.read_csv(out / "table.csv")
+    # nominal: AdamW wd=0.01 only; late: every arm of the plan
+    assert set(table.loc[table["regime"] == "nominal", "optimizer"]) == {"AdamW wd=0.01"}
+    arms = set(table.loc[table["regime"] == "late", "optimizer"])
+    assert {"AdamW wd=0.01", "AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)"} <= arms
+    assert {f"poprisk-{g}-{v}-wd0.01" for g in ("update", "gradient") for v in ("exact", "streaming", "microbatch")} <= arms
     assert (table["seeds"] == 1).all() and (table["cap"] == 20).all()
-    # 20 steps never reach 95 %: counted as beyond the cap, never as a number
-    assert (table["reached"] == 0).all() and table["median_step_95"].map(math.isinf).all()
+    # 20 steps never reach 95 %: censored, shown as "> 20", and one seed is not an interval over seeds
+    assert (table["reached"] == 0).all() and (table["steps_per_seed"] == "> 20").all()
+    judged = table[table["verdict"].notna()]
+    assert len(judged) == len(arms) - 1 and (judged["verdict"] == "not tested at this scale").all()
+    assert judged["why"].str.contains("reached the target in 0 of 1 seeds by the 20-step cap").all()
+    claims = pd.read_csv(out / "claims.csv")
+    assert set(claims["verdict"]) == {"not tested at this scale"} and claims["claim"].str.contains("Bonferroni").any()
     record = json.loads((out / "provenance.json").read_text())
-    assert {"date", "commit", "command", "plan", "versions", "machine"} <= set(record)
-    assert "--smoke" in record["command"] and "reached 95 % in no calibration regime" in record["why"]
+    assert {"date", "commit", "command", "plan", "versions", "machine", "cost"} <= set(record)
     readme = (out / "README.md").read_text()
-    assert record["command"] in readme and "poprisk-update-exact-wd0: does not reproduce: median not reached by the 20-step cap" in readme
+    assert record["command"] in readme and "- poprisk-update-exact-wd0.01: **not tested at this scale**" in readme
+    assert "paper 4.9×" in readme and "The paper's nominal task" in readme
     assert list(out.glob("gate_*.png")) and list(out.glob("accuracy_*.png"))
     capsys.readouterr()
-    reference.main(["--smoke", "--parallel", "2", "--out", str(out)])  # everything done: nothing reruns
-    assert "3 of 3 jobs already done; running 0" in capsys.readouterr().out  # 2 calibration + 1 nominal
+    reference.main(["--smoke", "--parallel", "2", "--out", str(out), "--work", str(work)])  # nothing reruns
+    assert "2 of 2 jobs already done; running 0" in capsys.readouterr().out  # 1 nominal + 1 late
+    assert "Jobs finished: 2 of 2." in (out / "README.md").read_text()
+    # --aggregate-only writes the folder from what finished and runs nothing: here, one job left unfinished
+    (work / "runs" / "late" / "seed0" / "summary.csv").unlink()
+    reference.main(["--smoke", "--aggregate-only", "--out", str(out), "--work", str(work)])
+    assert "jobs already done" not in capsys.readouterr().out
+    assert "Jobs finished: 1 of 2 (in progress" in (out / "README.md").read_text()
+    assert set(pd.read_csv(out / "table.csv")["regime"]) == {"nominal"}
 
 
-def test_reference_median_counts_unreached_seeds_beyond_the_cap():
+def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     reference = load_script()
-    summary = pd.DataFrame({"regime": ["r"] * 6, "optimizer": ["AdamW wd=0.01"] * 3 + ["poprisk-update-exact-wd0"] * 3,
-                            "step_95": [20000, None, 30000, 4000, 5000, None]})
-    table = reference.arm_table(summary, cap=30000).set_index("optimizer")
-    assert table.loc["AdamW wd=0.01", "median_step_95"] == 30000 and table.loc["AdamW wd=0.01", "reached"] == 2
-    assert table.loc["poprisk-update-exact-wd0", "median_step_95"] == 5000
-    assert table.loc["poprisk-update-exact-wd0", "speedup_vs_adamw_wd0.01"] == 6.0
-    assert math.isinf(table.loc["poprisk-update-exact-wd0", "max_step_95"])
-    assert reference.verdicts(table.reset_index()) == ["- r · poprisk-update-exact-wd0: reproduces (≥ 4.9×): 6.00×"]
-    calibration = pd.DataFrame({"regime": ["a", "a", "b", "b", "c"], "step_95": [12000, 14000, 80000, 90000, 900]})
-    assert reference.choose_regime(calibration)[0] == "a"  # 13,000 is nearer 29,450 than 85,000 on a log scale; c is below 10,000
+    summary = pd.DataFrame({"regime": "late", "seed": [0, 1, 2] * 3,
+                            "optimizer": ["AdamW wd=0.01"] * 3 + ["poprisk-update-exact-wd0.01"] * 3 + ["AdamW wd=1"] * 3,
+                            "step_95": [9000, 9500, 10000, 1900, 2000, 2100, None, None, 500],
+                            "seconds": [90.0, 95, 100, 38, 40, 42, 150, 150, 5]})
+    table = reference.arm_table(summary, cap=15_000, eval_every=100, level=0.95).set_index("optimizer")
+    gate = table.loc["poprisk-update-exact-wd0.01"]
+    assert gate["verdict"] == "reproduced" and 4.5 < gate["speedup"] < 5.0 and gate["speedup_low"] > 3.8
+    assert gate["steps_per_seed"] == "1,900, 2,000, 2,100" and gate["seconds_per_step"] == 120 / 6000
+    # censored in 2 seeds: "> 15,000", and its speed-up comes from the order-statistic interval, never the cap
+    slow = table.loc["AdamW wd=1"]
+    assert slow["steps_per_seed"] == "> 15,000, > 15,000, 500" and slow["median_step_95"] == "not by 15,000"
+    assert slow["verdict"] == "unresolved" and "censored" in slow["why"]
+    assert pd.isna(table.loc["AdamW wd=0.01", "verdict"])
+
+
+def test_arm_subset_runs_the_named_arms_and_always_the_baseline():
+    reference = load_script()
+    arms = reference.arm_subset(["poprisk-gradient-streaming-wd0.01", "Grokfast-EMA wd=0.005 (L2)"])
+    assert arms["adamw"]["weight_decays"] == [0.01] and arms["grokfast"]["enabled"] is True
+    assert arms["poprisk"]["gates"] == ["gradient"] and arms["poprisk"]["variances"] == ["streaming"]
 
 
 def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):
     references = tmp_path / "reference-results"
-    folder = references / "grokking-p97"
+    folder = references / "grokking-late"
     folder.mkdir(parents=True)
     (folder / "provenance.json").write_text(json.dumps({"date": "2026-11-30 08:00 UTC", "commit": "abc1234",
-                                                        "command": "python benchmarks/grokking_reference.py"}))
+                                                        "command": "python benchmarks/grokking_late_reference.py"}))
     pd.DataFrame({"regime": ["p97"], "optimizer": ["poprisk-update-exact-wd0"], "median_step_95": [5950]}).to_csv(
         folder / "table.csv", index=False)
     (folder / "README.md").write_text("# x\n\n## Does it reproduce?\n\n- p97 · poprisk-update-exact-wd0: reproduces\n")
@@ -78,7 +100,7 @@ def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):
     build_report(results, results / "report.html", references=references)
     text = (results / "report.html").read_text()
     section = text[text.index('<section id="reference">'):]
-    assert "Reference run: grokking-p97" in section and "not this pipeline run" in section
+    assert "Reference run: grokking-late" in section and "not this pipeline run" in section
     assert "2026-11-30 08:00 UTC" in section and "abc1234" in section and "poprisk-update-exact-wd0: reproduces" in section
     assert "not-a-run" not in section and '<a href="#reference">Reference runs</a>' in text
     build_report(results, results / "empty.html", references=tmp_path / "none")

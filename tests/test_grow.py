@@ -2,11 +2,16 @@
 networks trained from scratch runs end to end on one budget."""
 
 
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats as scipy_stats
 
 from growcert.report.claims import ROW_COLUMNS
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.config import stage_settings
 from growcert.report.depth import ARMS, depth_claims, plot_growth
 from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_compare
@@ -92,38 +97,134 @@ def test_grow_and_compare_end_to_end(grown, tmp_path):
     assert (tmp_path / "growth.png").stat().st_size > 1000
 
 
-def test_growth_claim_follows_the_paired_difference(grown):
+NO_DEPTH = pd.DataFrame(columns=["family", "dataset", "step", "pool"])
+
+
+def test_growth_claim_follows_the_paired_relative_excess(grown):
     table, _ = grown
     final = table[table["step"] == 6]
-    claims = depth_claims(pd.DataFrame(columns=["family", "dataset", "step", "pool"]), final)
-    assert len(claims) == 1 and list(claims[0]) == ROW_COLUMNS
+    (claim,) = depth_claims(NO_DEPTH, final)
+    assert list(claim) == ROW_COLUMNS and claim["claim_id"] == "p3_grown_vs_scratch"
+    assert claim["claim"].endswith("(llama/shakespeare width 16)") and claim["verdict"] in WORDS
+    loss = final.pivot_table(index="seed", columns="arm", values="test_loss")
+    excess = (loss["grown_value"] - loss["scratch"]) / loss["scratch"]
+    assert claim["seeds"] == 2 and claim["estimate"] == pytest.approx(excess.mean())
+    # scratch 10 % worse (better) than grown in both seeds, by hand: every per-seed excess is −1/11 (+1/9 ...)
     better, worse = final.copy(), final.copy()
-    scratch = final["arm"] == "scratch"
-    better.loc[scratch, "test_loss"] += 1.0
-    worse.loc[scratch, "test_loss"] -= 1.0
-    assert depth_claims(pd.DataFrame(columns=["family", "dataset", "step", "pool"]), better)[0]["holds"]
-    assert not depth_claims(pd.DataFrame(columns=["family", "dataset", "step", "pool"]), worse)[0]["holds"]
+    scratch, grown_value = final["arm"] == "scratch", final["arm"] == "grown_value"
+    grown_loss = final.loc[grown_value].set_index("seed")["test_loss"]
+    better.loc[scratch, "test_loss"] = 1.1 * grown_loss[final.loc[scratch, "seed"]].to_numpy()
+    worse.loc[scratch, "test_loss"] = grown_loss[final.loc[scratch, "seed"]].to_numpy() / 1.1
+    (matched,) = depth_claims(NO_DEPTH, better)
+    assert matched["verdict"] == REPRODUCED and matched["estimate"] == pytest.approx(-1 / 11)
+    assert matched["high"] == pytest.approx(-1 / 11) and "stays within the margin 0.01" in matched["why"]
+    (beaten,) = depth_claims(NO_DEPTH, worse)
+    assert beaten["verdict"] == CONTRADICTED and beaten["low"] == pytest.approx(0.1)
 
 
-def depth_rows(scaled):
-    """A depth table over a depth grid: raw falls 40× (the P3 pilot), scaled as given."""
+def growth_rows(scratch, grown, width=32):
+    """Final held-out losses per seed of the scratch and grown_value arms (and a shallow arm, not compared)."""
+    rows = [{"family": "llama", "dataset": "text", "width": width, "seed": seed, "arm": arm, "step": 100,
+             "test_loss": value}
+            for arm, values in (("scratch", scratch), ("grown_value", grown), ("shallow", [9.0] * len(scratch)))
+            for seed, value in zip((5, 6, 7, 8), values)]
+    early = [{**row, "step": 50, "test_loss": 100.0} for row in rows]  # only the last step counts
+    return pd.DataFrame(early + rows, columns=COLUMNS)
+
+
+SCRATCH = [2.0, 3.0, 4.0, 2.5]  # seeds far apart: only the pairing by seed resolves the difference
+
+
+@pytest.mark.parametrize("grown, verdict", [
+    ([1.90, 2.853, 3.796, 2.376], REPRODUCED),     # −5 % ± 0.1 % in every seed: beats scratch
+    ([2.01, 3.016, 4.018, 2.512], REPRODUCED),     # +0.5 % ± 0.05 %: within the 1 % margin
+    ([2.04, 3.063, 4.078, 2.55], CONTRADICTED),    # +2 % ± 0.1 %: the margin excluded
+    ([1.90, 3.18, 4.00, 2.50], UNRESOLVED),        # −5 %, +6 %, 0, 0: the interval holds the margin
+], ids=["beats", "matches", "worse", "noisy"])
+def test_growth_claim_is_an_equivalence_on_the_per_seed_relative_excess(grown, verdict):
+    (claim,) = depth_claims(NO_DEPTH, growth_rows(SCRATCH, grown))
+    excess = (np.asarray(grown) - SCRATCH) / SCRATCH
+    half = scipy_stats.t.ppf(0.975, 3) * excess.std(ddof=1) / 2
+    assert claim["verdict"] == verdict, claim["why"]
+    assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
+        (excess.mean(), excess.mean() - half, excess.mean() + half))
+    assert claim["seeds"] == 4 and claim["paper_effect"] == "≤ 0.01" and "over 4 seed(s)" in claim["this_run"]
+
+
+def test_growth_claim_with_one_seed_is_not_tested():
+    (claim,) = depth_claims(NO_DEPTH, growth_rows(SCRATCH[:1], [1.0]))
+    assert claim["verdict"] == NOT_TESTED and claim["seeds"] == 1 and "1 seed(s)" in claim["why"]
+    assert depth_claims(NO_DEPTH, growth_rows(SCRATCH, SCRATCH).query("arm != 'scratch'")) == []  # nothing to pair
+
+
+DEPTHS = ((1, 341.0), (2, 81.0), (4, 20.0), (8, 8.2))
+
+
+def depth_rows(scaled, seeds=(0, 1, 2), jitter=(1.0, 1.03, 0.97), widths=(64,)):
+    """A depth table over a depth grid, one model per depth, width and seed: raw falls 40× (the P3 pilot), the
+    scale-invariant value as given, its deepest value times `jitter[seed]` (so the seeds differ)."""
     rows = []
-    for (depth, raw), value in zip(((1, 341.0), (2, 81.0), (4, 20.0), (8, 8.2)), scaled):
-        rows.append({"family": "llama", "dataset": "text", "width": 64, "step": 600, "pool": "test", "depth": depth,
-                     "seed": 0, "point": f"block{depth}", "point_index": depth, "value": raw, "value_se": raw / 11,
-                     "scaled_value": value, "scaled_value_se": 100.0})
+    for width in widths:
+        for seed, factor in zip(seeds, jitter):
+            for (depth, raw), value in zip(DEPTHS, scaled):
+                rows.append({"family": "llama", "dataset": "text", "width": width, "step": 600, "pool": "test",
+                             "depth": depth, "seed": seed, "point": f"block{depth}", "point_index": depth,
+                             "value": raw, "value_se": raw / 11, "scaled_value": value * (factor if depth == 8 else 1),
+                             "scaled_value_se": 100.0})
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("scaled, holds", [
-    ([9000.0, 4000.0, 3100.0, 3000.0], True),    # falls, then a plateau within the grid
-    ([3000.0, 3100.0, 2900.0, 3050.0], False),   # the P3 pilot: flat from the start, nothing falls
-    ([9000.0, 7000.0, 5000.0, 3000.0], False),   # keeps falling: no plateau
-])
-def test_depth_claim_needs_a_fall_and_a_plateau_of_the_scale_invariant_value(scaled, holds):
+@pytest.mark.parametrize("scaled, verdict", [
+    ([9000.0, 4000.0, 3100.0, 3000.0], REPRODUCED),    # falls, then a plateau within the grid
+    ([9000.0, 7000.0, 5000.0, 3000.0], REPRODUCED),    # keeps falling: the fall is the claim row (the plateau:
+                                                       # the p3-depth reference run)
+    ([3000.0, 3100.0, 2900.0, 3000.0], UNRESOLVED),    # the P3 pilot: flat from the start, seeds ±3 %
+    ([3000.0, 4000.0, 6000.0, 9000.0], CONTRADICTED),  # rises with depth
+], ids=["falls_then_plateau", "keeps_falling", "flat", "rises"])
+def test_depth_claim_is_the_per_seed_log_ratio_of_the_scale_invariant_value(scaled, verdict):
     (claim,) = depth_claims(depth_rows(scaled), pd.DataFrame(columns=COLUMNS))
-    assert claim["paper_value"] == "plateau" and claim["holds"] is holds
+    assert list(claim) == ROW_COLUMNS and claim["paper_value"] == "falls, then plateaus"
+    assert claim["claim"].endswith("(llama/text)") and claim["paper_effect"] == "< 0"
+    assert claim["verdict"] == verdict, claim["why"]
+    logs = np.log(scaled[-1] * np.array([1.0, 1.03, 0.97]) / scaled[0])  # deepest / shallowest, per seed
+    half = scipy_stats.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+    assert claim["seeds"] == 3
+    assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
+        (logs.mean(), logs.mean() - half, logs.mean() + half))
     assert "not saturated within the grid" in claim["note"]  # raw: 341 → 8.2 at 11 SE never plateaus
+    assert "snan" not in claim["this_run"] and claim["this_run"].startswith("scale-invariant: w64: ")
+
+
+def test_depth_claim_averages_widths_within_a_seed_and_needs_every_seed_determined():
+    scaled = [9000.0, 4000.0, 3100.0, 3000.0]
+    table = depth_rows(scaled, widths=(32, 64))
+    deeper = (table["width"] == 32) & (table["depth"] == 8)
+    table.loc[deeper, "scaled_value"] *= 0.5  # width 32 falls twice as far in the log: log(1/6) per seed
+    (claim,) = depth_claims(table, pd.DataFrame(columns=COLUMNS))
+    logs = np.log(3000.0 * np.array([1.0, 1.03, 0.97]) / 9000.0)
+    per_seed = (logs + (logs + math.log(0.5))) / 2  # one value per seed, never one per (seed, width)
+    assert claim["seeds"] == 3 and claim["estimate"] == pytest.approx(per_seed.mean())
+    # an unbiased scale-invariant estimate can be ≤ 0: that seed's log ratio is undetermined, not dropped
+    table.loc[deeper & (table["seed"] == 1), "scaled_value"] = -5.0
+    (claim,) = depth_claims(table, pd.DataFrame(columns=COLUMNS))
+    assert claim["verdict"] == NOT_TESTED and "1 of 3 seeds have no determined value" in claim["why"]
+    (single,) = depth_claims(depth_rows(scaled, seeds=(0,)), pd.DataFrame(columns=COLUMNS))
+    assert single["verdict"] == NOT_TESTED and single["seeds"] == 1
+
+
+def test_within_one_model_the_claim_is_over_its_points_per_seed():
+    """One model depth (no depth grid): the fall is over the points of the deepest model, per seed."""
+    rows = []
+    for seed, factor in ((0, 1.0), (1, 1.03), (2, 0.97)):
+        for index, value in enumerate([9000.0, 4000.0, 3100.0, 3000.0 * factor]):
+            rows.append({"family": "resnet", "dataset": "digits", "width": 4, "step": 100, "pool": "test", "depth": 4,
+                         "seed": seed, "point": f"block{index}", "point_index": index, "value": 100.0 / (index + 1),
+                         "value_se": 1.0, "scaled_value": value, "scaled_value_se": 100.0})
+    (claim,) = depth_claims(pd.DataFrame(rows), pd.DataFrame(columns=COLUMNS))
+    logs = np.log(3000.0 * np.array([1.0, 1.03, 0.97]) / 9000.0)
+    assert claim["verdict"] == REPRODUCED and claim["seeds"] == 3
+    assert claim["estimate"] == pytest.approx(logs.mean()) and "within_model over point index" in claim["note"]
+    assert "w4 s0: " in claim["this_run"] and "w4 s2: " in claim["this_run"]
 
 
 def test_a_continuation_starts_from_the_base_at_the_fork_not_from_where_the_base_went_on(prepared):

@@ -5,12 +5,12 @@ import pandas as pd
 import pytest
 import torch
 
-from growcert.report.claims import ROW_COLUMNS
+from growcert.report.claims import CHECK_COLUMNS
 from growcert.store.checkpoint import load_checkpoint
 from growcert.stages.dump import dump_gradients
 from growcert.config import stage_settings
 from growcert.errors import StoreError
-from growcert.report.interventions import intervention_claims, plot_interventions, summarize_interventions
+from growcert.report.interventions import intervention_checks, plot_interventions, summarize_interventions
 from growcert.stages.interventions import (COLUMNS, VARIANTS, check_pairing, disjoint_draws, inserted,
                                            prepare_intervention, run_interventions, stored_examples)
 from growcert.store import open_group, open_store, split_of
@@ -122,9 +122,10 @@ def test_summary_claims_and_plot(table, tmp_path):
     assert ((summary.median_ratio - 1).abs() < 0.03).all()
     # first order holds at 1e-4 and fails by ε = 10, so the limit lies on the grid below 10
     assert summary.first_order_limit.isin([1e-4, 1e-2]).all()
-    claims = intervention_claims(table)
-    assert [list(claim) for claim in claims] == [ROW_COLUMNS] * 2
-    assert claims[0]["paper_value"] == "96–99 %" and claims[0]["holds"] and claims[1]["holds"]
+    checks = intervention_checks(table)
+    assert [list(check) for check in checks] == [CHECK_COLUMNS] * 2
+    assert [check["check_id"] for check in checks] == ["p1_intervention_ratio", "p1_intervention_sign"]
+    assert checks[0]["passed"] is True and checks[1]["passed"] is True
     plot_interventions(table, tmp_path / "interventions.png")
     assert (tmp_path / "interventions.png").stat().st_size > 10_000
 

@@ -58,4 +58,5 @@ def test_imports_follow_the_layers(path):
 def test_modules_are_small_and_say_what_they_implement(path):
     tree = ast.parse(path.read_text())
     assert ast.get_docstring(tree), "a module docstring naming what it implements"
-    assert len(path.read_text().splitlines()) <= 400
+    # about 500 lines: a module holds one job; a tighter cap would move code to the wrong module to fit
+    assert len(path.read_text().splitlines()) <= 500

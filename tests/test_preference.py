@@ -10,9 +10,12 @@ import pandas as pd
 import pytest
 import torch
 import transformers
+from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.store.checkpoint import load_checkpoint
+from growcert.report.claims import ROW_COLUMNS
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.config import stage_settings
@@ -148,19 +151,89 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     plot_preference(tmp_path / "out" / "curves.csv", tmp_path / "preference.png")
     assert (tmp_path / "preference.png").stat().st_size > 10_000
     rows = preference_claims(tmp_path / "out" / "summary.csv", TINY)
-    assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy", "p2_dpo_drift"] * 4  # two rows per variant
-    assert [row["paper_value"] for row in rows] == ["0.566 → 0.641", "3.05× smaller"] * 4
-    assert [row["claim"].split("(")[-1].rstrip(")") for row in rows[::2]] == names[1:]
-    assert all(row["paper"] == "P2" and isinstance(row["holds"], bool) for row in rows)
+    # per claim: one row per variant, then the claim over every variant with Bonferroni
+    assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy"] * 5 + ["p2_dpo_drift"] * 5
+    assert [row["paper_value"] for row in rows] == ["0.566 → 0.641"] * 5 + ["3.05× smaller"] * 5
+    scopes = [row["claim"].split("(")[-1].rstrip(")") for row in rows]
+    assert scopes[:4] == scopes[5:9] == names[1:]
+    assert all(scope.startswith("every variant, Bonferroni; deciding: ") for scope in (scopes[4], scopes[9]))
+    assert all(row["paper"] == "P2" and list(row) == ROW_COLUMNS and row["verdict"] in WORDS for row in rows)
+    assert all(row["seeds"] == 2 for row in rows) and "2 seed(s), paired" in rows[0]["note"]
+    assert [row["level"] for row in rows] == ([0.95] * 4 + [pytest.approx(1 - 0.05 / 4)]) * 2
 
 
-def test_claims_compare_medians_over_seeds():
-    summary = pd.DataFrame({"optimizer": ["AdamW", "poprisk-update-exact-wd0"] * 3, "seed": [0, 0, 1, 1, 2, 2],
-                            "final_reward_acc": [0.6, 0.65, 0.55, 0.7, 0.9, 0.5],
-                            "final_drift": [6.0, 2.0, 5.0, 3.0, 4.0, 9.0], "seconds": [1.0] * 6})
-    accuracy, drift = preference_claims(summary, {})
-    assert accuracy["holds"] is True and accuracy["this_run"] == "0.600 → 0.650"
-    assert drift["holds"] is True and drift["this_run"].startswith("1.67× smaller")
+GATED, OTHER = "poprisk-update-exact-wd0", "poprisk-gradient-exact-wd0"
+
+
+def preference_summary(arms, seeds=(4, 9, 13, 21)):
+    """{optimizer: (final reward accuracy per seed, final drift per seed)} -> a summary like run_preference's,
+    the variants' rows in reverse seed order so that only pairing by seed label pairs the right runs."""
+    rows = []
+    for optimizer, (accuracy, drift) in arms.items():
+        runs = list(zip(seeds, accuracy, drift))
+        rows += [{"optimizer": optimizer, "seed": seed, "final_reward_acc": a, "final_drift": d, "seconds": 1.0}
+                 for seed, a, d in (runs if optimizer == "AdamW" else runs[::-1])]
+    return pd.DataFrame(rows)
+
+
+def t_mean(samples, level=0.95):
+    samples = np.asarray(samples, float)
+    half = scipy_stats.t.ppf(0.5 + level / 2, len(samples) - 1) * samples.std(ddof=1) / np.sqrt(len(samples))
+    return samples.mean(), samples.mean() - half, samples.mean() + half
+
+
+ADAMW = ([0.50, 0.70, 0.60, 0.55], [6.0, 5.0, 5.5, 6.5])
+# between seeds the accuracy spreads over 0.2, but within each seed the variant gains 0.08 ± 0.002 (the
+# paper's 0.075) and drifts about 3x less: only a paired comparison resolves it
+BETTER = ([0.581, 0.779, 0.682, 0.628], [2.0, 1.7, 1.8, 2.1])
+# within each seed 0.05 less accurate and drifting 1.5x more
+WORSE = ([0.45, 0.651, 0.549, 0.50], [9.0, 7.4, 8.3, 9.9])
+
+
+def test_claims_pair_seeds_and_judge_each_variant_then_the_family():
+    rows = preference_claims(preference_summary({"AdamW": ADAMW, GATED: BETTER, OTHER: WORSE}), {})
+    assert [(row["claim_id"], row["claim"].rsplit("(", 1)[1]) for row in rows] == [
+        ("p2_dpo_accuracy", f"{GATED})"), ("p2_dpo_accuracy", f"{OTHER})"),
+        ("p2_dpo_accuracy", f"every variant, Bonferroni; deciding: {GATED})"),
+        ("p2_dpo_drift", f"{GATED})"), ("p2_dpo_drift", f"{OTHER})"),
+        ("p2_dpo_drift", f"every variant, Bonferroni; deciding: {GATED})")]
+    assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, REPRODUCED] * 2
+    accuracy, _, accuracy_family, drift, _, drift_family = rows
+    differences = np.subtract(BETTER[0], ADAMW[0])
+    assert (accuracy["estimate"], accuracy["low"], accuracy["high"]) == pytest.approx(t_mean(differences))
+    assert accuracy["seeds"] == 4 and accuracy["level"] == 0.95
+    assert accuracy_family["level"] == pytest.approx(0.975)
+    assert (accuracy_family["low"], accuracy_family["high"]) == pytest.approx(t_mean(differences, 0.975)[1:])
+    log_ratios = np.log(np.divide(ADAMW[1], BETTER[1]))  # AdamW / variant, judged on the log scale
+    assert (drift["estimate"], drift["low"], drift["high"]) == pytest.approx(np.exp(t_mean(log_ratios)))
+    assert drift_family["this_run"] == "2 variants against AdamW"
+    assert accuracy["this_run"] == f"AdamW → {GATED}: accuracy 0.575 → 0.655 (medians)"
+    assert drift["this_run"] == f"AdamW → {GATED}: drift 5.750 → 1.900 (medians)"
+    assert "4 seed(s), paired" in accuracy["note"]
+
+
+def test_unpaired_the_same_numbers_would_not_resolve_it():
+    """The same accuracies with the seeds shuffled against each other: the paired differences now spread
+    as wide as the seeds do, and the interval holds both 0 and half the paper's gain."""
+    shuffled = ([BETTER[0][i] for i in (1, 2, 3, 0)], BETTER[1])
+    accuracy = preference_claims(preference_summary({"AdamW": ADAMW, GATED: shuffled}), {})[0]
+    assert accuracy["verdict"] == UNRESOLVED and "seeds would resolve it" in accuracy["why"]
+    assert accuracy["low"] < 0 < 0.0375 < accuracy["high"]
+
+
+def test_noisy_results_are_unresolved_and_one_seed_is_not_tested():
+    # the old hand-built case: median accuracy 0.600 → 0.650 and drift 5 → 3, but the seeds disagree
+    noisy = preference_summary({"AdamW": ([0.6, 0.55, 0.9], [6.0, 5.0, 4.0]),
+                                GATED: ([0.65, 0.7, 0.5], [2.0, 3.0, 9.0])}, seeds=(0, 1, 2))
+    accuracy, _, drift, _ = preference_claims(noisy, {})
+    assert accuracy["verdict"] == drift["verdict"] == UNRESOLVED
+    assert accuracy["estimate"] == pytest.approx(np.mean([0.05, 0.15, -0.4]))
+    assert drift["estimate"] == pytest.approx(math.exp(np.mean(np.log([3.0, 5.0 / 3.0, 4.0 / 9.0]))))
+    single = preference_summary({"AdamW": ([0.5], [6.0]), GATED: ([0.6], [2.0])}, seeds=(0,))
+    for row in preference_claims(single, {}):
+        assert row["verdict"] == NOT_TESTED and row["seeds"] == 1 and "1 seed(s)" in row["why"]
+    with pytest.raises(ValueError, match="AdamW baseline"):
+        preference_claims(preference_summary({GATED: ([0.6], [2.0])}, seeds=(0,)), {})
 
 
 def test_settings_and_context_are_checked(tmp_path, prepared, train_tiny):

@@ -112,22 +112,31 @@ def test_summarize_regime_judges_each_cell_and_draws_the_figures(tmp_path):
                                    tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
     budget = pd.read_csv(tmp_path / "p1_regime_budget.csv")
     assert len(budget) == 2 * 3  # contexts x steps
-    assert set(budget.loc[budget["context"] == 64, "verdict"]) == {"rises"}
-    assert set(budget.loc[budget["context"] == 128, "verdict"]) == {"falls"}
+    assert set(budget.loc[budget["context"] == 64, "trend"]) == {"rises"}
+    assert set(budget.loc[budget["context"] == 128, "trend"]) == {"falls"}
     assert np.allclose(budget.loc[budget["context"] == 64, "slope"], 1.0, atol=0.1)
     loss = pd.read_csv(tmp_path / "p1_regime_loss.csv")
-    assert set(loss.loc[loss["context"] == 64, "verdict"]) == {"rises"} and len(loss) == 2 * regime.LOSS_LEVELS
+    assert set(loss.loc[loss["context"] == 64, "trend"]) == {"rises"} and len(loss) == 2 * regime.LOSS_LEVELS
     claims = pd.read_csv(tmp_path / "claims.csv")
-    assert list(claims["claim_id"]) == ["p1_regime_budget", "p1_regime_loss"]
-    assert claims["holds"].astype(str).tolist() == ["False", "False"]
-    assert claims["this_run"][0].startswith("rises with width in 3 of 6 judged cells, falls in 3")  # 2 contexts x 3 steps
-    assert claims["this_run"][1].startswith("rises with width in 4 of 8 judged cells, falls in 4")  # x 4 loss levels
-    assert "matched budget" in claims["note"][0] and "matched held-out loss" in claims["note"][1]
+    # one row per comparison x context: slope ≈ 1 at context 64 (above the paper's 0.50), falling at 128
+    assert list(claims["claim_id"]) == ["p1_regime_budget"] * 2 + ["p1_regime_loss"] * 2
+    assert list(claims["claim"].str.extract(r"\((context \d+)\)")[0]) == ["context 64", "context 128"] * 2
+    assert list(claims["verdict"]) == ["reproduced", "contradicted"] * 2
+    # Bonferroni over the context's cells: 3 steps at matched budget, 4 loss levels at matched loss
+    assert (claims["seeds"] == 3).all() and np.allclose(claims["level"], [1 - 0.05 / 3] * 2 + [1 - 0.05 / 4] * 2)
+    assert claims["this_run"][0].startswith("3 cells: 3 reproduced")  # 3 steps
+    assert claims["this_run"][2].startswith("4 cells: 4 reproduced")  # 4 loss levels
+    assert "matched budget" in claims["note"][0] and "matched held-out loss" in claims["note"][2]
     # d_align at width 64, context 64 is ≈ 0.05 · 64 · (step/10)^0.2 ≥ 1 at every step: three budget cells.
     assert "≥ 1 at the widest width in 3 cells" in claims["this_run"][0]
+    cells = pd.read_csv(tmp_path / "cells.csv")
+    assert set(cells.loc[cells["context"] == 64, "verdict"]) == {"reproduced"}
+    assert set(cells.loc[cells["context"] == 128, "verdict"]) == {"contradicted"}
+    spread = pd.read_csv(tmp_path / "p1_regime_spread.csv")
+    assert len(spread) == 2 * 3 * 3 and (spread["seeds"] == 3).all()  # contexts x widths x steps
     facts = json.loads((tmp_path / "map.json").read_text())
     assert facts["coverage"].startswith("a slice of the map") and not any(facts["figures"].values())
-    for stem in regime.WIDTH_FIGURES + regime.CONTEXT_FIGURES:
+    for stem in regime.WIDTH_FIGURES + regime.CONTEXT_FIGURES + regime.SEED_FIGURES:
         assert (tmp_path / f"{stem}.png").stat().st_size > 1000
     assert "figures not drawn: none" in line
 

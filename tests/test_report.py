@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from growcert.report.claims import CLAIMS, claim_row  # noqa: E402
+from growcert.report.claims import CLAIMS, ROW_COLUMNS, check_row, claim_row  # noqa: E402
+from growcert.report.verdicts import Effect, judge_samples  # noqa: E402
 from growcert.report.html import SECTIONS, build_report  # noqa: E402
 from growcert.report.reference import REFERENCES, reference_folders  # noqa: E402
 from helpers import browser_check, chromium  # noqa: E402
@@ -26,10 +27,15 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     figure.savefig(results / "figures" / "p3_depth.png")
     plt.close(figure)
     pd.DataFrame([
-        claim_row("p3_depth_plateau", "RUN-VALUE-1", False, "NOTE-1", scope="llama/shakespeare"),
+        claim_row("p3_depth_plateau", judge_samples(CLAIMS["p3_depth_plateau"].effect, [-1.0, -1.1, -0.9], 0.95),
+                  "RUN-VALUE-1", "NOTE-1", scope="llama/shakespeare"),
         {"claim_id": "p9_stale", "paper": "P1", "claim": "a claim no registry row names", "paper_value": "x",
-         "this_run": "RUN-VALUE-2", "holds": True, "note": None},
-    ]).to_csv(results / "claims" / "p3.csv", index=False)
+         "this_run": "RUN-VALUE-2", "estimate": 2.0, "seeds": 3, "verdict": "unresolved", "why": "WHY-2", "note": None},
+    ], columns=ROW_COLUMNS).to_csv(results / "claims" / "p3.csv", index=False)
+    (results / "checks").mkdir()
+    pd.DataFrame([check_row("p2_coupling_residual", True, "CHECK-RUN", "n"),
+                  check_row("p1_intervention_sign", False, "CHECK-RUN-2", "n")]).to_csv(results / "checks" / "c.csv",
+                                                                                       index=False)
     pd.DataFrame({"width": [1, 2], "recommended": [2, 3]}).to_csv(results / "tables" / "p3_recommended_depth.csv", index=False)
     out = results / "report.html"
     build_report(results, out)
@@ -37,6 +43,15 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     encoded = base64.b64encode((results / "figures" / "p3_depth.png").read_bytes()).decode()
     assert encoded in text  # embedded, not linked
     assert "RUN-VALUE-1" in text and "(llama/shakespeare)" in text and "NOTE-1" in text
+    # the row shows the interval over seeds and its word, coloured by the word
+    assert "-1 [-1.25, -0.752] (95%), 3 seeds" in text and '<span class="verdict reproduced">reproduced' in text
+    # four counts on the first screen: one reproduced, one unresolved, over 2 claim rows
+    counts = text[text.index('<p class="counts">'):]
+    counts = counts[:counts.index("</p>")]
+    assert "2 claim rows" in counts and ">reproduced</span> 1" in counts and ">unresolved</span> 1" in counts
+    assert ">contradicted</span> 0" in counts and ">not tested at this scale</span> 0" in counts
+    # implementation checks are apart from the claims
+    assert "1 of 2 passed" in text and "CHECK-RUN-2" in text and "FAILED" in text
     assert "RUN-VALUE-2" in text and "p9_stale is not in the registry" in text  # shown, and marked
     pending = len(CLAIMS) - 1
     assert text.count("not measured in this run") == pending
@@ -59,7 +74,9 @@ def synthetic_results(folder):
                  "p3_recommended_depth"):
         wide.to_csv(folder / "tables" / f"{stem}.csv", index=False)
     pd.DataFrame({"value": range(2000)}).to_csv(folder / "tables" / "p2_theory.csv", index=False)
-    pd.DataFrame([claim_row(key, "VALUE-" + "y" * 120, index % 2 == 0, "note " * 40)
+    words = [judge_samples(Effect("e", 1.0), values, 0.95) for values in
+             ([1.0, 1.1, 0.9], [-1.0, -1.1, -0.9], [3.0, -2.0, 0.5], [1.0])]  # one of each of the four words
+    pd.DataFrame([claim_row(key, words[index % 4], "VALUE-" + "y" * 120, "note " * 40)
                   for index, key in enumerate(CLAIMS)]).to_csv(folder / "claims" / "all.csv", index=False)
     return folder
 
@@ -89,6 +106,13 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
     assert check["links"] > len(CLAIMS) and check["broken"] == [], check
+    # the first screen shows the four counts
+    counts = check["counts"]
+    assert counts is not None and counts["visible"], check
+    rows = len(CLAIMS)
+    for word, count in (("reproduced", (rows + 3) // 4), ("contradicted", (rows + 2) // 4),
+                        ("unresolved", (rows + 1) // 4), ("not tested at this scale", rows // 4)):
+        assert f"{word} {count}" in counts["text"], counts
 
 
 def test_every_figure_has_the_workflow_caption():

@@ -156,7 +156,7 @@ def constructed(slopes, level_at_32=0.5, step=150):
                                               ([1.0], "undetermined")])
 def test_verdict_on_constructed_cells(slopes, expected):
     row = width_trend(constructed(slopes), cell=[]).iloc[0]
-    assert row["verdict"] == expected
+    assert row["trend"] == expected
     assert row["slope"] == pytest.approx(np.mean(slopes))
     if len(slopes) > 1:
         half = scipy_stats.t.ppf(0.975, len(slopes) - 1) * np.std(slopes, ddof=1) / math.sqrt(len(slopes))
@@ -190,7 +190,7 @@ def test_the_verdict_works_on_the_matched_loss_table():
     for _, per_level in slopes.groupby("test_loss"):
         assert per_level.sort_values("seed")["slope"].to_numpy() == pytest.approx(expected)
     trend = width_trend(matched, progress="test_loss")
-    assert len(trend) == 3 and set(trend["verdict"]) == {"rises"}
+    assert len(trend) == 3 and set(trend["trend"]) == {"rises"}
     assert trend["slope"].to_numpy() == pytest.approx(expected.mean())
 
 

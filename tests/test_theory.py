@@ -11,12 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments import theory
-from growcert.report.claims import ROW_COLUMNS
+from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
+from growcert.report.verdicts import NOT_TESTED
 from growcert.stats.kernels import coupling_residual, restricted_norm, split_channel
 from growcert.experiments.theory_dynamics import (FlatModel, Task, checkpoint_steps, digits_task, drift_exponents,
                                       log_horizons, regression_task, train_gd, trajectory_measures)
@@ -177,11 +179,103 @@ def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
     theory.plot_theory(tmp_path, tmp_path / "theory.png")
     assert (tmp_path / "theory.png").stat().st_size > 10_000
     rows = theory.theory_claims(tmp_path, TINY)
-    assert [row["claim_id"] for row in rows] == ["p2_reservoir_invisible", "p2_benign_noise", "p2_coupling_residual",
-                                                 "p2_drift_diffusion"]
-    for row in rows:
-        assert list(row) == ROW_COLUMNS
-        assert row["paper"] == "P2" and isinstance(row["holds"], bool) and row["this_run"]
+    checks, (claim,) = rows[:3], rows[3:]
+    assert [row["check_id"] for row in checks] == ["p2_reservoir_invisible", "p2_benign_noise", "p2_coupling_residual"]
+    for row in checks:
+        assert list(row) == CHECK_COLUMNS
+        assert row["paper"] == "P2" and isinstance(row["passed"], bool) and row["this_run"]
+    assert list(claim) == ROW_COLUMNS and claim["claim_id"] == "p2_drift_diffusion" and claim["this_run"]
+    # the default is one seed: an interval over seeds cannot be formed
+    assert claim["verdict"] == NOT_TESTED and claim["seeds"] == 1 and "1 seed(s)" in claim["why"]
+
+
+RUNS = [("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")]
+
+
+def write_summary(folder, exponents, seeds, **measures):
+    """A summary.csv as run_theory writes it, by hand: every run of every seed with the given measures
+    (defaults: a reservoir invisible at 1e-4, benign noise at 1e-4 of the channel's response, the coupling
+    residual below its cap) and the drift / fluctuation exponents `exponents(seed, run index)`."""
+    rows = []
+    for seed in seeds:
+        for index, (task, loss) in enumerate(RUNS):
+            drift, fluctuation = exponents(seed, index)
+            values = {"reservoir_dim": 10.0, "outputs": 30.0, "invisibility_ratio": 1e-4, "coupling_residual": 1e-9,
+                      "coupling_bound": 1e-6 if loss == "squared" else math.nan, "drift_exponent": drift,
+                      "fluctuation_exponent": fluctuation}
+            if task == "regression":
+                values |= {"noise_reservoir_fraction": 0.4, "response_reservoir_noise_retrained": 1e-5,
+                           "response_channel_noise_retrained": 1e-1, "delta_test_mse_reservoir_noise": 1e-8,
+                           "delta_test_mse_channel_noise": 1e-2, "delta_test_mse_iid": 1e-2}
+            for name, value in measures.items():
+                values[name] = value(seed, task, loss) if callable(value) else value
+            rows += [{"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
+                     for name, value in values.items()]
+    pd.DataFrame(rows, columns=theory.SUMMARY_COLUMNS).to_csv(folder / "summary.csv", index=False)
+    return theory.theory_claims(folder, {"seeds": list(seeds)})
+
+
+# per seed (rows) and run (columns): drift / fluctuation exponents; the deviation of a seed is the largest
+# |drift − 1| or |fluctuation − ½| over its runs
+CLOSE = [[(1.02, 0.51), (0.99, 0.52), (1.01, 0.49)],   # 0.02
+         [(1.03, 0.50), (1.00, 0.47), (0.98, 0.50)],   # 0.03
+         [(1.00, 0.525), (1.01, 0.50), (1.02, 0.50)],  # 0.025
+         [(0.98, 0.50), (1.00, 0.50), (1.01, 0.51)]]   # 0.02
+FAR = [[(1.30, 0.50), (1.0, 0.5), (1.0, 0.5)], [(1.0, 0.8), (1.0, 0.5), (1.0, 0.5)],
+       [(1.0, 0.5), (0.68, 0.5), (1.0, 0.5)], [(1.0, 0.5), (1.0, 0.5), (1.0, 0.21)]]  # 0.30, 0.30, 0.32, 0.29
+WIDE = [[(1.01, 0.5), (1.0, 0.5), (1.0, 0.5)], [(1.0, 0.5), (1.0, 0.5), (1.25, 0.5)],
+        [(1.0, 0.5), (1.0, 0.52), (1.0, 0.5)]]  # 0.01, 0.25, 0.02: the interval holds the margin 0.1
+
+
+@pytest.mark.parametrize("exponents, deviations, verdict", [
+    (CLOSE, [0.02, 0.03, 0.025, 0.02], "reproduced"), (FAR, [0.30, 0.30, 0.32, 0.29], "contradicted"),
+    (WIDE, [0.01, 0.25, 0.02], "unresolved"),
+], ids=["within_margin", "beyond_margin", "wide"])
+def test_drift_diffusion_is_judged_on_the_per_seed_largest_deviation(tmp_path, exponents, deviations, verdict):
+    rows = write_summary(tmp_path, lambda seed, run: exponents[seed][run], range(len(exponents)))
+    claim = rows[-1]
+    assert claim["claim_id"] == "p2_drift_diffusion" and claim["verdict"] == verdict, claim["why"]
+    samples = np.asarray(deviations)
+    half = scipy_stats.t.ppf(0.975, len(samples) - 1) * samples.std(ddof=1) / math.sqrt(len(samples))
+    assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
+        (samples.mean(), samples.mean() - half, samples.mean() + half))
+    assert claim["seeds"] == len(deviations) and claim["paper_effect"] == "≤ 0.1"
+    if verdict == "reproduced":
+        assert claim["high"] <= 0.1 and "stays within the margin 0.1" in claim["why"]
+    if verdict == "contradicted":
+        assert claim["low"] > 0.1 and "wholly above the margin 0.1" in claim["why"]
+
+
+@pytest.mark.parametrize("seeds, undetermined", [((0, 1, 2), (1, 2)), ((0, 1, 2), (1, 0)), ((0,), (0, 2))])
+def test_an_undetermined_exponent_leaves_its_seed_undetermined_wherever_it_is(tmp_path, seeds, undetermined):
+    """A NaN fluctuation exponent in one run of one seed (a fit that failed): that seed has no deviation, so the
+    claim is not tested, whichever run it is in, and even when it is the only seed's."""
+    rows = write_summary(tmp_path, lambda seed, run: (1.01, math.nan if (seed, run) == undetermined else 0.5), seeds)
+    claim = rows[-1]
+    assert claim["verdict"] == NOT_TESTED and claim["seeds"] == len(seeds)
+    assert f"1 of {len(seeds)} seeds have no determined value" in claim["why"], claim["why"]
+
+
+def test_check_rows_pass_and_fail_on_their_thresholds(tmp_path):
+    good = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1))
+    assert [row["passed"] for row in good[:3]] == [True, True, True]
+    assert all(list(row) == CHECK_COLUMNS for row in good[:3]) and list(good[3]) == ROW_COLUMNS
+    # one run's reservoir is visible (ratio 0.05 ≥ 1e-2, median over seeds), the reservoir noise moves the test
+    # outputs half as much as channel noise, one squared-loss run's residual exceeds its cap
+    bad = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
+                        invisibility_ratio=lambda seed, task, loss: 0.05 if loss == "cross_entropy" else 1e-4,
+                        response_reservoir_noise_retrained=0.05,
+                        coupling_residual=lambda seed, task, loss: 1e-3 if task == "regression" else 1e-9)
+    assert [row["passed"] for row in bad[:3]] == [False, False, False]
+    # cross-entropy has no cap: its residual is reported, never failed on
+    ce = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
+                       coupling_residual=lambda seed, task, loss: 0.5 if loss == "cross_entropy" else 1e-9)
+    assert ce[2]["passed"] is True and "digits/CE: R_⊥ 5.0e-01" in ce[2]["this_run"]
+    # runs with an empty reservoir (ratio NaN) are reported as such; the check is on the runs that have one
+    empty = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
+                          reservoir_dim=lambda seed, task, loss: 10.0 if task == "regression" else 0.0,
+                          invisibility_ratio=lambda seed, task, loss: 1e-4 if task == "regression" else math.nan)
+    assert empty[0]["passed"] is True and "digits/squared: reservoir empty" in empty[0]["this_run"]
 
 
 

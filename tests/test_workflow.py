@@ -20,7 +20,9 @@ import yaml
 
 import xarray as xr
 
+from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.reference import REFERENCES, reference_folders
+from growcert.report.verdicts import WORDS
 from growcert.store import open_group, open_store
 from helpers import browser_check, chromium
 
@@ -85,19 +87,29 @@ def test_ci_dag_builds_every_target(ci_run):
     for figure in ("p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased",
                    "p1_regime_dalign_vs_context"):
         assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
-    regime_rows = list(pd.read_csv(results / "claims" / "p1_regime.csv")["claim_id"])
+    regime = pd.read_csv(results / "claims" / "p1_regime.csv")
     # matched loss needs a held-out loss that every width and seed of a context passes through; 10 steps may give none
     matched_loss = len(pd.read_csv(results / "stats" / "p1_regime_loss.csv")) > 0
-    assert regime_rows == ["p1_regime_budget"] + (["p1_regime_loss"] if matched_loss else [])
+    contexts = len(next(grid for grid in ci_config()["grids"] if grid.get("contexts"))["contexts"])
+    assert list(regime["claim_id"]) == ["p1_regime_budget"] * contexts + (["p1_regime_loss"] * contexts
+                                                                           if matched_loss else [])
+    # every claim table carries the evidence columns and one of the four words; checks are apart
+    for path in (results / "claims").glob("*.csv"):
+        table = pd.read_csv(path)
+        assert list(table.columns) == ROW_COLUMNS, path
+        assert set(table["verdict"]) <= set(WORDS), (path, set(table["verdict"]))
     claims = pd.concat([pd.read_csv(path) for path in (results / "claims").glob("*.csv")])
-    assert {"d_align increases with width", "B_align ≥ B_exact ≥ p̂ (iid)",
-            "observed/predicted held-out change at small ε", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW",
-            "noisy DPO: final reward accuracy", "SGD drift grows as T, fluctuation as √T"} <= {
-        claim.split(" (poprisk-")[0] for claim in claims["claim"]}  # P2 rows name their gate variant
+    assert {"p1_dalign_width", "p1_certificate_iid", "p2_pinn", "p2_dpo_accuracy", "p2_drift_diffusion",
+            "p2_grokking", "p3_grown_vs_scratch"} <= set(claims["claim_id"])
+    checks = pd.concat([pd.read_csv(path) for path in (results / "checks").glob("*.csv")])
+    assert list(checks.columns) == CHECK_COLUMNS and checks["passed"].dtype == bool, checks
+    assert checks.loc[checks["check_id"] == "p1_certificate_order", "passed"].all()  # same moments: never fails
+    assert {"p1_certificate_order", "p1_intervention_ratio", "p2_coupling_residual"} <= set(checks["check_id"])
     alignment = pd.read_csv(results / "stats" / "alignment.csv")
     assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["pool"]) == {"train", "test"}
     html = (results / "report.html").read_text()
     assert "Paper claims at a glance" in html and "data:image/png;base64" in html
+    assert '<p class="counts">' in html and "Implementation checks" in html
 
 
 @pytest.mark.slow

@@ -107,12 +107,13 @@ def cmd_intervene(args: argparse.Namespace) -> None:
 def cmd_summarize_interventions(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.report.interventions import intervention_claims, plot_interventions, summarize_interventions
+    from growcert.report.claims import write_rows
+    from growcert.report.interventions import intervention_checks, plot_interventions, summarize_interventions
 
     table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
     _write_csv(table, args.out_table)
     _write_csv(summarize_interventions(table), args.out_summary)
-    _write_csv(pd.DataFrame(intervention_claims(table)), args.out_claims)
+    write_rows(intervention_checks(table), checks=args.out_checks)
     plot_interventions(table, args.figure)
 
 
@@ -135,6 +136,7 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from growcert.report import alignment as report
+    from growcert.report.claims import write_rows
 
     settings = args.settings
     reference = tuple(settings["reference_MK"])
@@ -143,7 +145,8 @@ def cmd_summarize_alignment(args: argparse.Namespace) -> None:
     _write_csv(alignment, args.out_alignment)
     _write_csv(misalignment, args.out_misalignment)
     _write_csv(report.alignment_summary(alignment), args.out_summary)
-    _write_csv(pd.DataFrame(report.alignment_claims(alignment, misalignment, reference)), args.out_claims)
+    write_rows(report.alignment_claims(alignment, misalignment, reference, settings["level"]), args.out_claims,
+               args.out_checks)
     figures = Path(args.figures)
     report.plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
     report.plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
@@ -163,7 +166,7 @@ def cmd_experiment(args: argparse.Namespace) -> None:
     from growcert.experiments import EXPERIMENTS, run_experiment
 
     inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
-    run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table,
+    run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table, checks=args.checks,
                    threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device, **inputs)
 
 
@@ -290,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     pooled.add_argument("--out-misalignment", required=True)
     pooled.add_argument("--out-summary", required=True)
     pooled.add_argument("--out-claims", required=True)
+    pooled.add_argument("--out-checks", required=True, help="implementation checks (not claims)")
     pooled.add_argument("--figures", required=True, help="folder for the p1_*.png figures")
     pooled.set_defaults(handler=cmd_summarize_alignment)
 
@@ -308,11 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     _torch_arguments(intervene)
     intervene.set_defaults(handler=cmd_intervene)
 
-    interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, claims")
+    interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, checks")
     interventions.add_argument("tables", nargs="+")
     interventions.add_argument("--out-table", required=True)
     interventions.add_argument("--out-summary", required=True)
-    interventions.add_argument("--out-claims", required=True)
+    interventions.add_argument("--out-checks", required=True, help="implementation checks (not claims)")
     interventions.add_argument("--figure", required=True)
     interventions.set_defaults(handler=cmd_summarize_interventions)
 
@@ -324,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json")
         command.add_argument("--figure", required=True)
         command.add_argument("--claims", required=True)
+        command.add_argument("--checks", help="implementation checks (not claims), for a task that has them")
         command.add_argument("--table", required=True, help="the experiment's table for the report")
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         _torch_arguments(command)

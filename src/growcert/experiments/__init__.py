@@ -27,6 +27,7 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.files import write_csv
+from growcert.report.claims import write_rows
 
 
 @dataclass(frozen=True)
@@ -92,9 +93,9 @@ EXPERIMENTS: dict[str, Experiment] = {experiment.name: experiment for experiment
 def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, figure: str | Path,
                    claims: str | Path, table: str | Path, threads: int = 1,
                    log: Callable[[str], None] = print, gate_figure: str | Path | None = None, device: str = "cpu",
-                   **inputs: Any) -> None:
+                   checks: str | Path | None = None, **inputs: Any) -> None:
     """Run experiment `name` on `device` (a `device` setting), then write its figure (and `gate_figure`, when
-    given), claim rows and table."""
+    given), claim rows, check rows (to `checks`, for a task that has them) and table."""
     experiment = EXPERIMENTS[name]
     module = importlib.import_module(experiment.module)
     report = importlib.import_module(experiment.report_module or experiment.module)
@@ -107,7 +108,9 @@ def run_experiment(name: str, overrides: dict[str, Any], out_dir: str | Path, fi
         from growcert.report.figures import gate_diagnostics
 
         gate_diagnostics(out_dir / "curves.csv", gate_figure, experiment.gate_title)
-    for rows, path in ((pd.DataFrame(experiment.claims(report, out_dir, settings)), claims),
-                       (experiment.table(report, out_dir), table)):
-        write_csv(rows, path)
-        log(f"{len(rows)} rows -> {path}")
+    rows = experiment.claims(report, out_dir, settings)
+    write_rows(rows, claims, checks)
+    log(f"{len(rows)} claim and check rows -> {claims}" + (f", {checks}" if checks else ""))
+    rows = experiment.table(report, out_dir)
+    write_csv(rows, table)
+    log(f"{len(rows)} rows -> {table}")

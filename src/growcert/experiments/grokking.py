@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
+from growcert.errors import ConfigError
 from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook_square_sums, make_poprisk,
                                       poprisk_arms, variance_step)
 from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
@@ -141,12 +142,26 @@ def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, An
         grokfast = settings["grokfast"]
         return (torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
                 GrokfastEMA(grokfast["alpha"], grokfast["lamb"]))
-    if arm["variance"] == "streaming" and batch >= train_size:
-        raise ValueError(f"PopulationRiskAdam's streaming variance needs sampled minibatches, but batch_size "
-                         f"{batch} covers the {train_size} training equations; lower batch_size or raise p")
-    if arm["variance"] == "microbatch" and batch % arm["microbatches"]:
-        raise ValueError(f"grokking poprisk.microbatches {arm['microbatches']} must divide the batch of {batch}")
+    check_arm_batch(arm, settings, batch, train_size)
     return make_poprisk(arm, model.parameters(), lr, betas, batch, train_size), None
+
+
+def check_arm_batch(arm: dict[str, Any], settings: dict[str, Any], batch: int, train_size: int) -> None:
+    """A PopulationRiskAdam arm's demands on the batch, as a ConfigError naming the config key (one line,
+    exit status 2 in the CLI): the streaming variance needs sampled minibatches, the microbatch variance
+    K equal micro-batches."""
+    if arm["kind"] != "poprisk":
+        return
+    if arm["variance"] == "streaming" and batch >= train_size:
+        given = "null (full batch)" if settings.get("batch_size") is None else settings["batch_size"]
+        raise ConfigError(f"config key 'grokking.batch_size': {given} covers all {train_size} training equations, "
+                          "but PopulationRiskAdam's streaming variance (config key 'grokking.poprisk.variances') "
+                          f"needs sampled minibatches; set grokking.batch_size below {train_size} or drop "
+                          "streaming from grokking.poprisk.variances")
+    if arm["variance"] == "microbatch" and batch % arm["microbatches"]:
+        raise ConfigError(f"config key 'grokking.poprisk.microbatches': {arm['microbatches']} does not divide the "
+                          f"batch of {batch} (config key 'grokking.batch_size'; the microbatch variance splits each "
+                          "batch into equal parts)")
 
 
 def first_step(history: list[dict[str, float]], key: str, threshold: float) -> int | None:
@@ -242,14 +257,17 @@ def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[s
 
 def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
                   device: torch.device) -> dict[str, Any]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
+    arms = optimizer_arms(settings)
+    train_size = len(train_index)
+    for arm in arms:  # refused before any arm trains or anything is written, not when its turn comes
+        check_arm_batch(arm, settings, min(settings["batch_size"] or train_size, train_size), train_size)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
     # every equation fits on the device at once; batches are index draws on the CPU generator
     data = tuple(to_device(part, device) for part in
                  (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index]))
-    arms = optimizer_arms(settings)
     log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
         f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, up to {settings['steps']} steps")
 

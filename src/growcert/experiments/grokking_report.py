@@ -3,13 +3,13 @@ diagnostics figure and one claim row per PopulationRiskAdam variant.
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network. Each
 variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged on its own against AdamW at the paper's small
-decay and at the variant's own decay; "median steps" counts a seed that never reached 95 % as beyond
+decay, paired by seed (`verdicts.judge_steps`), then the claim over every variant with Bonferroni; the
+other AdamW decays stay in the note. "Median steps" counts a seed that never reached 95 % as beyond
 the cap (`experiments.common.median_steps`).
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
-from growcert.report.claims import claim_row
+from growcert.report.claims import CLAIMS, claim_row
+from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_steps
 
 
 def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -47,40 +48,40 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
 
 
 def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam variant
-    (gate reading × variance source × decay, the row's scope),
-    medians over seeds. The arm is compared with AdamW in the paper's regime (small weight decay) and,
-    when the sweep has it, with AdamW at the arm's own weight decay; it holds only if it beats both,
-    so a large decay that speeds up AdamW as much cannot pass as the gate's doing."""
+    """Claim rows (claims.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
+    decay, the row's scope), its speed-up over AdamW at the paper's small decay paired by seed, censored runs
+    censored (verdicts.judge_steps); then the claim over every variant with Bonferroni."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
-    adamw = table[table["optimizer"].str.startswith("AdamW")]
-    adamw_steps = {wd: median_steps(frame["step_95"]) for wd, frame in adamw.groupby("weight_decay")}
-    if baseline_wd not in adamw_steps:
+    baseline_name = f"AdamW wd={baseline_wd:g}"
+    baseline = table[table["optimizer"].str.startswith("AdamW") & (table["weight_decay"] == baseline_wd)]
+    if baseline.empty:
         raise ValueError(f"no AdamW run with the baseline weight decay {baseline_wd}: add it to adamw.weight_decays")
+    baseline_steps = baseline.set_index("seed")["step_95"]
     sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
                       for name, frame in table.groupby("optimizer", sort=False))
-    rows = []
     poprisk = table[table["optimizer"].str.startswith("poprisk-")]
-    for (name, wd), frame in poprisk.groupby(["optimizer", "weight_decay"], sort=False):
-        steps = median_steps(frame["step_95"])
-        rivals = {baseline_wd: adamw_steps[baseline_wd]}
-        if wd in adamw_steps:
-            rivals[wd] = adamw_steps[wd]
-        parts = []
-        for rival_wd, rival in rivals.items():
-            ratio = ("" if not math.isfinite(steps) else f" ({rival / steps:.1f}×)" if math.isfinite(rival)
-                     else f" (> {cap / steps:.1f}×, AdamW capped)")
-            parts.append(f"vs AdamW wd={rival_wd:g}: {format_steps(rival, cap)}{ratio}")
-        holds = "not reached" if not math.isfinite(steps) else all(steps < rival for rival in rivals.values())
-        rows.append(claim_row(
-            "p2_grokking", scope=name,
-            this_run=f"{name}: {format_steps(steps, cap)} " + "; ".join(parts),
-            holds=holds,
-            note=(f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
-                     f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, {len(frame)} seed(s). The paper's "
-                     f"baseline is AdamW with small weight decay (wd={baseline_wd:g} here); holds = fewer steps "
-                     f"than it and than AdamW at the same decay. Whole sweep (median step to 95 %): {sweep}.")))
-    return rows
+    variants = {name: frame.set_index("seed")["step_95"] for name, frame in poprisk.groupby("optimizer", sort=False)}
+    effect = CLAIMS["p2_grokking"].effect
 
+    def judge(level: float) -> dict[str, Judgement]:
+        judged = {}
+        for name, steps in variants.items():
+            seeds = baseline_steps.index.intersection(steps.index)
+            judged[name] = judge_steps(effect, baseline_steps[seeds].to_numpy(float), steps[seeds].to_numpy(float),
+                                       level, cap, settings["eval_every"], baseline_name)
+        return judged
+
+    setting = (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
+               f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, evaluated every {settings['eval_every']}, "
+               f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
+    rows = [claim_row("p2_grokking", judgement, scope=name,
+                      this_run=f"{name}: {format_steps(median_steps(variants[name]), cap)} vs {baseline_name}: "
+                               f"{format_steps(median_steps(baseline_steps), cap)} (median steps)",
+                      note=setting) for name, judgement in judge(LEVEL).items()]
+    if variants:
+        name, judgement = family_judgement(judge, LEVEL, len(variants))
+        rows.append(claim_row("p2_grokking", judgement, scope=f"every variant, Bonferroni; deciding: {name}",
+                              this_run=f"{len(variants)} variants against {baseline_name}", note=setting))
+    return rows

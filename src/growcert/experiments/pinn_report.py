@@ -21,7 +21,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.pinn import steps_to_target
-from growcert.report.claims import claim_row
+from growcert.report.claims import CLAIMS, claim_row
+from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
 
@@ -113,10 +114,9 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
 
 
 def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim rows (paper, claim, paper_value, this_run, holds, note), one per PopulationRiskAdam variant
-    (its scope): the variant's best lr against the best AdamW lr, medians over seeds. holds: True when the
-    variant needs fewer median steps to target, False when not, "not reached" when its median run never
-    reaches it."""
+    """Claim rows (claims.ROW_COLUMNS), one per PopulationRiskAdam variant (its scope): the speed-up of the
+    variant's best lr over the best AdamW lr, paired by seed, censored runs censored (verdicts.judge_steps);
+    then the claim over every variant with Bonferroni."""
     settings = stage_settings("pinn", settings)
     table = _read(summary)
     target, cap = settings["target_l2"], settings["steps"]
@@ -144,21 +144,37 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
                f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
                f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
                f"own grid. Median steps (final ℓ2) per lr: ")
+    effect = CLAIMS["p2_pinn"].effect
+    variants = [name for name in optimizers(table) if name != "AdamW"]
+
+    def per_seed(optimizer: str, lr: float) -> pd.Series:
+        runs = table[(table["optimizer"] == optimizer) & (table["lr"] == lr)]
+        return runs.set_index("seed")["step_to_target"].astype(float)
+
+    baseline = per_seed("AdamW", adamw_lr)
+
+    def judge(level: float) -> dict[str, Judgement]:
+        judged = {}
+        for variant in variants:
+            steps = per_seed(variant, best_lr(table, variant)[0])
+            seeds = baseline.index.intersection(steps.index)
+            judged[variant] = judge_steps(effect, baseline[seeds].to_numpy(), steps[seeds].to_numpy(), level, cap,
+                                          settings["eval_every"], f"AdamW (lr {adamw_lr:g})")
+        return judged
+
     rows = []
-    for variant in [name for name in optimizers(table) if name != "AdamW"]:
+    for variant, judgement in judge(LEVEL).items():
         gate_lr, gate_steps, gate_final = best_lr(table, variant)
-        if not math.isfinite(gate_steps):
-            ratio, holds = "", "not reached"
-        elif math.isfinite(adamw_steps):
-            ratio, holds = f" (speed-up {adamw_steps / gate_steps:.2f}×)", bool(gate_steps < adamw_steps)
-        else:
-            ratio, holds = f" (speed-up > {cap / gate_steps:.2f}×, AdamW capped)", True
         variant_grid, variant_edge = grid(variant, gate_lr)
         edges = [edge for edge in (adamw_edge, variant_edge) if edge]
         rows.append(claim_row(
-            "p2_pinn", scope=variant,
+            "p2_pinn", judgement, scope=variant,
             this_run=(f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
-                      f"{fmt(adamw_steps)} steps{ratio}; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
-            holds=holds,
+                      f"{fmt(adamw_steps)} median steps; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
             note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + "."))
+    if variants:
+        name, judgement = family_judgement(judge, LEVEL, len(variants))
+        rows.append(claim_row("p2_pinn", judgement, scope=f"every variant, Bonferroni; deciding: {name}",
+                              this_run=f"{len(variants)} variants against the best AdamW lr ({adamw_lr:g})",
+                              note=setting + adamw_grid + "."))
     return rows

@@ -55,7 +55,8 @@ from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook
 from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.models.llama import Llama
-from growcert.report.claims import claim_row
+from growcert.report.claims import CLAIMS, claim_row
+from growcert.report.verdicts import LEVEL, Judgement, judge_samples, family_judgement
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
@@ -340,32 +341,39 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
 
 
 def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Two claim rows (paper, claim, paper_value, this_run, holds, note) per PopulationRiskAdam variant (its
-    scope), medians over seeds: its final held-out reward accuracy above AdamW's, its drift below AdamW's."""
+    """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
+    AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
+    then each claim over every variant with Bonferroni."""
     settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
-    if "AdamW" not in medians.index:
+    by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])
+    if "AdamW" not in table["optimizer"].values:
         raise ValueError("preference summary lacks the AdamW baseline")
+    medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
     adamw, seeds = medians.loc["AdamW"], table["seed"].nunique()
     model = f"Hugging Face model {settings['hf_model']}" if settings["hf_model"] else "the pipeline's byte llama"
     note = (f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
             f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
             f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
-            f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; median over {seeds} seed(s).")
+            f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; {seeds} seed(s), paired.")
+    variants = [name for name in medians.index if name != "AdamW"]
+    measures = {
+        "p2_dpo_accuracy": lambda v: by_seed["final_reward_acc"][v] - by_seed["final_reward_acc"]["AdamW"],
+        "p2_dpo_drift": lambda v: by_seed["final_drift"]["AdamW"] / by_seed["final_drift"][v],
+    }
     rows = []
-    for variant in [name for name in medians.index if name != "AdamW"]:
-        gated = medians.loc[variant]
-        ratio = adamw["final_drift"] / gated["final_drift"] if gated["final_drift"] > 0 else math.inf
-        drift = (f"{ratio:.2f}× smaller" if ratio >= 1 else f"{1 / ratio:.2f}× larger")
-        rows += [
-            claim_row("p2_dpo_accuracy", scope=variant,
-                      this_run=f"{adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}",
-                      holds=bool(gated["final_reward_acc"] > adamw["final_reward_acc"]),
-                      note=f"AdamW → {variant}, held-out reward accuracy. " + note),
-            claim_row("p2_dpo_drift", scope=variant,
-                      this_run=f"{drift} ({adamw['final_drift']:.3f} → {gated['final_drift']:.3f})",
-                      holds=bool(gated["final_drift"] < adamw["final_drift"]),
-                      note=f"AdamW → {variant}, mean |β log π/π_ref| over held-out continuations. " + note),
-        ]
+    for key, measure in measures.items():
+        def judge(level: float, key=key, measure=measure) -> dict[str, Judgement]:
+            return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level) for v in variants}
+
+        for variant, judgement in judge(LEVEL).items():
+            gated = medians.loc[variant]
+            this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
+                        key == "p2_dpo_accuracy" else
+                        f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
+            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note))
+        if variants:
+            name, judgement = family_judgement(judge, LEVEL, len(variants))
+            rows.append(claim_row(key, judgement, scope=f"every variant, Bonferroni; deciding: {name}",
+                                  this_run=f"{len(variants)} variants against AdamW", note=note))
     return rows

@@ -34,7 +34,8 @@ import torch
 
 from growcert.config import stage_settings
 from growcert.experiments.common import run_arms, write_tables
-from growcert.report.claims import claim_row
+from growcert.report.claims import CLAIMS, check_row, claim_row
+from growcert.report.verdicts import LEVEL, judge_samples
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.stats.kernels import root_mean_square, split_channel
@@ -54,7 +55,6 @@ SPECTRUM_COLUMNS = ["task", "loss", "seed", "step", "index", "eigenvalue"]
 DRIFT_COLUMNS = ["task", "loss", "seed", "replicate", "T", "drift_norm", "fluctuation_norm"]
 INVISIBLE_BELOW = 1e-2  # ratio ‖G_Q|ker‖/‖G_Q|range‖ under which the claim counts as holding
 BENIGN_BELOW = 1e-2  # test response to reservoir noise / to same-norm channel noise, for "benign"
-EXPONENT_TOLERANCE = 0.1  # |fitted − expected| allowed for the drift (1) and fluctuation (0.5) exponents
 
 
 # ---------------------------------------------------------------------------------------------- experiments
@@ -275,36 +275,38 @@ def _medians(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Claim rows (paper, claim, paper_value, this_run, holds, note) from summary.csv, medians over seeds."""
+    """Three check rows (claims.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
+    (claims.ROW_COLUMNS, judged over seeds) from summary.csv."""
     settings = stage_settings("theory", settings)
-    table = _medians(pd.read_csv(Path(out_dir) / "summary.csv"))
+    summary = pd.read_csv(Path(out_dir) / "summary.csv")
+    table = _medians(summary)
     runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
     seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"
     rows = []
 
     with_reservoir = [(t, l, r) for t, l, r in runs if r["reservoir_dim"] > 0 and np.isfinite(r["invisibility_ratio"])]
     worst = max((r["invisibility_ratio"] for _, _, r in with_reservoir), default=math.nan)
-    rows.append(claim_row(
+    rows.append(check_row(
         "p2_reservoir_invisible",
         this_run="; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
                               f"(reservoir {r['reservoir_dim']:.0f}/{r['outputs']:.0f})"
                               if np.isfinite(r["invisibility_ratio"]) else f"{_run_label(t, l)}: reservoir empty"
                               for t, l, r in runs),
-        holds=bool(with_reservoir and worst < INVISIBLE_BELOW),
+        passed=bool(with_reservoir and worst < INVISIBLE_BELOW),
         note=(f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
                  f"eigenvalues of W_S ≤ rank_tol·λ_max, so the ratio is capped by the Cauchy–Schwarz bound "
                  f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}.")))
 
     noise = table.loc[("regression", "squared")]
     reservoir, channel = noise["response_reservoir_noise_retrained"], noise["response_channel_noise_retrained"]
-    rows.append(claim_row(
+    rows.append(check_row(
         "p2_benign_noise",
         this_run=(f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
                      f"response to same-norm noise: reservoir {reservoir:.1e} vs channel {channel:.1e} RMS, "
                      f"Δ test MSE {noise['delta_test_mse_reservoir_noise']:.1e} vs "
                      f"{noise['delta_test_mse_channel_noise']:.1e}; the iid noise cost "
                      f"{noise['delta_test_mse_iid']:.1e} test MSE"),
-        holds=bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
+        passed=bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
         note=(f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
                  f"norm as the iid noise placed entirely in the reservoir or the channel of the noisy run's W_S, "
                  f"retrained from the same initialisation; holds if the reservoir response is < "
@@ -312,12 +314,12 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -
 
     squared = [(t, l, r) for t, l, r in runs if l == "squared"]
     other = [(t, l, r) for t, l, r in runs if l != "squared"]
-    rows.append(claim_row(
+    rows.append(check_row(
         "p2_coupling_residual",
         this_run="; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
                               + (f" (cap {r['coupling_bound']:.1e})" if l == "squared" else "")
                               for t, l, r in squared + other),
-        holds=bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
+        passed=bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
         note=("R_⊥ = ‖ΔG_Q Π_ker ΔG_S · g_0‖/‖ΔG_Q g_0‖, worst start checkpoint; with the truncated "
                  "pseudo-inverse the squared-loss residual is provably below the cap "
                  "√(2ΔE_Q·rank_tol·σ_max/(2−c)), "
@@ -325,13 +327,18 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -
                  "has no such guarantee and is reported as measured. " + seeds + ".")))
 
     fits = [(t, l, r["drift_exponent"], r["fluctuation_exponent"]) for t, l, r in runs]
+    # dropna=False: an exponent undetermined in every seed stays a NaN column; np.max propagates a NaN
+    # (Python's max drops it depending on order), so such a seed has no determined deviation
+    per_seed = summary.pivot_table(index="seed", columns=["task", "loss", "measure"], values="value", dropna=False)
+    deviations = [float(np.max([[abs(per_seed[(t, l, "drift_exponent")][seed] - 1),
+                                 abs(per_seed[(t, l, "fluctuation_exponent")][seed] - 0.5)] for t, l, _, _ in fits]))
+                  for seed in per_seed.index] if fits else []
     rows.append(claim_row(
-        "p2_drift_diffusion",
-        this_run="; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}" for t, l, d, f in fits),
-        holds=bool(fits and all(abs(d - 1) <= EXPONENT_TOLERANCE and abs(f - 0.5) <= EXPONENT_TOLERANCE
-                                 for _, _, d, f in fits)),
+        "p2_drift_diffusion", judge_samples(CLAIMS["p2_drift_diffusion"].effect, deviations, LEVEL),
+        this_run="median drift / fluctuation exponents: " + "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}"
+                                                                      for t, l, d, f in fits),
         note=(f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
                  f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
-                 f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; holds if every run is within "
-                 f"±{EXPONENT_TOLERANCE} of 1 and 0.5. {seeds}.")))
+                 f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; per seed the largest deviation "
+                 f"from 1 and 0.5 over every run. {seeds}.")))
     return rows

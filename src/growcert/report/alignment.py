@@ -23,7 +23,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.report.claims import claim_row  # noqa: E402
+from growcert.report.claims import CLAIMS, check_row, claim_row  # noqa: E402
+from growcert.report.verdicts import Judgement, family_judgement, judge_bound, judge_slopes  # noqa: E402
+from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
 
 PANEL = ["family", "dataset"]
@@ -162,49 +164,76 @@ def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
     return held_out[columns].sort_values(["family", "reduction", "point", "width"])
 
 
-def _rising(series: pd.DataFrame, column: str) -> bool | None:
-    """True if the column rises with width (Spearman > 0), None with fewer than 2 determined widths."""
-    determined = series[series[column].notna()]
-    if determined["width"].nunique() < 2:
-        return None
-    return bool(determined[["width", column]].corr(method="spearman").iloc[0, 1] > 0)
+def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str) -> list[dict[str, Any]]:
+    """The claim row of a width trend over (point, reduction) series: each series' seed-level slope
+    interval (width_trend), the claim judged over every series with Bonferroni (verdicts.family_judgement)."""
+    effect = CLAIMS[key].effect
+    series = ["family", "dataset", "context", "depth", "reduction", "point"]
+
+    if "context" in table.columns:  # fixed-context runs beside a sweep have none: 0 labels them apart
+        table = table.assign(context=table["context"].fillna(0))
+
+    def trends(at: float) -> pd.DataFrame:
+        return width_trend(table, "step", value, level=at, cell=series)
+
+    def judge(at: float) -> dict[str, Judgement]:
+        trend = trends(at)
+        labels = [_series_label(row) for _, row in trend.iterrows()]
+        return dict(zip(labels, judge_slopes(effect, trend, at)))
+
+    each = judge(level)
+    if not each:
+        return []
+    name, judgement = family_judgement(judge, level, len(each), unit="series")
+    words = pd.Series([j.verdict for j in each.values()]).value_counts()
+    plugin = ""
+    if value == "d_align":
+        plugin_trend = width_trend(table, "step", "d_align_plugin", level=level, cell=series)
+        plugin = (f" Plug-in d_align slopes (its finite-n floor moves with width): "
+                  + ", ".join(f"{row.slope:+.2f}" for row in plugin_trend.itertuples()) + ".")
+    return [claim_row(key, judgement,
+                      this_run=f"{what}; per series: " + "; ".join(f"{label} {j.estimate:+.2f} [{j.low:+.2f}, "
+                                                                   f"{j.high:+.2f}] {j.verdict}"
+                                                                   for label, j in each.items()),
+                      note=f"deciding series: {name}; {len(each)} series: "
+                           + ", ".join(f"{count} {word}" for word, count in words.items())
+                           + f"; held-out pool, last checkpoint.{plugin}")]
 
 
-def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int]) -> list[dict[str, Any]]:
+def _series_label(row: pd.Series) -> str:
+    context = f" ctx {int(row['context'])}" if "context" in row and row["context"] else ""
+    return f"{row['family']}/{row['dataset']}{context} d{row['depth']} {row['point']} {row['reduction']}"
+
+
+def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
+                     level: float = 0.95) -> list[dict[str, Any]]:
+    """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows."""
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    series_keys = ["family", "dataset", "reduction", "point"]
-    keys = with_context(series_keys, held_out)
-    verdicts = [_rising(series, "d_align") for _, series in held_out.groupby(keys, dropna=False)]
-    rising, judged = sum(v is True for v in verdicts), sum(v is not None for v in verdicts)
     undetermined = int(held_out["d_align"].isna().sum())
-    plugin = [_rising(series, "d_align_plugin") for _, series in held_out.groupby(keys, dropna=False)]
-    d_align_claim = claim_row(
-        "p1_dalign_width",
-        this_run=f"rises in {rising} of {judged} (point, reduction) series with ≥ 2 determined widths; "
-                    f"{undetermined} of {len(held_out)} cells undetermined; d_align range "
-                 f"{held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}",
-        holds=("undetermined" if judged == 0 else bool(rising == judged)),
-        note=f"plug-in d_align rises in {sum(v is True for v in plugin)} of {sum(v is not None for v in plugin)} "
-             f"series (its finite-n floor moves with width); unbiased, held-out pool, last checkpoint")
+    rows = _slope_rows("p1_dalign_width", held_out, "d_align", level,
+                       f"d_align {held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}; {undetermined} of "
+                       f"{len(held_out)} cells undetermined")
     if misalignment.empty:  # every grid sweeps context: no certificates were estimated
-        return [d_align_claim]
+        return rows
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
-    falling = [_rising(series, "p_hat") for _, series in reference.groupby(with_context(series_keys, reference), dropna=False)]
-    falls, judged_p = sum(v is False for v in falling), sum(v is not None for v in falling)
-    p_claim = claim_row(
-        "p1_misalignment_width",
-        this_run=f"falls in {falls} of {judged_p} (point, reduction) series at M = {reference_mk[0]}, K = {reference_mk[1]} (iid)",
-        holds=("undetermined" if judged_p == 0 else bool(falls == judged_p)), note="Spearman sign of p̂ vs width")
-    rows = [d_align_claim, p_claim]
+    rows += _slope_rows("p1_misalignment_width", reference, "p_hat", level,
+                        f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)")
     for mode in ("iid", "train_test"):
-        cells = final[(final["mode"] == mode) & (final["status"] == "ok") & final["p_hat"].notna()]
-        ordered = (cells["p_lo"] <= cells["b_exact"]) & (cells["b_exact"] <= cells["b_align"])
-        rows.append(claim_row(
-            "p1_certificate_iid" if mode == "iid" else "p1_certificate_train_test",
-            this_run=f"held in {int(ordered.sum())} of {len(cells)} determined cells (p̂'s Wilson lower bound ≤ B_exact)",
-            holds=("undetermined" if len(cells) == 0 else bool(ordered.all())),
-            note=f"{int((final['mode'] == mode).sum()) - len(cells)} cells undetermined (no detectable mean or a "
-                 f"negative estimate); certificates from held-out moments"
-                 + ("; M from the training rows, where independence can fail" if mode == "train_test" else "")))
+        every = final[final["mode"] == mode]
+        cells = every[(every["status"] == "ok") & every["p_hat"].notna()]
+        key = "p1_certificate_iid" if mode == "iid" else "p1_certificate_train_test"
+        judgement = judge_bound(cells["p_hat"], cells["p_lo"], cells["b_exact"], level, int(cells["seed"].nunique()))
+        scope = "; M from the training rows, where independence can fail" if mode == "train_test" else ""
+        rows.append(claim_row(key, judgement,
+                              this_run=f"p̂ ≤ B_exact in {int((cells['p_hat'] <= cells['b_exact']).sum())} of "
+                                       f"{len(cells)} determined cells; B_exact < 0.5 in "
+                                       f"{int((cells['b_exact'] < 0.5).sum())}",
+                              note=f"{len(every) - len(cells)} cells undetermined (no detectable mean or a negative "
+                                   f"estimate); certificates from held-out moments{scope}"))
+        ordered = cells["b_exact"] <= cells["b_align"]
+        rows.append(check_row("p1_certificate_order", bool(ordered.all()), scope=mode,
+                              this_run=f"B_exact ≤ B_align in {int(ordered.sum())} of {len(cells)} determined cells",
+                              note="both bounds follow from the same estimated moments, so this can only fail "
+                                   "through a bug"))
     return rows

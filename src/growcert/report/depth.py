@@ -7,7 +7,6 @@ two P3 claims on that decision and on the pooled `growcert grow` tables. Never r
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.report.claims import claim_row
+from growcert.report.claims import CLAIMS, claim_row
+from growcert.report.verdicts import judge_samples
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
 from growcert.stats.intervals import normal_quantile
@@ -129,6 +129,28 @@ def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
+def _seed_log_ratios(rows: pd.DataFrame, view: str) -> pd.Series:
+    """Per seed, the mean over widths of log(deepest / shallowest) of the scale-invariant value. within_model:
+    `rows` are the decision rows (one per model, first and last point); across_depth: the held-out table itself,
+    since the decision averages over seeds, each seed's own models at their last point, deepest and shallowest
+    depth of that width."""
+    if view == "within_model":
+        first, last, seeds = rows["first_value"], rows["last_value"], rows["seed"]
+    else:
+        model = ["width", "depth", "seed"]
+        rows = rows[rows["point_index"] == rows.groupby(model)["point_index"].transform("max")]
+        first, last, seeds = [], [], []
+        for _, part in rows.groupby("width"):
+            by_depth = part.pivot_table(index="seed", columns="depth", values="scaled_value", dropna=False)
+            first.append(by_depth[part["depth"].min()])
+            last.append(by_depth[part["depth"].max()])
+            seeds.append(by_depth.index.to_series())
+        first, last, seeds = pd.concat(first), pd.concat(last), pd.concat(seeds)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.log(last.to_numpy(float) / first.to_numpy(float))
+    return pd.Series(ratios, index=seeds.to_numpy()).groupby(level=0).mean(skipna=False)
+
+
 def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
     claims = []
     if depth_table.empty:
@@ -142,23 +164,24 @@ def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]
         frame = frame[frame["view"] == view]
         if view == "within_model":
             frame = frame[frame["depth"] == frame["depth"].max()]
-        summary, holds = {}, {}
+        summary = {}
         for criterion, part in frame.groupby("criterion"):
-            held = part["falls"] & part["status"].str.startswith("saturated")
-            holds[criterion] = bool(held.all())
             summary[criterion] = "; ".join(
-                f"w{r.width}: {r.status}" + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
-                                              if r.status.startswith("saturated") else "")
+                f"w{r.width}" + (f" s{r.seed:g}" if np.isfinite(r.seed) else "") + f": {r.status}"
+                + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
+                   if r.status.startswith("saturated") else "")
                 + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
                 for r in part.itertuples())
+        # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
+        per_seed = _seed_log_ratios(held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)]
+                                    if view == "across_depth" else frame[frame["criterion"] == "scaled_value"], view)
+        judgement = judge_samples(CLAIMS["p3_depth_plateau"].effect, per_seed.to_numpy(), level)
         unit = "model depth" if view == "across_depth" else "point index"
-        claims.append(claim_row("p3_depth_plateau", scope=f"{family}/{dataset}",
+        claims.append(claim_row("p3_depth_plateau", judgement, scope=f"{family}/{dataset}",
                                 this_run=f"scale-invariant: {summary.get('scaled_value', '')}",
-                                holds=holds.get("scaled_value", False),
-                                note=f"{view} over {unit} (held-out pool, last checkpoint); holds = significant fall from the "
-                               f"shallowest to the deepest level AND a plateau or zero within the grid, judged on the "
-                               f"scale-invariant value (P3 pilot). Raw value: {summary.get('value', '')} "
-                                     f"(holds on raw: {holds.get('value', False)})."))
+                                note=f"{view} over {unit} (held-out pool, last checkpoint); the effect is the log ratio "
+                                     f"deepest / shallowest of the scale-invariant value (P3 pilot), per seed. Raw "
+                                     f"value: {summary.get('value', '')}."))
     return claims
 
 
@@ -169,19 +192,16 @@ def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, An
         loss = frame.pivot_table(index="seed", columns="arm", values="test_loss")
         if not {"grown_value", "scratch"} <= set(loss.columns):
             continue
-        difference = loss["grown_value"] - loss["scratch"]  # paired by seed: same batches, same evaluation rows
-        se = difference.std(ddof=1) / math.sqrt(len(difference)) if len(difference) > 1 else math.nan
-        tolerance = max(normal_quantile(level) * np.nan_to_num(se), 0.01 * loss["scratch"].mean())
+        excess = (loss["grown_value"] - loss["scratch"]) / loss["scratch"]  # paired by seed: same batches, rows
+        judgement = judge_samples(CLAIMS["p3_grown_vs_scratch"].effect, excess.to_numpy(), level)
         means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
-        claims.append(claim_row("p3_grown_vs_scratch", scope=f"{family}/{dataset} width {width}",
-                                this_run=f"grown − scratch held-out loss {difference.mean():+.4f} (SE {se:.3g}, "
-                                   f"{len(difference)} seeds)",
-                                holds=bool(difference.mean() <= tolerance),
-                                note=f"mean final held-out loss: {means}. Same final architecture and budget; holds = grown "
-                               f"exceeds scratch by at most max(z·SE over seeds, 1 % of scratch's loss) = {tolerance:.3g}."))
+        claims.append(claim_row("p3_grown_vs_scratch", judgement, scope=f"{family}/{dataset} width {width}",
+                                this_run=f"(grown − scratch) / scratch held-out loss {excess.mean():+.2%} over "
+                                         f"{len(excess)} seed(s)",
+                                note=f"mean final held-out loss: {means}. Same final architecture and budget."))
     return claims
 
 
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:
-    """The two P3 claims checked against this run (keys paper, claim, paper_value, this_run, holds, note)."""
+    """The two P3 claim rows judged on this run (claims.ROW_COLUMNS)."""
     return _depth_claim(depth_table, level) + _growth_claim(growth_table, level)

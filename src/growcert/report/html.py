@@ -1,7 +1,8 @@
 """results/report.html: one self-contained page a researcher reads from the top.
 
 Order: a header with the run's provenance and a table of contents; a one-screen summary with each paper
-claim of the registry (`report/claims.py`), this run's value, a verdict and links to the figures and
+claim of the registry (`report/claims.py`), this run's estimate with its interval over seeds, its verdict
+(one of the four words of `report/verdicts.py`, with the four counts on the first screen) and links to the figures and
 tables that measure it; then the trained grid and one section per paper (PAPERS.md), each figure under
 a caption saying what is plotted, how to read it and what this run shows; the summary tables collapsed,
 sortable and linked to their full CSVs. Claims no stage measured are listed as such rather than left
@@ -22,7 +23,8 @@ import pandas as pd
 from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
-from growcert.report.claims import CLAIMS, ROW_COLUMNS
+from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.report.reference import REFERENCES, references_html
 from growcert.report.training import final_rows
 
@@ -32,7 +34,7 @@ SECTIONS = [
     ("p1", "P1 — width scaling and the alignment certificate",
      ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
       "p1_interventions", "p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
-      "p1_regime_plugin_vs_unbiased"], "p1_"),
+      "p1_regime_plugin_vs_unbiased", "p1_regime_spread"], "p1_"),
     ("p2", "P2 — population-risk training", ["p2_grokking", "p2_grokking_gate", "p2_pinn", "p2_pinn_gate",
                                              "p2_preference", "p2_preference_gate", "p2_theory"], "p2_"),
     ("p3", "P3 — depth sufficiency", ["p3_depth", "p3_growth"], "p3_"),
@@ -48,6 +50,7 @@ TITLES = {
     "p1_regime_dalign_vs_context": "Regime map: d_align against context at the widest width",
     "p1_regime_dims_vs_width": "Regime map: d_∥ and d_2 against width per context",
     "p1_regime_plugin_vs_unbiased": "Regime map: plug-in beside unbiased d_align",
+    "p1_regime_spread": "Regime map: d_align's spread between training seeds against within one store",
     "p2_grokking": "Grokking a/b mod p: accuracy along training per optimizer",
     "p2_pinn": "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
     "p2_preference": "Noisy-label DPO: held-out reward accuracy and drift along training",
@@ -60,12 +63,48 @@ TITLES = {
 }
 
 
-def _verdict(holds) -> str:
-    text = str(holds).lower()
-    if text in ("true", "false"):
-        return (f'<span class="verdict {"yes" if text == "true" else "no"}">'
-                f'{"holds" if text == "true" else "does not hold"}</span>')
-    return f'<span class="verdict other">{html.escape(text)}</span>'
+def _verdict(word, why: str = "") -> str:
+    """The verdict word, coloured by which of the four it is (title: the reason)."""
+    text = str(word)
+    kind = {REPRODUCED: "reproduced", CONTRADICTED: "contradicted", UNRESOLVED: "unresolved",
+            NOT_TESTED: "not-tested"}.get(text, "other")
+    title = f' title="{html.escape(str(why))}"' if why and str(why) != "nan" else ""
+    return f'<span class="verdict {kind}"{title}>{html.escape(text)}</span>'
+
+
+def _interval(row: pd.Series) -> str:
+    """This run's estimate, interval, level and seeds, as the claim table shows them."""
+    def number(value) -> str:
+        return "–" if pd.isna(value) else f"{float(value):.3g}"
+
+    if pd.isna(row.get("estimate")):
+        return f"{int(row['seeds']) if pd.notna(row.get('seeds')) else 0} seeds"
+    interval = ("" if pd.isna(row.get("low")) else
+                f" [{number(row['low'])}, {number(row['high'])}] ({float(row['level']):.0%})")
+    return f"{number(row['estimate'])}{interval}, {int(row['seeds'])} seeds"
+
+
+def _counts(rows: pd.DataFrame) -> str:
+    """The four counts over this run's claim rows, for the first screen."""
+    counts = rows["verdict"].value_counts() if len(rows) else pd.Series(dtype=int)
+    return " · ".join(f'<span class="count">{_verdict(word)} {int(counts.get(word, 0))}</span>' for word in WORDS)
+
+
+def _checks(results: Path) -> str:
+    files = sorted((results / "checks").glob("*.csv")) if (results / "checks").is_dir() else []
+    checks = pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
+        pd.DataFrame(columns=CHECK_COLUMNS)
+    if checks.empty:
+        return "<p>No implementation checks in this run.</p>"
+    passed = checks["passed"].astype(str).str.lower() == "true"
+    body = "".join(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['check']))}</td>"
+                   f"<td>{html.escape(str(row['expected']))}</td><td>{html.escape(str(row['this_run']))}</td>"
+                   f'<td><span class="verdict {"reproduced" if ok else "contradicted"}">{"passed" if ok else "FAILED"}'
+                   f"</span></td></tr>" for ok, (_, row) in zip(passed, checks.iterrows()))
+    return (f'<details id="checks"><summary>Implementation checks (not claims: they hold by construction when the '
+            f"code is right): {int(passed.sum())} of {len(checks)} passed</summary>"
+            '<div class="scroll"><table><thead><tr><th>paper</th><th>check</th><th>expected</th><th>this run</th>'
+            f"<th>result</th></tr></thead><tbody>{body}</tbody></table></div></details>")
 
 
 def _title(stem: str) -> str:
@@ -94,16 +133,20 @@ def _summary(rows: pd.DataFrame, present: set[str]) -> str:
         for _, row in match.iterrows():
             note = html.escape(str(row["note"])) if pd.notna(row["note"]) else ""
             body.append(f"<tr><td>{claim.paper}</td><td>{html.escape(str(row['claim']))}"
-                        f"<details><summary>how it is judged</summary>{html.escape(claim.judged)}. {note}</details></td>"
-                        f"<td>{html.escape(claim.paper_value)}</td><td>{html.escape(str(row['this_run']))}</td>"
-                        f"<td>{_verdict(row['holds'])}</td><td>{links}</td></tr>")
+                        f"<details><summary>how it is judged</summary>{html.escape(claim.judged)}. Effect: "
+                        f"{html.escape(claim.effect.name)}; interval: {html.escape(claim.effect.interval)}. "
+                        f"{html.escape(str(row['this_run']))}. {note}</details></td>"
+                        f"<td>{html.escape(claim.paper_value)} <small>(effect {html.escape(str(row['paper_effect']))})"
+                        f"</small></td><td>{html.escape(_interval(row))}</td>"
+                        f"<td>{_verdict(row['verdict'])}<details><summary>why</summary>{html.escape(str(row['why']))}"
+                        f"</details></td><td>{links}</td></tr>")
     for _, row in rows[~rows["claim_id"].isin(list(CLAIMS))].iterrows():
         body.append(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['claim']))} <em>(claim_id "
-                    f"{html.escape(str(row['claim_id']))} is not in the registry)</em></td>"
-                    f"<td>{html.escape(str(row['paper_value']))}</td><td>{html.escape(str(row['this_run']))}</td>"
-                    f"<td>{_verdict(row['holds'])}</td><td></td></tr>")
+                    f"{html.escape(str(row['claim_id']))} is not in the registry)</em> {html.escape(str(row['this_run']))}</td>"
+                    f"<td>{html.escape(str(row['paper_value']))}</td><td>{html.escape(_interval(row))}</td>"
+                    f"<td>{_verdict(row['verdict'], row['why'])}</td><td></td></tr>")
     return ('<div class="scroll"><table><thead><tr><th>paper</th><th>claim</th><th>paper\'s value</th>'
-            "<th>this run</th><th>verdict</th><th>evidence</th></tr></thead><tbody>" + "".join(body)
+            "<th>this run (interval, seeds)</th><th>verdict</th><th>evidence</th></tr></thead><tbody>" + "".join(body)
             + "</tbody></table></div>")
 
 
@@ -111,8 +154,8 @@ def _shows(stem: str, rows: pd.DataFrame) -> str:
     """What this run shows in a figure: the claim rows it is evidence for."""
     keys = [claim.key for claim in CLAIMS.values() if stem in claim.evidence]
     found = rows[rows["claim_id"].isin(keys)]
-    return "; ".join(f"{html.escape(str(row['claim']))}: {html.escape(str(row['this_run']))} {_verdict(row['holds'])}"
-                     for _, row in found.iterrows())
+    return "; ".join(f"{html.escape(str(row['claim']))}: {html.escape(_interval(row))} "
+                     f"{_verdict(row['verdict'], row['why'])}" for _, row in found.iterrows())
 
 
 def _training(results: Path, report_dir: Path) -> str:
@@ -163,9 +206,14 @@ def build_report(results: str | Path, out: str | Path, references: str | Path = 
               f'<nav class="toc"><b>Contents</b><ol>{toc}</ol></nav>')
     measured = sum(1 for claim in CLAIMS.values() if (rows["claim_id"] == claim.key).any())
     body = [header, '<section id="summary"><h2>Paper claims at a glance</h2>'
-            f"<p>{measured} of {len(CLAIMS)} registered claims measured by this run. Each row links to the "
-            f"figures and tables that measure it; “how it is judged” opens the rule and this run's details.</p>"
-            + _summary(rows, present) + "</section>"]
+            f'<p class="counts">{len(rows)} claim rows: {_counts(rows)}</p>'
+            f"<p>{measured} of {len(CLAIMS)} registered claims measured by this run (a claim judged on several "
+            f"scopes has a row each; a claim over several variants has a Bonferroni row). Verdicts come from an "
+            f"interval over training seeds: reproduced (excludes the null, reaches half the paper's effect), "
+            f"contradicted (excludes the paper's effect), unresolved (holds both; the row says how many seeds "
+            f"would resolve it), not tested at this scale. Each row links to the figures and tables that measure "
+            f"it; “how it is judged” opens the rule and this run's details.</p>"
+            + _summary(rows, present) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
         parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]

@@ -40,8 +40,10 @@ td { overflow-wrap: anywhere; max-width: 34em; }
 th { background: #f1f1f1; position: sticky; top: 0; }
 table.sortable th { cursor: pointer; } table.sortable th::after { content: " ⇅"; color: #aaa; }
 .verdict { font-weight: 600; white-space: nowrap; padding: 0.05em 0.4em; border-radius: 3px; }
-.verdict.yes { background: #dff3dc; color: #1d5e17; } .verdict.no { background: #fbe0dd; color: #8a1c12; }
+.verdict.reproduced { background: #dff3dc; color: #1d5e17; } .verdict.contradicted { background: #fbe0dd; color: #8a1c12; }
+.verdict.unresolved { background: #fdf0c8; color: #6b4e00; } .verdict.not-tested { background: #eee; color: #555; }
 .verdict.other { background: #eee; color: #555; } td.pending { color: #888; }
+p.counts { font-size: 1.05em; } p.counts .count { margin-right: 0.8em; white-space: nowrap; }
 figure { margin: 1.5em 0; } figure img { max-width: 100%; height: auto; display: block; }
 figcaption { color: #333; font-size: 0.9em; max-width: 62em; }
 figcaption .shows { margin-top: 0.4em; padding-left: 0.6em; border-left: 3px solid #c9d9ef; }

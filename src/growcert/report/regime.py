@@ -30,16 +30,19 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
-from growcert.report.claims import ROW_COLUMNS, claim_row  # noqa: E402
+from growcert.report.claims import CLAIMS, claim_row, write_rows  # noqa: E402
+from growcert.report.verdicts import Judgement, family_judgement, judge_slopes  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.stats.regime import LOSS, common_loss_grid, matched_loss, regime_summary, width_trend  # noqa: E402
+from growcert.stats.regime import (LOSS, common_loss_grid, matched_loss, regime_summary, seed_spread,  # noqa: E402
+                                   width_trend)
 
 MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
 LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
 FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (DESIGN.md §4)
 WIDTH_FIGURES = ["p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased"]
 CONTEXT_FIGURES = ["p1_regime_dalign_vs_context"]
+SEED_FIGURES = ["p1_regime_spread"]
 # The map issue 21 asks for (configs/p1-regime.yaml): fewer of any axis is a slice of it.
 FULL_MAP = {"contexts": 4, "widths": 4, "seeds": 3, "checkpoints": 4}
 
@@ -76,7 +79,10 @@ def drawable(table: pd.DataFrame) -> dict[str, str]:
     contexts = table["context"].nunique() if len(table) else 0
     no_widths = "" if widths > 1 else f"needs more than one width; the map has {widths}"
     no_contexts = "" if contexts > 1 else f"needs more than one context; the map has {contexts}"
-    return {**{stem: no_widths for stem in WIDTH_FIGURES}, **{stem: no_contexts for stem in CONTEXT_FIGURES}}
+    seeds = table["seed"].nunique() if len(table) else 0
+    no_seeds = "" if seeds > 1 else f"needs more than one seed; the map has {seeds}"
+    return {**{stem: no_widths for stem in WIDTH_FIGURES}, **{stem: no_contexts for stem in CONTEXT_FIGURES},
+            **{stem: no_seeds for stem in SEED_FIGURES}}
 
 
 def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, pd.DataFrame]:
@@ -88,34 +94,56 @@ def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, p
     return {"budget": width_trend(table, "step"), "matched": matched, "loss": width_trend(reached, LOSS)}
 
 
-def cells_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Both comparisons' cells in one table for the report, keyed by `comparison` and `progress`."""
+def cells_table(tables: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFrame:
+    """Both comparisons' cells in one table for the report, keyed by `comparison` and `progress`, each with
+    its verdict word at `level` (verdicts.judge_slopes against the paper's slope) and the reason."""
     frames = [trend.rename(columns={column: "progress"}).assign(comparison=name)
               for name, column in (("matched budget (step)", "step"), ("matched loss (held-out nats)", LOSS))
               if len(trend := tables["budget" if column == "step" else "loss"])]
     if not frames:
-        return pd.DataFrame(columns=["comparison", "context", "progress", "verdict"])
+        return pd.DataFrame(columns=["comparison", "context", "progress", "reduction", "point", "verdict"])
     cells = pd.concat(frames, ignore_index=True)
-    first = ["comparison", "context", "progress", "reduction", "point", "verdict", "slope", "slope_lo", "slope_hi"]
+    judged = judge_slopes(CLAIMS["p1_regime_budget"].effect, cells, level)
+    cells = cells.assign(verdict=[j.verdict for j in judged], seeds_needed=[j.seeds_needed for j in judged],
+                         why=[j.why for j in judged])
+    first = ["comparison", "context", "progress", "reduction", "point", "verdict", "slope", "slope_lo", "slope_hi",
+             "seeds", "seeds_needed", "trend"]
     return cells[first + [c for c in cells.columns if c not in first]]
 
 
-def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """One row per comparison: rising / falling / flat cells and where d_align >= 1 at the widest width."""
+def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95) -> list[dict[str, Any]]:
+    """One row per comparison × context (the scope): every (step or loss level, point, reduction) cell of the
+    context judged against the paper's slope, the context's claim with Bonferroni over its cells."""
     rows = []
     scope = coverage(table)
-    for key, name, progress in (("p1_regime_budget", "budget", "step"), ("p1_regime_loss", "loss", LOSS)):
-        trend = tables[name]
-        if trend.empty:
+    sources = {"budget": (table, "step"), "loss": (tables["matched"][tables["matched"]["reached"].astype(bool)]
+                                                     if len(tables["matched"]) else tables["matched"], LOSS)}
+    for key, name in (("p1_regime_budget", "budget"), ("p1_regime_loss", "loss")):
+        source, progress = sources[name]
+        if tables[name].empty:
             continue
-        summary = regime_summary(trend, progress)
-        judged = summary["cells"] - summary["undetermined"]
-        holds = "undetermined" if judged == 0 else bool(summary["rises"] == judged)
         comparison = ("matched budget: widths at the same step and tokens per step" if name == "budget" else
                       f"matched held-out loss: d_align interpolated at {LOSS_LEVELS} loss levels every width and "
                       "seed of a context reaches, log-linear between the bracketing checkpoints")
-        rows.append(claim_row(key, this_run=summary["this_run"], holds=holds,
-                              note=f"{comparison}; held-out pool, every point and reduction; {scope}"))
+        for context, part in source.groupby("context"):
+            def judge(at: float, part=part, progress=progress) -> dict[str, Judgement]:
+                trend = width_trend(part, progress, level=at)
+                labels = [f"{progress} {row[progress]:.4g}, {row['point']}, {row['reduction']}"
+                          for _, row in trend.iterrows()]
+                return dict(zip(labels, judge_slopes(CLAIMS[key].effect, trend, at)))
+
+            each = judge(level)
+            if not each:
+                continue
+            deciding, judgement = family_judgement(judge, level, len(each), unit="cells")
+            words = pd.Series([j.verdict for j in each.values()]).value_counts()
+            trend = tables[name][tables[name]["context"] == context]
+            summary = regime_summary(trend, progress)
+            rows.append(claim_row(
+                key, judgement, scope=f"context {int(context)}",
+                this_run=f"{len(each)} cells: " + ", ".join(f"{count} {word}" for word, count in words.items())
+                         + f"; {summary['this_run']}",
+                note=f"deciding cell: {deciding}; {comparison}; held-out pool, every point and reduction; {scope}"))
     return rows
 
 
@@ -206,14 +234,46 @@ def plot_plugin_vs_unbiased(table: pd.DataFrame, out: str | Path) -> None:
     save_figure(figure, out)
 
 
-def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path) -> dict[str, str]:
+def plot_seed_spread(spread: pd.DataFrame, out: str | Path) -> None:
+    """Between-seed against within-store spread of log d_align, one point per (cell, width, step), a colour
+    per context; above the diagonal the training run, not the sampling of examples, dominates."""
+    shown = spread[np.isfinite(spread["between_sd"]) & np.isfinite(spread["within_sd"])]
+    figure, axis = plt.subplots(figsize=(6.0, 4.6))
+    for color, (context, frame) in zip(sns.color_palette("viridis", max(shown["context"].nunique(), 1)),
+                                       shown.groupby("context")):
+        axis.scatter(frame["within_sd"], frame["between_sd"], s=12, alpha=0.7, color=color, label=f"context {context}")
+    if len(shown):
+        ends = [min(shown["within_sd"].min(), shown["between_sd"].min()), max(shown["within_sd"].max(),
+                                                                              shown["between_sd"].max())]
+        axis.plot(ends, ends, color="grey", linewidth=0.8, linestyle="--", label="equal spread")
+        axis.set(xscale="log", yscale="log")
+        axis.legend(fontsize=7)
+    above = int((shown["ratio"] > 1).sum())
+    axis.set(xlabel="within-store SE of log d_align (jackknife)", ylabel="between-seed SD of log d_align",
+             title=f"between seeds vs within a store: {above} of {len(shown)} cells above the diagonal")
+    axis.grid(alpha=0.3)
+    save_figure(figure, out)
+
+
+def spread_summary(spread: pd.DataFrame) -> dict[str, Any]:
+    """Counts for the docs and the map's json: cells with both spreads, how many have between > within,
+    and the median ratio."""
+    both = spread[np.isfinite(spread["ratio"].astype(float))]
+    return {"cells": int(len(both)), "between_dominates": int((both["ratio"] > 1).sum()),
+            "median_ratio": float(both["ratio"].median()) if len(both) else None}
+
+
+def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path,
+                 spread: pd.DataFrame | None = None) -> dict[str, str]:
     """Draw every figure `table` allows into `folder`; returns `drawable` (stem -> why not, or "")."""
     folder = Path(folder)
     reasons = drawable(table)
+    spread = seed_spread(table) if spread is None else spread
     painters = {"p1_regime_dalign_vs_width": lambda out: plot_dalign_vs_width(table, matched, out),
                 "p1_regime_dims_vs_width": lambda out: plot_dims_vs_width(table, out),
                 "p1_regime_plugin_vs_unbiased": lambda out: plot_plugin_vs_unbiased(table, out),
-                "p1_regime_dalign_vs_context": lambda out: plot_dalign_vs_context(table, out)}
+                "p1_regime_dalign_vs_context": lambda out: plot_dalign_vs_context(table, out),
+                "p1_regime_spread": lambda out: plot_seed_spread(spread, out)}
     for stem, reason in reasons.items():
         if not reason:
             painters[stem](folder / f"{stem}.png")
@@ -221,15 +281,18 @@ def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path)
 
 
 def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str | Path, out_cells: str | Path,
-                     out_claims: str | Path, out_map: str | Path, figures: str | Path) -> str:
+                     out_claims: str | Path, out_map: str | Path, figures: str | Path, level: float = 0.95) -> str:
     """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line."""
     table = regime_table(pd.read_csv(alignment), pd.read_csv(training))
     tables = regime_tables(table)
     for name in ("budget", "loss", "matched"):
         write_csv(tables[name], Path(out_stats) / f"p1_regime_{name}.csv")
-    write_csv(cells_table(tables), out_cells)
-    write_csv(pd.DataFrame(regime_claims(table, tables), columns=ROW_COLUMNS), out_claims)
-    reasons = draw_figures(table, tables["matched"], figures)
-    write_text(out_map, json.dumps({"coverage": coverage(table), "figures": reasons}, indent=1))
+    spread = seed_spread(table, level=level)
+    write_csv(spread, Path(out_stats) / "p1_regime_spread.csv")
+    write_csv(cells_table(tables, level), out_cells)
+    write_rows(regime_claims(table, tables, level), out_claims)
+    reasons = draw_figures(table, tables["matched"], figures, spread)
+    write_text(out_map, json.dumps({"coverage": coverage(table), "figures": reasons,
+                                    "spread": spread_summary(spread)}, indent=1))
     missing = [stem for stem, reason in reasons.items() if reason]
     return f"regime map: {coverage(table)}; {len(table)} held-out rows; figures not drawn: {missing or 'none'}"

@@ -81,7 +81,8 @@ def _estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: 
                 p_hat = low = high = np.nan
                 if available:
                     first, second = (test, None) if mode == "iid" else (train, test)
-                    p_hat, low, high = misalignment(first, second, M, K, settings["replicates"], settings["seed"])
+                    p_hat, low, high = misalignment(first, second, M, K, settings["replicates"], settings["seed"],
+                                                      level=settings["level"])
                 rows.append({**identity, "point": point, "reduction": reduction, "mode": mode, "M": M, "K": K,
                              "replicates": settings["replicates"] if available else 0,
                              "p_hat": p_hat, "p_lo": low, "p_hi": high, "status": held_out["status"],

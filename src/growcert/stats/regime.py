@@ -14,7 +14,7 @@ same training progress instead (PAPERS.md P1, fifth pilot).
     common_loss_grid(table, count)    held-out loss levels every curve of a panel passes through
     matched_loss(table, levels)       log-linear interpolation of d_align (and its interval) at them
     width_slopes(table, progress)     per seed: OLS slope of log d_align on log width, per cell
-    width_trend(table, progress)      per cell: seed-level t interval, verdict, magnitude at the widest width
+    width_trend(table, progress)      per cell: seed-level t interval, trend, magnitude at the widest width
     regime_summary(trend)             counts of rising / falling / flat cells and where d_align >= 1
 
 Keys that a table lacks (e.g. ``context`` before it is a grid axis) are left out of the grouping.
@@ -28,6 +28,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
+
+from growcert.stats.seeds import t_interval
 
 LOSS = "test_loss"
 # One training curve: the checkpoints of one model seen through one point, reduction and pool.
@@ -165,20 +167,7 @@ def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_al
     return out.drop(columns=["sxx", "sxy"])
 
 
-def t_interval(samples: np.ndarray, level: float) -> tuple[float, float, float, float]:
-    """(mean, se, lo, hi) of Student's t interval on independent samples; NaN spread below two."""
-    samples = samples[np.isfinite(samples)]
-    if len(samples) == 0:
-        return math.nan, math.nan, math.nan, math.nan
-    mean = float(samples.mean())
-    if len(samples) < 2:
-        return mean, math.nan, math.nan, math.nan
-    se = float(samples.std(ddof=1) / math.sqrt(len(samples)))
-    half = float(scipy_stats.t.ppf(0.5 + level / 2.0, len(samples) - 1)) * se
-    return mean, se, mean - half, mean + half
-
-
-def verdict(lo: float, hi: float) -> str:
+def trend_direction(lo: float, hi: float) -> str:
     """"rises" / "falls" when the slope's interval excludes 0 on that side, "flat" when it holds 0
     (no significant slope, not a proven zero), "undetermined" without an interval."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -194,7 +183,7 @@ def _by(frame: pd.DataFrame, keys: list[str]):
 
 def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_align", level: float = 0.95,
                 magnitude: float = 1.0, cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
-    """Per (cell, progress): the width slope of log `value` with a seed-level interval and a verdict,
+    """Per (cell, progress): the width slope of log `value` with a seed-level interval and its direction,
     and `value` at the cell's widest width against the paper's magnitude.
 
     Works on a matched-budget table (progress = "step") and on matched_loss output (progress =
@@ -208,14 +197,14 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
     measured in the cell (the paper's claim is about growing width), with a seed-level t interval
     on its log; ``magnitude_reached`` when that geometric mean is ≥ `magnitude`,
     ``magnitude_clear`` when the interval's lower end is too.
-    Columns: cell keys, `progress`, seeds, slope, slope_se, slope_lo, slope_hi, verdict, widest,
+    Columns: cell keys, `progress`, seeds, slope, slope_se, slope_lo, slope_hi, trend, widest,
     seeds_at_widest, <value>_widest, <value>_widest_lo, <value>_widest_hi, magnitude_reached,
     magnitude_clear.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1); got {level}")
     keys = present(cell, table) + [progress]
-    columns = keys + ["seeds", "slope", "slope_se", "slope_lo", "slope_hi", "verdict", "widest", "seeds_at_widest",
+    columns = keys + ["seeds", "slope", "slope_se", "slope_lo", "slope_hi", "trend", "widest", "seeds_at_widest",
                       f"{value}_widest", f"{value}_widest_lo", f"{value}_widest_hi", "magnitude_reached",
                       "magnitude_clear"]
     if table.empty:  # no sweep: the table still says what it would hold
@@ -230,7 +219,7 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
         log_mean, _, log_lo, log_hi = t_interval(np.log(at_widest), level)
         geometric_mean, geometric_lo = math.exp(log_mean), math.exp(log_lo)
         rows.append({**dict(zip(keys, key)), "seeds": int(np.isfinite(slopes.get(key, [])).sum()), "slope": mean,
-                     "slope_se": se, "slope_lo": lo, "slope_hi": hi, "verdict": verdict(lo, hi),
+                     "slope_se": se, "slope_lo": lo, "slope_hi": hi, "trend": trend_direction(lo, hi),
                      "widest": widest, "seeds_at_widest": len(at_widest), f"{value}_widest": geometric_mean,
                      f"{value}_widest_lo": geometric_lo, f"{value}_widest_hi": math.exp(log_hi),
                      "magnitude_reached": bool(geometric_mean >= magnitude),  # False when NaN
@@ -246,7 +235,7 @@ def regime_summary(trend: pd.DataFrame, progress: str = "step") -> dict:
     magnitude_cells (labels of the former, naming the cell keys that vary across `trend`, e.g.
     "context=256, step=150"); this_run (one line for the claim row).
     """
-    counts = trend["verdict"].value_counts()
+    counts = trend["trend"].value_counts()
     varying = [c for c in present(CELL_KEYS, trend) + [progress] if trend[c].nunique() > 1]
     reached = trend[trend["magnitude_reached"]]
     labels = [", ".join(f"{c}={row[c]:.4g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in varying)
@@ -261,3 +250,35 @@ def regime_summary(trend: pd.DataFrame, progress: str = "step") -> dict:
                            f"cells ({summary['magnitude_clear']} with the interval above)"
                            + (f": {'; '.join(labels)}" if labels else ""))
     return summary
+
+
+def seed_spread(table: pd.DataFrame, value: str = "d_align", level: float = 0.95,
+                cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
+    """Per (cell, width, step): how much log `value` varies between training seeds against how much it
+    varies within one store.
+
+    between_sd: the standard deviation over seeds of log `value` (determined values only; NaN below two
+    seeds). within_sd: the root mean square over seeds of each store's own standard error of log
+    `value`, read off its jackknife interval as (log hi − log lo) / (2 z) with z the normal quantile of
+    `level` (the interval's level); intervals reaching 0 or infinity give no such error and are left out.
+    ratio = between_sd / within_sd: above 1, the training run, not the sampling of examples, sets the
+    uncertainty, so an interval over seeds is needed.
+    """
+    keys = present(cell, table) + ["width", "step"]
+    columns = keys + ["seeds", "determined", "between_sd", "within_sd", "ratio"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    z = float(scipy_stats.norm.ppf(0.5 + level / 2.0))
+    rows = []
+    for key, frame in _by(table, keys):
+        values = frame[value].to_numpy(float)
+        determined = values[np.isfinite(values) & (values > 0)]
+        low, high = frame[f"{value}_lo"].to_numpy(float), frame[f"{value}_hi"].to_numpy(float)
+        usable = np.isfinite(low) & np.isfinite(high) & (low > 0) & (high > 0)
+        within = (np.log(high[usable]) - np.log(low[usable])) / (2.0 * z)
+        between = float(np.std(np.log(determined), ddof=1)) if len(determined) >= 2 else math.nan
+        within_sd = float(np.sqrt(np.mean(within ** 2))) if len(within) else math.nan
+        rows.append({**dict(zip(keys, key)), "seeds": len(frame), "determined": len(determined),
+                     "between_sd": between, "within_sd": within_sd,
+                     "ratio": between / within_sd if within_sd and math.isfinite(within_sd) else math.nan})
+    return pd.DataFrame(rows, columns=columns)

@@ -85,7 +85,7 @@ def _load(blocks: SampleBlocks) -> np.ndarray:
     return np.concatenate(list(blocks)) if len(blocks) else np.zeros((0, blocks.dim))
 
 
-def misalignment(train, test, M: int, K: int, replicates: int = 10_000,
+def misalignment(train, test, M: int, K: int, replicates: int,
                  seed: int = 0, *, iid: bool | None = None, level: float = 0.95,
                  method: str = "auto", batch_bytes: int = DEFAULT_BATCH_BYTES,
                  max_bytes: int = DEFAULT_MAX_BYTES,
@@ -96,6 +96,8 @@ def misalignment(train, test, M: int, K: int, replicates: int = 10_000,
     (default when `test` is None or `test is train`, or iid=True): M and K
     are disjoint draws from `train`.  Otherwise M from `train`, K from `test`.
     method: "auto" (cheaper of the two, see the module docstring), "gram", "features".
+    replicates has no default here: its one default is the config schema's (alignment.replicates), which
+    the stage's settings carry (`growcert.config.stage_settings`); this module stays free of config code.
     """
     if iid is None:
         iid = test is None or test is train
