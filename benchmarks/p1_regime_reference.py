@@ -70,7 +70,7 @@ def sample_disk(results: Path, stop: threading.Event) -> None:
                 return
 
 
-def run_sweep(results: Path, cores: int) -> int:
+def run_sweep(results: Path, cores: int, config: str = CONFIG) -> int:
     """The sweep through Snakemake, with the disk sampled alongside; returns Snakemake's exit status."""
     from growcert.provenance import git_commit
 
@@ -83,7 +83,7 @@ def run_sweep(results: Path, cores: int) -> int:
     # mtime only: a sweep of hours runs over several sessions and commits, and a finished job is kept even when
     # a later commit changes a rule's parameters or code (each artifact records its own settings and code hash)
     command = [os.path.join(os.path.dirname(sys.executable), "snakemake"), "summarize_regime", "--cores", str(cores),
-               "--rerun-incomplete", "--rerun-triggers", "mtime", "--configfile", CONFIG, "--config",
+               "--rerun-incomplete", "--rerun-triggers", "mtime", "--configfile", config, "--config",
                f"results={results}"]
     try:
         return subprocess.call(command)
@@ -162,7 +162,7 @@ def copy_outputs(results: Path, out: Path) -> None:
         shutil.copyfile(figure, out / figure.name)
 
 
-def export(results: Path, out: Path, command: str) -> None:
+def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None:
     """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
     from growcert.provenance import git_commit, machine_record, versions
 
@@ -171,7 +171,7 @@ def export(results: Path, out: Path, command: str) -> None:
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "command": command, "table": "width trend per (comparison, context, progress, point, reduction) cell",
               "why": f"The P1 regime map over context, training progress and width ({coverage})",
-              "config_file": CONFIG, "config": Path(CONFIG).read_text(encoding="utf-8"), "cost": cost,
+              "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": cost,
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
@@ -216,7 +216,7 @@ def write_readme(out: Path, record: dict) -> None:
     spread = facts.get("spread") or {}
     rejudged = record.get("rejudged")
     readme = ["# P1 regime reference map (docs/science.md, P1)", "",
-              f"Reference run of {record['date']}, commit `{record['commit']}`, config `{CONFIG}`. Reproduce "
+              f"Reference run of {record['date']}, commit `{record['commit']}`, config `{record['config_file']}`. Reproduce "
               "(resumable; keeps every finished job):", "", f"    {command}", ""]
     if rejudged:
         readme += [f"Judged again on {rejudged['date']} at commit `{rejudged['commit']}` from its own alignment.csv "
@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", default="results-p1-regime", help="the sweep's results folder")
     parser.add_argument("--out", default="docs/reference-results/p1-regime")
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--config", default=CONFIG, help="the sweep's config file (configs/p1-seeds.yaml: more seeds)")
     parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
     parser.add_argument("--rejudge", action="store_true", help="judge the committed map in --out again, no retraining")
     args = parser.parse_args(argv)
@@ -263,10 +264,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     results = Path(args.results)
     command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
-               f"--results {args.results} --out {args.out}")
-    if args.run and (status := run_sweep(results, args.cores)) != 0:
+               f"--results {args.results} --out {args.out}" + (f" --config {args.config}" if args.config != CONFIG else ""))
+    if args.run and (status := run_sweep(results, args.cores, args.config)) != 0:
         sys.exit(status)
-    export(results, Path(args.out), command)
+    export(results, Path(args.out), command, args.config)
 
 
 if __name__ == "__main__":

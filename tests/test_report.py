@@ -125,3 +125,26 @@ def test_every_figure_has_the_workflow_caption():
     template = '{% if snakemake.wildcards.task == "a" %}\nfirst\n{% elif snakemake.wildcards.task == "b" %}\nsecond\n{% endif %}'
     assert task_branch(template, "a").strip() == "first" and task_branch(template, "b").strip() == "second"
     assert task_branch(template, "c") == ""
+
+
+def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_path):
+    references = tmp_path / "reference-results"
+    folder = references / "p1-regime"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
+    pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
+    effect = CLAIMS["p1_regime_budget"].effect
+    pd.DataFrame([claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}")
+                  for c, values in ((256, [3.0, -2.0, 0.5]), (512, [3.0, -2.0, 0.4]), (64, [-1.0, -1.1, -0.9]))]
+                 ).to_csv(folder / "claims.csv", index=False)
+    results = tmp_path / "results"
+    results.mkdir()
+    build_report(results, results / "report.html", references=references)
+    text = (results / "report.html").read_text()
+    row = text[text.index("d_align increases with width, on the regime map at matched budget"):]
+    row = row[:row.index("</tr>")]
+    assert '<a href="#reference-p1-regime">p1-regime</a>' in row and 'id="reference-p1-regime"' in text
+    assert ">unresolved</span> 2" in row and ">contradicted</span> 1" in row
+    assert "p1-seeds: planned, not run yet" in row
+    grokking = text[text.index("grokking: steps to 95 % held-out"):]
+    assert "grokking-late: planned, not run yet" in grokking[:grokking.index("</tr>")]

@@ -51,6 +51,7 @@ class Claim:
     stage: str  # the command whose output holds the rows
     effect: Effect
     evidence: tuple[str, ...] = ()  # figures and tables (file stems under results/figures, results/tables)
+    references: tuple[str, ...] = ()  # the reference runs (docs/reference-results/<name>) sized to decide it
 
 
 @dataclass(frozen=True)
@@ -75,18 +76,18 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
     Claim("p1_dalign_width", "P1", "d_align increases with width", "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "per (point, reduction) series, the slope of log d_align on log width with a seed-level t interval, "
           "held-out pool, last checkpoint; the claim over the series with Bonferroni", "summarize-alignment",
-          DALIGN_SLOPE, ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_alignment_summary")),
+          DALIGN_SLOPE, ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_alignment_summary"), references=('p1-regime', 'p1-seeds')),
     Claim("p1_regime_budget", "P1", "d_align increases with width, on the regime map at matched budget",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "per context (the row's scope), every (step, point, reduction) cell's seed-level t interval on the slope "
           "of log d_align on log width, with Bonferroni over the context's cells", "summarize-regime",
           DALIGN_SLOPE, ("p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
-                         "p1_regime_plugin_vs_unbiased", "p1_regime_spread", "p1_regime_cells")),
+                         "p1_regime_plugin_vs_unbiased", "p1_regime_spread", "p1_regime_cells"), references=('p1-regime', 'p1-seeds')),
     Claim("p1_regime_loss", "P1", "d_align increases with width, on the regime map at matched held-out loss",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "as at matched budget, with d_align interpolated (log-linear, first crossing) at held-out loss levels "
           "every width and seed of a context reaches, so widths are compared at the same training progress",
-          "summarize-regime", DALIGN_SLOPE, ("p1_regime_dalign_vs_width", "p1_regime_cells")),
+          "summarize-regime", DALIGN_SLOPE, ("p1_regime_dalign_vs_width", "p1_regime_cells"), references=('p1-regime', 'p1-seeds')),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
           "per (point, reduction) series at the reference (M, K), iid mode, the slope of p̂ on log width with a "
           "seed-level t interval; the claim over the series with Bonferroni", "summarize-alignment",
@@ -105,7 +106,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
     Claim("p2_grokking", "P2", "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW",
           "5,950 vs 29,450 (4.9×)", "per variant (gate reading × variance source × decay, the row's scope), the "
           "speed-up over AdamW at the paper's small decay, paired by seed, censored runs censored; the claim over "
-          "every variant with Bonferroni", "grokking", GROKKING_SPEEDUP, ("p2_grokking", "p2_grokking_gate")),
+          "every variant with Bonferroni", "grokking", GROKKING_SPEEDUP, ("p2_grokking", "p2_grokking_gate"), references=('grokking-late',)),
     Claim("p2_pinn", "P2", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW", "2.4× faster",
           "per variant (its scope), the speed-up of its best lr over the best AdamW lr, paired by seed, censored runs "
           "censored, never below one evaluation interval; the claim over every variant with Bonferroni", "pinn",
@@ -131,12 +132,12 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "shallowest level, with a seed-level t interval (the plateau itself: the p3-depth reference run)",
           "summarize-growth",
           Effect("log ratio of the scale-invariant first-order value, deepest / shallowest", None, direction=-1,
-                 interval="Student t over seeds"), ("p3_depth", "p3_recommended_depth")),
+                 interval="Student t over seeds"), ("p3_depth", "p3_recommended_depth"), references=('p3-depth',)),
     Claim("p3_grown_vs_scratch", "P3", "grown networks match networks trained from scratch", "match or beat",
           "per family/dataset/width, the paired relative excess of grown over scratch final held-out loss; "
           "equivalence: reproduced when the interval's upper end is at most +1 %", "summarize-growth",
           Effect("relative excess held-out loss, (grown − scratch) / scratch", 0.0, margin=0.01,
-                 interval="Student t over per-seed paired differences"), ("p3_growth",)),
+                 interval="Student t over per-seed paired differences"), ("p3_growth",), references=('p3-depth',)),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [

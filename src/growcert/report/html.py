@@ -25,7 +25,7 @@ from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
-from growcert.report.reference import REFERENCES, references_html
+from growcert.report.reference import REFERENCES, reference_verdicts, references_html
 from growcert.report.training import final_rows
 
 # (section id, heading, figures in reading order, prefix of its tables under results/tables)
@@ -117,10 +117,25 @@ def _claim_rows(results: Path) -> pd.DataFrame:
         pd.DataFrame(columns=ROW_COLUMNS)
 
 
-def _summary(rows: pd.DataFrame, present: set[str]) -> str:
-    """Every registered claim with this run's rows, a verdict and links to the evidence in this page."""
+def _reference_cell(claim, references: Path) -> str:
+    """The reference runs that decide `claim`: a link to each kept run with its verdict counts, or "planned"."""
+    parts = []
+    for name in claim.references:
+        counts = reference_verdicts(references, name, claim.key)
+        if counts is None:
+            parts.append(f"{html.escape(name)}: planned, not run yet")
+            continue
+        words = ", ".join(f"{_verdict(word)} {count}" for word, count in counts.items()) or "no verdicts yet"
+        parts.append(f'<a href="#reference-{html.escape(name)}">{html.escape(name)}</a>: {words}')
+    return "<br>".join(parts)
+
+
+def _summary(rows: pd.DataFrame, present: set[str], references: Path = REFERENCES) -> str:
+    """Every registered claim with this run's rows, a verdict, the reference runs that decide it and links to
+    the evidence in this page."""
     body = []
     for claim in CLAIMS.values():
+        reference = _reference_cell(claim, references)
         links = " · ".join(f'<a href="#{page.anchor(kind, stem)}" title="{html.escape(_title(stem))}">'
                            f'{"figure" if kind == "fig" else "table"} {html.escape(stem.split("_", 1)[-1].replace("_", " "))}</a>'
                            for stem in claim.evidence for kind in ("fig", "table") if (kind, stem) in present)
@@ -128,7 +143,7 @@ def _summary(rows: pd.DataFrame, present: set[str]) -> str:
         if match.empty:
             body.append(f"<tr><td>{claim.paper}</td><td>{html.escape(claim.text)}</td><td>{html.escape(claim.paper_value)}"
                         f'</td><td class="pending" colspan="2">not measured in this run ({html.escape(claim.stage)} '
-                        f"did not write it)</td><td>{links}</td></tr>")
+                        f"did not write it)</td><td>{reference}</td><td>{links}</td></tr>")
             continue
         for _, row in match.iterrows():
             note = html.escape(str(row["note"])) if pd.notna(row["note"]) else ""
@@ -139,14 +154,15 @@ def _summary(rows: pd.DataFrame, present: set[str]) -> str:
                         f"<td>{html.escape(claim.paper_value)} <small>(effect {html.escape(str(row['paper_effect']))})"
                         f"</small></td><td>{html.escape(_interval(row))}</td>"
                         f"<td>{_verdict(row['verdict'])}<details><summary>why</summary>{html.escape(str(row['why']))}"
-                        f"</details></td><td>{links}</td></tr>")
+                        f"</details></td><td>{reference}</td><td>{links}</td></tr>")
     for _, row in rows[~rows["claim_id"].isin(list(CLAIMS))].iterrows():
         body.append(f"<tr><td>{html.escape(str(row['paper']))}</td><td>{html.escape(str(row['claim']))} <em>(claim_id "
                     f"{html.escape(str(row['claim_id']))} is not in the registry)</em> {html.escape(str(row['this_run']))}</td>"
                     f"<td>{html.escape(str(row['paper_value']))}</td><td>{html.escape(_interval(row))}</td>"
-                    f"<td>{_verdict(row['verdict'], row['why'])}</td><td></td></tr>")
+                    f"<td>{_verdict(row['verdict'], row['why'])}</td><td></td><td></td></tr>")
     return ('<div class="scroll"><table><thead><tr><th>paper</th><th>claim</th><th>paper\'s value</th>'
-            "<th>this run (interval, seeds)</th><th>verdict</th><th>evidence</th></tr></thead><tbody>" + "".join(body)
+            "<th>this run (interval, seeds)</th><th>verdict</th><th>reference runs</th><th>evidence</th></tr></thead>"
+            "<tbody>" + "".join(body)
             + "</tbody></table></div>")
 
 
@@ -213,7 +229,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path = 
             f"contradicted (excludes the paper's effect), unresolved (holds both; the row says how many seeds "
             f"would resolve it), not tested at this scale. Each row links to the figures and tables that measure "
             f"it; “how it is judged” opens the rule and this run's details.</p>"
-            + _summary(rows, present) + _checks(results) + "</section>"]
+            + _summary(rows, present, Path(references)) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
         parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]

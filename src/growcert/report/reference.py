@@ -15,6 +15,8 @@ import html
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from growcert.report import page
 
 REFERENCES = Path(__file__).resolve().parents[3] / "docs" / "reference-results"
@@ -58,6 +60,23 @@ def reference_section(folder: Path, report_dir: Path) -> str:
     for image in sorted(folder.glob("*.png")):
         parts.append(page.figure(image, f"{folder.name}: {image.stem.replace('_', ' ')} (reference run, {date})"))
     return "".join(parts)
+
+
+def reference_verdicts(root: Path, name: str, claim_id: str) -> dict[str, int] | None:
+    """How many of reference run `name`'s claim rows (claims.csv) got each verdict, for `claim_id` (or for
+    every row when the run judges the claim under its own ids, e.g. the regime map's per-context rows);
+    None when the run is not kept under `root`, {} when it has no claim rows yet."""
+    folder = root / name
+    if folder not in reference_folders(root):
+        return None
+    path = folder / "claims.csv"
+    if not path.is_file():
+        return {}
+    rows = pd.read_csv(path)
+    if "verdict" not in rows.columns or rows.empty:
+        return {}
+    own = rows[rows["claim_id"] == claim_id]
+    return (own if len(own) else rows)["verdict"].value_counts().to_dict()
 
 
 def references_html(root: Path, report_dir: Path) -> str:
