@@ -213,3 +213,13 @@ def test_bad_arguments_are_refused_with_a_message():
         matched_loss(TABLE, pd.DataFrame({"optimizer": ["adam"], "test_loss": [2.5]}))
     with pytest.raises(ValueError, match="two rows at one step"):
         matched_loss(pd.concat([TABLE, TABLE.assign(point="block0")]), [2.5], curve=["width", "seed"])
+
+
+def test_a_bonferroni_level_on_two_far_apart_seeds_gives_an_infinite_end_not_an_error():
+    """At 1 − 0.05/m with 2 seeds (t quantile in the thousands) the widest-width interval's log end passes
+    float range (the default run's first cut raised OverflowError): it is +inf."""
+    rows = [{"family": "llama", "dataset": "shakespeare", "depth": 1, "reduction": "sum_positions", "point": "block1",
+             "pool": "test", "step": 10, "seed": seed, "width": width, "d_align": value}
+            for seed, values in ((0, (1e-3, 2e-3)), (1, (1e2, 5e2))) for width, value in zip((16, 32), values)]
+    trend = width_trend(pd.DataFrame(rows), "step", level=1 - 0.05 / 40)
+    assert trend["d_align_widest_hi"].iloc[0] == np.inf and trend["d_align_widest_lo"].iloc[0] >= 0

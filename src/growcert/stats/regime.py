@@ -217,11 +217,12 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
         at_widest = frame.loc[frame["width"] == widest, value].to_numpy(float)
         at_widest = at_widest[np.isfinite(at_widest) & (at_widest > 0)]
         log_mean, _, log_lo, log_hi = t_interval(np.log(at_widest), level)
-        geometric_mean, geometric_lo = math.exp(log_mean), math.exp(log_lo)
+        with np.errstate(over="ignore"):  # a high level on two seeds can reach beyond float range: inf
+            geometric_mean, geometric_lo, geometric_hi = (float(np.exp(v)) for v in (log_mean, log_lo, log_hi))
         rows.append({**dict(zip(keys, key)), "seeds": int(np.isfinite(slopes.get(key, [])).sum()), "slope": mean,
                      "slope_se": se, "slope_lo": lo, "slope_hi": hi, "trend": trend_direction(lo, hi),
                      "widest": widest, "seeds_at_widest": len(at_widest), f"{value}_widest": geometric_mean,
-                     f"{value}_widest_lo": geometric_lo, f"{value}_widest_hi": math.exp(log_hi),
+                     f"{value}_widest_lo": geometric_lo, f"{value}_widest_hi": geometric_hi,
                      "magnitude_reached": bool(geometric_mean >= magnitude),  # False when NaN
                      "magnitude_clear": bool(geometric_lo >= magnitude)})
     return pd.DataFrame(rows, columns=columns)
