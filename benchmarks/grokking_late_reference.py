@@ -161,7 +161,7 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     curves.to_csv(out / "curves.csv", index=False)
     table = arm_table(summary, cap, eval_every, LEVEL) if not summary.empty else pd.DataFrame()
     table.to_csv(out / "table.csv", index=False)
-    late = summary[summary["regime"] == "late"] if not summary.empty else summary
+    late = summary[summary["regime"] == "late"] if not summary.empty else pd.DataFrame(columns=["seed", "optimizer"])
     settings = {**job_settings(plan["late"], ARMS, 0, plan["common"]), "seeds": sorted(late["seed"].unique().tolist())
                 or [0]}
     claims = grokking_claims(late, settings) if len(late) and (late["optimizer"] == "AdamW wd=0.01").any() else []
@@ -222,8 +222,8 @@ def arm_subset(names: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="docs/reference-results/grokking-late")
-    parser.add_argument("--work", default="docs/reference-results/grokking-late/runs",
-                        help="the jobs' folders (finished ones are small CSVs, kept in git so that another machine "
+    parser.add_argument("--work", default="docs/reference-results/grokking-late",
+                        help="the jobs' folders go under <work>/runs (finished ones are small CSVs, kept in git so that another machine "
                              "resumes; the resume states of unfinished ones are git-ignored)")
     parser.add_argument("--parallel", type=int, default=1, help="jobs at a time (each one torch thread)")
     parser.add_argument("--seeds", default="", help="extra seeds of the late regime, e.g. 3,4")
@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     common = {**COMMON, **SMOKE["common"]} if args.smoke else COMMON
     late, nominal = (SMOKE["late"], SMOKE["nominal"]) if args.smoke else (LATE, NOMINAL)
     seeds = SMOKE["seeds"] if args.smoke else SEEDS
-    command = ".venv/bin/python benchmarks/grokking_late_reference.py " + " ".join(argv or sys.argv[1:])
+    # the command that reproduces the run (an --aggregate-only call writes the folder but runs nothing)
+    command = ("nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
+               + " ".join(arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--aggregate-only"))
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
         table = pd.read_csv(out / "table.csv")
