@@ -138,7 +138,7 @@ def verdict_lines(table: pd.DataFrame, claims: list[dict]) -> list[str]:
     for row in table[(table["regime"] == "late") & table["verdict"].notna()].itertuples():
         lines.append(f"- {row.optimizer}: **{row.verdict}**: speed-up {number(row.speedup)} "
                      f"[{number(row.speedup_low)}, {number(row.speedup_high)}] over AdamW wd=0.01 "
-                     f"({row.paired_seeds} paired seeds; paper 4.9×): {row.why}")
+                     f"({int(row.paired_seeds)} paired seeds; paper 4.9×): {row.why}")
     family = [row for row in claims if str(row["claim"]).endswith(")") and "Bonferroni" in str(row["claim"])]
     for row in family:
         lines.append(f"- the claim over every PopulationRiskAdam variant: **{row['verdict']}** "
