@@ -28,7 +28,6 @@ import argparse
 import concurrent.futures
 import datetime as dt
 import json
-import math
 import multiprocessing
 import sys
 from pathlib import Path

@@ -43,6 +43,20 @@ BROWSER_PROBE = """<script>window.addEventListener("load", function () {
 });</script>"""
 
 
+def reference_section(report_dir, references):
+    """The "Reference runs" section of a report built from an empty results folder `report_dir` with the
+    reference runs under `references`."""
+    from pathlib import Path
+
+    from growcert.report.html import build_report
+
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    build_report(report_dir, report_dir / "report.html", references=references)
+    text = (report_dir / "report.html").read_text()
+    return text[text.index('<section id="reference">'):]
+
+
 def chromium():
     """Debian's headless browser, or None when it is not installed."""
     import shutil

@@ -4,13 +4,13 @@ such a folder."""
 
 import importlib
 import json
-import math
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from growcert.report.html import build_report
+from helpers import reference_section
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grokking_late_reference.py"
 
@@ -96,10 +96,8 @@ def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):
     (folder / "README.md").write_text("# x\n\n## Does it reproduce?\n\n- p97 · poprisk-update-exact-wd0: reproduces\n")
     (references / "not-a-run").mkdir()  # no provenance: not shown
     results = tmp_path / "results"
-    results.mkdir()
-    build_report(results, results / "report.html", references=references)
+    section = reference_section(results, references)
     text = (results / "report.html").read_text()
-    section = text[text.index('<section id="reference">'):]
     assert "Reference run: grokking-late" in section and "not this pipeline run" in section
     assert "2026-11-30 08:00 UTC" in section and "abc1234" in section and "poprisk-update-exact-wd0: reproduces" in section
     assert "not-a-run" not in section and '<a href="#reference">Reference runs</a>' in text

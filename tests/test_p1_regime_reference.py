@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from growcert.report import regime
-from growcert.report.html import build_report
+from helpers import reference_section
 from test_regime_map import synthetic_tables
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "p1_regime_reference.py"
@@ -85,11 +85,7 @@ def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_
     assert "| point " in readme and "| reduction " in readme and "| verdict " in readme
     assert f"Cells: {int((cells['verdict'] == 'reproduced').sum())} reproduced" in readme
     assert "Between seeds against within a store" in readme and (out / "spread.csv").is_file()
-    report_dir = tmp_path / "report"
-    report_dir.mkdir()
-    build_report(report_dir, report_dir / "report.html", references=references)
-    section = (report_dir / "report.html").read_text()
-    section = section[section.index('<section id="reference">'):]
+    section = reference_section(tmp_path / "report", references)
     assert "Reference run: p1-regime" in section and "not this pipeline run" in section
     assert "Does d_align rise with width (P1), at matched budget and at matched loss, per context?" in section
     assert "width trend per (comparison, context, progress, point, reduction) cell" in section
