@@ -29,112 +29,18 @@ import datetime as dt
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
 
+from sweeps import run_sweep, sweep_cost
+
 CONFIG = "configs/p1-regime.yaml"
-DISK_LOG = "disk_use.log"
-PARTS_LOG = "sweep_parts.log"  # `<unix time> <commit>` per --run: a sweep of hours spans sessions and commits
-SAMPLE_SECONDS = 30
-GAP_SECONDS = 600  # disk samples further apart than this belong to different parts of the sweep
 COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
           "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
           "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
           "training.csv": "stats/training.csv", "spread.csv": "stats/p1_regime_spread.csv"}
-
-
-def folder_bytes(folder: Path) -> int:
-    """Bytes of every file under `folder` (files vanishing while walked, e.g. removed stores, are skipped)."""
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
-            except FileNotFoundError:
-                continue
-    return total
-
-
-def sample_disk(results: Path, stop: threading.Event) -> None:
-    """Append `<unix time> <bytes>` of `results` to its disk log every SAMPLE_SECONDS until `stop` is set."""
-    with open(results / DISK_LOG, "a", encoding="utf-8") as log:
-        while True:
-            log.write(f"{int(time.time())} {folder_bytes(results)}\n")
-            log.flush()
-            if stop.wait(SAMPLE_SECONDS):
-                return
-
-
-def run_sweep(results: Path, cores: int, config: str = CONFIG) -> int:
-    """The sweep through Snakemake, with the disk sampled alongside; returns Snakemake's exit status."""
-    from growcert.provenance import git_commit
-
-    results.mkdir(parents=True, exist_ok=True)
-    with open(results / PARTS_LOG, "a", encoding="utf-8") as parts:
-        parts.write(f"{int(time.time())} {git_commit() or 'unknown'}\n")
-    stop = threading.Event()
-    sampler = threading.Thread(target=sample_disk, args=(results, stop), daemon=True)
-    sampler.start()
-    # mtime only: a sweep of hours runs over several sessions and commits, and a finished job is kept even when
-    # a later commit changes a rule's parameters or code (each artifact records its own settings and code hash)
-    command = [os.path.join(os.path.dirname(sys.executable), "snakemake"), "summarize_regime", "--cores", str(cores),
-               "--rerun-incomplete", "--rerun-triggers", "mtime", "--configfile", config, "--config",
-               f"results={results}"]
-    try:
-        return subprocess.call(command)
-    finally:
-        stop.set()
-        sampler.join()
-
-
-def sweep_cost(results: Path) -> dict:
-    """CPU and wall seconds per rule (Snakemake benchmark files) and the peak disk use (the disk log)."""
-    rows = []
-    for tsv in (results / "benchmarks").rglob("*.tsv"):
-        frame = pd.read_csv(tsv, sep="\t")
-        rows.append({"rule": tsv.relative_to(results / "benchmarks").parts[0].removesuffix(".tsv"),
-                     "wall_s": float(frame["s"].iloc[-1]), "cpu_s": float(frame["cpu_time"].iloc[-1])})
-    jobs = pd.DataFrame(rows, columns=["rule", "wall_s", "cpu_s"])
-    per_rule = jobs.groupby("rule").agg(jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"))
-    log, parts_log = results / DISK_LOG, results / PARTS_LOG
-    samples = [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()] \
-        if log.is_file() else []
-    parts = [line.split() for line in parts_log.read_text().splitlines() if line.strip()] if parts_log.is_file() else []
-    return {"jobs": int(len(jobs)), "cpu_hours": round(jobs["cpu_s"].sum() / 3600, 2),
-            "job_wall_hours": round(jobs["wall_s"].sum() / 3600, 2),
-            "peak_disk_gb": round(max(size for _, size in samples) / 1e9, 2) if samples else None,
-            "disk_samples": len(samples), "disk_by_part": disk_by_part(samples),
-            "parts": [{"started": utc(int(started)), "commit": commit} for started, commit in parts],
-            "trained_at": trained_at(results),
-            "per_rule": per_rule.round(1).reset_index().to_dict(orient="records")}
-
-
-def trained_at(results: Path) -> list[dict]:
-    """How many of the sweep's runs each (commit, code hash) trained, from the runs' own provenance."""
-    records = [json.loads(path.read_text())["provenance"] for path in (results / "models").rglob("metrics.json")]
-    counts = pd.DataFrame([{"commit": r.get("git_commit"), "code_hash": r.get("code_hash")} for r in records],
-                          columns=["commit", "code_hash"]).value_counts(dropna=False)
-    return [{"commit": commit, "code_hash": code, "runs": int(n)} for (commit, code), n in counts.items()]
-
-
-def utc(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def disk_by_part(samples: list[tuple[int, int]]) -> list[dict]:
-    """The disk log cut where the sampling paused (a stopped part of the sweep): each part's span and peak."""
-    parts: list[list[tuple[int, int]]] = []
-    for sample in samples:
-        if not parts or sample[0] - parts[-1][-1][0] > GAP_SECONDS:
-            parts.append([])
-        parts[-1].append(sample)
-    return [{"from": utc(part[0][0]), "to": utc(part[-1][0]), "peak_disk_gb": round(max(s for _, s in part) / 1e9, 2)}
-            for part in parts]
 
 
 def claim_lines(claims: pd.DataFrame) -> list[str]:
@@ -265,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     results = Path(args.results)
     command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
                f"--results {args.results} --out {args.out}" + (f" --config {args.config}" if args.config != CONFIG else ""))
-    if args.run and (status := run_sweep(results, args.cores, args.config)) != 0:
+    if args.run and (status := run_sweep(results, args.cores, args.config, ("summarize_regime",))) != 0:
         sys.exit(status)
     export(results, Path(args.out), command, args.config)
 

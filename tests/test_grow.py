@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from growcert.report.claims import ROW_COLUMNS
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.config import stage_settings
-from growcert.report.depth import ARMS, depth_claims, plot_growth
+from growcert.report.depth import ARMS, depth_claims, depth_profile, plot_growth
 from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_compare
 from growcert.models import build_model
 from growcert.models.blocks import GrowableBlock
@@ -105,7 +105,7 @@ def test_growth_claim_follows_the_paired_relative_excess(grown):
     final = table[table["step"] == 6]
     (claim,) = depth_claims(NO_DEPTH, final)
     assert list(claim) == ROW_COLUMNS and claim["claim_id"] == "p3_grown_vs_scratch"
-    assert claim["claim"].endswith("(llama/shakespeare width 16)") and claim["verdict"] in WORDS
+    assert claim["claim"].endswith("(llama/shakespeare width 16, base depth 1 + 1 block(s))") and claim["verdict"] in WORDS
     loss = final.pivot_table(index="seed", columns="arm", values="test_loss")
     excess = (loss["grown_value"] - loss["scratch"]) / loss["scratch"]
     assert claim["seeds"] == 2 and claim["estimate"] == pytest.approx(excess.mean())
@@ -160,6 +160,12 @@ def test_growth_claim_with_one_seed_is_not_tested():
 DEPTHS = ((1, 341.0), (2, 81.0), (4, 20.0), (8, 8.2))
 
 
+def claim_of(rows, claim_id):
+    """The one row of `rows` written for `claim_id`."""
+    (row,) = [row for row in rows if row["claim_id"] == claim_id]
+    return row
+
+
 def depth_rows(scaled, seeds=(0, 1, 2), jitter=(1.0, 1.03, 0.97), widths=(64,)):
     """A depth table over a depth grid, one model per depth, width and seed: raw falls 40× (the P3 pilot), the
     scale-invariant value as given, its deepest value times `jitter[seed]` (so the seeds differ)."""
@@ -182,7 +188,7 @@ def depth_rows(scaled, seeds=(0, 1, 2), jitter=(1.0, 1.03, 0.97), widths=(64,)):
     ([3000.0, 4000.0, 6000.0, 9000.0], CONTRADICTED),  # rises with depth
 ], ids=["falls_then_plateau", "keeps_falling", "flat", "rises"])
 def test_depth_claim_is_the_per_seed_log_ratio_of_the_scale_invariant_value(scaled, verdict):
-    (claim,) = depth_claims(depth_rows(scaled), pd.DataFrame(columns=COLUMNS))
+    claim = claim_of(depth_claims(depth_rows(scaled), pd.DataFrame(columns=COLUMNS)), "p3_depth_plateau")
     assert list(claim) == ROW_COLUMNS and claim["paper_value"] == "falls, then plateaus"
     assert claim["claim"].endswith("(llama/text)") and claim["paper_effect"] == "< 0"
     assert claim["verdict"] == verdict, claim["why"]
@@ -200,15 +206,15 @@ def test_depth_claim_averages_widths_within_a_seed_and_needs_every_seed_determin
     table = depth_rows(scaled, widths=(32, 64))
     deeper = (table["width"] == 32) & (table["depth"] == 8)
     table.loc[deeper, "scaled_value"] *= 0.5  # width 32 falls twice as far in the log: log(1/6) per seed
-    (claim,) = depth_claims(table, pd.DataFrame(columns=COLUMNS))
+    claim = claim_of(depth_claims(table, pd.DataFrame(columns=COLUMNS)), "p3_depth_plateau")
     logs = np.log(3000.0 * np.array([1.0, 1.03, 0.97]) / 9000.0)
     per_seed = (logs + (logs + math.log(0.5))) / 2  # one value per seed, never one per (seed, width)
     assert claim["seeds"] == 3 and claim["estimate"] == pytest.approx(per_seed.mean())
     # an unbiased scale-invariant estimate can be ≤ 0: that seed's log ratio is undetermined, not dropped
     table.loc[deeper & (table["seed"] == 1), "scaled_value"] = -5.0
-    (claim,) = depth_claims(table, pd.DataFrame(columns=COLUMNS))
-    assert claim["verdict"] == NOT_TESTED and "1 of 3 seeds have no determined value" in claim["why"]
-    (single,) = depth_claims(depth_rows(scaled, seeds=(0,)), pd.DataFrame(columns=COLUMNS))
+    for claim in depth_claims(table, pd.DataFrame(columns=COLUMNS)):  # the fall and the plateau alike
+        assert claim["verdict"] == NOT_TESTED and "1 of 3 seeds have no determined value" in claim["why"]
+    single = claim_of(depth_claims(depth_rows(scaled, seeds=(0,)), pd.DataFrame(columns=COLUMNS)), "p3_depth_plateau")
     assert single["verdict"] == NOT_TESTED and single["seeds"] == 1
 
 
@@ -220,7 +226,7 @@ def test_within_one_model_the_claim_is_over_its_points_per_seed():
             rows.append({"family": "resnet", "dataset": "digits", "width": 4, "step": 100, "pool": "test", "depth": 4,
                          "seed": seed, "point": f"block{index}", "point_index": index, "value": 100.0 / (index + 1),
                          "value_se": 1.0, "scaled_value": value, "scaled_value_se": 100.0})
-    (claim,) = depth_claims(pd.DataFrame(rows), pd.DataFrame(columns=COLUMNS))
+    claim = claim_of(depth_claims(pd.DataFrame(rows), pd.DataFrame(columns=COLUMNS)), "p3_depth_plateau")
     logs = np.log(3000.0 * np.array([1.0, 1.03, 0.97]) / 9000.0)
     assert claim["verdict"] == REPRODUCED and claim["seeds"] == 3
     assert claim["estimate"] == pytest.approx(logs.mean()) and "within_model over point index" in claim["note"]
@@ -243,3 +249,53 @@ def test_a_continuation_starts_from_the_base_at_the_fork_not_from_where_the_base
     base.fit(4, 6, set(), lambda *_: None)  # the base goes on, updating its own state in place
     kept = continuation.trainer.optimizer.state_dict()["state"][0]
     assert all(torch.equal(kept[name], moments[name]) for name in moments) and int(kept["step"]) == 3
+
+
+@pytest.mark.parametrize("scaled, jitter, verdict", [
+    ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.01, 0.99), REPRODUCED),    # 3,100 → 3,000 ± 1 %: inside ±10 %
+    ([9000.0, 7000.0, 5000.0, 3000.0], (1.0, 1.03, 0.97), CONTRADICTED),  # 5,000 → 3,000: still falling
+    ([9000.0, 4000.0, 3100.0, 2900.0], (1.0, 1.10, 0.86), UNRESOLVED),    # ±13 % between seeds: straddles an end
+    ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.0, 1.0), REPRODUCED),      # no spread at all
+], ids=["settled", "still_falling", "noisy", "exact"])
+def test_plateau_claim_is_a_two_sided_equivalence_of_the_two_deepest_levels(scaled, jitter, verdict):
+    """The P3 plateau: per seed, deepest / next-deepest scale-invariant value, t interval of its log, judged
+    against the region [0.9, 1/0.9]: inside is reproduced, wholly outside contradicted, else unresolved."""
+    claim = claim_of(depth_claims(depth_rows(scaled, jitter=jitter), pd.DataFrame(columns=COLUMNS)),
+                     "p3_depth_settles")
+    logs = np.log(scaled[-1] * np.array(jitter) / scaled[-2])
+    half = scipy_stats.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+    assert claim["verdict"] == verdict, claim["why"]
+    assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
+        tuple(np.exp([logs.mean(), logs.mean() - half, logs.mean() + half])))
+    assert claim["paper_effect"] == "within [0.9, 1.11]" and "model depth 4 → 8" in claim["this_run"]
+    assert claim["paper_value"] == "settles on a low plateau"
+    if verdict == UNRESOLVED:
+        assert "seeds would resolve it" in claim["why"]
+
+
+def test_plateau_needs_three_levels():
+    two = depth_rows([9000.0, 3000.0, 3000.0, 3000.0]).query("depth <= 2")
+    claim = claim_of(depth_claims(two, pd.DataFrame(columns=COLUMNS)), "p3_depth_settles")
+    assert claim["verdict"] == NOT_TESTED and "needs at least 3" in claim["why"]
+
+
+def test_two_growth_experiments_at_one_width_are_judged_apart():
+    """2 → 3 and 4 → 6 blocks at the same width: each its own row, never averaged into one pivot."""
+    shallow, deep = growth_rows(SCRATCH, [1.90, 2.853, 3.796, 2.376]), growth_rows(SCRATCH, [2.04, 3.063, 4.078, 2.55])
+    shallow["base_depth"], deep["base_depth"] = 2, 4
+    shallow["blocks"], deep["blocks"] = 1, 2
+    rows = depth_claims(NO_DEPTH, pd.concat([shallow, deep], ignore_index=True))
+    assert [(row["claim"].split(" (", 1)[-1], row["verdict"]) for row in rows] == [
+        ("llama/text width 32, base depth 2 + 1 block(s))", REPRODUCED),
+        ("llama/text width 32, base depth 4 + 2 block(s))", CONTRADICTED)]
+
+
+def test_depth_profile_gives_each_depth_and_point_its_interval_over_seeds():
+    table = depth_rows([9000.0, 4000.0, 3100.0, 3000.0])
+    profile = depth_profile(table).set_index(["depth", "criterion"])
+    values = 3000.0 * np.array([1.0, 1.03, 0.97])
+    half = scipy_stats.t.ppf(0.975, 2) * values.std(ddof=1) / math.sqrt(3)
+    row = profile.loc[(8, "scaled_value")]
+    assert row["seeds"] == 3 and (row["mean"], row["low"], row["high"]) == pytest.approx(
+        (values.mean(), values.mean() - half, values.mean() + half))
+    assert profile.loc[(1, "value"), "mean"] == 341.0 and profile.loc[(1, "value"), "se"] == 0.0

@@ -30,13 +30,15 @@ from typing import Any
 import pandas as pd
 
 from growcert.files import write_csv
-from growcert.report.verdicts import Effect, Judgement
+from growcert.report.verdicts import Effect, Judgement, equivalence_region
 
 ROW_COLUMNS = ["claim_id", "paper", "claim", "paper_value", "effect", "paper_effect", "estimate", "low", "high",
                "level", "seeds", "verdict", "why", "this_run", "note"]
 CHECK_COLUMNS = ["check_id", "paper", "check", "expected", "passed", "this_run", "note"]
 # The paper's width trend as a slope of log d_align on log width: ≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072
 PAPER_WIDTH_SLOPE = math.log(9.5 / 3.9) / math.log(3072 / 512)
+# "Settled on a plateau": the two deepest levels within 10 % of each other, symmetric on the log scale
+PLATEAU_MARGIN = 1 / 0.9
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,15 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "summarize-growth",
           Effect("log ratio of the scale-invariant first-order value, deepest / shallowest", None, direction=-1,
                  interval="Student t over seeds"), ("p3_depth", "p3_recommended_depth"), references=('p3-depth',)),
+    Claim("p3_depth_settles", "P3", "first-order value of an inserted block settles on a plateau",
+          "settles on a low plateau",
+          "per family/dataset, the per-seed ratio of the scale-invariant first-order value at the deepest to the "
+          "next-deepest level (the mean over widths of its log), with a seed-level t interval; equivalence: "
+          "reproduced when the interval lies within ±10 % on the log scale, [0.9, 1/0.9]", "summarize-growth",
+          Effect("ratio of the scale-invariant first-order value, deepest / next-deepest level", None, null=1.0,
+                 scale="log", margin=PLATEAU_MARGIN, margin_low=1 / PLATEAU_MARGIN,
+                 interval="Student t over per-seed log ratios"), ("p3_depth", "p3_recommended_depth"),
+          references=('p3-depth',)),
     Claim("p3_grown_vs_scratch", "P3", "grown networks match networks trained from scratch", "match or beat",
           "per family/dataset/width, the paired relative excess of grown over scratch final held-out loss; "
           "equivalence: reproduced when the interval's upper end is at most +1 %", "summarize-growth",
@@ -165,7 +176,7 @@ def claim_row(key: str, judgement: Judgement, this_run: str, note: str, scope: s
     """A row of results/claims/*.csv for registered claim `key` (KeyError for an unregistered one)."""
     claim = CLAIMS[key]
     effect = claim.effect
-    paper_effect = (f"≤ {effect.margin:g}" if effect.margin is not None else
+    paper_effect = (equivalence_region(effect) if effect.margin is not None else
                     f"{effect.paper:.3g}" if effect.paper is not None else
                     ("> " if effect.direction > 0 else "< ") + f"{effect.null:g}")
     return {"claim_id": key, "paper": claim.paper, "claim": claim.text + (f" ({scope})" if scope else ""),

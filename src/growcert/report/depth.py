@@ -1,8 +1,10 @@
 """P3 read back from tidy tables: the saturation decision, the depth and growth figures, the P3 claim rows.
 
 `recommend_depth` turns the pooled `growcert estimate-depth` table into the decision of stats/depth.py's
-plateau test, across the depth grid and within each model over its points; `depth_claims` judges the
-two P3 claims on that decision and on the pooled `growcert grow` tables. Never reads a network or a store.
+plateau test, across the depth grid and within each model over its points; `depth_profile` gives each
+depth's and point's value with its interval over seeds; `depth_claims` judges the three P3 claims (the
+value falls, it settles, grown matches scratch) on those tables and on the pooled `growcert grow`
+tables. Never reads a network or a store.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import pandas as pd
 import seaborn as sns
 
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.verdicts import judge_samples
+from growcert.report.verdicts import judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
 from growcert.stats.intervals import normal_quantile
+from growcert.stats.seeds import t_interval
 
 # The arms of a growth comparison, in the order they are shown (growcert.stages.grow writes them).
 ARMS = ("shallow", "grown_value", "grown_uniform", "scratch", "deeper")
@@ -102,10 +105,10 @@ def plot_depth(table: pd.DataFrame, out_png: str | Path) -> None:
 
 def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
     """Held-out loss along training per arm (mean over seeds), and the final held-out loss per arm and seed."""
-    panels = list(table.groupby(["family", "dataset", "width"]))
+    panels = list(table.groupby(["family", "dataset", "width", "base_depth"], dropna=False))
     figure, axes = plt.subplots(max(1, len(panels)), 2, figsize=(12, 3.8 * max(1, len(panels))), squeeze=False)
     order = [arm for arm in ARMS if arm in set(table["arm"])]
-    for row, ((family, dataset, width), frame) in enumerate(panels):
+    for row, ((family, dataset, width, _), frame) in enumerate(panels):
         left, right = axes[row]
         # from the first evaluation after step 0: the untrained loss would flatten every difference
         sns.lineplot(frame[frame["step"] > 0], x="examples_seen", y="test_loss", hue="arm", hue_order=order,
@@ -129,26 +132,23 @@ def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def _seed_log_ratios(rows: pd.DataFrame, view: str) -> pd.Series:
-    """Per seed, the mean over widths of log(deepest / shallowest) of the scale-invariant value. within_model:
-    `rows` are the decision rows (one per model, first and last point); across_depth: the held-out table itself,
-    since the decision averages over seeds, each seed's own models at their last point, deepest and shallowest
-    depth of that width."""
-    if view == "within_model":
-        first, last, seeds = rows["first_value"], rows["last_value"], rows["seed"]
-    else:
+def _seed_level_logs(held_out: pd.DataFrame, view: str) -> pd.DataFrame:
+    """log of the scale-invariant value per (seed, width) row and level column: model depths at each model's
+    last point (across_depth), or the points of the deepest model (within_model). NaN where the unbiased
+    estimate is ≤ 0 (undetermined: never dropped, never clipped)."""
+    if view == "across_depth":
         model = ["width", "depth", "seed"]
-        rows = rows[rows["point_index"] == rows.groupby(model)["point_index"].transform("max")]
-        first, last, seeds = [], [], []
-        for _, part in rows.groupby("width"):
-            by_depth = part.pivot_table(index="seed", columns="depth", values="scaled_value", dropna=False)
-            first.append(by_depth[part["depth"].min()])
-            last.append(by_depth[part["depth"].max()])
-            seeds.append(by_depth.index.to_series())
-        first, last, seeds = pd.concat(first), pd.concat(last), pd.concat(seeds)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.log(last.to_numpy(float) / first.to_numpy(float))
-    return pd.Series(ratios, index=seeds.to_numpy()).groupby(level=0).mean(skipna=False)
+        rows, level = held_out[held_out["point_index"] == held_out.groupby(model)["point_index"].transform("max")], "depth"
+    else:
+        rows, level = held_out[held_out["depth"] == held_out["depth"].max()], "point_index"
+    values = rows.pivot_table(index=["seed", "width"], columns=level, values="scaled_value", dropna=False)
+    return np.log(values.where(values > 0))
+
+
+def _per_seed_change(logs: pd.DataFrame, lower: Any, upper: Any) -> pd.Series:
+    """Per seed, the mean over widths of log(value at level `upper` / value at level `lower`); NaN if
+    undetermined in any width of that seed."""
+    return (logs[upper] - logs[lower]).groupby(level="seed").mean(skipna=False)
 
 
 def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
@@ -172,30 +172,53 @@ def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]
                    if r.status.startswith("saturated") else "")
                 + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
                 for r in part.itertuples())
-        # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
-        per_seed = _seed_log_ratios(held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)]
-                                    if view == "across_depth" else frame[frame["criterion"] == "scaled_value"], view)
-        judgement = judge_samples(CLAIMS["p3_depth_plateau"].effect, per_seed.to_numpy(), level)
+        logs = _seed_level_logs(held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)], view)
+        levels = sorted(logs.columns)
         unit = "model depth" if view == "across_depth" else "point index"
-        claims.append(claim_row("p3_depth_plateau", judgement, scope=f"{family}/{dataset}",
+        where = f"{view} over {unit} (held-out pool, last checkpoint)"
+        # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
+        falls = judge_samples(CLAIMS["p3_depth_plateau"].effect, _per_seed_change(logs, levels[0], levels[-1]), level)
+        claims.append(claim_row("p3_depth_plateau", falls, scope=f"{family}/{dataset}",
                                 this_run=f"scale-invariant: {summary.get('scaled_value', '')}",
-                                note=f"{view} over {unit} (held-out pool, last checkpoint); the effect is the log ratio "
-                                     f"deepest / shallowest of the scale-invariant value (P3 pilot), per seed. Raw "
-                                     f"value: {summary.get('value', '')}."))
+                                note=f"{where}; the effect is the log ratio deepest / shallowest of the scale-invariant "
+                                     f"value (P3 pilot), per seed. Raw value: {summary.get('value', '')}."))
+        settles = (judge_samples(CLAIMS["p3_depth_settles"].effect,
+                                 np.exp(_per_seed_change(logs, levels[-2], levels[-1])), level)
+                   if len(levels) >= 3 else
+                   not_tested(f"{len(levels)} levels ({unit}): a plateau after a fall needs at least 3", level=level))
+        claims.append(claim_row("p3_depth_settles", settles, scope=f"{family}/{dataset}",
+                                this_run=f"{unit} {levels[-2]:g} → {levels[-1]:g}: ratio {settles.estimate:.3g}",
+                                note=f"{where}; levels {', '.join(f'{x:g}' for x in levels)}."))
     return claims
+
+
+def depth_profile(depth_table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per (family, dataset, width, step, pool, model depth, point, criterion): the mean over seeds of the raw
+    and scale-invariant first-order value with its Student t interval over seeds (each seed one trained model)."""
+    keys = ["family", "dataset", "width", "step", "pool", "depth", "point_index", "point"]
+    rows = []
+    for key, frame in depth_table.groupby(keys, sort=True):
+        for criterion in ("value", "scaled_value"):
+            mean, se, low, high = t_interval(frame[criterion].to_numpy(float), level)
+            rows.append({**dict(zip(keys, key)), "criterion": criterion, "seeds": int(frame["seed"].nunique()),
+                         "mean": mean, "se": se, "low": low, "high": high, "level": level})
+    return pd.DataFrame(rows)
 
 
 def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
     claims = []
-    final = growth_table[growth_table["step"] == growth_table.groupby(["family", "dataset", "width"])["step"].transform("max")]
-    for (family, dataset, width), frame in final.groupby(["family", "dataset", "width"]):
+    experiment = ["family", "dataset", "width", "base_depth"]  # two growth experiments may share a width
+    final = growth_table[growth_table["step"] == growth_table.groupby(experiment, dropna=False)["step"].transform("max")]
+    for (family, dataset, width, base_depth), frame in final.groupby(experiment, dropna=False):
         loss = frame.pivot_table(index="seed", columns="arm", values="test_loss")
         if not {"grown_value", "scratch"} <= set(loss.columns):
             continue
         excess = (loss["grown_value"] - loss["scratch"]) / loss["scratch"]  # paired by seed: same batches, rows
         judgement = judge_samples(CLAIMS["p3_grown_vs_scratch"].effect, excess.to_numpy(), level)
         means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
-        claims.append(claim_row("p3_grown_vs_scratch", judgement, scope=f"{family}/{dataset} width {width}",
+        blocks = frame.loc[frame["arm"] == "grown_value", "blocks"].dropna()
+        depths = f", base depth {base_depth:g} + {blocks.iloc[0]:g} block(s)" if pd.notna(base_depth) and len(blocks) else ""
+        claims.append(claim_row("p3_grown_vs_scratch", judgement, scope=f"{family}/{dataset} width {width}{depths}",
                                 this_run=f"(grown − scratch) / scratch held-out loss {excess.mean():+.2%} over "
                                          f"{len(excess)} seed(s)",
                                 note=f"mean final held-out loss: {means}. Same final architecture and budget."))
@@ -203,5 +226,5 @@ def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, An
 
 
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:
-    """The two P3 claim rows judged on this run (claims.ROW_COLUMNS)."""
+    """The three P3 claim rows judged on this run (claims.ROW_COLUMNS)."""
     return _depth_claim(depth_table, level) + _growth_claim(growth_table, level)

@@ -20,7 +20,9 @@ The words, for an interval [low, high] of the effect at the stated level:
 A claim with no paper size (a direction only, `Effect.paper` None) is reproduced when the interval
 excludes the null on the paper's side and contradicted when it excludes it on the other side. A
 claim of equivalence ("match or beat", `Effect.margin`) is reproduced when the interval's upper end is
-at most the margin, contradicted when its lower end is above it.
+at most the margin, contradicted when its lower end is above it. A two-sided equivalence ("within 10 %
+of each other", `Effect.margin_low` and `Effect.margin`) is reproduced when the interval lies inside
+[margin_low, margin], contradicted when it lies wholly outside it, unresolved when it straddles an end.
 
 Never reproduced: a difference smaller than the measurement's resolution (one evaluation interval of
 steps, `resolution`) is at most unresolved, whatever its interval.
@@ -50,8 +52,9 @@ LEVEL = 0.95  # the confidence level of a verdict's interval, where the stage ha
 class Effect:
     """What a claim measures: `name`, the paper's value of it (`paper`; None for a direction only), the
     `null`, the `scale` it is judged on ("linear" or "log"), the paper's side of the null (`direction`,
-    +1 or −1, used when `paper` is None), an equivalence `margin` (the claim is effect ≤ margin), and
-    how the interval over seeds is formed (`interval`, shown in the row)."""
+    +1 or −1, used when `paper` is None), an equivalence `margin` (the claim is effect ≤ margin; with
+    `margin_low` too, margin_low ≤ effect ≤ margin), and how the interval over seeds is formed
+    (`interval`, shown in the row)."""
 
     name: str
     paper: float | None
@@ -59,6 +62,7 @@ class Effect:
     scale: str = "linear"
     direction: int = 1
     margin: float | None = None
+    margin_low: float | None = None
     interval: str = "Student t over seeds"
 
     def transform(self, value: float) -> float:
@@ -131,10 +135,26 @@ def judge_interval(effect: Effect, estimate: float, low: float, high: float, lev
 
 def _equivalence(effect, estimate, low, high, level, seeds, spread, lo, hi, mid) -> Judgement:
     margin = effect.transform(effect.margin)
-    word = REPRODUCED if hi <= margin else CONTRADICTED if lo > margin else UNRESOLVED
-    needed = seeds_to_resolve(spread, abs(margin - mid), level, seeds) if word == UNRESOLVED else None
-    return Judgement(estimate, low, high, level, seeds, word,
-                     _why(word, effect, level, seeds, needed, f"the margin {effect.margin:.3g}", ""), needed)
+    if effect.margin_low is None:
+        word = REPRODUCED if hi <= margin else CONTRADICTED if lo > margin else UNRESOLVED
+        distance, size = abs(margin - mid), f"the margin {effect.margin:.3g}"
+    else:
+        floor = effect.transform(effect.margin_low)
+        inside = floor <= lo and hi <= margin
+        word = REPRODUCED if inside else CONTRADICTED if lo > margin or hi < floor else UNRESOLVED
+        # to resolve: a half-width below the estimate's distance to the nearer end of the region
+        distance = min(abs(margin - mid), abs(mid - floor))
+        size = f"an end of the region [{effect.margin_low:.3g}, {effect.margin:.3g}]"
+    needed = seeds_to_resolve(spread, distance, level, seeds) if word == UNRESOLVED else None
+    return Judgement(estimate, low, high, level, seeds, word, _why(word, effect, level, seeds, needed, size, ""),
+                     needed)
+
+
+def equivalence_region(effect: Effect) -> str:
+    """The claimed region of an equivalence effect, as shown in a row: "≤ 0.01" or "within [0.9, 1.11]"."""
+    if effect.margin_low is None:
+        return f"≤ {effect.margin:g}"
+    return f"within [{effect.margin_low:.3g}, {effect.margin:.3g}]"
 
 
 def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None, size: str, resolution: str) -> str:
@@ -142,9 +162,11 @@ def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None
     if word == REPRODUCED:
         return f"the {interval} excludes the null on the paper's side" + (
             f" and reaches at least half the paper's effect" if effect.paper is not None and effect.margin is None
-            else "" if effect.margin is None else f" and stays within the margin {effect.margin:.3g}")
+            else "" if effect.margin is None else f" and stays within the margin {effect.margin:.3g}"
+            if effect.margin_low is None else f" and lies {equivalence_region(effect)}")
     if word == CONTRADICTED:
-        return (f"the {interval} lies wholly above the margin {effect.margin:.3g}" if effect.margin is not None
+        return (f"the {interval} lies wholly outside {equivalence_region(effect)}" if effect.margin_low is not None
+                else f"the {interval} lies wholly above the margin {effect.margin:.3g}" if effect.margin is not None
                 else f"the {interval} excludes the paper's effect (wholly below half of it)"
                 if effect.paper is not None else f"the {interval} excludes the null on the other side")
     reason = resolution or f"the {interval} holds {size}"
