@@ -159,11 +159,12 @@ def equivalence_region(effect: Effect) -> str:
 
 def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None, size: str, resolution: str) -> str:
     interval = f"{percent(level)} interval ({effect.interval}, {seeds} seeds)"
+    if word == REPRODUCED and effect.margin is not None:  # equivalence: the null is inside the claim, not against it
+        return (f"the {interval} stays within the margin {effect.margin:.3g}" if effect.margin_low is None
+                else f"the {interval} lies {equivalence_region(effect)}")
     if word == REPRODUCED:
         return f"the {interval} excludes the null on the paper's side" + (
-            f" and reaches at least half the paper's effect" if effect.paper is not None and effect.margin is None
-            else "" if effect.margin is None else f" and stays within the margin {effect.margin:.3g}"
-            if effect.margin_low is None else f" and lies {equivalence_region(effect)}")
+            " and reaches at least half the paper's effect" if effect.paper is not None else "")
     if word == CONTRADICTED:
         return (f"the {interval} lies wholly outside {equivalence_region(effect)}" if effect.margin_low is not None
                 else f"the {interval} lies wholly above the margin {effect.margin:.3g}" if effect.margin is not None

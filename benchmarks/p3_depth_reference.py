@@ -1,0 +1,188 @@
+"""The `p3-depth` reference run (docs/science.md, P3): the first-order value of an inserted zero-output
+block over real depth, whether it settles on a plateau, and grown against scratch. Run configs/p3-depth.yaml
+and keep its results under docs/reference-results/p3-depth/, where the report shows them as a reference run.
+
+`--run` runs the sweep (Snakemake targets summarize_depth and summarize_growth; resumable, finished jobs
+are kept; the disk is sampled alongside, benchmarks/sweeps.py). Without `--run` it only exports a sweep
+that has finished. The export holds:
+
+- depth.csv: every store's `growcert estimate-depth` rows (both pools); growth.csv: the growth runs'
+  held-out loss per arm, seed and step; recommended.csv: the saturation decision (report/depth.py);
+- table.csv: per model depth and point, the raw and scale-invariant value on the held-out pool at the
+  last checkpoint, the mean over seeds with its Student t interval (`depth_profile`);
+- claims.csv: the three P3 claim rows (the value falls with depth; it settles, the two deepest depths
+  within 10 % of each other as an equivalence test; grown matches scratch at +1 %), judged with
+  `growcert.report.verdicts` from depth.csv and growth.csv by `growcert.report.depth.depth_claims`;
+- the figures p3_depth.png and p3_growth.png; provenance.json (date, commit, command, config, versions,
+  machine, cost: CPU time per rule and peak disk); README.md with the verdicts.
+
+`--rejudge` judges a committed folder again from its own depth.csv and growth.csv, without retraining.
+
+    PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores 2 \\
+        --results results-p3-depth --out docs/reference-results/p3-depth
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from sweeps import run_sweep, sweep_cost
+
+CONFIG = "configs/p3-depth.yaml"
+TARGETS = ("summarize_depth", "summarize_growth")
+COPIED = {"depth.csv": "stats/depth.csv", "growth.csv": "tables/p3_growth.csv",
+          "p3_depth.png": "figures/p3_depth.png", "p3_growth.png": "figures/p3_growth.png"}
+QUESTION = "Does the value of a new block fall with depth and settle on a plateau, and does growing match scratch (P3)?"
+
+
+def judged_tables(out: Path, level: float = 0.95) -> None:
+    """table.csv, recommended.csv and claims.csv of `out`, from its depth.csv and growth.csv."""
+    from growcert.report.claims import ROW_COLUMNS
+    from growcert.report.depth import depth_claims, depth_profile, recommend_depth
+
+    depth, growth = pd.read_csv(out / "depth.csv"), pd.read_csv(out / "growth.csv")
+    held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
+    depth_profile(held_out, level).to_csv(out / "table.csv", index=False)
+    recommend_depth(held_out, level=level).to_csv(out / "recommended.csv", index=False)
+    pd.DataFrame(depth_claims(depth, growth, level), columns=ROW_COLUMNS).to_csv(out / "claims.csv", index=False)
+
+
+def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None:
+    """Copy a finished sweep's tables and figures to `out`, judge them, and write provenance and a README."""
+    from growcert.provenance import git_commit, machine_record, versions
+
+    missing = [source for source in COPIED.values() if not (results / source).is_file()]
+    if missing:
+        print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
+              "resume it", file=sys.stderr)
+        sys.exit(2)
+    out.mkdir(parents=True, exist_ok=True)
+    for target, source in COPIED.items():
+        shutil.copyfile(results / source, out / target)
+    judged_tables(out)
+    record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+              "command": command, "table": "value of an inserted block per model depth and point, mean over seeds "
+                                           "with its t interval (held-out pool, last checkpoint)",
+              "why": "P3's plateau over real depth: llama on Shakespeare, depths 1-8, 3 seeds, and growth 2 → 3 and "
+                     "4 → 6 against scratch",
+              "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": sweep_cost(results),
+              "versions": versions(), "machine": machine_record()}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def rejudge(out: Path) -> None:
+    """Judge a committed folder again from its depth.csv and growth.csv; the provenance keeps the sweep's record
+    and adds when, at which commit and with which command it was judged again."""
+    from growcert.provenance import git_commit
+
+    judged_tables(out)
+    record = json.loads((out / "provenance.json").read_text())
+    record["rejudged"] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                          "commit": git_commit(),
+                          "command": f"PYTHONPATH=src .venv/bin/python benchmarks/p3_depth_reference.py --rejudge "
+                                     f"--out {out}"}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def interval_text(row) -> str:
+    return f"{row['mean']:.4g} [{row['low']:.4g}, {row['high']:.4g}]"
+
+
+def depth_lines(profile: pd.DataFrame) -> list[str]:
+    """Per model depth: the value at its last point (raw and scale-invariant) with the interval over seeds."""
+    last = profile[profile["point_index"] == profile.groupby("depth")["point_index"].transform("max")]
+    rows = []
+    for depth, frame in last.groupby("depth"):
+        by = frame.set_index("criterion")
+        rows.append({"model depth": int(depth), "point": by.loc["value", "point"], "seeds": int(by.loc["value", "seeds"]),
+                     "raw ‖E[q hᵀ]‖² [95 % t interval]": interval_text(by.loc["value"]),
+                     "scale-invariant [95 % t interval]": interval_text(by.loc["scaled_value"])})
+    return [pd.DataFrame(rows).to_markdown(index=False)] if rows else ["nothing finished"]
+
+
+def recommended_lines(recommended: pd.DataFrame) -> list[str]:
+    across = recommended[recommended["view"] == "across_depth"]
+    return [f"- {row.criterion}: {row.status}" + (f", from depth {row.recommended:g} [{row.recommended_lo:g}–"
+                                                 f"{row.recommended_hi:g}]" if str(row.status).startswith("saturated")
+                                                 else "") for row in across.itertuples()] or ["no depth grid"]
+
+
+def growth_lines(growth: pd.DataFrame) -> list[str]:
+    final = growth[growth["step"] == growth.groupby("base_depth")["step"].transform("max")]
+    table = final.pivot_table(index=["base_depth", "arm"], values="test_loss", aggfunc=["mean", "std", "count"])
+    table.columns = ["mean held-out loss", "SD over seeds", "seeds"]
+    return [table.reset_index().to_markdown(index=False, floatfmt=".4f")]
+
+
+def claim_lines(claims: pd.DataFrame) -> list[str]:
+    from growcert.report.verdicts import percent
+
+    return [f"- {row.claim}: **{row.verdict}**: {row.estimate:.4g} [{row.low:.4g}, {row.high:.4g}] "
+            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} ({row.paper_value}); "
+            f"{row.why}" for row in claims.itertuples()]
+
+
+def write_readme(out: Path, record: dict) -> None:
+    """README.md of a kept run, from its files: reproduction, cost, the depth table, the decision and verdicts."""
+    from growcert.report.claims import PLATEAU_MARGIN
+
+    cost, rejudged = record["cost"], record.get("rejudged")
+    profile, claims = pd.read_csv(out / "table.csv"), pd.read_csv(out / "claims.csv")
+    readme = ["# P3 depth sufficiency over real depth (docs/science.md, P3)", "",
+              f"Reference run of {record['date']}, commit `{record['commit']}`, config `{record['config_file']}`. "
+              "Reproduce (resumable; keeps every finished job):", "", f"    {record['command']}", ""]
+    if rejudged:
+        readme += [f"Judged again on {rejudged['date']} at commit `{rejudged['commit']}` from its own depth.csv and "
+                   f"growth.csv (no retraining):", "", f"    {rejudged['command']}", ""]
+    readme += [f"Cost on {record['machine'].get('cpus', os.cpu_count())} cores: {cost['cpu_hours']} CPU-hours over "
+               f"{cost['jobs']} jobs ({cost['job_wall_hours']} job wall-hours), peak disk {cost['peak_disk_gb']} GB "
+               f"({cost['disk_samples']} samples). Per rule: "
+               + "; ".join(f"{row['rule']} {row['jobs']} jobs, {row['cpu_s'] / 60:.1f} CPU-min"
+                           for row in cost["per_rule"]) + ".", "",
+               "## The value of an inserted zero-output block per model depth (its last point, held-out pool)", "",
+               "Raw: the unbiased ‖E[q hᵀ]‖²; scale-invariant: value × mean‖z‖²/mean‖h‖², the form saturation is "
+               "judged on. Each seed is one trained model; the interval is Student t over seeds. Every point of "
+               "every depth: `table.csv`.", "", *depth_lines(profile), "",
+               "## Recommended depth (the plateau test of stats/depth.py over the seed means)", "",
+               *recommended_lines(pd.read_csv(out / "recommended.csv")), "",
+               "## Grown against scratch (final held-out loss, same budget)", "", *growth_lines(pd.read_csv(out / "growth.csv")),
+               "",
+               f"The plateau margin: the two deepest depths settle when the ratio of their scale-invariant values lies "
+               f"within [{1 / PLATEAU_MARGIN:.3g}, {PLATEAU_MARGIN:.3g}] (10 % on the log scale), an equivalence "
+               "test: the whole interval over seeds must lie inside; no significant change is not a plateau.", "",
+               f"## {QUESTION}", "", *claim_lines(claims), ""]
+    (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
+    print(f"kept the p3-depth run in {out}: {len(claims)} claim rows, {cost['cpu_hours']} CPU-hours")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", default="results-p3-depth", help="the sweep's results folder")
+    parser.add_argument("--out", default="docs/reference-results/p3-depth")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
+    parser.add_argument("--rejudge", action="store_true", help="judge the committed run in --out again, no retraining")
+    args = parser.parse_args(argv)
+    if args.rejudge:
+        rejudge(Path(args.out))
+        return
+    results = Path(args.results)
+    command = (f"PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores {args.cores} "
+               f"--results {args.results} --out {args.out}")
+    if args.run and (status := run_sweep(results, args.cores, CONFIG, TARGETS)) != 0:
+        sys.exit(status)
+    export(results, Path(args.out), command)
+
+
+if __name__ == "__main__":
+    main()
