@@ -110,6 +110,90 @@ def rejudge(out: Path) -> None:
     write_readme(out, record)
 
 
+REPRODUCTION_KEYS = ["family", "dataset", "width", "depth", "seed", "step", "context", "point", "reduction", "pool"]
+
+
+def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame) -> dict:
+    """Whether the runs of `new` that the committed map also holds (the same model, step, point, reduction and
+    pool) gave the same alignment rows, value for value (every numeric column, NaN equal to NaN)."""
+    both = new.merge(committed, on=REPRODUCTION_KEYS, suffixes=("", "_map"))
+    numeric = [c for c in new.columns if c not in REPRODUCTION_KEYS and pd.api.types.is_numeric_dtype(new[c])
+               and f"{c}_map" in both.columns]
+    differing = [c for c in numeric if not both[c].equals(both[f"{c}_map"])]
+    runs = both[["width", "seed", "context"]].drop_duplicates().to_dict(orient="records")
+    return {"runs": [{k: int(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
+            "columns": len(numeric), "identical": bool(len(both)) and not differing, "differing_columns": differing}
+
+
+def export_joined(results: Path, out: Path, command: str, config: str, committed: Path) -> None:
+    """The sweep's new seeds joined to the committed map's seeds at the same contexts and steps, judged together.
+
+    The sweep also retrains one of the map's runs (configs/p1-seeds.yaml); the map's rows are used only if that
+    run reproduces them exactly. Without that, the new seeds are judged alone and the README says why."""
+    import tempfile
+
+    from growcert.provenance import git_commit, machine_record, versions
+    from growcert.report.regime import summarize_regime
+
+    for source in ("stats/alignment.csv", "stats/training.csv"):
+        if not (results / source).is_file():
+            print(f"results folder {results}: the sweep has not finished ({source} is missing); run with --run to "
+                  "resume it", file=sys.stderr)
+            sys.exit(2)
+    new_alignment = pd.read_csv(results / "stats" / "alignment.csv")
+    new_alignment = new_alignment[new_alignment["context"].notna()]
+    new_training = pd.read_csv(results / "stats" / "training.csv")
+    map_alignment, map_training = pd.read_csv(committed / "alignment.csv"), pd.read_csv(committed / "training.csv")
+    check = reproduction_check(new_alignment, map_alignment)
+    contexts, steps = sorted(new_alignment["context"].unique()), sorted(new_alignment["step"].unique())
+    def new_runs(table: pd.DataFrame) -> pd.DataFrame:  # the sweep's own runs, without the retrained map runs
+        retrained = {(run["width"], run["seed"], run["context"]) for run in check["runs"]}
+        return table[[run not in retrained for run in zip(table["width"], table["seed"], table["context"])]]
+
+    alignment, training = new_runs(new_alignment), new_runs(new_training)
+    if check["identical"]:
+        alignment = pd.concat([map_alignment[map_alignment["context"].isin(contexts) & map_alignment["step"].isin(steps)],
+                               alignment], ignore_index=True)
+        training = pd.concat([map_training[map_training["context"].isin(contexts) & (map_training["step"] <= max(steps))],
+                              training], ignore_index=True)
+    with tempfile.TemporaryDirectory() as folder:
+        joined = Path(folder)
+        (joined / "stats").mkdir()
+        alignment.to_csv(joined / "stats" / "alignment.csv", index=False)
+        training.to_csv(joined / "stats" / "training.csv", index=False)
+        print(summarize_regime(joined / "stats" / "alignment.csv", joined / "stats" / "training.csv", joined / "stats",
+                               joined / COPIED["table.csv"], joined / COPIED["claims.csv"], joined / COPIED["map.json"],
+                               joined / "figures"))
+        copy_outputs(joined, out)
+    record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+              "command": command, "table": "width trend per (comparison, context, progress, point, reduction) cell",
+              "why": f"P1's decisive cells with {alignment['seed'].nunique()} seeds per cell",
+              "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": sweep_cost(results),
+              "joined": {"committed": str(committed), "seeds": sorted(int(x) for x in alignment["seed"].unique()),
+                         "reproduction": check},
+              "versions": versions(), "machine": machine_record()}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def joined_lines(record: dict) -> list[str]:
+    """What a joined run says about the committed seeds it reused (and the check that allowed it)."""
+    joined = record.get("joined")
+    if not joined:
+        return []
+    check = joined["reproduction"]
+    runs = ", ".join(f"width {run['width']} seed {run['seed']} context {run['context']}" for run in check["runs"])
+    if check["identical"]:
+        said = (f"The retrained run ({runs}) reproduced the committed map's {check['rows']} alignment rows exactly "
+                f"({check['columns']} numeric columns each), so the map's seeds at these contexts and steps are reused.")
+    else:
+        said = (f"The retrained run ({runs or 'none finished'}) did not reproduce the committed map's rows "
+                f"(differing: {', '.join(check['differing_columns']) or 'no common rows'}), so only the new seeds "
+                "are judged.")
+    return ["## Seeds", "", f"Seeds {', '.join(map(str, joined['seeds']))} per cell, from this sweep and "
+            f"`{joined['committed']}`. {said}", ""]
+
+
 def write_readme(out: Path, record: dict) -> None:
     """README.md of a kept map, from its files: reproduction, cost, the spread, the cells and the verdicts."""
     cost, command = record["cost"], record["command"]
@@ -139,6 +223,7 @@ def write_readme(out: Path, record: dict) -> None:
                "Code that trained the runs (each run's own provenance; `trained_at` in provenance.json): "
                + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
                            for row in cost["trained_at"]) + ".", "",
+               *joined_lines(record),
                "## Between seeds against within a store", "",
                f"In {spread.get('between_dominates')} of {spread.get('cells')} (context, width, step, point, "
                f"reduction) cells with both spreads, log d_align varies more between training seeds than a "
@@ -164,16 +249,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default=CONFIG, help="the sweep's config file (configs/p1-seeds.yaml: more seeds)")
     parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
     parser.add_argument("--rejudge", action="store_true", help="judge the committed map in --out again, no retraining")
+    parser.add_argument("--join", default=None, help="a committed map whose seeds at the sweep's contexts and steps are "
+                                                     "judged with the sweep's (configs/p1-seeds.yaml)")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
     command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
-               f"--results {args.results} --out {args.out}" + (f" --config {args.config}" if args.config != CONFIG else ""))
+               f"--results {args.results} --out {args.out}" + (f" --config {args.config}" if args.config != CONFIG else "")
+               + (f" --join {args.join}" if args.join else ""))
     if args.run and (status := run_sweep(results, args.cores, args.config, ("summarize_regime",))) != 0:
         sys.exit(status)
-    export(results, Path(args.out), command, args.config)
+    if args.join:
+        export_joined(results, Path(args.out), command, args.config, Path(args.join))
+    else:
+        export(results, Path(args.out), command, args.config)
 
 
 if __name__ == "__main__":

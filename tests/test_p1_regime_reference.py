@@ -121,3 +121,52 @@ def test_export_of_an_unfinished_sweep_names_the_missing_file_with_exit_2(tmp_pa
         f"results folder {results}: the sweep has not finished (tables/p1_regime_cells.csv is missing); "
         "run with --run to resume it"]
     assert not (tmp_path / "out").exists()
+
+
+def joined_sweep(results: Path, committed: Path, change: float = 0.0) -> None:
+    """A committed map of seeds 0-2 (contexts 64, 128; steps 10, 20, 40) and a sweep of seeds 3-5 at context
+    64 and steps 10, 20 that also retrains seed 0 at width 16, whose rows are the map's (times 1 + `change`)."""
+    alignment, training = synthetic_tables()
+    committed.mkdir(parents=True)
+    alignment.to_csv(committed / "alignment.csv", index=False)
+    training.to_csv(committed / "training.csv", index=False)
+    new_alignment, new_training = synthetic_tables(slopes={64: 1.0}, seeds=(3, 4, 5), steps=(10, 20))
+    again = (alignment["seed"] == 0) & (alignment["width"] == 16) & (alignment["context"] == 64) & \
+        alignment["step"].isin([10, 20])
+    retrained = alignment[again].copy()
+    retrained["d_align"] *= 1 + change
+    again_training = (training["seed"] == 0) & (training["width"] == 16) & (training["context"] == 64) & \
+        (training["step"] <= 20)
+    (results / "stats").mkdir(parents=True)
+    pd.concat([new_alignment, retrained]).to_csv(results / "stats" / "alignment.csv", index=False)
+    pd.concat([new_training, training[again_training]]).to_csv(results / "stats" / "training.csv", index=False)
+
+
+def test_joined_export_reuses_the_committed_seeds_only_when_a_retrained_run_reproduces_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(SCRIPT.parents[1])
+    script = load_script()
+    results, committed = tmp_path / "results-p1-seeds", tmp_path / "p1-regime"
+    joined_sweep(results, committed)
+    out = tmp_path / "p1-seeds"
+    script.export_joined(results, out, "python benchmarks/p1_regime_reference.py --run --join", "configs/p1-seeds.yaml",
+                         committed)
+    record = json.loads((out / "provenance.json").read_text())
+    check = record["joined"]["reproduction"]
+    assert check["identical"] and check["runs"] == [{"width": 16, "seed": 0, "context": 64}]
+    assert check["rows"] == 2 * 2  # two steps x two pools
+    assert record["joined"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    kept = pd.read_csv(out / "alignment.csv")
+    # the map's rows at the sweep's context and steps only, each run once (the retrained one is not doubled)
+    assert set(kept["context"]) == {64} and set(kept["step"]) == {10, 20}
+    assert len(kept) == 3 * 6 * 2 * 2 and not kept.duplicated(["width", "seed", "step", "pool"]).any()
+    assert set(pd.read_csv(out / "table.csv")["seeds"]) == {6}
+    assert "reproduced the committed map's 4 alignment rows exactly" in (out / "README.md").read_text()
+
+    other = tmp_path / "differs"
+    joined_sweep(other / "results", other / "map", change=1e-12)  # one last-digit change is enough to refuse
+    script.export_joined(other / "results", other / "out", "cmd", "configs/p1-seeds.yaml", other / "map")
+    record = json.loads((other / "out" / "provenance.json").read_text())
+    assert not record["joined"]["reproduction"]["identical"]
+    assert record["joined"]["reproduction"]["differing_columns"] == ["d_align"]
+    assert record["joined"]["seeds"] == [3, 4, 5] and set(pd.read_csv(other / "out" / "table.csv")["seeds"]) == {3}
+    assert "did not reproduce the committed map's rows (differing: d_align)" in (other / "out" / "README.md").read_text()
