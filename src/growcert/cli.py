@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 # The settings each subcommand's --settings holds: a stage of growcert.config.stage_settings. main() resolves
@@ -21,15 +22,36 @@ SETTINGS_STAGE = {"train": "train", "dump": "dump", "estimate-alignment": "align
                   "pinn": "pinn", "preference": "preference", "theory": "theory"}
 
 
+def parse_settings(text: str) -> dict[str, Any]:
+    """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
+    import yaml
+
+    from growcert.errors import ConfigError
+
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise ConfigError(f"settings file {path}: no such file")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
+        return {} if loaded is None else loaded
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
+
+
 def _resolve_settings(args: argparse.Namespace) -> None:
-    from growcert.config import parse_settings as _settings, stage_settings
+    from growcert.config import stage_settings
 
     if args.stage in SETTINGS_STAGE:
-        args.settings = stage_settings(SETTINGS_STAGE[args.stage], _settings(args.settings))
+        args.settings = stage_settings(SETTINGS_STAGE[args.stage], parse_settings(args.settings))
     elif isinstance(getattr(args, "settings", None), str):
-        args.settings = _settings(args.settings)
+        args.settings = parse_settings(args.settings)
     if getattr(args, "hf", None) is not None:
-        args.hf = stage_settings("hf", _settings(args.hf))
+        args.hf = stage_settings("hf", parse_settings(args.hf))
 
 
 def _log(message: str) -> None:
@@ -105,16 +127,9 @@ def cmd_intervene(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize_interventions(args: argparse.Namespace) -> None:
-    import pandas as pd
+    from growcert.report.interventions import summarize_intervention_tables
 
-    from growcert.report.claims import write_rows
-    from growcert.report.interventions import intervention_checks, plot_interventions, summarize_interventions
-
-    table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
-    _write_csv(table, args.out_table)
-    _write_csv(summarize_interventions(table), args.out_summary)
-    write_rows(intervention_checks(table), checks=args.out_checks)
-    plot_interventions(table, args.figure)
+    _log(summarize_intervention_tables(args.tables, args.out_table, args.out_summary, args.out_checks, args.figure))
 
 
 def cmd_estimate_alignment(args: argparse.Namespace) -> None:
@@ -133,26 +148,10 @@ def cmd_estimate_misalignment(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize_alignment(args: argparse.Namespace) -> None:
-    import pandas as pd
+    from growcert.report.alignment import summarize_alignment
 
-    from growcert.report import alignment as report
-    from growcert.report.claims import write_rows
-
-    settings = args.settings
-    reference = tuple(settings["reference_MK"])
-    alignment = pd.concat([pd.read_csv(path) for path in args.alignment], ignore_index=True)
-    misalignment = pd.concat([pd.read_csv(path) for path in args.misalignment] or [pd.DataFrame()], ignore_index=True)
-    _write_csv(alignment, args.out_alignment)
-    _write_csv(misalignment, args.out_misalignment)
-    _write_csv(report.alignment_summary(alignment), args.out_summary)
-    write_rows(report.alignment_claims(alignment, misalignment, reference, settings["level"]), args.out_claims,
-               args.out_checks)
-    figures = Path(args.figures)
-    report.plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
-    report.plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
-    if len(misalignment):
-        report.plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
-                                 figures / "p1_misalignment_vs_MK.png")
+    _log(summarize_alignment(args.alignment, args.misalignment, args.settings, args.out_alignment,
+                             args.out_misalignment, args.out_summary, args.out_claims, args.out_checks, args.figures))
 
 
 def cmd_summarize_regime(args: argparse.Namespace) -> None:
@@ -177,16 +176,9 @@ def cmd_estimate_depth(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize_depth(args: argparse.Namespace) -> None:
-    import pandas as pd
+    from growcert.report.depth import summarize_depth
 
-    from growcert.report.depth import plot_depth, recommend_depth
-
-    settings = args.settings
-    table = pd.concat([pd.read_csv(path) for path in args.tables], ignore_index=True)
-    _write_csv(table, args.out_table)
-    _write_csv(recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"]),
-               args.out_decision)
-    plot_depth(table, args.figure)
+    _log(summarize_depth(args.tables, args.settings, args.out_table, args.out_decision, args.figure))
 
 
 def cmd_grow(args: argparse.Namespace) -> None:
@@ -198,15 +190,9 @@ def cmd_grow(args: argparse.Namespace) -> None:
 
 
 def cmd_summarize_growth(args: argparse.Namespace) -> None:
-    import pandas as pd
+    from growcert.report.depth import summarize_growth
 
-    from growcert.report.depth import depth_claims, plot_growth
-
-    growth = pd.concat([pd.read_csv(Path(folder) / "growth.csv") for folder in args.runs], ignore_index=True)
-    depth = pd.read_csv(args.depth)
-    _write_csv(growth, args.out_table)
-    _write_csv(pd.DataFrame(depth_claims(depth, growth)), args.out_claims)
-    plot_growth(growth, args.figure)
+    _log(summarize_growth(args.runs, args.depth, args.out_table, args.out_claims, args.figure))
 
 
 def cmd_summarize_training(args: argparse.Namespace) -> None:
@@ -238,7 +224,14 @@ def cmd_report(args: argparse.Namespace) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="growcert", description=__doc__.splitlines()[0])
     stages = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
+    for add_commands in (_training_commands, _store_commands, _alignment_commands, _intervention_commands,
+                         _experiment_commands, _depth_commands, _report_commands):
+        add_commands(stages)
+    return parser
 
+
+def _training_commands(stages) -> None:
+    """prepare, train."""
     prepare = stages.add_parser("prepare", help="prepare a dataset (arrays, split, provenance)")
     prepare.add_argument("--dataset", required=True)
     prepare.add_argument("--settings", default="{}", help="dataset settings as JSON, or @file")
@@ -252,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     _torch_arguments(train)
     train.set_defaults(handler=cmd_train)
 
+
+def _store_commands(stages) -> None:
+    """dump, inspect, compare-results."""
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
     dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
     dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
@@ -272,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("folders", nargs=2, metavar="RESULTS")
     compare.set_defaults(handler=cmd_compare_results)
 
+
+def _alignment_commands(stages) -> None:
+    """estimate-alignment, estimate-misalignment, summarize-alignment, summarize-regime."""
     estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
     estimate.add_argument("--store", required=True)
     estimate.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
@@ -302,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
         regime_map.add_argument(f"--{flag}", required=True, help=f"(growcert.report.regime.summarize_regime: {flag})")
     regime_map.set_defaults(handler=cmd_summarize_regime)
 
+
+def _intervention_commands(stages) -> None:
+    """intervene, summarize-interventions."""
     intervene = stages.add_parser("intervene", help="residual interventions: predicted vs observed held-out loss change")
     intervene.add_argument("--checkpoint", required=True)
     intervene.add_argument("--store", required=True, help="the checkpoint's gradient store")
@@ -320,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     interventions.add_argument("--figure", required=True)
     interventions.set_defaults(handler=cmd_summarize_interventions)
 
+
+def _experiment_commands(stages) -> None:
+    """One command per P2 experiment of the registry (growcert.experiments), all of one shape."""
     from growcert.experiments import EXPERIMENTS
 
     for experiment in EXPERIMENTS.values():  # grokking, pinn, preference, theory: one shape of command
@@ -341,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "afresh with the reference run's dataset settings)")
         command.set_defaults(handler=cmd_experiment)
 
+
+def _depth_commands(stages) -> None:
+    """estimate-depth, summarize-depth, grow, summarize-growth."""
     depth = stages.add_parser("estimate-depth", help="first-order value of a zero-output block at every point of a store")
     depth.add_argument("--store", required=True)
     depth.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
@@ -371,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     growth_summary.add_argument("--figure", required=True)
     growth_summary.set_defaults(handler=cmd_summarize_growth)
 
+
+def _report_commands(stages) -> None:
+    """summarize-training, plot-training, report."""
     summarize = stages.add_parser("summarize-training", help="tidy table of every run's evaluation history")
     summarize.add_argument("runs", nargs="+", help="run folders holding metrics.json")
     summarize.add_argument("--out", required=True)
@@ -386,7 +397,6 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", required=True)
     report.add_argument("--screenshot", default=None, help="also save its first screen (1280x900) here with chromium")
     report.set_defaults(handler=cmd_report)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

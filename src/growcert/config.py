@@ -17,30 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
 from growcert.errors import ConfigError
 from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_contexts, context_of_tag,  # noqa: F401
                             context_tag, grid_cells, grid_of, run_steps, run_wildcards, train_settings,
                             training_runs)
 from growcert.schema import REPO_SCHEMA, load_schema, top_level_default  # noqa: F401  (the config's public API)
-
-def parse_settings(text: str) -> dict[str, Any]:
-    """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
-    if text.startswith("@"):
-        path = Path(text[1:])
-        if not path.is_file():
-            raise ConfigError(f"settings file {path}: no such file")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
-        return {} if loaded is None else loaded
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
-
 
 def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
     """Insert schema defaults for missing keys, recursively (objects and arrays of objects)."""

@@ -1,4 +1,4 @@
-"""Atomic writes: every table, figure, checkpoint, report and resume state is written under a hidden
+"""Atomic writes, and the pooled read of many tidy tables: every table, figure, checkpoint, report and resume state is written under a hidden
 temporary name beside its target and renamed into place, so a kill or a full disk mid-write leaves no
 file that a later stage would read as complete (the temporary is removed when the write fails).
 """
@@ -34,3 +34,8 @@ def write_csv(table: pd.DataFrame, path: str | Path) -> None:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as temporary:
         temporary.write_text(text, encoding="utf-8")
+
+
+def read_csvs(paths: list[str | Path]) -> pd.DataFrame:
+    """The tables at `paths`, one below the other (an empty frame for no path): a summary's pooled input."""
+    return pd.concat([pd.read_csv(path) for path in paths], ignore_index=True) if paths else pd.DataFrame()

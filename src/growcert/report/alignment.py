@@ -27,6 +27,8 @@ from growcert.report.claims import CLAIMS, check_row, claim_row  # noqa: E402
 from growcert.report.verdicts import Judgement, family_judgement, judge_bound, judge_slopes  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
+from growcert.files import read_csvs, write_csv  # noqa: E402
+from growcert.report.claims import write_rows  # noqa: E402
 
 PANEL = ["family", "dataset"]
 
@@ -237,3 +239,24 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
                               note="both bounds follow from the same estimated moments, so this can only fail "
                                    "through a bug"))
     return rows
+
+
+def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables: list[str | Path],
+                        settings: dict[str, Any], out_alignment: str | Path, out_misalignment: str | Path,
+                        out_summary: str | Path, out_claims: str | Path, out_checks: str | Path,
+                        figures: str | Path) -> str:
+    """`growcert summarize-alignment`: the pooled tables, the summary, the claim and check rows and the P1
+    figures (the misalignment ones only when a fixed-context run gave misalignment tables); a log line."""
+    reference = tuple(settings["reference_MK"])
+    alignment, misalignment = read_csvs(alignment_tables), read_csvs(misalignment_tables)
+    write_csv(alignment, out_alignment)
+    write_csv(misalignment, out_misalignment)
+    write_csv(alignment_summary(alignment), out_summary)
+    write_rows(alignment_claims(alignment, misalignment, reference, settings["level"]), out_claims, out_checks)
+    figures = Path(figures)
+    plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
+    plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
+    if len(misalignment):
+        plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
+                          figures / "p1_misalignment_vs_MK.png")
+    return f"{len(alignment)} alignment rows, {len(misalignment)} misalignment rows -> {out_alignment}, {out_claims}"

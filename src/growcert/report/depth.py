@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.report.claims import CLAIMS, claim_row
+from growcert.files import read_csvs, write_csv
+from growcert.report.claims import CLAIMS, ROW_COLUMNS, claim_row
 from growcert.report.verdicts import judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
@@ -228,3 +229,26 @@ def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, An
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:
     """The three P3 claim rows judged on this run (claims.ROW_COLUMNS)."""
     return _depth_claim(depth_table, level) + _growth_claim(growth_table, level)
+
+
+def summarize_depth(tables: list[str | Path], settings: dict[str, Any], out_table: str | Path,
+                    out_decision: str | Path, figure: str | Path) -> str:
+    """`growcert summarize-depth`: the pooled depth table, the saturation decision and the depth figure."""
+    table = read_csvs(tables)
+    write_csv(table, out_table)
+    decision = recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"])
+    write_csv(decision, out_decision)
+    plot_depth(table, figure)
+    return f"{len(table)} depth rows, {len(decision)} decisions -> {out_table}, {out_decision}"
+
+
+def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table: str | Path, out_claims: str | Path,
+                     figure: str | Path) -> str:
+    """`growcert summarize-growth`: the pooled growth table, the P3 claim rows (with the pooled depth table)
+    and the growth figure."""
+    growth = read_csvs([Path(folder) / "growth.csv" for folder in runs])
+    write_csv(growth, out_table)
+    claims = depth_claims(pd.read_csv(depth_table), growth)
+    write_csv(pd.DataFrame(claims, columns=ROW_COLUMNS), out_claims)
+    plot_growth(growth, figure)
+    return f"{len(growth)} growth rows, {len(claims)} claim rows -> {out_table}, {out_claims}"

@@ -87,3 +87,17 @@ def intervention_checks(table: pd.DataFrame, tolerance: float = 0.05) -> list[di
         check_row("p1_intervention_sign", bool(agree >= 0.95), this_run=f"{agree:.1%} sign agreement",
                   note=f"{cells}; over every ε of the grid {table['sign_agree'].mean():.1%} (large steps overshoot)."),
     ]
+
+
+def summarize_intervention_tables(tables: list[str | Path], out_table: str | Path, out_summary: str | Path,
+                                  out_checks: str | Path, figure: str | Path) -> str:
+    """`growcert summarize-interventions`: the pooled table, its summary, the check rows and the figure."""
+    from growcert.files import read_csvs, write_csv
+    from growcert.report.claims import write_rows
+
+    table = read_csvs(tables)
+    write_csv(table, out_table)
+    write_csv(summarize_interventions(table), out_summary)
+    write_rows(intervention_checks(table), checks=out_checks)
+    plot_interventions(table, figure)
+    return f"{len(table)} intervention rows -> {out_table}, {out_summary}, {out_checks}"

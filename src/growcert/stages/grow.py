@@ -164,86 +164,18 @@ def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: 
                       log: Callable[[str], None], device: torch.device) -> pd.DataFrame:
     """Per seed, six units in a fixed order, each resumable: the shared base phase (then the selection), the
     shallow, grown_value and grown_uniform continuations from the fork at grown_at, scratch, deeper."""
-    train, family = settings["train"], settings["family"]
-    context = text_context(data, settings["model"])
+    train = settings["train"]
     steps = train["steps"]
     grown_at = max(1, min(steps - 1, round(settings["grow_fraction"] * steps)))
-    evaluate_at = {s for s in range(train["eval_every"], steps + 1, train["eval_every"])} | {grown_at, steps}
     resume = UnitResume(out_dir, settings, train["resume_every"], log)
     rows, selections = [], []
     with termination_requests() as stop:
         for seed_index, seed in enumerate(settings["seeds"]):
-            evaluation = evaluation_sets(data, train, seed, context)
-
-            def record(run: GrowthArm, step: int, into: list[dict], arms: tuple[str, ...] | None = None) -> None:
-                train_loss, train_acc = evaluate(run.model, evaluation["train"])
-                test_loss, test_acc = evaluate(run.model, evaluation["test"])
-                for arm in arms or (run.arm,):
-                    into.append({"family": family, "dataset": settings["dataset"], "width": settings["width"],
-                                 "seed": seed, "arm": arm, "base_depth": settings["base_depth"],
-                                 "depth": run.model.config.depth, "blocks": len(run.points),
-                                 "points": ";".join(run.points), "grown_at": run.grown_at,
-                                 "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
-                                 "examples_seen": step * train["batch_size"], "train_loss": train_loss,
-                                 "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
-                                 "insert_max_abs_change": run.change})
-
-            def model(depth: int) -> nn.Module:
-                torch.manual_seed(seed)  # every arm's base weights are the same draw, on the CPU, then moved
-                return build_model(family, settings["width"], depth, data.info, settings["model"]).to(device)
-
-            def unit(index: int, run: GrowthArm, first: int, labels: tuple[str, ...] | None = None) -> list[dict]:
-                """Fit `run` from step `first` to its unit's end, recording; resumable inside (resume.tick)."""
-                snapshot = resume.start((seed_index, index), stop)
-                unit_rows: list[dict] = []
-                if snapshot is None:
-                    if first == 1:
-                        record(run, 0, unit_rows, labels)
-                else:
-                    run.trainer.load_state_dict(snapshot["trainer"])
-                    unit_rows, first = snapshot["rows"], snapshot["step"] + 1
-                last = grown_at if index == 0 else steps
-                run.fit(first, last, evaluate_at, lambda arm, step: record(arm, step, unit_rows, labels),
-                        lambda step: resume.tick(step, lambda: {"trainer": run.trainer.state_dict(),
-                                                                "rows": unit_rows, "step": step}))
-                return unit_rows
-
-            shared_arms = ("shallow", "grown_value", "grown_uniform")
-            if resume.done((seed_index, 0)):
-                fork, chosen, selection, unit_rows = resume.result((seed_index, 0))
-            else:
-                base = GrowthArm("shallow", model(settings["base_depth"]), settings, data, seed, context)
-                unit_rows = unit(0, base, 1, shared_arms)
-                chosen, selection = choose_points(base, data, settings, seed, context, log)
-                fork = copy.deepcopy(base.trainer.state_dict())  # the base at grown_at, for every continuation
-                resume.finished((fork, chosen, selection, unit_rows))
-            rows += unit_rows
+            seed_run = SeedGrowth(settings, data, seed, seed_index, grown_at, resume, stop, device)
+            seed_rows, selection = seed_run.run(log)
+            rows += seed_rows
             selections.append(selection)
-            probe = selection_examples(data, settings, seed, context)
-
-            arms = [("shallow", None), ("grown_value", chosen["grown_value"]), ("grown_uniform", chosen["grown_uniform"]),
-                    ("scratch", chosen["grown_value"])] + ([("deeper", None)] if settings["deeper_depth"] else [])
-            for index, (arm, points) in enumerate(arms, start=1):
-                if resume.done((seed_index, index)):
-                    rows += resume.result((seed_index, index))
-                    continue
-                if arm == "scratch":  # the grown_value network, blocks in place from step 0
-                    architecture = model(settings["base_depth"])
-                    insert_blocks(architecture, points, hidden=settings["block_hidden"], seed=seed, trainable=True)
-                    run = GrowthArm(arm, architecture, settings, data, seed, context)
-                    run.points, run.grown_at, first = points, 0, 1
-                elif arm == "deeper":
-                    run, first = GrowthArm(arm, model(settings["deeper_depth"]), settings, data, seed, context), 1
-                else:  # a continuation of the shared base from the fork at grown_at
-                    run = GrowthArm(arm, model(settings["base_depth"]), settings, data, seed, context)
-                    run.trainer.load_state_dict(fork)
-                    if points is not None:
-                        run.grow(points, seed, grown_at, probe.inputs)
-                    first = grown_at + 1
-                unit_rows = unit(index, run, first)
-                resume.finished(unit_rows)
-                rows += unit_rows
-            final = {r["arm"]: r["test_loss"] for r in rows if r["seed"] == seed and r["step"] == steps}
+            final = {r["arm"]: r["test_loss"] for r in seed_rows if r["step"] == steps}
             log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows, columns=COLUMNS)
@@ -251,3 +183,95 @@ def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: 
     write_csv(table, out_dir / "growth.csv")  # last: the file the summary reads
     resume.folder.clear()
     return table
+
+
+class SeedGrowth:
+    """One seed of a growth experiment: its units (the base phase, then each arm), each resumable inside."""
+
+    SHARED_ARMS = ("shallow", "grown_value", "grown_uniform")  # the base phase is recorded for each of these
+
+    def __init__(self, settings: dict[str, Any], data: PreparedDataset, seed: int, seed_index: int, grown_at: int,
+                 resume: UnitResume, stop, device: torch.device):
+        self.settings, self.data, self.seed, self.seed_index = settings, data, seed, seed_index
+        self.grown_at, self.resume, self.stop, self.device = grown_at, resume, stop, device
+        train = settings["train"]
+        self.steps = train["steps"]
+        self.context = text_context(data, settings["model"])
+        self.evaluate_at = {s for s in range(train["eval_every"], self.steps + 1, train["eval_every"])} | {
+            grown_at, self.steps}
+        self.evaluation = evaluation_sets(data, train, seed, self.context)
+
+    def record(self, run: GrowthArm, step: int, into: list[dict], arms: tuple[str, ...] | None = None) -> None:
+        settings = self.settings
+        train_loss, train_acc = evaluate(run.model, self.evaluation["train"])
+        test_loss, test_acc = evaluate(run.model, self.evaluation["test"])
+        for arm in arms or (run.arm,):
+            into.append({"family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
+                         "seed": self.seed, "arm": arm, "base_depth": settings["base_depth"],
+                         "depth": run.model.config.depth, "blocks": len(run.points),
+                         "points": ";".join(run.points), "grown_at": run.grown_at,
+                         "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
+                         "examples_seen": step * settings["train"]["batch_size"], "train_loss": train_loss,
+                         "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
+                         "insert_max_abs_change": run.change})
+
+    def model(self, depth: int) -> nn.Module:
+        torch.manual_seed(self.seed)  # every arm's base weights are the same draw, on the CPU, then moved
+        settings = self.settings
+        return build_model(settings["family"], settings["width"], depth, self.data.info, settings["model"]).to(self.device)
+
+    def arm(self, name: str, depth: int) -> GrowthArm:
+        return GrowthArm(name, self.model(depth), self.settings, self.data, self.seed, self.context)
+
+    def unit(self, index: int, run: GrowthArm, first: int, labels: tuple[str, ...] | None = None) -> list[dict]:
+        """Fit `run` from step `first` to its unit's end, recording; resumable inside (resume.tick)."""
+        snapshot = self.resume.start((self.seed_index, index), self.stop)
+        unit_rows: list[dict] = []
+        if snapshot is None:
+            if first == 1:
+                self.record(run, 0, unit_rows, labels)
+        else:
+            run.trainer.load_state_dict(snapshot["trainer"])
+            unit_rows, first = snapshot["rows"], snapshot["step"] + 1
+        last = self.grown_at if index == 0 else self.steps
+        run.fit(first, last, self.evaluate_at, lambda arm, step: self.record(arm, step, unit_rows, labels),
+                lambda step: self.resume.tick(step, lambda: {"trainer": run.trainer.state_dict(),
+                                                             "rows": unit_rows, "step": step}))
+        return unit_rows
+
+    def run(self, log: Callable[[str], None]) -> tuple[list[dict], pd.DataFrame]:
+        """Every unit of this seed in order (finished ones read back): its rows and its point selection."""
+        settings, resume, seed = self.settings, self.resume, self.seed
+        if resume.done((self.seed_index, 0)):
+            fork, chosen, selection, rows = resume.result((self.seed_index, 0))
+        else:
+            base = self.arm("shallow", settings["base_depth"])
+            rows = self.unit(0, base, 1, self.SHARED_ARMS)
+            chosen, selection = choose_points(base, self.data, settings, seed, self.context, log)
+            fork = copy.deepcopy(base.trainer.state_dict())  # the base at grown_at, for every continuation
+            resume.finished((fork, chosen, selection, rows))
+        rows = list(rows)  # this seed's rows grow below; the base phase's record stays as it was
+        probe = selection_examples(self.data, settings, seed, self.context)
+        arms = [("shallow", None), ("grown_value", chosen["grown_value"]), ("grown_uniform", chosen["grown_uniform"]),
+                ("scratch", chosen["grown_value"])] + ([("deeper", None)] if settings["deeper_depth"] else [])
+        for index, (arm, points) in enumerate(arms, start=1):
+            if resume.done((self.seed_index, index)):
+                rows += resume.result((self.seed_index, index))
+                continue
+            if arm == "scratch":  # the grown_value network, blocks in place from step 0
+                architecture = self.model(settings["base_depth"])
+                insert_blocks(architecture, points, hidden=settings["block_hidden"], seed=seed, trainable=True)
+                run = GrowthArm(arm, architecture, settings, self.data, seed, self.context)
+                run.points, run.grown_at, first = points, 0, 1
+            elif arm == "deeper":
+                run, first = self.arm(arm, settings["deeper_depth"]), 1
+            else:  # a continuation of the shared base from the fork at grown_at
+                run = self.arm(arm, settings["base_depth"])
+                run.trainer.load_state_dict(fork)
+                if points is not None:
+                    run.grow(points, seed, self.grown_at, probe.inputs)
+                first = self.grown_at + 1
+            unit_rows = self.unit(index, run, first)
+            resume.finished(unit_rows)
+            rows += unit_rows
+        return rows, selection
