@@ -99,7 +99,7 @@ def main() -> None:
         settings = {"family": "llama", "dataset": "shakespeare", "width": width, "depth": args.depth, "seed": 0,
                     "model": {"head_dim": head_dim, "context": args.context},
                     "train": {"steps": args.steps, "batch_size": args.batch, "lr": 3e-4, "warmup_steps": 20,
-                              "checkpoints": [args.steps], "eval_every": args.steps, "eval_examples": 64,
+                              "save_steps": [args.steps], "eval_every": args.steps, "eval_examples": 64,
                               "precision": args.precision, "resume_every": 10 * args.steps}}
         growcert("train", "--data", str(args.data), "--settings", json.dumps(settings), "--out", str(run),
                  "--device", args.device, "--threads", "4")

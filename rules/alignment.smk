@@ -63,7 +63,7 @@ rule summarize_alignment:
     input:
         alignment=per_store(ALIGNMENT),
         # a context sweep feeds d_align only
-        misalignment=per_store(MISALIGNMENT, fixed_context_runs(), config["alignment"]["misalignment_checkpoints"]),
+        misalignment=per_store(MISALIGNMENT, fixed_context_runs(), config["alignment"]["analyse_misalignment"]),
     output:
         alignment=f"{RESULTS}/stats/alignment.csv",
         misalignment=f"{RESULTS}/stats/misalignment.csv",

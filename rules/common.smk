@@ -110,17 +110,17 @@ INTERVENTIONS = f"{RESULTS}/interventions/{{family}}/{{dataset}}/w{{width}}_d{{d
 
 
 def intervention_targets():
-    """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.checkpoints);
+    """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.analyse);
     pretrained models when config pretrained.intervene is true. A context sweep feeds the regime map only."""
     targets = [INTERVENTIONS.format(**run_wildcards(run), step=step)
-               for run in fixed_context_runs() for step in analysed_steps(run, config["intervene"]["checkpoints"])]
+               for run in fixed_context_runs() for step in analysed_steps(run, config["intervene"]["analyse"])]
     if config["pretrained"]["intervene"]:
         targets += [INTERVENTIONS.format(**run_wildcards(run), step=step) for run, step in pretrained_stores(config)]
     return targets
 
 
 def intervene_settings(wildcards):
-    settings = {key: value for key, value in config["intervene"].items() if key != "checkpoints"}
+    settings = {key: value for key, value in config["intervene"].items() if key != "analyse"}
     return json.dumps(settings, sort_keys=True)
 
 
@@ -142,17 +142,17 @@ def p1_figures():
     return P1_DALIGN_FIGURES + (P1_MISALIGNMENT_FIGURES if fixed_context_runs() else [])
 
 
-def analysed_steps(run, checkpoints):
-    """The checkpoint steps of `run` a stage analyses: its last one, or all (config key `<stage>.checkpoints`)."""
+def analysed_steps(run, analyse):
+    """The checkpoint steps of `run` a stage analyses: its last one, or all (config key `<stage>.analyse`)."""
     steps = run_steps(config, run)
-    return steps if checkpoints == "all" else steps[-1:]
+    return steps if analyse == "all" else steps[-1:]
 
 
-def per_store(template, runs=None, checkpoints="all"):
+def per_store(template, runs=None, analyse="all"):
     """`template` for every gradient store: the checkpoints (all, or the last) of each trained run (of `runs`,
     default all), then each pretrained model."""
     runs = training_runs(config) if runs is None else runs
-    stores = [(run, step) for run in runs for step in analysed_steps(run, checkpoints)]
+    stores = [(run, step) for run in runs for step in analysed_steps(run, analyse)]
     return [template.format(**run_wildcards(run), step=step) for run, step in stores + pretrained_stores(config)]
 
 

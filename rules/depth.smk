@@ -56,7 +56,7 @@ localrules:
 
 rule summarize_depth:
     input:
-        tables=per_store(DEPTH, fixed_context_runs(), config["depth"]["checkpoints"]),
+        tables=per_store(DEPTH, fixed_context_runs(), config["depth"]["analyse"]),
     output:
         table=f"{RESULTS}/stats/depth.csv",
         decision=report(

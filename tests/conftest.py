@@ -31,7 +31,7 @@ def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8
         model = dict(LLAMA_TINY) if family == "llama" else {}
     settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": model,
                 "train": {"steps": steps, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [steps], "eval_every": steps,
+                          "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [steps], "eval_every": steps,
                           "eval_examples": 16, "single_pass": True}}
     train_model(settings, data, folder, log=lambda _: None)
     return folder / f"step{steps}.pt"

@@ -14,7 +14,7 @@ from growcert.stats.moments import population_moments
 from growcert.store import GroupSpec, StoreWriter
 
 SETTINGS = {"reductions": ["sum_positions", "flatten"], "detect_threshold": 2.0, "level": 0.95,
-            "MK": [[8, 8], [32, 32]], "reference_MK": [8, 8], "modes": ["iid", "train_test"],
+            "MK": [[8, 8], [32, 32]], "reference_mk": [8, 8], "modes": ["iid", "train_test"],
             "replicates": 4000, "seed": 0}
 CHANNELS, HEIGHT, WIDTH = 6, 2, 2
 
@@ -171,7 +171,7 @@ def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_mis
     assert sorted(path.name for path in out.glob("*.png")) == ["p1_dalign_vs_width.png", "p1_plugin_vs_unbiased.png"]
 
 
-SMALL = {"reductions": ["sum_positions"], "MK": [[8, 8]], "reference_MK": [8, 8], "modes": ["iid", "train_test"],
+SMALL = {"reductions": ["sum_positions"], "MK": [[8, 8]], "reference_mk": [8, 8], "modes": ["iid", "train_test"],
          "replicates": 400, "seed": 0}
 
 

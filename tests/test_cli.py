@@ -184,8 +184,8 @@ def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
         return {**shared, **entry, "model": raw.get("models", {}).get(settings["family"], {})}
     section = {"estimate-alignment": "alignment", "estimate-misalignment": "alignment",
                "summarize-alignment": "alignment", "estimate-depth": "depth", "summarize-depth": "depth"}.get(stage, stage)
-    if stage == "intervene":  # `checkpoints` chooses which stores the pipeline intervenes on, not how
-        return {key: value for key, value in raw.get(section, {}).items() if key != "checkpoints"}
+    if stage == "intervene":  # `analyse` chooses which stores the pipeline intervenes on, not how
+        return {key: value for key, value in raw.get(section, {}).items() if key != "analyse"}
     return raw.get(section, {})
 
 

@@ -7,7 +7,8 @@ import sys
 import pytest
 import yaml
 
-from growcert.config import REPO_SCHEMA, ConfigError, Run, load_schema, train_settings, training_runs, validate_config
+from growcert.config import (REPO_SCHEMA, ConfigError, Run, load_schema, stage_settings, train_settings, training_runs,
+                             validate_config)
 
 SCHEMA = load_schema(REPO_SCHEMA)
 
@@ -79,11 +80,11 @@ def with_change(path, value):
     (("gridz",), [], "config key 'gridz': unknown key"),
     (("grids", 0, "family"), "vgg", "config key 'grids[0].family'"),
     (("grids", 0, "depths"), [10], "config key 'grids[0].depths[0]': resnet depth must be 6n+2"),
-    (("grids", 0, "train", "checkpoints"), [5000], "config key 'grids[0].train.checkpoints[0]': step 5000 is beyond"),
+    (("grids", 0, "train", "save_steps"), [5000], "config key 'grids[0].train.save_steps[0]': step 5000 is beyond"),
     (("grids", 0, "dataset"), "shakespeare", "config key 'grids[0].dataset': family resnet cannot train on shakespeare"),
     (("grokking", "adamw", "baseline_weight_decay"), 0.5, "config key 'grokking.adamw.baseline_weight_decay': 0.5 is not one of"),
     (("grokking", "batch_size"), 5000, "config key 'grokking.batch_size': 5000 is not below the 1081 training equations"),
-    (("alignment", "reference_MK"), [5, 5], "config key 'alignment.reference_MK': [5, 5] is not one of alignment.MK"),
+    (("alignment", "reference_mk"), [5, 5], "config key 'alignment.reference_mk': [5, 5] is not one of alignment.MK"),
     (("intervene", "variants"), ["bias"], "config key 'intervene.variants[0]'"),
 ])
 def test_bad_config_is_one_line_naming_the_key(path, value, expected):
@@ -94,6 +95,31 @@ def test_bad_config_is_one_line_naming_the_key(path, value, expected):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("path, value, old, new", [
+    (("grids", 0, "train", "checkpoints"), [100], "grids[0].train.checkpoints", "grids[0].train.save_steps"),
+    (("intervene", "checkpoints"), "all", "intervene.checkpoints", "intervene.analyse"),
+    (("depth", "checkpoints"), "all", "depth.checkpoints", "depth.analyse"),
+    (("alignment", "misalignment_checkpoints"), "all", "alignment.misalignment_checkpoints",
+     "alignment.analyse_misalignment"),
+    (("theory", "checkpoints"), 4, "theory.checkpoints", "theory.snapshots"),
+    (("alignment", "reference_MK"), [32, 32], "alignment.reference_MK", "alignment.reference_mk"),
+])
+def test_a_renamed_key_is_refused_in_one_line_that_gives_the_new_name(path, value, old, new):
+    with pytest.raises(ConfigError) as caught:
+        validate_config(with_change(path, value), SCHEMA)
+    assert str(caught.value) == f"config key '{old}' was renamed: use '{new}'"
+    # the new name is accepted with the same value (grids: within the default budget)
+    validate_config(with_change(path[:-1] + (new.rsplit(".", 1)[1],), value), SCHEMA)
+
+
+def test_a_stage_refuses_a_renamed_key_too():
+    with pytest.raises(ConfigError, match=r"^config key 'depth.checkpoints' was renamed: use 'depth.analyse'$"):
+        stage_settings("depth", {"checkpoints": "all"})
+    with pytest.raises(ConfigError, match=r"^config key 'train.checkpoints' was renamed: use 'train.save_steps'$"):
+        stage_settings("train", {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8,
+                                 "train": {"checkpoints": [10]}})
+
+
 def test_duplicate_family_dataset_pair_is_rejected():
     config = {"grids": [dict(BASE["grids"][0]), dict(BASE["grids"][0])]}
     with pytest.raises(ConfigError, match=r"grids\[1\].*already used by grids\[0\]"):
@@ -101,9 +127,9 @@ def test_duplicate_family_dataset_pair_is_rejected():
 
 
 def test_a_width_grid_and_a_depth_grid_of_one_family_keep_their_own_budgets():
-    width_grid = {"family": "llama", "dataset": "shakespeare", "widths": [32, 64], "depths": [2], "train": {"steps": 40, "checkpoints": [40]}}
+    width_grid = {"family": "llama", "dataset": "shakespeare", "widths": [32, 64], "depths": [2], "train": {"steps": 40, "save_steps": [40]}}
     depth_grid = {"family": "llama", "dataset": "shakespeare", "widths": [64], "depths": [1, 4],
-                  "train": {"steps": 20, "checkpoints": [10, 20]}}
+                  "train": {"steps": 20, "save_steps": [10, 20]}}
     config = validate_config({"models": {"llama": {"head_dim": 16}}, "grids": [width_grid, depth_grid]}, SCHEMA)
     steps = {(run.width, run.depth): train_settings(config, run)["train"]["steps"] for run in training_runs(config)}
     assert steps == {(32, 2): 40, (64, 2): 40, (64, 1): 20, (64, 4): 20}

@@ -253,7 +253,7 @@ def test_workflow_dumps_and_estimates_two_tiny_widths(tmp_path):
                        "depth": {"block_hidden": 16},
                        "models": [{"name": "tiny-neox-16", "width": 16, "depth": 2, "step": 7},
                                   {"name": "tiny-neox-32", "width": 32, "depth": 2, "step": 7}]},
-        "alignment": {"MK": [[4, 4]], "reference_MK": [4, 4], "replicates": 20},
+        "alignment": {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20},
         "intervene": {"M": 4, "K": 4, "draws": 2, "epsilons": [0.0001, 1.0], "max_points": 2},
     }))
     tables = [f"{results}/stats/{kind}/hf/shakespeare/w{width}_d2_s0/step7.csv"

@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 SWEEP = {"family": "llama", "dataset": "shakespeare", "widths": [16, 32], "depths": [1], "seeds": [0],
-         "contexts": [32, 64], "tokens_per_step": 256, "train": {"steps": 4, "checkpoints": [2, 4], "eval_every": 2}}
+         "contexts": [32, 64], "tokens_per_step": 256, "train": {"steps": 4, "save_steps": [2, 4], "eval_every": 2}}
 
 
 def config_with(*grids):

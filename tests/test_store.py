@@ -118,7 +118,7 @@ def test_wrong_folder_and_missing_group(tmp_path):
 def checkpoint(prepared, tmp_path_factory):
     settings = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8, "seed": 0, "model": {},
                 "train": {"steps": 5, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "checkpoints": [5], "eval_every": 5,
+                          "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [5], "eval_every": 5,
                           "eval_examples": 16, "single_pass": True}}
     folder = tmp_path_factory.mktemp("run")
     train_model(settings, prepared("digits"), folder, log=lambda _: None)

@@ -102,7 +102,7 @@ def test_a_too_small_corpus_is_refused_in_one_line_naming_the_shortfall(corpus, 
 
 def test_config_checks_the_grids_against_the_stated_budget():
     grid = {"family": "llama", "dataset": "text", "widths": [64], "depths": [2],
-            "train": {"steps": 100, "batch_size": 8, "checkpoints": [100]}}
+            "train": {"steps": 100, "batch_size": 8, "save_steps": [100]}}
     config = {"grids": [grid], "models": {"llama": {"context": 64}}, "datasets": {"text": {"single_pass_tokens": 51200}}}
     validate_config(json.loads(json.dumps(config)))  # 100 x 8 x 64 = 51,200: exactly the budget
     config["datasets"]["text"]["single_pass_tokens"] = 51000

@@ -160,7 +160,7 @@ def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
     assert on_random > 100 * measures["invisibility_ratio"]
 
 
-TINY = {"checkpoints": 2,
+TINY = {"snapshots": 2,
         "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
         "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
         "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}

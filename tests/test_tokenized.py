@@ -295,7 +295,7 @@ def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe
         with torch.no_grad():
             loss = model.per_example_loss(model(window[:, :-1]), window[:, 1:])
         assert abs(float(loss) - float(group["loss"][sample].values)) < 1e-5
-    alignment = estimate_alignment(store, {"MK": [[4, 4]], "reference_MK": [4, 4], "replicates": 20}, log=lambda _: None)
+    alignment = estimate_alignment(store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20}, log=lambda _: None)
     assert set(alignment["point"]) == {"block0", "block1", "block2"}
     assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["n"]) == {DUMP["train_examples"]}  # per pool
     depth = estimate_depth(store, {"block_hidden": 16}, log=lambda _: None)

@@ -17,7 +17,7 @@ from growcert.training import warmup_factor
 
 def settings(family, dataset, width, depth, seed=0, **train):
     base = {"steps": 40, "batch_size": 32, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-            "warmup_steps": 5, "grad_clip": 1.0, "checkpoints": [20, 40], "eval_every": 20,
+            "warmup_steps": 5, "grad_clip": 1.0, "save_steps": [20, 40], "eval_every": 20,
             "eval_examples": 128, "single_pass": True}
     base.update(train)
     model = {"head_dim": 8, "context": 32, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
@@ -30,7 +30,7 @@ def settings(family, dataset, width, depth, seed=0, **train):
     ("llama", "shakespeare", 32, 1, 80, 1.5),
 ])
 def test_training_lowers_held_out_loss(prepared, tmp_path, family, dataset, width, depth, steps, margin):
-    run = settings(family, dataset, width, depth, steps=steps, checkpoints=[steps], eval_every=steps)
+    run = settings(family, dataset, width, depth, steps=steps, save_steps=[steps], eval_every=steps)
     metrics = train_model(run, prepared(dataset), tmp_path, log=lambda _: None)
     first, last = metrics["history"][0], metrics["history"][-1]
     assert first["step"] == 0 and last["step"] == steps
@@ -56,7 +56,7 @@ ON_CUDA = [NEEDS_CUDA, pytest.mark.cuda]
 def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, dataset, width, depth, device):
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        train_model(settings(family, dataset, width, depth, seed=seed, steps=20, checkpoints=[10, 20]),
+        train_model(settings(family, dataset, width, depth, seed=seed, steps=20, save_steps=[10, 20]),
                     prepared(dataset), tmp_path / name, log=lambda _: None, device=device)
         runs[name] = state(tmp_path / name / "step20.pt")
     assert runs["a"].keys() == runs["b"].keys()
@@ -69,7 +69,7 @@ def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, datas
 def test_device_auto_is_the_cpu_here_bit_for_bit_and_is_recorded(prepared, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("auto is the CPU only on a machine without CUDA")
-    run = settings("resnet", "digits", 1, 8, steps=20, checkpoints=[20])
+    run = settings("resnet", "digits", 1, 8, steps=20, save_steps=[20])
     for device in ("cpu", "auto"):
         train_model(run, prepared("digits"), tmp_path / device, log=lambda _: None, device=device)
     cpu, auto = state(tmp_path / "cpu" / "step20.pt"), state(tmp_path / "auto" / "step20.pt")
@@ -86,7 +86,7 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
     from growcert.training import Trainer
 
     data = prepared(dataset)
-    run = stage_settings("train", settings(family, dataset, width, depth, steps=30, checkpoints=[30], precision="bf16"))
+    run = stage_settings("train", settings(family, dataset, width, depth, steps=30, save_steps=[30], precision="bf16"))
     context = run["model"].get("context") if data.info["kind"] == "text" else None
     seen = []
     torch.manual_seed(0)
@@ -101,7 +101,7 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
     assert moments and all(tensor.dtype == torch.float32 for tensor in moments)
     # and it is a different computation from fp32: the checkpoints differ
     for precision in ("fp32", "bf16"):
-        train_model(settings(family, dataset, width, depth, steps=10, checkpoints=[10], precision=precision),
+        train_model(settings(family, dataset, width, depth, steps=10, save_steps=[10], precision=precision),
                     data, tmp_path / precision, log=lambda _: None)
     fp32, bf16 = state(tmp_path / "fp32" / "step10.pt"), state(tmp_path / "bf16" / "step10.pt")
     assert any(not torch.equal(fp32[key], bf16[key]) for key in fp32 if fp32[key].is_floating_point())
@@ -109,7 +109,7 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
 
 def test_checkpoint_round_trip_and_provenance(prepared, tmp_path):
     data = prepared("digits")
-    run = settings("resnet", "digits", 1, 8, steps=10, checkpoints=[10], eval_every=10)
+    run = settings("resnet", "digits", 1, 8, steps=10, save_steps=[10], eval_every=10)
     train_model(run, data, tmp_path, log=lambda _: None)
     model, meta = load_checkpoint(tmp_path / "step10.pt")
     # the settings as trained: the given ones with the schema's defaults filled in (nothing else, nothing lost)

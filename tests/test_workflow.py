@@ -73,7 +73,7 @@ def test_ci_dag_builds_every_target(ci_run):
             name = f"w{width}_d{depth}_s{seed}" + (f"_c{context}" if context else "")
             run = results / "models" / grid["family"] / grid["dataset"] / name
             assert (run / "metrics.json").is_file()
-            for step in grid["train"]["checkpoints"]:
+            for step in grid["train"]["save_steps"]:
                 assert (run / f"step{step}.pt").is_file()
                 store = results / "grads" / grid["family"] / grid["dataset"] / name / f"step{step}.zarr"
                 assert open_store(store).attrs["step"] == step
@@ -120,7 +120,7 @@ def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
 
     grid = ci_config()["grids"][0]
     store = (ci_run / "results" / "grads" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
-             / f"step{grid['train']['checkpoints'][-1]}.zarr")
+             / f"step{grid["train"]["save_steps"][-1]}.zarr")
     assert sorted(path.name for path in store.iterdir() if not path.is_dir()) == ["zarr.json"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -204,7 +204,7 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jo
     rebuilt = snakemake(str(victim), "--configfile", "configs/ci.yaml", results=ci_run)
     assert rebuilt.returncode == 0 and (victim / "metrics.json").is_file(), rebuilt.stderr[-2000:]
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
-    per_checkpoint = len(grid["train"]["checkpoints"])
+    per_checkpoint = len(grid["train"]["save_steps"])
     expected = {"dump_gradients": per_checkpoint, "estimate_alignment": per_checkpoint,
                 "estimate_misalignment": 1, "estimate_depth": 1, "intervene": 1,  # last checkpoint only
                 "summarize_training": 1, "summarize_alignment": 1, "summarize_interventions": 1, "summarize_depth": 1,

@@ -45,10 +45,24 @@ def key_path(path: Any) -> str:
     return rendered or "<top level>"
 
 
+# Keys that were renamed so that each name has one meaning (parent section, old name) -> new name: a config
+# that still uses an old name gets one line giving the new one. `checkpoints` meant three things.
+RENAMED_KEYS = {("train", "checkpoints"): "save_steps",  # the steps at which a run saves a checkpoint
+                ("intervene", "checkpoints"): "analyse", ("depth", "checkpoints"): "analyse",  # last | all
+                ("alignment", "misalignment_checkpoints"): "analyse_misalignment",  # last | all
+                ("theory", "checkpoints"): "snapshots",  # how many evenly spaced records
+                ("alignment", "reference_MK"): "reference_mk"}
+
+
 def _one_line(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -> str:
     path = [*prefix, *error.absolute_path]
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        parent = next((part for part in reversed(path) if isinstance(part, str)), "")
+        renamed = [key for key in extra if (parent, key) in RENAMED_KEYS]
+        if renamed:
+            return (f"config key '{key_path(path + [renamed[0]])}' was renamed: use "
+                    f"'{key_path(path + [RENAMED_KEYS[parent, renamed[0]]])}'")
         allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
         where = key_path(path + [extra[0]]) if extra else key_path(path)
         return f"config key '{where}': unknown key (allowed here: {allowed})"
@@ -221,12 +235,12 @@ def _check_train_run(run: dict[str, Any]) -> None:
 
 def _check_budget(where: str, train: dict[str, Any]) -> None:
     """Checkpoints are distinct steps within the training budget."""
-    for index, step in enumerate(train["checkpoints"]):
+    for index, step in enumerate(train["save_steps"]):
         if step > train["steps"]:
-            raise ConfigError(f"config key '{where}.checkpoints[{index}]': step {step} is beyond the budget of "
+            raise ConfigError(f"config key '{where}.save_steps[{index}]': step {step} is beyond the budget of "
                               f"{train['steps']} steps")
-    if len(set(train["checkpoints"])) != len(train["checkpoints"]):
-        raise ConfigError(f"config key '{where}.checkpoints': steps must be distinct")
+    if len(set(train["save_steps"])) != len(train["save_steps"]):
+        raise ConfigError(f"config key '{where}.save_steps': steps must be distinct")
 
 
 STAGE_CHECKS = {"grokking": _check_grokking, "preference": _check_preference, "grow": _check_grow_experiment,
@@ -289,8 +303,8 @@ def _check_cross_keys(config: dict[str, Any]) -> None:
     if "z" not in config["dump"]["variables"]:  # every store of the pipeline goes through estimate_depth and intervene
         raise ConfigError(f"config key 'dump.variables': {config['dump']['variables']} drops z, which the pipeline's "
                           "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
-    if list(config["alignment"]["reference_MK"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
-        raise ConfigError(f"config key 'alignment.reference_MK': {config['alignment']['reference_MK']} is not one of alignment.MK")
+    if list(config["alignment"]["reference_mk"]) not in [list(pair) for pair in config["alignment"]["MK"]]:
+        raise ConfigError(f"config key 'alignment.reference_mk': {config['alignment']['reference_mk']} is not one of alignment.MK")
     seen: dict[tuple[str, str, int, int, int, int | None], int] = {}
     for position, grid in enumerate(config["grids"]):
         where = f"grids[{position}]"

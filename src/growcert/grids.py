@@ -129,4 +129,4 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
 
 def run_steps(config: dict[str, Any], run: Run) -> list[int]:
     """The checkpoint steps of a run (each gets a gradient store)."""
-    return sorted(grid_of(config, run)["train"]["checkpoints"])
+    return sorted(grid_of(config, run)["train"]["save_steps"])

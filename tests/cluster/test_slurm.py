@@ -146,7 +146,7 @@ def assert_runs_and_stores(results, grids):
     for grid, (family, dataset, width, depth, seed) in expected_runs(grids):
         run = run_dir(results, family, dataset, width, depth, seed)
         assert (run / "metrics.json").is_file(), run
-        for step in grid["train"]["checkpoints"]:
+        for step in grid["train"]["save_steps"]:
             assert (run / f"step{step}.pt").is_file()
             store = store_path(results, family, dataset, width, depth, step, seed)
             assert open_store(store).attrs["step"] == step
@@ -180,7 +180,7 @@ def test_ci_dag_runs_through_slurm(full_run):
     grids = ci_config()["grids"]
     assert submitted["prepare_dataset"] == len({grid["dataset"] for grid in grids})
     assert submitted["train_model"] == sum(1 for _ in expected_runs(grids))
-    assert submitted["dump_gradients"] == sum(len(grid["train"]["checkpoints"]) for grid, _ in expected_runs(grids))
+    assert submitted["dump_gradients"] == sum(len(grid["train"]["save_steps"]) for grid, _ in expected_runs(grids))
     assert SLURM_RULES <= set(submitted) and LOCAL_RULES <= set(local), (submitted, local)
     # SLURM itself ran each of them for this run (job name = the run ID), to completion.
     listed = squeue("--name", run_id)
@@ -226,7 +226,7 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
     results = tmp_path / "results"
     # a store's target is its root zarr.json (the rules name stores so: nothing foreign lands inside them)
     stores = [store_path(results, *key[:4], step, key[4]) / "zarr.json" for grid, key in expected_runs(resnet)
-              for step in grid["train"]["checkpoints"]]
+              for step in grid["train"]["save_steps"]]
     log = tmp_path / "cancelled_run.log"
 
     # --retries 0: the profile's retry would resubmit the cancelled job and hide the failure.

@@ -20,7 +20,7 @@ PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch
         "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "resume_every": 7,
         # a microbatch arm measures its variance ratio every 3 steps: pending diagnostics cross the snapshots
         "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}, "diagnostics_every": 3}
-THEORY = {"checkpoints": 2, "seeds": [0, 1],
+THEORY = {"snapshots": 2, "seeds": [0, 1],
           "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
           "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
           "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}

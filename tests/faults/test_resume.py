@@ -19,7 +19,7 @@ from growcert.stages.train import train_model
 
 SETTINGS = {"family": "llama", "dataset": "shakespeare", "width": 16, "depth": 1, "seed": 3,
             "model": {"head_dim": 8, "context": 16},
-            "train": {"steps": 400, "batch_size": 8, "lr": 0.003, "warmup_steps": 5, "checkpoints": [60, 400],
+            "train": {"steps": 400, "batch_size": 8, "lr": 0.003, "warmup_steps": 5, "save_steps": [60, 400],
                       "eval_every": 50, "eval_examples": 16, "resume_every": 20}}
 
 
@@ -61,7 +61,7 @@ def unit_progress(state) -> tuple[int, int]:
 
 
 def assert_same_checkpoints(out, reference):
-    for step in SETTINGS["train"]["checkpoints"]:
+    for step in SETTINGS["train"]["save_steps"]:
         ours = torch.load(out / f"step{step}.pt", weights_only=False)["state_dict"]
         theirs = torch.load(reference / f"step{step}.pt", weights_only=False)["state_dict"]
         assert ours.keys() == theirs.keys()
@@ -120,7 +120,7 @@ def test_a_resume_state_from_other_settings_is_discarded(text, tmp_path):
 
     ResumeFolder(out, {"other": "settings"}).save({"step": 5})
     lines = []
-    train_model({**SETTINGS, "train": {**SETTINGS["train"], "steps": 30, "checkpoints": [30]}}, load_prepared(text),
+    train_model({**SETTINGS, "train": {**SETTINGS["train"], "steps": 30, "save_steps": [30]}}, load_prepared(text),
                 out, log=lines.append)
     assert any("made with other settings" in line and "discarded" in line for line in lines)
     assert (out / "step30.pt").is_file() and not folder.exists()

@@ -33,7 +33,7 @@ def stores(tmp_path_factory, train_tiny):
         store = folder / "store.zarr"
         dump_gradients(checkpoint, load_prepared(folder / "data"), store,
                        {"train_examples": 16, "test_examples": 16, "batch_size": 8}, log=lambda _: None)
-        estimate_alignment(store, {"MK": [[4, 4]], "reference_MK": [4, 4], "replicates": 10},
+        estimate_alignment(store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 10},
                            log=lambda _: None).to_csv(folder / "alignment.csv", index=False)
         made[family] = {"D": folder / "data", "C": checkpoint, "S": store, "A": folder / "alignment.csv"}
     return made
@@ -51,7 +51,7 @@ def corrupt(store, group, variable):
 def command(stage, paths, store, out):
     return {"estimate-alignment": ["--store", str(store), "--out", str(out)],
             "estimate-misalignment": ["--store", str(store), "--alignment", str(paths["A"]), "--out", str(out),
-                                      "--settings", json.dumps({"MK": [[4, 4]], "reference_MK": [4, 4], "replicates": 10})],
+                                      "--settings", json.dumps({"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 10})],
             "estimate-depth": ["--store", str(store), "--out", str(out)],
             "intervene": ["--checkpoint", str(paths["C"]), "--store", str(store), "--data", str(paths["D"]),
                           "--out", str(out), "--settings", json.dumps({"M": 4, "K": 4, "draws": 1, "epsilons": [1e-3]})],

@@ -14,7 +14,7 @@ from growcert.cli import main
 from growcert.data import prepare_dataset
 
 TINY = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8,
-        "train": {"steps": 6, "batch_size": 16, "checkpoints": [3, 6], "eval_every": 3, "eval_examples": 16}}
+        "train": {"steps": 6, "batch_size": 16, "save_steps": [3, 6], "eval_every": 3, "eval_examples": 16}}
 
 
 def disk_full(*args, **kwargs):

@@ -115,7 +115,7 @@ def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dic
     """One gradient-descent run with operators + its SGD drift; returns (trajectory, net, rows...)."""
     started = time.perf_counter()
     net = build_net(task, config, seed)
-    checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
+    checkpoints = checkpoint_steps(config["steps"], settings["snapshots"])
     trajectory = train_gd(net, task, loss, config["lr"], config["steps"], checkpoints, labels)
     key = {"task": task.name, "loss": loss, "seed": seed}
     measures = trajectory_measures(trajectory, settings["rank_tol"])
@@ -165,7 +165,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
                                                   generator=torch.Generator().manual_seed(seed + 7)).to(device)
         trajectory, net, measures, spectrum, drift = run_theory_case(regression, "squared", config, settings, seed,
                                                                     log, regression.y_train + noise)
-        checkpoints = checkpoint_steps(config["steps"], settings["checkpoints"])
+        checkpoints = checkpoint_steps(config["steps"], settings["snapshots"])
         measures |= noise_measures(net, regression, settings, seed, trajectory, noise, checkpoints)
         log(f"  label noise: {measures['noise_reservoir_fraction']:.0%} of its energy in the reservoir; test "
             f"response to same-norm noise: reservoir {measures['response_reservoir_noise_retrained']:.2e}, "

@@ -247,7 +247,7 @@ def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables:
                         figures: str | Path) -> str:
     """`growcert summarize-alignment`: the pooled tables, the summary, the claim and check rows and the P1
     figures (the misalignment ones only when a fixed-context run gave misalignment tables); a log line."""
-    reference = tuple(settings["reference_MK"])
+    reference = tuple(settings["reference_mk"])
     alignment, misalignment = read_csvs(alignment_tables), read_csvs(misalignment_tables)
     write_csv(alignment, out_alignment)
     write_csv(misalignment, out_misalignment)

@@ -57,7 +57,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     trainer = Trainer(model, train, data, seed, context, label=f"train {run}")
     eval_sets = evaluation_sets(data, train, seed, context)
     record = provenance(settings, seed) | device_record(device)
-    checkpoints = sorted(train["checkpoints"])
+    checkpoints = sorted(train["save_steps"])
     log(f"training {settings['family']} on {settings['dataset']} width={settings['width']} "
         f"depth={settings['depth']} seed={seed}: {sum(p.numel() for p in model.parameters()):,} parameters, "
         f"{train['steps']} steps of batch {train['batch_size']}, checkpoints at {checkpoints}")
