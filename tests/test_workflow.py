@@ -114,7 +114,7 @@ def test_ci_dag_builds_every_target(ci_run):
 
 @pytest.mark.slow
 def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
-    """xr.open_datatree on a store the pipeline wrote: one node per point, DESIGN §4's variables and dims, and
+    """xr.open_datatree on a store the pipeline wrote: one node per point, docs/design.md §5's variables and dims, and
     no warning (Snakemake's .snakemake_timestamp stays outside the store: rules name its root zarr.json)."""
     import warnings
 
@@ -193,7 +193,7 @@ def test_snakemake_report_groups_outputs_by_paper(ci_run):
 @pytest.mark.slow
 def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jobs):
     # Snakemake does not rebuild a deleted intermediate while everything downstream is up to date
-    # (snakemake issue 1978): asking for it rebuilds just that run, and the next plain run then
+    # (https://github.com/snakemake/snakemake/issues/1978): asking for it rebuilds just that run, and the next plain run then
     # updates only the tables, figures and report that read it.
     grid = ci_config()["grids"][0]
     victim = ci_run / "results" / "models" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
