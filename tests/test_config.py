@@ -7,9 +7,9 @@ import sys
 import pytest
 import yaml
 
-from growcert.config import REPO_SCHEMA, ConfigError, Run, load_schema, train_settings, training_runs, validate_config
+from growcert.config import SCHEMA_FILE, ConfigError, Run, load_schema, train_settings, training_runs, validate_config
 
-SCHEMA = load_schema(REPO_SCHEMA)
+SCHEMA = load_schema(SCHEMA_FILE)
 
 
 def load(path):

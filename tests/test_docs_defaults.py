@@ -2,7 +2,7 @@
 
 Each passage between `<!-- defaults: SECTION -->` and `<!-- /defaults -->` is what `render(SECTION, config)`
 writes from the validated default config (growcert.config.validate_config fills in the schema's defaults),
-so a changed default in config.yaml or rules/schemas/config.schema.yaml fails this test until the page says
+so a changed default in config.yaml or src/growcert/resources/config.schema.yaml fails this test until the page says
 it. To rewrite the passages after such a change:
 
     PYTHONPATH=src .venv/bin/python tests/test_docs_defaults.py

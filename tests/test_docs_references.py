@@ -1,7 +1,7 @@
 """Every reference in code, configs and docs names a file of this repository, and every section it cites exists.
 
 The scanner reads the repository's text (SCANNED) for path-like references: paths under a tracked top-level
-folder (`docs/science.md`, `rules/common.smk`, `report/<figure>.rst`), other paths with a folder
+folder (`docs/science.md`, `rules/common.smk`, `src/growcert/resources/report/<figure>.rst`), other paths with a folder
 (`optim/adam.py`, resolved against any file of the repository), and bare file names of the kinds the
 repository holds (`science.md`, `config.yaml`). A path with a placeholder (`{dataset}`, `<name>`, `*`, `…`)
 must match at least one file as a glob. Section citations after a markdown path are resolved in that file:
@@ -202,7 +202,11 @@ def test_no_issue_numbers_in_code_or_configs():
 def test_the_scanner_finds_what_is_missing(scanner):
     """The checks above can fail: each kind of dead reference in a given string is found."""
     where = ROOT / "src" / "growcert" / "cli.py"
-    assert scanner.problems("see docs/science.md and rules/common.smk, report/<figure>.rst", where) == []
+    assert scanner.problems("see docs/science.md and rules/common.smk, src/growcert/resources/report/<figure>.rst",
+                            where) == []
+    rule = ROOT / "rules" / "alignment.smk"
+    assert scanner.problems('caption="../src/growcert/resources/report/p3_depth.rst"', rule) == []
+    assert scanner.problems('caption="../report/p3_depth.rst"', rule)
     assert scanner.problems("see docs/nowhere.md", where) == ["docs/nowhere.md: no such file or folder in the repository"]
     assert scanner.problems("formulas in PAPERS.md P1", where) == ["PAPERS.md: no such file in the repository"]
     assert scanner.problems("templates in report/<name>.txt", where)
