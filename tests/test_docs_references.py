@@ -122,7 +122,9 @@ class Scanner:
             holes = PLACEHOLDER.findall(reference.replace("*", "<*>"))
             pattern = re.escape(parts[0]) + "".join(
                 (".*" if hole in ("…", "...") else "[^/]*") + re.escape(part) for hole, part in zip(holes, parts[1:]))
-            regex = re.compile(pattern if reference.split("/", 1)[0] in TRACKED_DIRS else rf"(?:.*/)?{pattern}")
+            # under a tracked folder: from the root, or (as the docs list the package) from src/growcert
+            regex = re.compile(rf"(?:src/growcert/)?{pattern}" if reference.split("/", 1)[0] in TRACKED_DIRS
+                               else rf"(?:.*/)?{pattern}")
             return any(regex.fullmatch(name) for name in self.files)
         top = reference.split("/", 1)[0]
         if top in TRACKED_DIRS or "/" not in reference:
