@@ -10,7 +10,7 @@ configfile: "config.yaml"
 
 
 # `snakemake --report results/snakemake-report.zip`: this page, then every output marked report() in rules/.
-report: "report/workflow.rst"
+report: "src/growcert/resources/report/workflow.rst"
 
 
 include: "rules/common.smk"

@@ -9,7 +9,7 @@ forward + backward + step; exact takes `per_example_square_sums` (one forward, o
 hooks' Σ g² in place of materialised per-example gradients) + step; microbatch takes
 `microbatch_square_sums` (K = 4 accumulation backwards) + step. All run gate="update". The
 optimizers alternate round by round so that load from other processes hits them alike; medians
-over rounds are reported. Goal (issue 18): exact / AdamW <= 2 on the grokking model.
+over rounds are reported. Goal: exact / AdamW <= 2 on the grokking model.
 
     PYTHONPATH=src .venv/bin/python benchmarks/optim.py [--rounds 15] [--threads 1]
 """

@@ -1,4 +1,4 @@
-"""The P1 regime reference map of issue 21 (PAPERS.md P1, fifth pilot): run configs/p1-regime.yaml and
+"""The P1 regime reference map (P1's fifth pilot; docs/science.md, "P1 regime map: matched budget and matched loss"): run configs/p1-regime.yaml and
 keep its results under docs/reference-results/p1-regime/, where the report shows them as a reference run.
 
 `--run` runs the sweep (Snakemake target summarize_regime, resumable: a rerun keeps every finished job)

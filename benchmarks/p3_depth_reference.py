@@ -7,7 +7,7 @@ are kept; the disk is sampled alongside, benchmarks/sweeps.py). Without `--run` 
 that has finished. The export holds:
 
 - depth.csv: every store's `growcert estimate-depth` rows (both pools); growth.csv: the growth runs'
-  held-out loss per arm, seed and step; recommended.csv: the saturation decision (report/depth.py);
+  held-out loss per arm, seed and step; recommended.csv: the saturation decision (growcert.report.depth);
 - table.csv: per model depth and point, the raw and scale-invariant value on the held-out pool at the
   last checkpoint, the mean over seeds with its Student t interval (`depth_profile`);
 - claims.csv: the three P3 claim rows (the value falls with depth; it settles, the two deepest depths

@@ -50,7 +50,7 @@ localrules:
     summarize_alignment,
 
 
-# Labels of the P1 figures in `snakemake --report` (captions: report/<figure>.rst).
+# Labels of the P1 figures in `snakemake --report` (captions: src/growcert/resources/report/<figure>.rst).
 P1_FIGURE_LABELS = {
     "p1_dalign_vs_width": "d_align vs width",
     "p1_plugin_vs_unbiased": "plug-in vs unbiased d_align",
@@ -69,14 +69,14 @@ rule summarize_alignment:
         misalignment=f"{RESULTS}/stats/misalignment.csv",
         summary=report(
             f"{RESULTS}/tables/p1_alignment_summary.csv",
-            caption="../report/p1_alignment_summary.rst",
+            caption="../src/growcert/resources/report/p1_alignment_summary.rst",
             category="P1 width and alignment",
             subcategory="alignment",
             labels={"result": "table: d_align per cell", "paper": "P1"},
         ),
         claims=report(
             f"{RESULTS}/claims/p1_alignment.csv",
-            caption="../report/p1_alignment_claims.rst",
+            caption="../src/growcert/resources/report/p1_alignment_claims.rst",
             category="P1 width and alignment",
             subcategory="alignment",
             labels={"result": "claims: width trends and certificates", "paper": "P1"},
@@ -85,7 +85,7 @@ rule summarize_alignment:
         figures=[
             report(
                 f"{RESULTS}/figures/{name}.png",
-                caption=f"../report/{name}.rst",
+                caption=f"../src/growcert/resources/report/{name}.rst",
                 category="P1 width and alignment",
                 subcategory="alignment",
                 labels={"result": f"figure: {P1_FIGURE_LABELS[name]}", "paper": "P1"},
@@ -124,14 +124,14 @@ rule summarize_regime:
         map=f"{RESULTS}/stats/p1_regime_map.json",
         cells=report(
             f"{RESULTS}/tables/p1_regime_cells.csv",
-            caption="../report/p1_regime_cells.rst",
+            caption="../src/growcert/resources/report/p1_regime_cells.rst",
             category="P1 width and alignment",
             subcategory="regime map",
             labels={"result": "table: width trend per (context, progress) cell", "paper": "P1"},
         ),
         claims=report(
             f"{RESULTS}/claims/p1_regime.csv",
-            caption="../report/p1_regime_claims.rst",
+            caption="../src/growcert/resources/report/p1_regime_claims.rst",
             category="P1 width and alignment",
             subcategory="regime map",
             labels={"result": "claims: width trend on the regime map", "paper": "P1"},
@@ -139,7 +139,7 @@ rule summarize_regime:
         figures=[
             report(
                 f"{RESULTS}/figures/{name}.png",
-                caption=f"../report/{name}.rst",
+                caption=f"../src/growcert/resources/report/{name}.rst",
                 category="P1 width and alignment",
                 subcategory="regime map",
                 labels={"result": f"figure: {REGIME_FIGURE_LABELS[name]}", "paper": "P1"},

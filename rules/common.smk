@@ -14,7 +14,7 @@ from growcert.config import grow_experiment_settings, preference_reference_run, 
 from growcert.runtime import resolve_device, wants_gpu
 
 try:
-    validate_config(config, load_schema(workflow.source_path("schemas/config.schema.yaml")))
+    validate_config(config, load_schema(workflow.source_path("../src/growcert/resources/config.schema.yaml")))
 except ConfigError as error:
     raise WorkflowError(str(error)) from None
 

@@ -61,14 +61,14 @@ rule summarize_depth:
         table=f"{RESULTS}/stats/depth.csv",
         decision=report(
             f"{RESULTS}/tables/p3_recommended_depth.csv",
-            caption="../report/p3_recommended_depth.rst",
+            caption="../src/growcert/resources/report/p3_recommended_depth.rst",
             category="P3 depth sufficiency",
             subcategory="depth",
             labels={"result": "table: saturation decision", "paper": "P3"},
         ),
         figure=report(
             f"{RESULTS}/figures/p3_depth.png",
-            caption="../report/p3_depth.rst",
+            caption="../src/growcert/resources/report/p3_depth.rst",
             category="P3 depth sufficiency",
             subcategory="depth",
             labels={"result": "figure: value of a new block vs depth", "paper": "P3"},
@@ -93,21 +93,21 @@ rule summarize_growth:
     output:
         table=report(
             f"{RESULTS}/tables/p3_growth.csv",
-            caption="../report/p3_growth_table.rst",
+            caption="../src/growcert/resources/report/p3_growth_table.rst",
             category="P3 depth sufficiency",
             subcategory="growth",
             labels={"result": "table: held-out loss per arm and step", "paper": "P3"},
         ),
         claims=report(
             f"{RESULTS}/claims/p3_depth.csv",
-            caption="../report/p3_depth_claims.rst",
+            caption="../src/growcert/resources/report/p3_depth_claims.rst",
             category="P3 depth sufficiency",
             subcategory="growth",
             labels={"result": "claims: depth plateau and grown vs scratch", "paper": "P3"},
         ),
         figure=report(
             f"{RESULTS}/figures/p3_growth.png",
-            caption="../report/p3_growth.rst",
+            caption="../src/growcert/resources/report/p3_growth.rst",
             category="P3 depth sufficiency",
             subcategory="growth",
             labels={"result": "figure: grown vs scratch", "paper": "P3"},

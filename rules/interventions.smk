@@ -72,7 +72,7 @@ rule summarize_interventions:
         table=f"{RESULTS}/stats/interventions.csv",
         summary=report(
             f"{RESULTS}/tables/p1_interventions_summary.csv",
-            caption="../report/p1_interventions_summary.rst",
+            caption="../src/growcert/resources/report/p1_interventions_summary.rst",
             category="P1 width and alignment",
             subcategory="interventions",
             labels={"result": "table: first-order accuracy per cell", "paper": "P1"},
@@ -80,7 +80,7 @@ rule summarize_interventions:
         checks=f"{RESULTS}/checks/p1_interventions.csv",
         figure=report(
             f"{RESULTS}/figures/p1_interventions.png",
-            caption="../report/p1_interventions.rst",
+            caption="../src/growcert/resources/report/p1_interventions.rst",
             category="P1 width and alignment",
             subcategory="interventions",
             labels={"result": "figure: observed vs predicted loss change", "paper": "P1"},

@@ -9,7 +9,7 @@ rule plot_training:
     output:
         figure=report(
             f"{RESULTS}/figures/training_grid.png",
-            caption="../report/training_grid.rst",
+            caption="../src/growcert/resources/report/training_grid.rst",
             category="Training",
             subcategory="training grid",
             labels={"result": "figure: held-out loss and accuracy vs width"},
@@ -46,6 +46,8 @@ rule report:
         html=f"{RESULTS}/report.html",
     params:
         results=lambda wildcards, output: os.path.dirname(output.html),
+        # The reference runs kept in the repository (docs/reference-results), shown beside this run.
+        references=os.path.join(workflow.basedir, "docs", "reference-results"),
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:
@@ -53,5 +55,5 @@ rule report:
     conda:
         "../envs/growcert.yaml"
     shell:
-        "growcert report --results {params.results} --out {output.html} "
+        "growcert report --results {params.results} --references {params.references:q} --out {output.html} "
         "--screenshot {params.results}/report-first-screen.png > {log} 2>&1"

@@ -7,10 +7,10 @@ import sys
 import pytest
 import yaml
 
-from growcert.config import (REPO_SCHEMA, ConfigError, Run, load_schema, stage_settings, train_settings, training_runs,
+from growcert.config import (SCHEMA_FILE, ConfigError, Run, load_schema, stage_settings, train_settings, training_runs,
                              validate_config)
 
-SCHEMA = load_schema(REPO_SCHEMA)
+SCHEMA = load_schema(SCHEMA_FILE)
 
 
 def load(path):

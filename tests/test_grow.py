@@ -1,4 +1,4 @@
-"""Growth (PAPERS.md P3): a grown network is function-identical at insertion, and the comparison with
+"""Growth (P3): a grown network is function-identical at insertion, and the comparison with
 networks trained from scratch runs end to end on one budget."""
 
 

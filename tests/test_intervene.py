@@ -1,4 +1,4 @@
-"""Direct residual interventions (PAPERS.md P1): zero insertion is exact, prediction = derivative, ratio → 1."""
+"""Direct residual interventions (P1): zero insertion is exact, prediction = derivative, ratio → 1."""
 
 import numpy as np
 import pandas as pd

@@ -1,4 +1,4 @@
-"""PINN advection task (PAPERS.md P2): the residual vanishes on the exact solution and only there, the
+"""PINN advection task (P2): the residual vanishes on the exact solution and only there, the
 error metric and the steps-to-target rule are right, the observed initial condition carries the
 configured noise, stratified per-example gradients are single-example autograd, the best lr is the
 grid's best, the claim row is honest, and a tiny run writes tables, a figure and claim rows."""

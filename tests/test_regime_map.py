@@ -1,4 +1,4 @@
-"""The P1 regime map (issue 21): context as a grid axis (runs, folders, settings, refusal for resnet) and
+"""The P1 regime map: context as a grid axis (runs, folders, settings, refusal for resnet) and
 `growcert summarize-regime` on synthetic tables (growcert.report.regime)."""
 
 import copy

@@ -1,6 +1,7 @@
 """The report: self-contained, claims matched to the registry, pending claims listed, figures embedded."""
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -13,8 +14,10 @@ import pandas as pd  # noqa: E402
 from growcert.report.claims import CLAIMS, ROW_COLUMNS, check_row, claim_row  # noqa: E402
 from growcert.report.verdicts import Effect, judge_samples  # noqa: E402
 from growcert.report.html import SECTIONS, build_report  # noqa: E402
-from growcert.report.reference import REFERENCES, reference_folders  # noqa: E402
+from growcert.report.reference import reference_folders  # noqa: E402
 from helpers import browser_check, chromium  # noqa: E402
+
+REFERENCES = Path(__file__).resolve().parents[1] / "docs" / "reference-results"  # the repository's reference runs
 
 
 def test_report_embeds_figures_and_matches_claims(tmp_path):
@@ -98,7 +101,7 @@ def test_every_claim_links_its_evidence_and_long_tables_are_collapsed(tmp_path):
 @pytest.mark.skipif(chromium() is None, reason="needs chromium (apt-get install chromium; .ci/run installs it)")
 def test_the_report_renders_in_a_real_browser(tmp_path):
     results = synthetic_results(tmp_path / "results")
-    build_report(results, results / "report.html")
+    build_report(results, results / "report.html", references=REFERENCES)
     check = browser_check(results / "report.html", width=1280)
     # every section's figures, and those of the reference runs kept in the repository (docs/reference-results)
     references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(REFERENCES))
@@ -116,7 +119,7 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
 
 
 def test_every_figure_has_the_workflow_caption():
-    """The report's captions are the workflow's report/*.rst (one source with `snakemake --report`)."""
+    """The report's captions are the workflow's src/growcert/resources/report/*.rst (one source with `snakemake --report`)."""
     from growcert.report.page import caption, task_branch
 
     for _, _, figures, _ in SECTIONS:
@@ -148,3 +151,12 @@ def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_
     assert "p1-seeds: planned, not run yet" in row
     grokking = text[text.index("grokking: steps to 95 % held-out"):]
     assert "grokking-late: planned, not run yet" in grokking[:grokking.index("</tr>")]
+
+
+def test_a_report_without_reference_runs_says_so(tmp_path):
+    """No reference folder (a wheel install outside the repository): the report says so instead of failing."""
+    (tmp_path / "results").mkdir()
+    build_report(tmp_path / "results", tmp_path / "results" / "report.html")
+    text = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
+    assert "No reference runs: this report was built without a reference-results folder" in text
+    assert "p1-regime: not in this report (no reference-results folder given)" in text

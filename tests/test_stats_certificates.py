@@ -1,4 +1,4 @@
-"""Certificates, intervals and the status of a result row (PAPERS.md P1, DESIGN.md §5, §8)."""
+"""Certificates, intervals and the status of a result row (P1; docs/science.md, "Effective dimensions and certificates")."""
 
 import itertools
 import math
@@ -191,7 +191,7 @@ def test_wilson_interval_known_values():
 
 
 def closed_form_certificates(mu_sq, mu_sigma_mu, tr_sigma2, M, K):
-    """(B_exact, B_align, n_eff) from PAPERS.md P1's formulas, written out here (‖μ‖⁴ = mu_sq²)."""
+    """(B_exact, B_align, n_eff) from P1's formulas (docs/science.md), written out here (‖μ‖⁴ = mu_sq²)."""
     mu_4 = mu_sq**2
     n_eff = M * K / (M + K + 1)
     d_align = min(mu_4 / mu_sigma_mu, mu_4 / tr_sigma2)

@@ -1,4 +1,4 @@
-"""Per-example reductions of stored activation gradients (DESIGN.md §4)."""
+"""Per-example reductions of stored activation gradients (docs/science.md, "Reducing q to one vector per example")."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The P1 regime map's statistics (issue 21): matched-loss interpolation, the seed-level width
+"""The P1 regime map's statistics: matched-loss interpolation, the seed-level width
 slope interval and its verdicts (growcert.stats.regime)."""
 
 import math

@@ -1,4 +1,4 @@
-"""Empirical misalignment by resampling (PAPERS.md P1, DESIGN.md §5)."""
+"""Empirical misalignment by resampling (P1; docs/science.md, "estimate-misalignment (P1)")."""
 
 import itertools
 

@@ -1,4 +1,4 @@
-"""Monte Carlo validation against closed forms (DESIGN.md §8): unbiasedness and P1's exact moments.
+"""Monte Carlo validation against closed forms: unbiasedness and P1's exact moments.
 
 Tolerances are derived from the simulation's own standard error (4 SE), never
 fixed numbers; the plug-in estimator must fail the very same check.
@@ -98,7 +98,7 @@ def test_detectability_standard_error_is_the_exact_variance_of_the_mean_estimate
 @pytest.mark.parametrize("sampler", [gaussian, skewed], ids=["gaussian", "skewed"])
 @pytest.mark.parametrize("M,K", [(3, 5), (8, 8)])
 def test_exact_mean_and_variance_of_the_alignment_statistic(sampler, M, K):
-    """E[μ_M·g_K] = ‖μ‖² and Var = (1/M + 1/K) μᵀΣμ + tr Σ²/(MK) (PAPERS.md P1)."""
+    """E[μ_M·g_K] = ‖μ‖² and Var = (1/M + 1/K) μᵀΣμ + tr Σ²/(MK) (docs/science.md, "The statistic and its exact moments")."""
     mean, covariance = population()
     rng = np.random.default_rng(M * 100 + K)
     reps = 40_000

@@ -194,7 +194,7 @@ def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
 
 
 def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, checkpoint, tmp_path):
-    """xarray users open a whole store as a DataTree: one node per insertion point, DESIGN §4's variables and
+    """xarray users open a whole store as a DataTree: one node per insertion point, docs/design.md §5's variables and
     dims, and no warning (a foreign file inside the store would make zarr warn on every open)."""
     import warnings
 

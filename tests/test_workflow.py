@@ -21,7 +21,7 @@ import yaml
 import xarray as xr
 
 from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
-from growcert.report.reference import REFERENCES, reference_folders
+from growcert.report.reference import reference_folders
 from growcert.report.verdicts import WORDS
 from growcert.store import open_group, open_store
 from helpers import browser_check, chromium
@@ -114,13 +114,13 @@ def test_ci_dag_builds_every_target(ci_run):
 
 @pytest.mark.slow
 def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
-    """xr.open_datatree on a store the pipeline wrote: one node per point, DESIGN §4's variables and dims, and
+    """xr.open_datatree on a store the pipeline wrote: one node per point, docs/design.md §5's variables and dims, and
     no warning (Snakemake's .snakemake_timestamp stays outside the store: rules name its root zarr.json)."""
     import warnings
 
     grid = ci_config()["grids"][0]
     store = (ci_run / "results" / "grads" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
-             / f"step{grid["train"]["save_steps"][-1]}.zarr")
+             / f"step{grid['train']['save_steps'][-1]}.zarr")
     assert sorted(path.name for path in store.iterdir() if not path.is_dir()) == ["zarr.json"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -136,7 +136,7 @@ def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
 def test_the_pipeline_report_renders_in_a_real_browser(ci_run):
     results = ci_run / "results"
     check = browser_check(results / "report.html", width=1280)
-    references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(REFERENCES))  # docs/reference-results
+    references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(ROOT / "docs" / "reference-results"))
     assert check["images"] == len(list((results / "figures").glob("*.png"))) + references, check
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
@@ -193,7 +193,7 @@ def test_snakemake_report_groups_outputs_by_paper(ci_run):
 @pytest.mark.slow
 def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jobs):
     # Snakemake does not rebuild a deleted intermediate while everything downstream is up to date
-    # (snakemake issue 1978): asking for it rebuilds just that run, and the next plain run then
+    # (https://github.com/snakemake/snakemake/issues/1978): asking for it rebuilds just that run, and the next plain run then
     # updates only the tables, figures and report that read it.
     grid = ci_config()["grids"][0]
     victim = ci_run / "results" / "models" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"

@@ -2,7 +2,7 @@
 
 Trains residual networks over width x depth grids, stores per-example activation
 gradients at insertion points, and estimates alignment certificates and
-depth-sufficiency scores from them (see shared PAPERS.md P1-P3).
+depth-sufficiency scores from them (docs/science.md says what each stage computes).
 """
 
 __version__ = "0.1.0"

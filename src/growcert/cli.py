@@ -213,7 +213,9 @@ def cmd_plot_training(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     from growcert.report.html import build_report
 
-    build_report(args.results, args.out)
+    from growcert.report.reference import default_references
+
+    build_report(args.results, args.out, args.references if args.references is not None else default_references())
     _log(f"report -> {args.out}")
     if args.screenshot:
         from growcert.report.page import first_screen
@@ -395,6 +397,9 @@ def _report_commands(stages) -> None:
     report = stages.add_parser("report", help="self-contained HTML report from the tables and figures present")
     report.add_argument("--results", required=True, help="results folder")
     report.add_argument("--out", required=True)
+    report.add_argument("--references", type=Path, default=None,
+                        help="folder of reference runs to show (default: docs/reference-results under the working "
+                             "directory when it exists, else none)")
     report.add_argument("--screenshot", default=None, help="also save its first screen (1280x900) here with chromium")
     report.set_defaults(handler=cmd_report)
 

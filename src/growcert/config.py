@@ -1,6 +1,6 @@
 """Configuration: JSON-Schema validation with defaults filled in, and grid expansion.
 
-The schema lives in `rules/schemas/config.schema.yaml` (the workflow's own file);
+The schema is package data, `src/growcert/resources/config.schema.yaml` (growcert.schema reads it);
 `rules/common.smk` validates Snakemake's `config` with `validate_config` before any
 rule is defined, and tests call the same function. Every error is one line that
 names the offending key, e.g.
@@ -22,7 +22,7 @@ from growcert.errors import ConfigError
 from growcert.grids import (CONTEXT_FAMILIES, Run, check_context_family, check_contexts, context_of_tag,  # noqa: F401
                             context_tag, grid_cells, grid_of, run_steps, run_wildcards, train_settings,
                             training_runs)
-from growcert.schema import REPO_SCHEMA, load_schema, top_level_default  # noqa: F401  (the config's public API)
+from growcert.schema import SCHEMA_FILE, load_schema, top_level_default  # noqa: F401  (the config's public API)
 
 def _fill_defaults(instance: Any, schema: dict[str, Any]) -> None:
     """Insert schema defaults for missing keys, recursively (objects and arrays of objects)."""

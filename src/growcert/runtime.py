@@ -9,8 +9,8 @@ found: tests run many stages in one process, and a stage must not change the nex
 - deterministic algorithms: on, so the same seed gives the same checkpoint (CPU kernels here are
   deterministic anyway; on CUDA this is where cuBLAS would be told, see the accelerator issue).
 - flush denormals: on for training loops. Small or zero weight decay drives gradients and Adam moments
-  into denormal floats on CPU, which slows steps ~2x without changing results (PAPERS.md, P2
-  calibration). Left off for stages that only measure (dump, interventions), whose float32/float64
+  into denormal floats on CPU, which slows steps ~2x without changing results (measured in the
+  grokking calibration). Left off for stages that only measure (dump, interventions), whose float32/float64
   values must be exactly those of the forward and backward passes. torch has no getter for this flag:
   it is restored to torch's default (off) afterwards.
 - seed: `torch.manual_seed(seed)` when given; the global generator's state is restored afterwards.

@@ -1,4 +1,5 @@
-"""The config schema file (rules/schemas/config.schema.yaml): read once per process, handed out as copies.
+"""The config schema (src/growcert/resources/config.schema.yaml, package data): read once per process, handed
+out as copies. The workflow validates its config against the same file (rules/common.smk).
 
 Every CLI command takes its defaults from the schema (e.g. `--device`), and every Snakemake job starts
 a fresh process, so reading it is on every job's start-up path: it is parsed with libyaml when PyYAML
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import copy
 import functools
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_SCHEMA = Path(__file__).resolve().parents[2] / "rules" / "schemas" / "config.schema.yaml"
+# The package's own copy, wherever the package is installed (an editable install or a wheel).
+SCHEMA_FILE = Path(str(resources.files("growcert") / "resources" / "config.schema.yaml"))
 
 
 # libyaml's parser when PyYAML has it: the schema is ~60 KB, which the pure-Python parser takes ~0.3 s to read.
@@ -27,7 +30,7 @@ def _parsed_schema(path: str, mtime_ns: int) -> dict[str, Any]:
         return yaml.load(handle, Loader=_YAML_LOADER)
 
 
-def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
+def load_schema(path: str | Path = SCHEMA_FILE) -> dict[str, Any]:
     """The config schema at `path`, parsed once per process (every CLI command's defaults read it) and
     handed out as a copy, so that no caller can change another's."""
     path = Path(path).resolve()
@@ -36,4 +39,4 @@ def load_schema(path: str | Path = REPO_SCHEMA) -> dict[str, Any]:
 
 def top_level_default(key: str) -> Any:
     """The schema's default of a top-level config key (e.g. `device`), for the CLI's own defaults."""
-    return copy.deepcopy(_parsed_schema(str(REPO_SCHEMA), REPO_SCHEMA.stat().st_mtime_ns)["properties"][key]["default"])
+    return copy.deepcopy(_parsed_schema(str(SCHEMA_FILE), SCHEMA_FILE.stat().st_mtime_ns)["properties"][key]["default"])

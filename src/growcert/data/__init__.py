@@ -12,7 +12,7 @@ Datasets (one module each; `settings` keys are `datasets.<name>.*` in the config
 
 Nothing here downloads unless a dataset's `allow_download` setting is true.
 This package knows no models: it hands arrays and a JSON-able info dict to
-whoever trains (DESIGN.md §2 "data/ knows no model").
+whoever trains (docs/design.md §2, "Import rules": data/ knows no model).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One example is an image with its label, or a window of `context + 1` bytes of a text
 stream (input = first `context` bytes, target = the same window shifted by one).
 Windows start at multiples of `context`, so consecutive windows share only their
-boundary byte and no input token is repeated: the single-pass regime of PAPERS.md P1,
+boundary byte and no input token is repeated: the single-pass regime of P1 (docs/science.md, "train"),
 in which training and held-out activation gradients share a distribution.
 """
 

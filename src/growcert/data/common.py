@@ -4,7 +4,7 @@ content hashing and seeded, stratified index selection.
 Every dataset module declares its settings as a dict of `Setting`s; they are
 validated here so that each wrong key, type or range gives the same kind of
 one-line message naming the config key (`datasets.<name>.<key>`), as the rest
-of the pipeline does for bad config (DESIGN.md §8).
+of the pipeline does for bad config (growcert.config).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The PopulationRiskAdam arms every P2 task runs, and the gate diagnostics they record (PAPERS.md P2).
+"""The PopulationRiskAdam arms every P2 task runs, and the gate diagnostics they record (P2; docs/science.md, "PopulationRiskAdam (P2's optimiser, optim/)").
 
 Each task's config section has a `poprisk` block listing gate readings, variance sources and (for
 grokking) weight decays; `poprisk_arms` expands it into one arm per combination, named so that the
@@ -12,7 +12,7 @@ since the last record) and, every `diagnostics_every` steps for the streaming an
 the median ratio of the gate's variance V̂ to the exact s²/b of the same batch, measured with
 `per_example_square_sums` (or a task's own exact rows) before the step. The measurement only reads:
 it runs on a copy of the batch's gradients, under a forked RNG, with `.grad` put back bit for bit, so
-the training trajectory is the same with or without it (tests/test_gate_diagnostics.py).
+the training trajectory is the same with or without it (tests/test_gate_arms.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Grokking on modular division, optimizers side by side (PAPERS.md P2).
+"""Grokking on modular division, optimizers side by side (P2; docs/science.md, "grokking (P2)").
 
 Task of Power et al. 2022, "Grokking: Generalization Beyond Overfitting on Small Algorithmic
 Datasets": equations "a ∘ b =" → c with c = a·b⁻¹ mod p, b ≠ 0, a seeded fraction of the p(p−1)
@@ -11,7 +11,7 @@ Every optimizer starts from the same initial weights and sees the same split and
   ≈ 0.01 here; with decay 1.0 AdamW alone groks fast, so the sweep is reported whole);
 - Grokfast-EMA (Lee et al. 2024, "Grokfast: Accelerated Grokking by Amplifying Slow Gradients")
   as published: after backward, ema ← α·ema + (1−α)·grad, grad ← grad + λ·ema, on Adam with
-  L2-*coupled* weight decay (decoupling it breaks it, PAPERS.md calibration);
+  L2-*coupled* weight decay (decoupling it breaks it: the grokking calibration);
 - PopulationRiskAdam in every configured gate reading × variance source × decoupled weight decay
   (`experiments.arms`: `poprisk-<gate>-<variance>-wd<decay>`); exact s²/b from the layer hooks
   (`per_example_square_sums`), microbatch from K micro-batches of the same batch.
@@ -250,7 +250,7 @@ def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[s
     """Train every optimizer arm for every seed on `device` (a `device` setting); write curves.csv,
     summary.csv and provenance.json (with the device)."""
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
-    # ~2x slower steps after a few thousand of them, without changing the trajectory (PAPERS.md P2)
+    # ~2x slower steps after a few thousand of them, without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         return _run_grokking(stage_settings("grokking", settings), Path(out_dir), log, runtime.device)
 

@@ -1,4 +1,4 @@
-"""Reading a grokking run (growcert.experiments.grokking, PAPERS.md P2): the accuracy figure, the gate
+"""Reading a grokking run (growcert.experiments.grokking, P2): the accuracy figure, the gate
 diagnostics figure and one claim row per PopulationRiskAdam variant.
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network. Each

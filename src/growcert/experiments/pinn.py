@@ -1,4 +1,4 @@
-"""Population-risk training on a physics-informed network with a noisy initial condition (PAPERS.md P2).
+"""Population-risk training on a physics-informed network with a noisy initial condition (P2; docs/science.md, "pinn (P2)").
 
 Problem: 1-D advection  u_t + β u_x = 0  on x ∈ [0, 2π), t ∈ [0, 1], periodic in x, with
 u(x, 0) = sin x known only through noisy observations y_i = sin x_i + ε_i, ε_i ~ N(0, noise_std²).

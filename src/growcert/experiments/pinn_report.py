@@ -1,4 +1,4 @@
-"""Reading a PINN run (growcert.experiments.pinn, PAPERS.md P2): best learning rate per optimizer, the
+"""Reading a PINN run (growcert.experiments.pinn, P2): best learning rate per optimizer, the
 steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim rows, one per
 PopulationRiskAdam variant (`poprisk-<gate>-<variance>-wd<decay>`), each judged on its own.
 

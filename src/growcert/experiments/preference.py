@@ -1,4 +1,4 @@
-"""Noisy-label preference alignment by DPO, AdamW and PopulationRiskAdam side by side (PAPERS.md P2).
+"""Noisy-label preference alignment by DPO, AdamW and PopulationRiskAdam side by side (P2; docs/science.md, "preference (P2, noisy-label DPO)").
 
 Direct preference optimisation (Rafailov et al. 2023, "Direct Preference Optimization: Your Language
 Model is Secretly a Reward Model"): for a prompt x with preferred continuation y_w and dispreferred y_l,
@@ -8,7 +8,7 @@ a trainable policy π and a frozen reference π_ref,
 
 log π(y|x) the sum of the continuation's token log-probabilities. The paper ran it on
 Qwen2.5-0.5B-Instruct with 30 % of the training labels swapped; those weights are not available
-offline, so (PAPERS.md P2 project decision) the reference here is the pipeline's own byte-level llama
+offline, so (a project decision) the reference here is the pipeline's own byte-level llama
 pretrained on Shakespeare, with the same label swap; `hf_model` runs the same experiment on a local
 Hugging Face checkpoint instead (`preference_reference`). Pairs, the known reward (vowel count of the
 continuation) and the label swap: `preference_pairs`.
@@ -228,7 +228,7 @@ def run_preference(settings: dict[str, Any], out_dir: str | Path, log: Callable[
     pairs are sampled there with the CPU's generator), which provenance.json records.
     """
     settings = stage_settings("preference", settings)
-    # flush denormals: denormal Adam moments slow CPU steps without changing them (PAPERS.md P2)
+    # flush denormals: denormal Adam moments slow CPU steps without changing them (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         return _run_preference(settings, reference_checkpoint, Path(out_dir), log, data, runtime.device)
 

@@ -1,4 +1,4 @@
-"""Preference pairs of the noisy-label DPO task (PAPERS.md P2): the known reward, prompts, continuations
+"""Preference pairs of the noisy-label DPO task (P2): the known reward, prompts, continuations
 sampled from the reference policy, clean pairs, and the seeded label swap.
 
 - prompt (`prompt_windows`): a window of `prompt_bytes` bytes of the Shakespeare train split (held-out

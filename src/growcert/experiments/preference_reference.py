@@ -1,4 +1,4 @@
-"""The reference policy of the noisy-label DPO task (PAPERS.md P2) and how text bytes become its tokens.
+"""The reference policy of the noisy-label DPO task (P2) and how text bytes become its tokens.
 
 Two sources, one interface (a module mapping token ids (b, T) to logits (b, T, vocab), plus `byte_to_id`,
 the token id of each of the 256 byte values, because prompts, continuations and the reward are bytes):

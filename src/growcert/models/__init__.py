@@ -42,7 +42,7 @@ class Family:
     name: str
     data_kind: str                         # the prepared dataset kind it reads: "image" or "text"
     loss_name: str                         # the per-example loss, as recorded in store attrs
-    native_dims: tuple[str, ...]           # dim names of one example's stream at a point (DESIGN §4)
+    native_dims: tuple[str, ...]           # dim names of one example's stream at a point (docs/design.md §5)
     channel_dim: int                       # where the stream's features sit, counted from the end
     block_norm: str                        # u(z) of the family's zero-output block: "identity" or "rms"
     point_count: Callable[[int], int]      # insertion points of a model of this depth (block0..blockL)

@@ -1,4 +1,4 @@
-"""Zero-output residual blocks per model family, and their insertion (PAPERS.md P3).
+"""Zero-output residual blocks per model family, and their insertion (P3; docs/science.md, "estimate-depth (P3)").
 
 P3 inserts a residual block r(z) = W_out φ(W_in u(z)) whose last projection W_out is zero, so the
 network function is unchanged, and asks whether the conditional activation gradient has a component

@@ -70,7 +70,7 @@ def capture_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
 
 
 def native_dims(family: str, shape: tuple[int, ...]) -> tuple[str, ...]:
-    """Dim names of one example's activation at a point: the family's (DESIGN.md §4)."""
+    """Dim names of one example's activation at a point: the family's (docs/design.md §5)."""
     from growcert.models import family_of
 
     dims = family_of(family).native_dims

@@ -1,4 +1,4 @@
-"""Pretrained Hugging Face causal LMs as the model family `hf` (PAPERS.md P1: Pythia; P2: Qwen; P3: GPT-2, Pythia).
+"""Pretrained Hugging Face causal LMs as the model family `hf` (P1: Pythia; P2: Qwen; P3: GPT-2, Pythia).
 
 P1 and P3 measure pretrained checkpoints (the Pythia suite, GPT-2-style models); this module lets every
 stage that reads a model (dump, interventions) read one. `HFCausalLM` wraps a `transformers` causal LM
@@ -25,7 +25,7 @@ data and tokenizer, into memory-mapped streams cached in the prepared folder (gr
 (a store's `index` is then a token offset). Without a tokenizer, or with `tokenizer: bytes`, byte values
 are the token ids (the model needs a vocabulary of at least 256: the tiny test models).
 
-Byte-level text (`load_byte_level_lm`, for the DPO task of tasks/preference.py): the same loader, plus
+Byte-level text (`load_byte_level_lm`, for the DPO task of experiments/preference.py): the same loader, plus
 the token id of each byte value in the checkpoint's tokenizer (`byte_token_ids`), so a byte-level
 experiment can run on a pretrained model without re-tokenizing.
 
@@ -256,7 +256,7 @@ def load_pretrained(path: str | Path, settings: dict[str, Any] | None = None) ->
 
 
 # ---------------------------------------------------------------------------
-# Byte-level text on a pretrained model (the DPO task, tasks/preference.py, reads bytes, not tokens)
+# Byte-level text on a pretrained model (the DPO task, experiments/preference.py, reads bytes, not tokens)
 
 
 def byte_level_symbols() -> list[str]:

@@ -3,7 +3,7 @@
 Figures (results/figures/p1_*.png):
 - d_align vs width per insertion point, per reduction (unbiased, determined cells only);
 - plug-in vs unbiased d_align vs width: the plug-in's finite-n floor moves with width and can fake
-  (or hide) the paper's trend (PAPERS.md P1 pilots);
+  (or hide) the paper's trend (P1's pilots, docs/science.md, "P1: pilots");
 - misalignment p̂ (Wilson interval) with B_exact and B_align vs width at a fixed (M, K);
 - the same vs M = K at the widest model.
 Claims are judged on this run's numbers and say how many cells were undetermined.

@@ -1,9 +1,9 @@
 """results/report.html: one self-contained page a researcher reads from the top.
 
 Order: a header with the run's provenance and a table of contents; a one-screen summary with each paper
-claim of the registry (`report/claims.py`), this run's estimate with its interval over seeds, its verdict
-(one of the four words of `report/verdicts.py`, with the four counts on the first screen) and links to the figures and
-tables that measure it; then the trained grid and one section per paper (PAPERS.md), each figure under
+claim of the registry (`growcert.report.claims`), this run's estimate with its interval over seeds, its verdict
+(one of the four words of `growcert.report.verdicts`, with the four counts on the first screen) and links to the figures and
+tables that measure it; then the trained grid and one section per paper (P1, P2, P3), each figure under
 a caption saying what is plotted, how to read it and what this run shows; the summary tables collapsed,
 sortable and linked to their full CSVs. Claims no stage measured are listed as such rather than left
 out; rows whose claim_id the registry does not know are shown last, flagged. Reads tidy tables and PNGs
@@ -25,7 +25,7 @@ from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
-from growcert.report.reference import REFERENCES, reference_verdicts, references_html
+from growcert.report.reference import reference_verdicts, references_html
 from growcert.report.training import final_rows
 
 # (section id, heading, figures in reading order, prefix of its tables under results/tables)
@@ -117,11 +117,14 @@ def _claim_rows(results: Path) -> pd.DataFrame:
         pd.DataFrame(columns=ROW_COLUMNS)
 
 
-def _reference_cell(claim, references: Path) -> str:
+def _reference_cell(claim, references: Path | None) -> str:
     """The reference runs that decide `claim`: a link to each kept run with its verdict counts, or "planned"."""
     parts = []
     for name in claim.references:
         counts = reference_verdicts(references, name, claim.key)
+        if counts is None and references is None:
+            parts.append(f"{html.escape(name)}: not in this report (no reference-results folder given)")
+            continue
         if counts is None:
             parts.append(f"{html.escape(name)}: planned, not run yet")
             continue
@@ -130,7 +133,7 @@ def _reference_cell(claim, references: Path) -> str:
     return "<br>".join(parts)
 
 
-def _summary(rows: pd.DataFrame, present: set[str], references: Path = REFERENCES) -> str:
+def _summary(rows: pd.DataFrame, present: set[str], references: Path | None = None) -> str:
     """Every registered claim with this run's rows, a verdict, the reference runs that decide it and links to
     the evidence in this page."""
     body = []
@@ -205,9 +208,11 @@ def _present(results: Path) -> set[tuple[str, str]]:
     return figures | {("table", path.stem) for path in (results / "tables").glob("*.csv")}
 
 
-def build_report(results: str | Path, out: str | Path, references: str | Path = REFERENCES) -> None:
-    """Write the report of `results` to `out`, with the reference runs under `references` in their own section."""
+def build_report(results: str | Path, out: str | Path, references: str | Path | None = None) -> None:
+    """Write the report of `results` to `out`, with the reference runs under `references` (a folder such as the
+    repository's docs/reference-results; None: none) in their own section."""
     results, out = Path(results), Path(out)
+    references = None if references is None else Path(references)
     if not results.is_dir():
         raise FileNotFoundError(f"results folder {results}: no such folder")
     rows, present = _claim_rows(results), _present(results)
@@ -229,7 +234,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path = 
             f"contradicted (excludes the paper's effect), unresolved (holds both; the row says how many seeds "
             f"would resolve it), not tested at this scale. Each row links to the figures and tables that measure "
             f"it; “how it is judged” opens the rule and this run's details.</p>"
-            + _summary(rows, present, Path(references)) + _checks(results) + "</section>"]
+            + _summary(rows, present, references) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
         parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]
@@ -242,7 +247,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path = 
                       for path in sorted((results / "tables").glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
-    body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(Path(references), report_dir)
+    body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(references, report_dir)
                 + "</section>")
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
                 f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>growcert report</title>'

@@ -1,4 +1,4 @@
-"""P1 interventions read back: the summary table, the figure and the two claim rows (PAPERS.md P1).
+"""P1 interventions read back: the summary table, the figure and the two claim rows (P1; docs/science.md, "intervene (P1, direct residual interventions)").
 
 Reads the pooled tidy table of `growcert intervene` (one row per point × variant × draw × ε); never a
 network. `first_order_limit` says up to which relative step ε the first-order prediction holds.

@@ -4,8 +4,8 @@ Everything is inline (CSS, a few lines of JavaScript, figures as base64 PNG), so
 and can be mailed alone. Layout rules that keep every element inside a 1280 px viewport: images scale to
 the column, every table sits in its own horizontally scrolling box, long cell text wraps.
 
-Figure captions are the workflow's own caption files, `report/<figure>.rst` at the repository root (the
-same text `snakemake --report` shows; the P2 experiment rule's one file has a branch per task), read as
+Figure captions are the workflow's own caption files, src/growcert/resources/report/<figure>.rst, read as
+package data (the same text `snakemake --report` shows; the P2 experiment rule's one file has a branch per task), read as
 plain paragraphs with ``code``, *emphasis* and **bold**.
 """
 
@@ -15,11 +15,12 @@ import base64
 import html
 import os
 import re
+from importlib import resources
 from pathlib import Path
 
 import pandas as pd
 
-CAPTIONS = Path(__file__).resolve().parents[3] / "report"  # the repository's report/*.rst
+CAPTIONS = Path(str(resources.files("growcert") / "resources" / "report"))  # the workflow's captions, package data
 MAX_TABLE_ROWS = 500  # rows shown inline per table; the full CSV is linked
 
 STYLE = """
@@ -97,7 +98,7 @@ def task_branch(text: str, task: str) -> str:
 
 
 def caption(stem: str) -> str:
-    """The caption of figure `stem`: report/<stem>.rst, or the P2 experiment rule's branch for its task."""
+    """The caption of figure `stem`: resources/report/<stem>.rst, or the P2 experiment rule's branch for its task."""
     path = CAPTIONS / f"{stem}.rst"
     if stem.startswith("p2_") and stem.endswith("_gate"):  # one caption for every task's gate diagnostics
         path = CAPTIONS / "p2_gate.rst"

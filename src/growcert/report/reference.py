@@ -1,12 +1,15 @@
 """The report's "Reference runs" section: long runs kept in the repository, shown beside the default run.
 
-A reference run (`benchmarks/grokking_reference.py` -> docs/reference-results/grokking-p97/,
+A reference run (`benchmarks/grokking_late_reference.py` -> docs/reference-results/grokking-late/,
 `benchmarks/p1_regime_reference.py` -> docs/reference-results/p1-regime/) is a folder holding
 provenance.json (date, commit, command, optionally `table`: what table.csv holds, and `why`),
 table.csv (its main results), optionally calibration.csv, README.md (its last heading is the question
 the run answers, the "- " lines under it the verdicts) and PNG figures. Each folder becomes one
 subsection labelled as a reference run with its date and commit, so that nobody mistakes it for the
 numbers of the run the report was built from.
+
+The folder is an argument (`growcert report --references`; the workflow passes the repository's
+docs/reference-results): the package does not ship the runs, and without a folder the report says so.
 """
 
 from __future__ import annotations
@@ -19,12 +22,18 @@ import pandas as pd
 
 from growcert.report import page
 
-REFERENCES = Path(__file__).resolve().parents[3] / "docs" / "reference-results"
+IN_REPOSITORY = Path("docs") / "reference-results"  # relative to the repository root
 
 
-def reference_folders(root: Path) -> list[Path]:
-    """Sub-folders of `root` that hold a reference run (provenance.json and table.csv)."""
-    if not root.is_dir():
+def default_references(cwd: Path | None = None) -> Path | None:
+    """docs/reference-results under the working directory (the repository root, where the workflow runs), or None."""
+    folder = (cwd or Path.cwd()) / IN_REPOSITORY
+    return folder if folder.is_dir() else None
+
+
+def reference_folders(root: Path | None) -> list[Path]:
+    """Sub-folders of `root` that hold a reference run (provenance.json and table.csv); none when root is None."""
+    if root is None or not root.is_dir():
         return []
     return sorted(folder for folder in root.iterdir()
                   if (folder / "provenance.json").is_file() and (folder / "table.csv").is_file())
@@ -62,12 +71,11 @@ def reference_section(folder: Path, report_dir: Path) -> str:
     return "".join(parts)
 
 
-def reference_verdicts(root: Path, name: str, claim_id: str) -> dict[str, int] | None:
+def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str, int] | None:
     """How many of reference run `name`'s claim rows (claims.csv) got each verdict, for `claim_id` (or for
     every row when the run judges the claim under its own ids, e.g. the regime map's per-context rows);
     None when the run is not kept under `root`, {} when it has no claim rows yet."""
-    folder = root / name
-    if folder not in reference_folders(root):
+    if root is None or (folder := root / name) not in reference_folders(root):
         return None
     path = folder / "claims.csv"
     if not path.is_file():
@@ -79,9 +87,12 @@ def reference_verdicts(root: Path, name: str, claim_id: str) -> dict[str, int] |
     return (own if len(own) else rows)["verdict"].value_counts().to_dict()
 
 
-def references_html(root: Path, report_dir: Path) -> str:
+def references_html(root: Path | None, report_dir: Path) -> str:
     """Every reference run under `root`, or a line saying there is none."""
     folders = reference_folders(root)
+    if root is None:
+        return ("<p>No reference runs: this report was built without a reference-results folder "
+                "(<code>growcert report --references</code>; the repository keeps them in docs/reference-results).</p>")
     if not folders:
-        return "<p>No reference runs under docs/reference-results.</p>"
+        return f"<p>No reference runs under <code>{html.escape(str(root))}</code>.</p>"
     return "".join(reference_section(folder, report_dir) for folder in folders)

@@ -1,4 +1,4 @@
-"""The P1 regime map (issue 21): tables, figures and claim rows of a context sweep.
+"""The P1 regime map: tables, figures and claim rows of a context sweep.
 
 Reads the pooled alignment table (results/stats/alignment.csv) and the training history
 (results/stats/training.csv). The map is the runs of grids that sweep context (a `context` column,
@@ -39,11 +39,11 @@ from growcert.stats.regime import (LOSS, common_loss_grid, matched_loss, regime_
 
 MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
 LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
-FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (DESIGN.md §4)
+FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (docs/science.md, "Reducing q to one vector per example")
 WIDTH_FIGURES = ["p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased"]
 CONTEXT_FIGURES = ["p1_regime_dalign_vs_context"]
 SEED_FIGURES = ["p1_regime_spread"]
-# The map issue 21 asks for (configs/p1-regime.yaml): fewer of any axis is a slice of it.
+# The whole regime map (configs/p1-regime.yaml): fewer of any axis is a slice of it.
 FULL_MAP = {"contexts": 4, "widths": 4, "seeds": 3, "checkpoints": 4}
 
 

@@ -1,5 +1,5 @@
 """`growcert grow`: grow a shallow network by inserting zero-output blocks and compare it with networks
-trained from scratch on the same budget (PAPERS.md P3, second finding).
+trained from scratch on the same budget (P3's second finding; docs/science.md, "grow (P3, growth vs scratch)").
 
 What a grown model is. The base is the family's own model at `base_depth` (ResNet-(6n+2), or a LLaMA
 with `base_depth` decoder layers). Growing appends `blocks` zero-output residual blocks

@@ -1,4 +1,4 @@
-"""Direct residual interventions: predicted vs observed held-out loss change (PAPERS.md P1).
+"""Direct residual interventions: predicted vs observed held-out loss change (P1; docs/science.md, "intervene (P1, direct residual interventions)").
 
 Implements P1's "direct residual interventions": insert a zero-initialised residual module at an
 insertion point of a trained checkpoint (function unchanged), step its weight along the *train*

@@ -40,7 +40,7 @@ def train_model(settings: dict[str, Any], data: PreparedDataset, out_dir: str | 
     on `device` (a `device` setting: auto, cpu, cuda, cuda:N)."""
     settings = stage_settings("train", settings)
     # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, slowing
-    # steps ~2x without changing results (PAPERS.md P2 calibration)
+    # steps ~2x without changing results (growcert.runtime)
     with torch_runtime(threads, seed=settings["seed"], flush_denormal=True, device=device,
                        allow_tf32=settings["train"]["precision"] == "bf16") as runtime:
         return _train(settings, data, Path(out_dir), log, runtime.device)

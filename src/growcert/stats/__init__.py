@@ -1,4 +1,4 @@
-"""Offline estimators on stored activation gradients (DESIGN.md §5, PAPERS.md P1).
+"""Offline estimators on stored activation gradients (P1; docs/science.md, "estimate-alignment (P1)").
 
 Pure numerics (numpy, dask, xarray, zarr): nothing here imports torch or the
 package's model and training code; torch tensors are accepted by duck typing.
@@ -10,7 +10,7 @@ package's model and training code; torch tensors are accepted by duck typing.
     certificates(m, M, K)              (b_exact, b_align, n_eff)
     alignment_row(x, M=, K=)           one table row: moments, ratios, intervals, status
     misalignment(train, test, M, K, replicates, seed) -> (p_hat, lo, hi)  (resample.py)
-    common_loss_grid, matched_loss     d_align at matched held-out loss (regime.py, issue 21)
+    common_loss_grid, matched_loss     d_align at matched held-out loss (regime.py: the P1 regime map)
     width_slopes, width_trend          per-seed width slopes, seed-level interval and verdict per cell
     regime_summary(trend)              rising / falling / flat counts and where d_align >= 1
 """

@@ -1,6 +1,7 @@
-"""Streaming passes over sample blocks: the sums behind DESIGN.md §5's U-statistics.
+"""Streaming passes over sample blocks: the sums behind the U-statistics
+(docs/science.md, "Unbiased U-statistics").
 
-Every estimator of PAPERS.md P1 is a function of seven numbers built from the
+Every estimator of P1 is a function of seven numbers built from the
 reduced gradients x_1..x_n in R^N (s = Σ x_i, C = Σ x_i x_iᵀ, G = X Xᵀ):
 
     ‖s‖², a2 = Σ‖x_i‖², a4 = Σ‖x_i‖⁴, ‖C‖_F² = ‖G‖_F², sᵀCs = ‖G 1‖², wᵀs = Σ‖x_i‖² (x_i·s)
@@ -43,7 +44,7 @@ METHODS = ("auto", COVARIANCE, GRAM)
 
 @dataclass(frozen=True)
 class PowerSums:
-    """The sums of DESIGN.md §5 (scalars, or arrays of leave-one-out values)."""
+    """The sums behind the U-statistics (scalars, or arrays of leave-one-out values)."""
 
     n: int | np.ndarray
     dim: int

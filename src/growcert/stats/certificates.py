@@ -1,4 +1,4 @@
-"""Effective dimensions, alignment certificates and the result row (PAPERS.md P1, DESIGN.md §5).
+"""Effective dimensions, alignment certificates and the result row (P1; docs/science.md, "Effective dimensions and certificates").
 
 With μ̄ = E[q], Σ = Cov[q], M train-side and K test-side examples:
 
@@ -14,7 +14,7 @@ The functions here apply these formulas to whatever Moments they are given
 estimates the raw numbers are not probabilities.  `alignment_row` is where a
 table row decides what to present: it adds a **detectability** statistic for
 the mean (‖μ‖² estimate over its standard error; the pilots found pools whose
-mean gradient was indistinguishable from zero, PAPERS.md P1) and a status,
+mean gradient was indistinguishable from zero, docs/science.md, "P1: pilots") and a status,
 showing d_align and the certificates only when both the signal is detectable
 and every estimate entering them is non-negative; otherwise those columns are
 NaN and the raw values stay in ``*_raw`` columns.

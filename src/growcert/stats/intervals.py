@@ -1,6 +1,6 @@
-"""Uncertainty for the effective dimensions and the empirical misalignment (DESIGN.md §5).
+"""Uncertainty for the effective dimensions and the empirical misalignment (docs/science.md, "Intervals: delete-one jackknife + Fieller").
 
-Ratios d_∥ = ‖μ‖⁴/μᵀΣμ and d_2 = ‖μ‖⁴/tr(Σ²) (PAPERS.md P1) get
+Ratios d_∥ = ‖μ‖⁴/μᵀΣμ and d_2 = ‖μ‖⁴/tr(Σ²) (P1) get
 **delete-one jackknife + Fieller** intervals:
 
 - Jackknife, not bootstrap.  Every estimate is a function of seven power sums,
@@ -16,7 +16,7 @@ Ratios d_∥ = ‖μ‖⁴/μᵀΣμ and d_2 = ‖μ‖⁴/tr(Σ²) (PAPERS.md P
 - Fieller, not "estimate ± z·se" on the ratio.  Given jackknife (co)variances
   of numerator A and denominator B, the set {r : (A − rB)² ≤ z² Var(A − rB)}
   is bounded exactly when B is significantly nonzero; otherwise it reaches
-  infinity, which is DESIGN.md's "its interval reaches infinity" when a
+  infinity: "its interval reaches infinity" when a
   denominator estimate is not clearly positive.  The population ratios are
   non-negative, so the reported interval is the hull of that set within [0, ∞].
 - d_align = min(d_∥, d_2) is monotone in both, so [min(lo_∥, lo_2), min(hi_∥, hi_2)]

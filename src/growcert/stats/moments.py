@@ -1,4 +1,4 @@
-"""Unbiased moment estimators of PAPERS.md P1 (formulas of DESIGN.md §5).
+"""Unbiased moment estimators of P1's certificates (formulas: docs/science.md, "Unbiased U-statistics").
 
 For x_1..x_n iid in R^N with mean μ and covariance Σ, P1's certificates need
 four population quantities: ‖μ‖², ‖μ‖⁴, μᵀΣμ and tr(Σ²).  With G = X Xᵀ,
@@ -19,8 +19,8 @@ independent) each normalised sum is an unbiased U-statistic:
 
 Plug-in estimates (mean m, covariance with n−1) come from the same sums and
 are kept only for the report's plug-in-vs-unbiased comparison: they are
-biased upward by about tr Σ / n and (tr Σ)² / n (PAPERS.md P1, project
-decisions).  Unbiased estimates of positive quantities can be negative at
+biased upward by about tr Σ / n and (tr Σ)² / n (P1; docs/science.md,
+"Unbiased U-statistics").  Unbiased estimates of positive quantities can be negative at
 small n; nothing here clips them (certificates.py decides what to present).
 """
 
@@ -38,7 +38,7 @@ MIN_EXAMPLES = 4  # ‖μ‖⁴ is a U-statistic of order 4
 
 @dataclass(frozen=True)
 class Moments:
-    """Estimates (or true values) of the four quantities of PAPERS.md P1.
+    """Estimates (or true values) of the four quantities of P1's certificates.
 
     kind: "unbiased" (U-statistics), "plugin" (sample mean and covariance) or
     "population" (exact values from a known mean and covariance; n is None).
@@ -76,7 +76,7 @@ def power_sums(x, *, method: str = "auto", per_example: bool = False,
 
 
 def unbiased_moments(sums: PowerSums) -> Moments:
-    """DESIGN.md §5's U-statistics from the power sums (vectorised over leave-one-out arrays)."""
+    """The U-statistics from the power sums (vectorised over leave-one-out arrays)."""
     n = np.asarray(sums.n, dtype=np.float64)
     t1 = sums.s_sq - sums.a2
     f = sums.c_frob_sq - sums.a4

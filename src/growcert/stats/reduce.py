@@ -1,10 +1,10 @@
-"""Reduce stored activation gradients to one vector per example (DESIGN.md §4).
+"""Reduce stored activation gradients to one vector per example (docs/science.md, "Reducing q to one vector per example").
 
 The store keeps q in its native layout, ``(sample, channel, height, width)``
 for conv nets or ``(sample, token, feature)`` for language models.  The
-estimators of DESIGN.md §5 need one vector x_i in R^N per example, and which
+estimators (docs/science.md, "estimate-alignment (P1)") need one vector x_i in R^N per example, and which
 vector is a modelling choice that changes d_align by orders of magnitude
-(PAPERS.md P1, second and third pilots), so it is always explicit:
+(P1's second and third pilots, docs/science.md, "P1: pilots"), so it is always explicit:
 
 - ``sum_positions``: sum over spatial / token positions, keep channels or
   features.  This is the gradient that a growth step *shared across

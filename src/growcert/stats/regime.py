@@ -1,4 +1,4 @@
-"""The P1 regime map's statistics (issue 21): d_align compared across widths at matched budget
+"""The P1 regime map's statistics: d_align compared across widths at matched budget
 and at matched held-out loss, with a seed-level interval on the width slope.
 
 Inputs are the pooled alignment tables the pipeline writes (one row per model x checkpoint x
@@ -9,7 +9,7 @@ about held-out q.
 
 Matched budget: every width at the same step (and tokens per step). Matched loss: every width at
 the same held-out loss, so a wider model that is further along at a given step is compared at the
-same training progress instead (PAPERS.md P1, fifth pilot).
+same training progress instead (P1's fifth pilot, docs/science.md, "P1: pilots").
 
     common_loss_grid(table, count)    held-out loss levels every curve of a panel passes through
     matched_loss(table, levels)       log-linear interpolation of d_align (and its interval) at them

@@ -1,4 +1,4 @@
-"""Empirical misalignment P(μ_M · g_K ≤ 0) by resampling (PAPERS.md P1, DESIGN.md §5).
+"""Empirical misalignment P(μ_M · g_K ≤ 0) by resampling (P1; docs/science.md, "estimate-misalignment (P1)").
 
 Each replicate draws M examples from the train pool and K from the test pool
 (disjoint draws from one pool in the ``iid`` mode, the certificate's

@@ -1,4 +1,4 @@
-"""The gradient store: one Zarr v3 store per model checkpoint (DESIGN.md §4).
+"""The gradient store: one Zarr v3 store per model checkpoint (docs/design.md §5).
 
 Layout: one group per insertion point (`block0`, `block1`, ...), each an xarray Dataset
 
@@ -17,7 +17,7 @@ How a store is written, so that nothing half-written is ever read as data:
    xarray reads as dims) and the small per-sample variables known before any forward pass;
    q, z and loss are then written straight into the Zarr arrays in sample ranges that are
    whole chunks (the last one may be short): xarray's region writes without their pitfalls
-   (xarray issues 8371/8882/9767) or their per-call overhead;
+   (https://github.com/pydata/xarray/issues/8371, .../8882, .../9767) or their per-call overhead;
 3. `complete = true` goes into each group's attrs and, last of all, the root attrs.
 Readers (`open_store`, `open_group`) refuse a store without `complete`, with a different format
 version, or whose groups disagree with their attrs, in one line naming the store.
