@@ -247,16 +247,16 @@ def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables:
                         figures: str | Path) -> str:
     """`growcert summarize-alignment`: the pooled tables, the summary, the claim and check rows and the P1
     figures (the misalignment ones only when a fixed-context run gave misalignment tables); a log line."""
-    reference = tuple(settings["reference_mk"])
+    reference_mk = tuple(settings["reference_mk"])
     alignment, misalignment = read_csvs(alignment_tables), read_csvs(misalignment_tables)
     write_csv(alignment, out_alignment)
     write_csv(misalignment, out_misalignment)
     write_csv(alignment_summary(alignment), out_summary)
-    write_rows(alignment_claims(alignment, misalignment, reference, settings["level"]), out_claims, out_checks)
+    write_rows(alignment_claims(alignment, misalignment, reference_mk, settings["level"]), out_claims, out_checks)
     figures = Path(figures)
     plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
     plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
     if len(misalignment):
-        plot_misalignment(misalignment, reference, figures / "p1_misalignment_vs_width.png",
+        plot_misalignment(misalignment, reference_mk, figures / "p1_misalignment_vs_width.png",
                           figures / "p1_misalignment_vs_MK.png")
     return f"{len(alignment)} alignment rows, {len(misalignment)} misalignment rows -> {out_alignment}, {out_claims}"

@@ -51,7 +51,7 @@ def _estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callabl
         for reduction in settings["reductions"]:
             train, test = reduced_pools(path, point, reduction)
             for pool, values in (("test", test), ("train", train)):
-                row = alignment_row(values, threshold=settings["detect_threshold"], level=settings["level"])
+                row = alignment_row(values, detect_threshold=settings["detect_threshold"], level=settings["level"])
                 rows.append({**identity, "point": point, "reduction": reduction, "pool": pool, **row})
                 log(f"{point} {reduction} {pool}: n={row['n']} N={row['dim']} ‖μ‖²/SE={row['detectability']:.2f} "
                     f"d_align={row['d_align_raw']:.4g} ({row['status']})")

@@ -101,9 +101,9 @@ def detectability(m: Moments) -> tuple[float, float]:
     return float(m.mu_sq) / se, se
 
 
-def alignment_status(m: Moments, z: float, threshold: float = DEFAULT_DETECTION_THRESHOLD) -> str:
+def alignment_status(m: Moments, z: float, detect_threshold: float = DEFAULT_DETECTION_THRESHOLD) -> str:
     """"ok", or why d_align is undetermined: no detectable mean first, then negative estimates."""
-    if not z >= threshold:  # also catches NaN
+    if not z >= detect_threshold:  # also catches NaN
         return STATUS_NO_SIGNAL
     negative = [name for name in CHECKED_QUANTITIES if float(getattr(m, name)) < 0]
     if negative:
@@ -112,13 +112,13 @@ def alignment_status(m: Moments, z: float, threshold: float = DEFAULT_DETECTION_
 
 
 def alignment_row(x, *, M: int | None = None, K: int | None = None,
-                  threshold: float = DEFAULT_DETECTION_THRESHOLD, level: float = 0.95,
+                  detect_threshold: float = DEFAULT_DETECTION_THRESHOLD, level: float = 0.95,
                   method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES) -> dict:
     """One result row (a flat dict) for a pool of reduced activation gradients `x`.
 
     Two passes over `x` (sums, then per-example terms for the jackknife).
     Columns:
-      n, dim, method, level, threshold, status
+      n, dim, method, level, detect_threshold, status
       mu_sq, mu_4, mu_sigma_mu, tr_sigma2          unbiased estimates, raw
       <each>_se_jack                               jackknife standard errors
       mu_sq_se, detectability                      exact-variance SE and z = mu_sq / mu_sq_se
@@ -136,10 +136,10 @@ def alignment_row(x, *, M: int | None = None, K: int | None = None,
     m = unbiased_moments(sums)
     plug = plugin_from_sums(sums)
     z, se = detectability(m)
-    status = alignment_status(m, z, threshold)
+    status = alignment_status(m, z, detect_threshold)
     present = status == STATUS_OK
     row: dict = {"n": int(sums.n), "dim": int(sums.dim), "method": sums.method,
-                 "level": level, "threshold": threshold, "status": status}
+                 "level": level, "detect_threshold": detect_threshold, "status": status}
     for name in ("mu_sq", "mu_4", "mu_sigma_mu", "tr_sigma2"):
         row[name] = float(getattr(m, name))
     row["mu_sq_se"], row["detectability"] = se, z

@@ -69,7 +69,7 @@ SATURATED_ZERO = "saturated (within noise of zero)"
 NOT_SATURATED = "not saturated within the grid"
 
 
-def first_order_value(features, level: float = 0.95, threshold: float = 2.0) -> dict:
+def first_order_value(features, level: float = 0.95, detect_threshold: float = 2.0) -> dict:
     """Unbiased ‖E[G]‖² with SE and interval, and the plug-in ‖mean G‖², from rows G_i (n, D·H)."""
     z = normal_quantile(level)
     sums, _ = power_sums(features)
@@ -79,7 +79,7 @@ def first_order_value(features, level: float = 0.95, threshold: float = 2.0) -> 
     return {"n": int(sums.n), "value": value, "value_se": se, "value_lo": value - z * se,
             "value_hi": value + z * se, "value_plugin": float(plugin_from_sums(sums).mu_sq),
             "value_detectability": detect,
-            "status": STATUS_OK if detect >= threshold else STATUS_NULL}
+            "status": STATUS_OK if detect >= detect_threshold else STATUS_NULL}
 
 
 def scaled_value(value: float, value_se: float, z_sq, h_sq, level: float = 0.95) -> dict:
