@@ -210,8 +210,11 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=
                    state=lambda: {"ema": grad_filter.ema if grad_filter is not None else None})
     run = run_arm(loop, step, evaluate_step, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
-    steps, reached = [row["step"] for row in history], lambda key, level: steps_to_target(
-        steps, [row[key] for row in history], level, above=True)
+    steps = [row["step"] for row in history]
+
+    def reached(key: str, level: float) -> int | None:
+        return steps_to_target(steps, [row[key] for row in history], level, above=True)
+
     summary = {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
                "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
                "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
