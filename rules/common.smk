@@ -1,6 +1,7 @@
 # Shared helpers: validate the config (defaults filled in, one-line errors naming the key),
 # expand the training grids into target paths, and constrain wildcards.
 import json
+import re
 import os
 import shlex
 import sys
@@ -11,6 +12,7 @@ from growcert.config import ConfigError, Run, load_schema, run_steps, train_sett
 from growcert.config import context_of_tag, run_wildcards
 from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
 from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
+from growcert.experiments import EXPERIMENTS, task as p2_task
 from growcert.runtime import resolve_device, wants_gpu
 
 try:
@@ -31,8 +33,8 @@ onstart:
             raise WorkflowError(str(error)) from None
 
 # Device-aware rules (every torch stage: train_model, dump_gradients, dump_pretrained, intervene,
-# intervene_pretrained, estimate_depth, grow_model, p2_experiment, preference; not p2_theory, whose small
-# float64 algebra stays on the CPU) ask for one GPU only when the device resolves to cuda here.
+# intervene_pretrained, estimate_depth, grow_model, p2_experiment, preference; not p2_ungated's theory, whose
+# small float64 algebra stays on the CPU) ask for one GPU only when the device resolves to cuda here.
 GPUS = 1 if wants_gpu(DEVICE) else 0
 
 # Jobs run the `growcert` of the Python that runs Snakemake, activated or not: `.venv/bin/snakemake` puts
@@ -256,9 +258,26 @@ def preference_reference(wildcards):
     return [] if run is None else RUN_DIR.format(**run_wildcards(run))
 
 
-# The self-contained P2 experiments (growcert.experiments): each trains its own small models from its
-# config section and writes its folder, figure, claim rows and report table.
-P2_EXPERIMENTS = ["grokking", "pinn", "theory"] + (["preference"] if preference_runs(config) else [])
+# The self-contained P2 experiments: the tasks of the growcert.experiments registry, each trains its own small
+# models from its config section (none: {}) and writes its folder, figure, claim rows and report table.
+# A task with INPUTS (preference) has a rule of its own; the others run in p2_experiment when they draw a
+# gate figure (GATE_TITLE), else in p2_ungated (which writes a checks file).
+P2_EXPERIMENTS = [name for name in EXPERIMENTS if name != "preference" or preference_runs(config)]
+
+
+def p2_tasks(gated):
+    """The registry's tasks without INPUTS that draw a gate figure (gated) or not, as a wildcard pattern."""
+    names = [name for name in P2_EXPERIMENTS if not getattr(p2_task(name), "INPUTS", ())
+             and bool(getattr(p2_task(name), "GATE_TITLE", None)) == gated]
+    return "|".join(names) or "(?!)"
+
+
+def p2_settings(wildcards):
+    return json.dumps(config.get(wildcards.task, {}), sort_keys=True)
+
+
+def p2_threads(wildcards):
+    return config["threads"].get(wildcards.task, 1)
 
 
 def experiment_outputs(name):

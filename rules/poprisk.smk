@@ -1,4 +1,5 @@
-# The self-contained P2 experiments (growcert.experiments); outputs from experiment_outputs (common.smk).
+# The self-contained P2 experiments of the growcert.experiments registry; outputs from experiment_outputs and
+# the tasks each rule runs from p2_tasks (common.smk). This one: the tasks with optimizer arms (a gate figure).
 rule p2_experiment:
     output:
         summary=experiment_outputs("{task}")["summary"],
@@ -31,16 +32,16 @@ rule p2_experiment:
             labels={"result": "figure: {task} gate diagnostics", "paper": "P2"},
         ),
     wildcard_constraints:
-        task="grokking|pinn",
+        task=p2_tasks(gated=True),
     params:
         device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
+        settings=p2_settings,
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     log:
         f"{RESULTS}/logs/{{task}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/{{task}}.tsv"
-    threads: lambda wildcards: config["threads"][wildcards.task]
+    threads: p2_threads
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,
@@ -52,8 +53,9 @@ rule p2_experiment:
         "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
-# The theory diagnostics: no optimizer arms, so no gate figure.
-rule p2_theory:
+# The tasks without optimizer arms (theory): no gate figure; their check rows (an exact identity) go into
+# results/checks/, a header-only file for a task that has none.
+rule p2_ungated:
     output:
         summary=experiment_outputs("{task}")["summary"],
         figure=report(
@@ -79,16 +81,16 @@ rule p2_theory:
             labels={"result": "table: {task}", "paper": "P2"},
         ),
     wildcard_constraints:
-        task="theory",
+        task=p2_tasks(gated=False),
     params:
         device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=lambda wildcards: json.dumps(config[wildcards.task], sort_keys=True),
+        settings=p2_settings,
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
     log:
         f"{RESULTS}/logs/{{task}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/{{task}}.tsv"
-    threads: lambda wildcards: config["threads"][wildcards.task]
+    threads: p2_threads
     resources:
         mem_mb=lambda wildcards, attempt: 4000 * attempt,
         runtime=lambda wildcards, attempt: 120 * attempt,

@@ -27,27 +27,27 @@ VARIANTS = [f"poprisk-{gate}-{variance}-wd0" for gate in ("update", "gradient")
 
 
 def test_default_arms_cover_every_reading_and_source():
-    grokking = [arm["name"] for arm in grokking_arms(stage_settings("grokking", {}))]
+    grokking = [arm.name for arm in grokking_arms(stage_settings("grokking", {}))]
     assert grokking == ["AdamW wd=0.01", "AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)"] + VARIANTS  # six plus three
     pinn = pinn_arms(stage_settings("pinn", {}))
-    gated = [arm for arm in pinn if arm["optimizer"] != "AdamW"]
+    gated = [arm for arm in pinn if arm.name != "AdamW"]
     lrs = stage_settings("pinn", {})["poprisk"]["lrs"]
-    assert sorted({arm["optimizer"] for arm in gated}) == sorted(
+    assert sorted({arm.name for arm in gated}) == sorted(
         name for name in VARIANTS if "streaming" not in name)  # exact and microbatch, both readings
-    assert len(gated) == 4 * len(lrs) and {arm["lr"] for arm in gated} == set(lrs)
-    dpo = [arm["name"] for arm in preference_arms(stage_settings("preference", {}))]
+    assert len(gated) == 4 * len(lrs) and {arm.lr for arm in gated} == set(lrs)
+    dpo = [arm.name for arm in preference_arms(stage_settings("preference", {}))]
     assert dpo == ["AdamW"] + [name for name in VARIANTS if "streaming" not in name]
 
 
 def test_arms_follow_the_config_and_say_their_variant():
     settings = stage_settings("grokking", {"poprisk": {"gates": ["off", "gradient"], "variances": ["microbatch"],
                                                        "weight_decays": [0.0, 0.01], "microbatches": 8}})
-    arms = [arm for arm in grokking_arms(settings) if arm["kind"] == "poprisk"]
-    assert [arm["name"] for arm in arms] == ["poprisk-off-microbatch-wd0", "poprisk-off-microbatch-wd0.01",
+    arms = [arm for arm in grokking_arms(settings) if arm.kind == "poprisk"]
+    assert [arm.name for arm in arms] == ["poprisk-off-microbatch-wd0", "poprisk-off-microbatch-wd0.01",
                                              "poprisk-gradient-microbatch-wd0", "poprisk-gradient-microbatch-wd0.01"]
-    assert {arm["microbatches"] for arm in arms} == {8} and arm_name("update", "exact", 1.0) == "poprisk-update-exact-wd1"
+    assert {arm.microbatches for arm in arms} == {8} and arm_name("update", "exact", 1.0) == "poprisk-update-exact-wd1"
     assert [arm for arm in grokking_arms(stage_settings("grokking", {"poprisk": {"gates": []}}))
-            if arm["kind"] == "poprisk"] == []
+            if arm.kind == "poprisk"] == []
 
 
 @pytest.mark.parametrize("section, settings", [("grokking", {"batch_size": 30}),

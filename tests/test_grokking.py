@@ -328,12 +328,13 @@ def test_full_batch_with_the_streaming_variance_is_one_line_naming_the_keys_and_
 
 
 def test_a_microbatch_count_that_does_not_divide_the_batch_is_a_config_error_naming_the_key():
+    from growcert.experiments.common import Arm
     from growcert.experiments.grokking import make_optimizer
 
     settings = stage_settings("grokking", {**TINY, "poprisk": {"gates": ["update"], "variances": ["microbatch"],
                                                                "microbatches": 4}})
-    arm = {"name": "poprisk-update-microbatch-wd0", "kind": "poprisk", "gate": "update", "variance": "microbatch",
-           "weight_decay": 0.0, "microbatches": 5}
+    arm = Arm("poprisk-update-microbatch-wd0", "poprisk", weight_decay=0.0, gate="update", variance="microbatch",
+              microbatches=5)
     with pytest.raises(ConfigError, match=r"^config key 'grokking.poprisk.microbatches': 5 does not divide the "
                                           r"batch of 16"):
         make_optimizer(arm, nn.Linear(2, 2), settings, batch=16, train_size=66)

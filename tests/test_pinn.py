@@ -18,8 +18,9 @@ from growcert.report.claims import ROW_COLUMNS
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.experiments.pinn import (CURVE_COLUMNS, SUMMARY_COLUMNS, TWO_PI, AdvectionPINN, advection_residual,
                                  evaluation_grid, exact_solution, make_problem, pinn_loss_terms,
-                                 relative_l2, run_pinn, sample_batch, steps_to_target, stratified_example_gradients,
+                                 relative_l2, run_pinn, sample_batch, stratified_example_gradients,
                                  stratum_batch_sizes)
+from growcert.experiments.common import steps_to_target
 from growcert.experiments.pinn_report import TABLE_COLUMNS, best_lr, pinn_claims, pinn_table, plot_pinn
 
 

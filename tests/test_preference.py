@@ -20,8 +20,8 @@ from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.config import stage_settings
 from growcert.experiments.preference import (CURVE_COLUMNS, SUMMARY_COLUMNS, optimizer_arms,
-                                       all_logprobs, continuation_logprobs, dpo_loss, plot_preference,
-                                       preference_claims, run_preference, train_arm)
+                                       all_logprobs, continuation_logprobs, dpo_loss, run_preference, train_arm)
+from growcert.experiments.preference_report import plot_preference, preference_claims
 from growcert.experiments.preference_pairs import make_pairs, pair_tokens, reward_accuracy, swap_labels, vowel_reward
 from growcert.experiments.preference_reference import checkpoint_file, load_hf_reference
 
@@ -111,7 +111,7 @@ def test_reference_stays_frozen_and_the_policy_moves(tmp_path, prepared, train_t
                          "reference_rejected": all_logprobs(reference, rejected, 8)}
     splits["train"]["swapped"] = swap_labels(24, 0.3, 0)
     for arm in optimizer_arms(settings):
-        name = arm["name"]
+        name = arm.name
         policy, history, _ = train_arm(arm, reference, splits["train"], splits["test"], settings, seed=0,
                                        log=lambda _: None)
         for key, value in reference.state_dict().items():

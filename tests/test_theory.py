@@ -16,7 +16,7 @@ from torch import nn
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments import theory
+from growcert.experiments import theory, theory_report
 from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.verdicts import NOT_TESTED
 from growcert.stats.kernels import coupling_residual, restricted_norm, split_channel
@@ -151,7 +151,7 @@ def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
     measures = trajectory_measures(trajectory, settings["rank_tol"])
     assert measures["reservoir_dim"] > 0 and measures["channel_dim"] > 0
     assert measures["invisibility_ratio"] <= measures["invisibility_bound_ratio"] < 1.0
-    assert measures["invisibility_ratio"] < theory.INVISIBLE_BELOW
+    assert measures["invisibility_ratio"] < theory_report.INVISIBLE_BELOW
     # contrast: G_Q on a random subspace of the same dimension is far from invisible
     final = trajectory.snapshots[-1]
     split = split_channel(final.gramian, settings["rank_tol"])
@@ -176,9 +176,9 @@ def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
     summary = result["summary"]
     assert {("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")} == set(
         summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None))
-    theory.plot_theory(tmp_path, tmp_path / "theory.png")
+    theory_report.plot_theory(tmp_path, tmp_path / "theory.png")
     assert (tmp_path / "theory.png").stat().st_size > 10_000
-    rows = theory.theory_claims(tmp_path, TINY)
+    rows = theory_report.theory_claims(tmp_path, TINY)
     checks, (claim,) = rows[:3], rows[3:]
     assert [row["check_id"] for row in checks] == ["p2_reservoir_invisible", "p2_benign_noise", "p2_coupling_residual"]
     for row in checks:
@@ -212,7 +212,7 @@ def write_summary(folder, exponents, seeds, **measures):
             rows += [{"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
                      for name, value in values.items()]
     pd.DataFrame(rows, columns=theory.SUMMARY_COLUMNS).to_csv(folder / "summary.csv", index=False)
-    return theory.theory_claims(folder, {"seeds": list(seeds)})
+    return theory_report.theory_claims(folder, {"seeds": list(seeds)})
 
 
 # per seed (rows) and run (columns): drift / fluctuation exponents; the deviation of a seed is the largest

@@ -162,9 +162,9 @@ def cmd_summarize_regime(args: argparse.Namespace) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> None:
-    from growcert.experiments import EXPERIMENTS, run_experiment
+    from growcert.experiments import run_experiment, task
 
-    inputs = {name: getattr(args, name) for name in EXPERIMENTS[args.stage].inputs}
+    inputs = {name: getattr(args, name) for name in getattr(task(args.stage), "INPUTS", ())}
     run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table, checks=args.checks,
                    threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device, **inputs)
 
@@ -327,11 +327,13 @@ def _intervention_commands(stages) -> None:
 
 def _experiment_commands(stages) -> None:
     """One command per P2 experiment of the registry (growcert.experiments), all of one shape."""
-    from growcert.experiments import EXPERIMENTS
+    from growcert.experiments import EXPERIMENTS, task
 
-    for experiment in EXPERIMENTS.values():  # grokking, pinn, preference, theory: one shape of command
-        command = stages.add_parser(experiment.name, help=experiment.help)
-        command.add_argument("--settings", default="{}", help=f"config key {experiment.name}, as JSON or @file")
+    for name in EXPERIMENTS:  # grokking, pinn, preference, theory: one shape of command
+        experiment = task(name)
+        inputs = getattr(experiment, "INPUTS", ())
+        command = stages.add_parser(name, help=experiment.HELP)
+        command.add_argument("--settings", default="{}", help=f"config key {name}, as JSON or @file")
         command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json")
         command.add_argument("--figure", required=True)
         command.add_argument("--claims", required=True)
@@ -339,11 +341,11 @@ def _experiment_commands(stages) -> None:
         command.add_argument("--table", required=True, help="the experiment's table for the report")
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         _torch_arguments(command)
-        if "reference_checkpoint" in experiment.inputs:
+        if "reference_checkpoint" in inputs:
             command.add_argument("--reference", dest="reference_checkpoint", default=None,
                                  help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
                                       "not needed when the settings name hf_model")
-        if "data" in experiment.inputs:
+        if "data" in inputs:
             command.add_argument("--data", default=None, help="prepared Shakespeare folder (default: prepared "
                                  "afresh with the reference run's dataset settings)")
         command.set_defaults(handler=cmd_experiment)

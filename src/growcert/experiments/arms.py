@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import Tensor, nn
 
+from growcert.experiments.common import Arm
 from growcert.optim import PopulationRiskAdam, SquareSums
 
 DIAGNOSTIC_COLUMNS = ["open_fraction", "variance_ratio"]
@@ -33,11 +34,11 @@ def arm_name(gate: str, variance: str, weight_decay: float) -> str:
     return f"poprisk-{gate}-{variance}-wd{weight_decay:g}"
 
 
-def poprisk_arms(block: dict[str, Any], weight_decays: Iterable[float]) -> list[dict[str, Any]]:
-    """One arm {name, kind, gate, variance, weight_decay, microbatches} per gate × variance × decay,
-    in the config's order (gates outermost)."""
-    return [{"name": arm_name(gate, variance, float(wd)), "kind": "poprisk", "gate": gate, "variance": variance,
-             "weight_decay": float(wd), "microbatches": block["microbatches"] if variance == "microbatch" else None}
+def poprisk_arms(block: dict[str, Any], weight_decays: Iterable[float]) -> list[Arm]:
+    """One poprisk `Arm` (gate, variance, weight_decay, microbatches) per gate × variance × decay, in the
+    config's order (gates outermost)."""
+    return [Arm(arm_name(gate, variance, float(wd)), "poprisk", weight_decay=float(wd), gate=gate, variance=variance,
+                microbatches=block["microbatches"] if variance == "microbatch" else None)
             for gate in block["gates"] for variance in block["variances"] for wd in weight_decays]
 
 
@@ -45,13 +46,13 @@ def uses_microbatches(block: dict[str, Any]) -> bool:
     return "microbatch" in block["variances"]
 
 
-def make_poprisk(arm: dict[str, Any], params, lr: float, betas, batch_size: int | None,
+def make_poprisk(arm: Arm, params, lr: float, betas, batch_size: int | None,
                  train_size: int | None) -> PopulationRiskAdam:
     """The arm's PopulationRiskAdam; the finite-population correction (batch_size, train_size) is the
     streaming source's only (exact and microbatch measure the batch itself)."""
-    streaming = arm["variance"] == "streaming"
-    return PopulationRiskAdam(params, lr=lr, betas=tuple(betas), weight_decay=arm["weight_decay"], gate=arm["gate"],
-                              variance=arm["variance"], microbatches=arm["microbatches"],
+    streaming = arm.variance == "streaming"
+    return PopulationRiskAdam(params, lr=lr, betas=tuple(betas), weight_decay=arm.weight_decay, gate=arm.gate,
+                              variance=arm.variance, microbatches=arm.microbatches,
                               batch_size=batch_size if streaming else None,
                               train_size=train_size if streaming else None)
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,9 +35,9 @@ from torch import nn
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook_square_sums, make_poprisk,
-                                      poprisk_arms, variance_step)
-from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
+from growcert.experiments.arms import DIAGNOSTIC_COLUMNS, hook_square_sums, make_poprisk, poprisk_arms, variance_step
+from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, step_columns, steps_to_target,
+                                        write_tables)
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.resume import UnitResume
@@ -123,22 +122,21 @@ class GrokfastEMA:
             p.grad.add_(ema, alpha=self.lamb)
 
 
-def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The optimizers compared, each {name, kind, weight_decay}, in a fixed order."""
-    arms = [{"name": f"AdamW wd={wd:g}", "kind": "adamw", "weight_decay": wd}
-            for wd in settings["adamw"]["weight_decays"]]
+def optimizer_arms(settings: dict[str, Any]) -> list[Arm]:
+    """The optimizers compared, each an `Arm` with its weight decay, in a fixed order."""
+    arms = [Arm(f"AdamW wd={wd:g}", "adamw", weight_decay=wd) for wd in settings["adamw"]["weight_decays"]]
     if settings["grokfast"]["enabled"]:
         wd = settings["grokfast"]["weight_decay"]
-        arms.append({"name": f"Grokfast-EMA wd={wd:g} (L2)", "kind": "grokfast", "weight_decay": wd})
+        arms.append(Arm(f"Grokfast-EMA wd={wd:g} (L2)", "grokfast", weight_decay=wd))
     return arms + poprisk_arms(settings["poprisk"], settings["poprisk"]["weight_decays"])
 
 
-def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any], batch: int, train_size: int):
-    lr, betas, wd = settings["lr"], tuple(settings["betas"]), arm["weight_decay"]
+def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any], batch: int, train_size: int):
+    lr, betas, wd = settings["lr"], tuple(settings["betas"]), arm.weight_decay
     # Every parameter is decayed, norms' gains included, as in Power et al. and the Grokfast code.
-    if arm["kind"] == "adamw":
+    if arm.kind == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=wd), None
-    if arm["kind"] == "grokfast":
+    if arm.kind == "grokfast":
         grokfast = settings["grokfast"]
         return (torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
                 GrokfastEMA(grokfast["alpha"], grokfast["lamb"]))
@@ -146,32 +144,29 @@ def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, An
     return make_poprisk(arm, model.parameters(), lr, betas, batch, train_size), None
 
 
-def check_arm_batch(arm: dict[str, Any], settings: dict[str, Any], batch: int, train_size: int) -> None:
+def check_arm_batch(arm: Arm, settings: dict[str, Any], batch: int, train_size: int) -> None:
     """A PopulationRiskAdam arm's demands on the batch, as a ConfigError naming the config key (one line,
     exit status 2 in the CLI): the streaming variance needs sampled minibatches, the microbatch variance
     K equal micro-batches."""
-    if arm["kind"] != "poprisk":
+    if arm.kind != "poprisk":
         return
-    if arm["variance"] == "streaming" and batch >= train_size:
+    if arm.variance == "streaming" and batch >= train_size:
         given = "null (full batch)" if settings.get("batch_size") is None else settings["batch_size"]
         raise ConfigError(f"config key 'grokking.batch_size': {given} covers all {train_size} training equations, "
                           "but PopulationRiskAdam's streaming variance (config key 'grokking.poprisk.variances') "
                           f"needs sampled minibatches; set grokking.batch_size below {train_size} or drop "
                           "streaming from grokking.poprisk.variances")
-    if arm["variance"] == "microbatch" and batch % arm["microbatches"]:
-        raise ConfigError(f"config key 'grokking.poprisk.microbatches': {arm['microbatches']} does not divide the "
+    if arm.variance == "microbatch" and batch % arm.microbatches:
+        raise ConfigError(f"config key 'grokking.poprisk.microbatches': {arm.microbatches} does not divide the "
                           f"batch of {batch} (config key 'grokking.batch_size'; the microbatch variance splits each "
                           "batch into equal parts)")
 
 
-def first_step(history: list[dict[str, float]], key: str, threshold: float) -> int | None:
-    return next((int(row["step"]) for row in history if row[key] >= threshold), None)
-
-
-def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
+def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
-    (resume.UnitResume) and the `snapshot` a killed run left it continues that run and snapshots itself."""
+    """Train one optimizer from `initial_state` (`common.run_arm`); returns its curve rows and its summary row.
+    With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
+    snapshots itself (Grokfast's average included)."""
     train_tokens, train_answers, test_tokens, test_answers = data
     model.load_state_dict(initial_state)
     model.train()
@@ -180,37 +175,15 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
     optimizer, grad_filter = make_optimizer(arm, model, settings, batch, train_size)
     # The batch order depends on the seed only, so every optimizer sees the same batches.
     batches = torch.Generator().manual_seed(seed + 1)
-    history: list[dict[str, float]] = []
-    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
 
-    def record(step: int) -> dict[str, float]:
+    def evaluate_step(step: int) -> dict[str, float]:
         model.eval()
         train_loss, train_acc = evaluate(model, train_tokens, train_answers)
         test_loss, test_acc = evaluate(model, test_tokens, test_answers)
         model.train()
-        gated = getattr(optimizer, "last_gated_fraction", None)
-        row = {"optimizer": arm["name"], "seed": seed, "step": step, "train_acc": train_acc, "test_acc": test_acc,
-               "train_loss": train_loss, "test_loss": test_loss, "gated_fraction": math.nan if gated is None else gated,
-               **diagnostics.row()}
-        history.append(row)
-        return row
+        return {"train_acc": train_acc, "test_acc": test_acc, "train_loss": train_loss, "test_loss": test_loss}
 
-    if snapshot is None:
-        record(0)
-        first, before = 1, 0.0
-    else:  # weights, optimiser state, Grokfast's average and the batch generator, exactly as they were
-        first, before = restore_arm(snapshot, model, optimizer, batches, history)
-        if grad_filter is not None:
-            grad_filter.ema = snapshot["ema"]
-        diagnostics.restore(snapshot.get("diagnostics"))
-    started, step = time.perf_counter() - before, first - 1
-
-    def state() -> dict[str, Any]:
-        return arm_snapshot(model, optimizer, batches, history, step, started,
-                            ema=grad_filter.ema if grad_filter is not None else None,
-                            diagnostics=diagnostics.state())
-
-    for step in range(first, settings["steps"] + 1):
+    def step(step: int):
         if batch < train_size:
             chosen = torch.randperm(train_size, generator=batches)[:batch].to(train_tokens.device)  # fresh, per step
             tokens, answers = train_tokens[chosen], train_answers[chosen]
@@ -219,29 +192,36 @@ def train_arm(arm, settings, seed, initial_state, model, data, log, resume=None,
         _, square_sums = variance_step(optimizer, model, answer_losses, tokens, answers)
         if grad_filter is not None:
             grad_filter(model)
-        diagnostics.before_step(step, hook_square_sums(model, answer_losses, tokens, answers))
-        if square_sums is not None:
-            optimizer.step(square_sums=square_sums)
-        else:
-            optimizer.step()
-        diagnostics.after_step()
-        if step % settings["eval_every"] == 0 or step == settings["steps"]:
-            row = record(step)
-            if step % (settings["eval_every"] * 20) == 0:
-                log(f"  {arm['name']} seed {seed} step {step}: train acc {row['train_acc']:.3f}  "
-                    f"held-out acc {row['test_acc']:.3f}  ({time.perf_counter() - started:.0f}s)")
-            stop = settings["stop_at_test_acc"]
-            if stop is not None and row["test_acc"] >= stop:
-                break
-        if resume is not None:
-            resume.tick(step, state)
-    seconds = time.perf_counter() - started  # training and its evaluations
-    summary = {"optimizer": arm["name"], "weight_decay": arm["weight_decay"], "seed": seed,
-               "memorised_step": first_step(history, "train_acc", 0.99),
-               "step_95": first_step(history, "test_acc", 0.95), "step_99": first_step(history, "test_acc", 0.99),
-               "final_test_acc": history[-1]["test_acc"], "seconds": round(seconds, 2)}
-    log(f"{arm['name']} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
-        f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {step} steps ({seconds:.0f}s)")
+        return ({} if square_sums is None else {"square_sums": square_sums},
+                hook_square_sums(model, answer_losses, tokens, answers))
+
+    def after_record(row: dict[str, Any], seconds: float) -> bool:
+        if row["step"] % (settings["eval_every"] * 20) == 0:
+            log(f"  {arm.name} seed {seed} step {row['step']}: train acc {row['train_acc']:.3f}  "
+                f"held-out acc {row['test_acc']:.3f}  ({seconds:.0f}s)")
+        return settings["stop_at_test_acc"] is not None and row["test_acc"] >= settings["stop_at_test_acc"]
+
+    def restore(snapshot: dict[str, Any]) -> None:
+        if grad_filter is not None:
+            grad_filter.ema = snapshot["ema"]
+
+    loop = ArmLoop(arm, seed, model, optimizer, batches, settings["steps"], settings["eval_every"],
+                   settings["diagnostics_every"], after_record=after_record, restore=restore,
+                   state=lambda: {"ema": grad_filter.ema if grad_filter is not None else None})
+    run = run_arm(loop, step, evaluate_step, resume=resume, snapshot=snapshot)
+    history, seconds = run.history, run.seconds
+    steps = [row["step"] for row in history]
+
+    def reached(key: str, level: float) -> int | None:
+        return steps_to_target(steps, [row[key] for row in history], level, above=True)
+
+    summary = {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
+               "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
+               "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
+               "seconds": round(seconds, 2)}
+    log(f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
+        f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {run.last_step} steps "
+        f"({seconds:.0f}s)")
     return history, summary
 
 
@@ -281,7 +261,7 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
             log(f"{settings['model']['architecture']} decoder: {sizes['num_parameters']:,} parameters")
         return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    def train(arm: dict[str, Any], seed: int, prepared: tuple[nn.Module, dict], resume=None,
+    def train(arm: Arm, seed: int, prepared: tuple[nn.Module, dict], resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
         model, initial_state = prepared
         return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume, snapshot=snapshot)

@@ -46,11 +46,11 @@ claim row) reads them.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
-import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import pandas as pd
 import torch
@@ -58,9 +58,10 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, make_poprisk, poprisk_arms,
-                                      square_sums_from_rows, uses_microbatches)
-from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, step_columns, write_tables
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, make_poprisk, poprisk_arms, square_sums_from_rows,
+                                      uses_microbatches)
+from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, step_columns, steps_to_target,
+                                        write_tables)
 from growcert.optim import SquareSums
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
@@ -198,26 +199,20 @@ def relative_l2(u: Callable[[Tensor, Tensor], Tensor], grid: tuple[Tensor, Tenso
         return float(torch.linalg.vector_norm(u(x, t) - exact) / torch.linalg.vector_norm(exact))
 
 
-def steps_to_target(steps: Sequence[int], l2: Sequence[float], target: float) -> int | None:
-    """First evaluated step whose ℓ2 is ≤ target (None: never)."""
-    return next((int(step) for step, value in zip(steps, l2) if value <= target), None)
-
-
-def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The optimizers compared, each {optimizer, lr, ...}, in a fixed order: the AdamW grid, then every
-    PopulationRiskAdam variant over poprisk.lrs."""
+def optimizer_arms(settings: dict[str, Any]) -> list[Arm]:
+    """The optimizers compared, each an `Arm` with its lr, in a fixed order: the AdamW grid, then every
+    PopulationRiskAdam variant over poprisk.lrs, all at the section's weight decay."""
     variants = poprisk_arms(settings["poprisk"], [settings["weight_decay"]])
-    return ([{"optimizer": "AdamW", "lr": float(lr)} for lr in settings["adamw_lrs"]]
-            + [{**variant, "optimizer": variant["name"], "lr": float(lr)}
-               for variant in variants for lr in settings["poprisk"]["lrs"]])
+    return ([Arm("AdamW", "adamw", weight_decay=settings["weight_decay"], lr=float(lr)) for lr in settings["adamw_lrs"]]
+            + [dataclasses.replace(variant, lr=float(lr)) for variant in variants for lr in settings["poprisk"]["lrs"]])
 
 
-def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
+def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
     betas, wd = tuple(settings["betas"]), settings["weight_decay"]
-    if arm["optimizer"] == "AdamW":
-        return torch.optim.AdamW(model.parameters(), lr=arm["lr"], betas=betas, weight_decay=wd)
+    if arm.kind == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=arm.lr, betas=betas, weight_decay=wd)
     fixed_pools = not settings["resample_collocation"]  # finite-population correction only for finite pools
-    return make_poprisk(arm, model.parameters(), arm["lr"], betas, sum(stratum_batch_sizes(settings).values()),
+    return make_poprisk(arm, model.parameters(), arm.lr, betas, sum(stratum_batch_sizes(settings).values()),
                         sum(pool_sizes(settings).values()) if fixed_pools else None)
 
 
@@ -291,60 +286,44 @@ def exact_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float) -
     return square_sums_from_rows(rows)
 
 
-def train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
+def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state`; returns its curve rows and its summary row. With `resume`
-    (resume.UnitResume) and the `snapshot` a killed run left it continues that run and snapshots itself."""
+    """Train one optimizer from `initial_state` (`common.run_arm`); returns its curve rows and its summary row.
+    With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
+    snapshots itself."""
     model.load_state_dict(initial_state)
     optimizer = make_optimizer(arm, model, settings)
     sizes = stratum_batch_sizes(settings)
     device = next(model.parameters()).device
     pools = {key: to_device(values, device) for key, values in problem.items()}  # batches are drawn on the CPU
     batches = torch.Generator().manual_seed(seed + 1)  # the same batch sequence for every arm of a seed
-    beta, history = settings["beta"], []
-    variance = arm.get("variance")
-    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
+    beta = settings["beta"]
 
-    def record(step: int) -> None:
+    def evaluate(step: int) -> dict[str, float]:
         train_loss = pinn_loss_terms(model, pools, beta, create_graph=False)["total"].item()  # whole pools
-        gated = getattr(optimizer, "last_gated_fraction", None)
-        history.append({"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step": step,
-                        "test_l2": relative_l2(model, grid), "train_loss": train_loss,
-                        "gated_fraction": math.nan if gated is None else gated, **diagnostics.row()})
+        return {"lr": arm.lr, "test_l2": relative_l2(model, grid), "train_loss": train_loss}
 
-    if snapshot is None:
-        record(0)
-        first, before = 1, 0.0
-    else:  # weights, optimiser state and the batch generator, exactly as they were
-        first, before = restore_arm(snapshot, model, optimizer, batches, history)
-        diagnostics.restore(snapshot.get("diagnostics"))
-    started, step = time.perf_counter() - before, first - 1
-    for step in range(first, settings["steps"] + 1):
+    def step(step: int):
         batch = sample_batch(problem, sizes, settings["resample_collocation"], batches)
         batch = {key: to_device(values, device) for key, values in batch.items()}
         optimizer.zero_grad(set_to_none=True)
-        if variance == "exact":
-            optimizer.step(per_example_grads=stratified_example_gradients(model, batch, beta))
-        elif variance == "microbatch":
-            square_sums = stratified_microbatch_square_sums(model, batch, beta, arm["microbatches"])
-            diagnostics.before_step(step, lambda: exact_square_sums(model, batch, beta))
-            optimizer.step(square_sums=square_sums)
-        else:
-            pinn_loss_terms(model, batch, beta)["total"].backward()
-            diagnostics.before_step(step, lambda: exact_square_sums(model, batch, beta))
-            optimizer.step()
-        diagnostics.after_step()
-        if step % settings["eval_every"] == 0 or step == settings["steps"]:
-            record(step)
-        if resume is not None:
-            resume.tick(step, lambda: arm_snapshot(model, optimizer, batches, history, step, started,
-                                                   diagnostics=diagnostics.state()))
-    seconds = time.perf_counter() - started  # training and its evaluations
+        exact = lambda: exact_square_sums(model, batch, beta)  # noqa: E731
+        if arm.variance == "exact":
+            return {"per_example_grads": stratified_example_gradients(model, batch, beta)}, None
+        if arm.variance == "microbatch":
+            return {"square_sums": stratified_microbatch_square_sums(model, batch, beta, arm.microbatches)}, exact
+        pinn_loss_terms(model, batch, beta)["total"].backward()
+        return {}, exact
+
+    loop = ArmLoop(arm, seed, model, optimizer, batches, settings["steps"], settings["eval_every"],
+                   settings["diagnostics_every"])
+    run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
+    history, seconds = run.history, run.seconds
     reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
                               settings["target_l2"])
-    summary = {"optimizer": arm["optimizer"], "lr": arm["lr"], "seed": seed, "step_to_target": reached,
+    summary = {"optimizer": arm.name, "lr": arm.lr, "seed": seed, "step_to_target": reached,
                "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2)}
-    log(f"{arm['optimizer']} lr={arm['lr']:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
+    log(f"{arm.name} lr={arm.lr:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
         f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)")
     return history, summary
 
@@ -375,7 +354,7 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
         return problem, model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
 
-    def train(arm: dict[str, Any], seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
+    def train(arm: Arm, seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         problem, model, initial_state = prepared
         return train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=resume,
                          snapshot=snapshot)

@@ -19,8 +19,7 @@ from typing import Any
 import pandas as pd
 
 from growcert.config import stage_settings
-from growcert.experiments.common import format_steps, median_steps
-from growcert.experiments.pinn import steps_to_target
+from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_steps
 

@@ -31,14 +31,13 @@ Metrics, on the clean held-out pairs, every `eval_every` steps:
 - train_loss: the DPO loss on all training pairs with their (noisy) training labels;
 - gated_fraction: PopulationRiskAdam's fraction of blocked parameter updates, averaged over the steps
   since the previous record (NaN for AdamW); open_fraction and variance_ratio: `experiments.arms`.
-Outputs: curves.csv, summary.csv, pairs.npz, provenance.json; `plot_preference` and `preference_claims`
-read them.
+Outputs: curves.csv, summary.csv, pairs.npz, provenance.json; `preference_report` (figure, claim rows)
+reads them.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -50,13 +49,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, GateDiagnostics, hook_square_sums, make_poprisk,
-                                      poprisk_arms, variance_step)
-from growcert.experiments.common import arm_snapshot, restore_arm, run_arms, write_tables
+from growcert.experiments.arms import DIAGNOSTIC_COLUMNS, hook_square_sums, make_poprisk, poprisk_arms, variance_step
+from growcert.experiments.common import Arm, ArmLoop, run_arm, run_arms, write_tables
 from growcert.errors import ConfigError
 from growcert.models.llama import Llama
-from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.verdicts import LEVEL, Judgement, judge_samples, family_judgement
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
@@ -90,15 +86,16 @@ def all_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_length: int) 
                       for start in range(0, len(sequences), EVAL_CHUNK)])
 
 
-def optimizer_arms(settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """AdamW, then every PopulationRiskAdam variant at the section's weight decay."""
-    return [{"name": "AdamW", "kind": "adamw"}] + poprisk_arms(settings["poprisk"], [settings["weight_decay"]])
+def optimizer_arms(settings: dict[str, Any]) -> list[Arm]:
+    """AdamW, then every PopulationRiskAdam variant, all at the section's weight decay."""
+    return ([Arm("AdamW", "adamw", weight_decay=settings["weight_decay"])]
+            + poprisk_arms(settings["poprisk"], [settings["weight_decay"]]))
 
 
-def make_optimizer(arm: dict[str, Any], model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
+def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
     """AdamW or the arm's PopulationRiskAdam with the settings' lr, betas and weight decay."""
     lr, betas, decay = settings["lr"], tuple(settings["betas"]), settings["weight_decay"]
-    if arm["kind"] == "adamw":
+    if arm.kind == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=decay)
     return make_poprisk(arm, model.parameters(), lr, betas, settings["batch_size"], settings["pairs_train"])
 
@@ -128,11 +125,11 @@ def pair_losses(prompt_length: int, beta: float) -> Callable[..., torch.Tensor]:
     return losses
 
 
-def train_arm(arm: dict[str, Any], reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
+def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
               settings: dict[str, Any], seed: int, log: Callable[[str], None] = print, resume=None,
               snapshot=None) -> tuple[nn.Module, list[dict], dict]:
-    """DPO from the reference weights with optimizer `arm`; returns the policy, curve rows, summary row.
-    With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
+    """DPO from the reference weights with optimizer `arm` (`common.run_arm`); returns the policy, curve rows,
+    summary row. With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
 
     `train` and `test` hold token ids "chosen" and "rejected" (n, P + L), the reference's log-probs
     "reference_chosen" / "reference_rejected" (n,), and for `train` the bool mask "swapped"; a swapped
@@ -143,72 +140,59 @@ def train_arm(arm: dict[str, Any], reference: nn.Module, train: dict[str, torch.
     policy.requires_grad_(True)
     policy.eval()  # no dropout in DPO's log-probs (the pipeline's models have none anyway)
     optimizer = make_optimizer(arm, policy, settings)
-    name, paired, loss_fn = arm["name"], PairedPolicy(policy), pair_losses(prompt_length, beta)
-    diagnostics = GateDiagnostics(optimizer, settings["diagnostics_every"])
-    swapped = train["swapped"].unsqueeze(1)
-    labelled = {  # the training labels as the learner sees them, a share swap_rate of them wrong
-        "chosen": torch.where(swapped, train["rejected"], train["chosen"]),
-        "rejected": torch.where(swapped, train["chosen"], train["rejected"]),
-        "reference_chosen": torch.where(train["swapped"], train["reference_rejected"], train["reference_chosen"]),
-        "reference_rejected": torch.where(train["swapped"], train["reference_chosen"], train["reference_rejected"]),
-    }
+    paired, loss_fn = PairedPolicy(policy), pair_losses(prompt_length, beta)
+    labelled = swapped_labels(train)  # the training labels as the learner sees them, a share swap_rate wrong
     pairs = torch.stack((labelled["chosen"], labelled["rejected"]), dim=1)  # (n, 2, P + L)
     pair_reference = torch.stack((labelled["reference_chosen"], labelled["reference_rejected"]), dim=1)
     # The batch order depends on the seed only, so every optimizer sees the same batches.
     batches = torch.Generator().manual_seed(seed + 1)
     pairs_train, batch = len(train["chosen"]), settings["batch_size"]
-    history: list[dict[str, Any]] = []
-    gated: list[float] = []
 
-    def record(step: int) -> dict[str, Any]:
+    def evaluate(step: int) -> dict[str, float]:
         chosen = beta * (all_logprobs(policy, test["chosen"], prompt_length) - test["reference_chosen"])
         rejected = beta * (all_logprobs(policy, test["rejected"], prompt_length) - test["reference_rejected"])
         train_loss = dpo_loss(all_logprobs(policy, labelled["chosen"], prompt_length),
                               all_logprobs(policy, labelled["rejected"], prompt_length),
                               labelled["reference_chosen"], labelled["reference_rejected"], beta).mean().item()
-        row = {"optimizer": name, "seed": seed, "step": step, "heldout_reward_acc": reward_accuracy(chosen, rejected),
-               "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss,
-               "gated_fraction": float(np.mean(gated)) if gated else math.nan, **diagnostics.row()}
-        gated.clear()
-        history.append(row)
-        return row
+        return {"heldout_reward_acc": reward_accuracy(chosen, rejected),
+                "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss}
 
-    if snapshot is None:
-        record(0)
-        first, before = 1, 0.0
-    else:  # weights, optimiser state, the batch generator and the gate readings since the last evaluation
-        first, before = restore_arm(snapshot, policy, optimizer, batches, history)
-        gated[:] = snapshot["gated"]
-        diagnostics.restore(snapshot.get("diagnostics"))
-    started, step = time.perf_counter() - before, first - 1
-    for step in range(first, settings["steps"] + 1):
+    def step(step: int):
         drawn = torch.randperm(pairs_train, generator=batches)[:batch].to(pairs.device)  # fresh, per step
         batch_data = (pairs[drawn][..., :-1], pairs[drawn][..., prompt_length:], pair_reference[drawn])
         loss, square_sums = variance_step(optimizer, paired, loss_fn, *batch_data)
         if not torch.isfinite(loss):
-            raise FloatingPointError(f"DPO loss became {loss.item()} at step {step} ({name}); lower preference.lr")
-        diagnostics.before_step(step, hook_square_sums(paired, loss_fn, *batch_data))
-        if square_sums is not None:
-            optimizer.step(square_sums=square_sums)
-        else:
-            optimizer.step()
-        diagnostics.after_step()
-        if getattr(optimizer, "last_gated_fraction", None) is not None:
-            gated.append(optimizer.last_gated_fraction)
-        if step % settings["eval_every"] == 0 or step == settings["steps"]:
-            row = record(step)
-            if step % (settings["eval_every"] * 10) == 0:
-                log(f"  {name} seed {seed} step {step}: held-out reward acc {row['heldout_reward_acc']:.3f}  "
-                    f"drift {row['drift']:.3f}  ({time.perf_counter() - started:.0f}s)")
-        if resume is not None:
-            resume.tick(step, lambda: arm_snapshot(policy, optimizer, batches, history, step, started,
-                                                   gated=list(gated), diagnostics=diagnostics.state()))
-    seconds = time.perf_counter() - started
-    summary = {"optimizer": name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
+            raise FloatingPointError(f"DPO loss became {loss.item()} at step {step} ({arm.name}); lower preference.lr")
+        return ({} if square_sums is None else {"square_sums": square_sums},
+                hook_square_sums(paired, loss_fn, *batch_data))
+
+    def after_record(row: dict[str, Any], seconds: float) -> bool:
+        if row["step"] % (settings["eval_every"] * 10) == 0:
+            log(f"  {arm.name} seed {seed} step {row['step']}: held-out reward acc {row['heldout_reward_acc']:.3f}  "
+                f"drift {row['drift']:.3f}  ({seconds:.0f}s)")
+        return False
+
+    loop = ArmLoop(arm, seed, policy, optimizer, batches, settings["steps"], settings["eval_every"],
+                   settings["diagnostics_every"], after_record=after_record)
+    run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
+    history, seconds = run.history, run.seconds
+    summary = {"optimizer": arm.name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
                "final_drift": history[-1]["drift"], "seconds": round(seconds, 2)}
-    log(f"{name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
+    log(f"{arm.name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
         f"{summary['final_drift']:.3f} after {settings['steps']} steps ({seconds:.0f}s)")
     return policy, history, summary
+
+
+def swapped_labels(train: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The training pairs with the continuations (and their reference log-probs) of the "swapped" pairs
+    exchanged: the labels the learner sees."""
+    swapped = train["swapped"].unsqueeze(1)
+    return {
+        "chosen": torch.where(swapped, train["rejected"], train["chosen"]),
+        "rejected": torch.where(swapped, train["chosen"], train["rejected"]),
+        "reference_chosen": torch.where(train["swapped"], train["reference_rejected"], train["reference_chosen"]),
+        "reference_rejected": torch.where(train["swapped"], train["reference_chosen"], train["reference_rejected"]),
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -287,7 +271,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
         swaps[f"swapped_seed{seed}"] = swap_labels(settings["pairs_train"], settings["swap_rate"], seed)
         return swaps[f"swapped_seed{seed}"]
 
-    def train(arm: dict[str, Any], seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
+    def train(arm: Arm, seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
         _, history, summary = train_arm(arm, reference, {**tensors["train"], "swapped": swapped.to(device)}, tensors["test"],
                                         settings, seed, log, resume=resume, snapshot=snapshot)
@@ -307,73 +291,3 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
                         pair_seconds=round(pair_seconds, 2), **device_record(device))
     resume.folder.clear()
     return written
-
-
-# ---------------------------------------------------------------------------
-# figure and claims
-
-
-def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
-    """Held-out reward accuracy, drift and training loss against step, one line per optimizer
-    (band: range over seeds)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from growcert.report.figures import save_figure
-
-    curves = pd.read_csv(curves_csv)
-    panels = (("heldout_reward_acc", "held-out reward accuracy (clean pairs)"),
-              ("drift", "drift: mean |β log π/π_ref| (held-out)"),
-              ("train_loss", "DPO loss on noisy training labels"))
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for axis, (column, title) in zip(axes, panels):
-        sns.lineplot(curves, x="step", y=column, hue="optimizer", errorbar=("pi", 100), ax=axis,
-                     legend=column == "heldout_reward_acc")
-        axis.set_title(title)
-        axis.set_ylabel(column.replace("_", " "))
-        axis.grid(alpha=0.3)
-    axes[0].axhline(0.5, color="grey", linewidth=0.7, linestyle=":")
-    figure.tight_layout()
-    save_figure(figure, out_png)
-
-
-def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
-    AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
-    then each claim over every variant with Bonferroni."""
-    settings = stage_settings("preference", settings)
-    table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])
-    if "AdamW" not in table["optimizer"].values:
-        raise ValueError("preference summary lacks the AdamW baseline")
-    medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
-    adamw, seeds = medians.loc["AdamW"], table["seed"].nunique()
-    model = f"Hugging Face model {settings['hf_model']}" if settings["hf_model"] else "the pipeline's byte llama"
-    note = (f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
-            f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
-            f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
-            f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; {seeds} seed(s), paired.")
-    variants = [name for name in medians.index if name != "AdamW"]
-    measures = {
-        "p2_dpo_accuracy": lambda v: by_seed["final_reward_acc"][v] - by_seed["final_reward_acc"]["AdamW"],
-        "p2_dpo_drift": lambda v: by_seed["final_drift"]["AdamW"] / by_seed["final_drift"][v],
-    }
-    rows = []
-    for key, measure in measures.items():
-        def judge(level: float, key=key, measure=measure) -> dict[str, Judgement]:
-            return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level) for v in variants}
-
-        for variant, judgement in judge(LEVEL).items():
-            gated = medians.loc[variant]
-            this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
-                        key == "p2_dpo_accuracy" else
-                        f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
-            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note))
-        if variants:
-            name, judgement = family_judgement(judge, LEVEL, len(variants))
-            rows.append(claim_row(key, judgement, scope=f"every variant, Bonferroni; deciding: {name}",
-                                  this_run=f"{len(variants)} variants against AdamW", note=note))
-    return rows

@@ -4,8 +4,8 @@ Output-space dynamics along the actual training trajectory of a small residual M
 on (a) a subset of scikit-learn digits, with squared loss on one-hot targets and with cross-entropy,
 and (b) a 1-d regression task with label noise. The operators (propagator P, dissipation Gramian W_S,
 transfer operators G_S, G_Q) and their definitions live in `growcert.experiments.theory_dynamics`; numerics on
-the recorded matrices in `growcert.stats.kernels`. This module runs the experiments, draws the figure
-and writes the claim rows:
+the recorded matrices in `growcert.stats.kernels`. This module runs the experiments (`theory_report` draws
+the figure and writes the check and claim rows):
 
 - Per gradient-descent run: channel/reservoir split of W_S, reservoir invisibility (Prop. 3.2) and
   the train–test coupling residual R_⊥ (defined in `growcert.experiments.theory_dynamics`).
@@ -16,13 +16,11 @@ and writes the claim rows:
   norm placed entirely in the reservoir or in the channel of that trajectory.
 
 Outputs of `run_theory`: summary.csv (tidy: task, loss, seed, measure, value), spectrum.csv
-(eigenvalues of W_S(0→t) at each checkpoint), drift.csv, provenance.json; `plot_theory` and
-`theory_claims` read them.
+(eigenvalues of W_S(0→t) at each checkpoint), drift.csv, provenance.json; `theory_report` reads them.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -34,11 +32,9 @@ import torch
 
 from growcert.config import stage_settings
 from growcert.experiments.common import run_arms, write_tables
-from growcert.report.claims import CLAIMS, check_row, claim_row
-from growcert.report.verdicts import LEVEL, judge_samples
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
-from growcert.stats.kernels import root_mean_square, split_channel
+from growcert.stats.kernels import split_channel
 from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
                                       digits_task, drift_exponents, fit_metrics, regression_task, sgd_drift,
                                       spectrum_rows, test_prediction_rms, train_gd, trajectory_measures)
@@ -53,8 +49,6 @@ from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, 
 SUMMARY_COLUMNS = ["task", "loss", "seed", "measure", "value"]
 SPECTRUM_COLUMNS = ["task", "loss", "seed", "step", "index", "eigenvalue"]
 DRIFT_COLUMNS = ["task", "loss", "seed", "replicate", "T", "drift_norm", "fluctuation_norm"]
-INVISIBLE_BELOW = 1e-2  # ratio ‖G_Q|ker‖/‖G_Q|range‖ under which the claim counts as holding
-BENIGN_BELOW = 1e-2  # test response to reservoir noise / to same-norm channel noise, for "benign"
 
 
 # ---------------------------------------------------------------------------------------------- experiments
@@ -188,157 +182,3 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
     written = write_tables(out_dir, settings, tables, **device_record(device))
     resume.folder.clear()
     return written
-
-
-# ---------------------------------------------------------------------------------------------- figure, claims
-
-
-def _run_label(task: str, loss: str) -> str:
-    return f"{task}/{loss.replace('cross_entropy', 'CE')}"
-
-
-def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
-    """Three panels from run_theory's CSVs (first seed): the W_S eigen-spectrum at each checkpoint
-    (relative to the final λ_max, with the rank tolerance), where the regression label noise sits and
-    what same-norm noise in the reservoir or the channel does to the test outputs, and the SGD drift
-    and fluctuation RMS against T with the fitted slopes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from growcert.report.figures import save_figure
-
-    out_dir = Path(out_dir)
-    summary, spectrum = pd.read_csv(out_dir / "summary.csv"), pd.read_csv(out_dir / "spectrum.csv")
-    drift = pd.read_csv(out_dir / "drift.csv")
-    rank_tol = json.loads((out_dir / "provenance.json").read_text()).get("settings", {}).get("rank_tol")
-    seed = int(summary["seed"].min())
-    figure, axes = plt.subplots(1, 3, figsize=(16, 4.4))
-    colours = dict(zip(summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None),
-                       plt.get_cmap("tab10").colors))
-
-    axis = axes[0]
-    for (task, loss), frame in spectrum[spectrum["seed"] == seed].groupby(["task", "loss"], sort=False):
-        steps = sorted(frame["step"].unique())
-        top = frame.loc[frame["step"] == steps[-1], "eigenvalue"].max()
-        for position, (step, at_step) in enumerate(frame.groupby("step")):
-            values = np.clip(at_step.sort_values("index")["eigenvalue"].to_numpy() / top, 1e-18, None)
-            axis.plot(np.arange(1, len(values) + 1), values, color=colours[(task, loss)],
-                      alpha=0.25 + 0.75 * (position + 1) / len(steps), linewidth=1.0,
-                      label=f"{_run_label(task, loss)} (steps {steps[0]}…{steps[-1]}, light → dark)"
-                      if step == steps[-1] else None)
-    if rank_tol:
-        axis.axhline(rank_tol, color="grey", linestyle=":", linewidth=1, label=f"rank tolerance {rank_tol:g}")
-    axis.set(yscale="log", xscale="log", xlabel="eigenvalue index", ylabel="eigenvalue of W_S(0→t) / final λ_max",
-             title="dissipation Gramian spectrum over training")
-    axis.legend(fontsize=7)
-
-    axis = axes[1]
-    noise = summary[(summary["task"] == "regression") & (summary["seed"] == seed)].set_index("measure")["value"]
-    groups = {"label-noise energy fraction": ("noise_reservoir_fraction", "noise_channel_fraction"),
-              "test response (RMS) to\nsame-norm injected noise": ("response_reservoir_noise_retrained",
-                                                                 "response_channel_noise_retrained"),
-              "Δ test MSE from\nsame-norm injected noise": ("delta_test_mse_reservoir_noise",
-                                                           "delta_test_mse_channel_noise")}
-    for offset, (part, colour) in enumerate((("reservoir", "tab:blue"), ("channel", "tab:orange"))):
-        values = [abs(noise.get(names[offset], np.nan)) for names in groups.values()]
-        bars = axis.bar(np.arange(len(groups)) + (offset - 0.5) * 0.38, values, 0.38, color=colour, label=part)
-        axis.bar_label(bars, labels=[f"{v:.1e}" for v in values], fontsize=7)
-    axis.set_xticks(np.arange(len(groups)), list(groups), fontsize=8)
-    axis.set(yscale="log", ylabel="value (log scale)", title="regression label noise: reservoir vs channel")
-    axis.legend(fontsize=8)
-
-    axis = axes[2]
-    for (task, loss), frame in drift[drift["seed"] == seed].groupby(["task", "loss"], sort=False):
-        by_t = frame.groupby("T")
-        horizons = np.array(sorted(by_t.groups))
-        exponents = summary[(summary["task"] == task) & (summary["loss"] == loss) & (summary["seed"] == seed)]
-        slope = exponents.set_index("measure")["value"]
-        for column, style, name in (("drift_norm", "-", "drift"), ("fluctuation_norm", "--", "fluctuation")):
-            rms = by_t[column].apply(lambda v: float(root_mean_square(v.to_numpy()))).loc[horizons]
-            measure = "drift_exponent" if name == "drift" else "fluctuation_exponent"
-            axis.plot(horizons, rms, style, color=colours[(task, loss)],
-                      label=f"{_run_label(task, loss)} {name}: slope {slope.get(measure, np.nan):.2f}")
-    axis.set(xscale="log", yscale="log", xlabel="SGD steps T", ylabel="RMS over batch streams (channel coords)",
-             title="SGD drift (∝T) and fluctuation (∝√T)")
-    axis.legend(fontsize=7)
-    for axis in axes:
-        axis.grid(alpha=0.3, which="both")
-    figure.tight_layout()
-    save_figure(figure, out_png)
-
-
-def _medians(summary: pd.DataFrame) -> pd.DataFrame:
-    """Median over seeds: rows (task, loss), columns measures."""
-    return summary.pivot_table(index=["task", "loss"], columns="measure", values="value", aggfunc="median")
-
-
-def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Three check rows (claims.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
-    (claims.ROW_COLUMNS, judged over seeds) from summary.csv."""
-    settings = stage_settings("theory", settings)
-    summary = pd.read_csv(Path(out_dir) / "summary.csv")
-    table = _medians(summary)
-    runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
-    seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"
-    rows = []
-
-    with_reservoir = [(t, l, r) for t, l, r in runs if r["reservoir_dim"] > 0 and np.isfinite(r["invisibility_ratio"])]
-    worst = max((r["invisibility_ratio"] for _, _, r in with_reservoir), default=math.nan)
-    rows.append(check_row(
-        "p2_reservoir_invisible",
-        this_run="; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
-                              f"(reservoir {r['reservoir_dim']:.0f}/{r['outputs']:.0f})"
-                              if np.isfinite(r["invisibility_ratio"]) else f"{_run_label(t, l)}: reservoir empty"
-                              for t, l, r in runs),
-        passed=bool(with_reservoir and worst < INVISIBLE_BELOW),
-        note=(f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
-                 f"eigenvalues of W_S ≤ rank_tol·λ_max, so the ratio is capped by the Cauchy–Schwarz bound "
-                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}.")))
-
-    noise = table.loc[("regression", "squared")]
-    reservoir, channel = noise["response_reservoir_noise_retrained"], noise["response_channel_noise_retrained"]
-    rows.append(check_row(
-        "p2_benign_noise",
-        this_run=(f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
-                     f"response to same-norm noise: reservoir {reservoir:.1e} vs channel {channel:.1e} RMS, "
-                     f"Δ test MSE {noise['delta_test_mse_reservoir_noise']:.1e} vs "
-                     f"{noise['delta_test_mse_channel_noise']:.1e}; the iid noise cost "
-                     f"{noise['delta_test_mse_iid']:.1e} test MSE"),
-        passed=bool(np.isfinite(reservoir) and np.isfinite(channel) and reservoir < BENIGN_BELOW * channel),
-        note=(f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
-                 f"norm as the iid noise placed entirely in the reservoir or the channel of the noisy run's W_S, "
-                 f"retrained from the same initialisation; holds if the reservoir response is < "
-                 f"{BENIGN_BELOW:g} × the channel response. {seeds}.")))
-
-    squared = [(t, l, r) for t, l, r in runs if l == "squared"]
-    other = [(t, l, r) for t, l, r in runs if l != "squared"]
-    rows.append(check_row(
-        "p2_coupling_residual",
-        this_run="; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
-                              + (f" (cap {r['coupling_bound']:.1e})" if l == "squared" else "")
-                              for t, l, r in squared + other),
-        passed=bool(squared and all(r["coupling_residual"] <= r["coupling_bound"] for _, _, r in squared)),
-        note=("R_⊥ = ‖ΔG_Q Π_ker ΔG_S · g_0‖/‖ΔG_Q g_0‖, worst start checkpoint; with the truncated "
-                 "pseudo-inverse the squared-loss residual is provably below the cap "
-                 "√(2ΔE_Q·rank_tol·σ_max/(2−c)), "
-                 "which is its numerical zero; holds if every squared-loss run is below its cap. Cross-entropy "
-                 "has no such guarantee and is reported as measured. " + seeds + ".")))
-
-    fits = [(t, l, r["drift_exponent"], r["fluctuation_exponent"]) for t, l, r in runs]
-    # dropna=False: an exponent undetermined in every seed stays a NaN column; np.max propagates a NaN
-    # (Python's max drops it depending on order), so such a seed has no determined deviation
-    per_seed = summary.pivot_table(index="seed", columns=["task", "loss", "measure"], values="value", dropna=False)
-    deviations = [float(np.max([[abs(per_seed[(t, l, "drift_exponent")][seed] - 1),
-                                 abs(per_seed[(t, l, "fluctuation_exponent")][seed] - 0.5)] for t, l, _, _ in fits]))
-                  for seed in per_seed.index] if fits else []
-    rows.append(claim_row(
-        "p2_drift_diffusion", judge_samples(CLAIMS["p2_drift_diffusion"].effect, deviations, LEVEL),
-        this_run="median drift / fluctuation exponents: " + "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}"
-                                                                      for t, l, d, f in fits),
-        note=(f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
-                 f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
-                 f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; per seed the largest deviation "
-                 f"from 1 and 0.5 over every run. {seeds}.")))
-    return rows

@@ -1,0 +1,83 @@
+"""Reading a noisy-label DPO run (growcert.experiments.preference; docs/science.md, "preference (P2, noisy-label DPO)"): the curves figure and the
+claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against AdamW, paired by
+seed) and each claim over every variant with Bonferroni.
+
+Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from growcert.config import stage_settings
+from growcert.report.claims import CLAIMS, claim_row
+from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_samples
+
+
+def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
+    """Held-out reward accuracy, drift and training loss against step, one line per optimizer
+    (band: range over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from growcert.report.figures import save_figure
+
+    curves = pd.read_csv(curves_csv)
+    panels = (("heldout_reward_acc", "held-out reward accuracy (clean pairs)"),
+              ("drift", "drift: mean |β log π/π_ref| (held-out)"),
+              ("train_loss", "DPO loss on noisy training labels"))
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for axis, (column, title) in zip(axes, panels):
+        sns.lineplot(curves, x="step", y=column, hue="optimizer", errorbar=("pi", 100), ax=axis,
+                     legend=column == "heldout_reward_acc")
+        axis.set_title(title)
+        axis.set_ylabel(column.replace("_", " "))
+        axis.grid(alpha=0.3)
+    axes[0].axhline(0.5, color="grey", linewidth=0.7, linestyle=":")
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
+    AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
+    then each claim over every variant with Bonferroni."""
+    settings = stage_settings("preference", settings)
+    table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
+    by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])
+    if "AdamW" not in table["optimizer"].values:
+        raise ValueError("preference summary lacks the AdamW baseline")
+    medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
+    adamw, seeds = medians.loc["AdamW"], table["seed"].nunique()
+    model = f"Hugging Face model {settings['hf_model']}" if settings["hf_model"] else "the pipeline's byte llama"
+    note = (f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
+            f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
+            f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
+            f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; {seeds} seed(s), paired.")
+    variants = [name for name in medians.index if name != "AdamW"]
+    measures = {
+        "p2_dpo_accuracy": lambda v: by_seed["final_reward_acc"][v] - by_seed["final_reward_acc"]["AdamW"],
+        "p2_dpo_drift": lambda v: by_seed["final_drift"]["AdamW"] / by_seed["final_drift"][v],
+    }
+    rows = []
+    for key, measure in measures.items():
+        def judge(level: float, key=key, measure=measure) -> dict[str, Judgement]:
+            return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level) for v in variants}
+
+        for variant, judgement in judge(LEVEL).items():
+            gated = medians.loc[variant]
+            this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
+                        key == "p2_dpo_accuracy" else
+                        f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
+            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note))
+        if variants:
+            name, judgement = family_judgement(judge, LEVEL, len(variants))
+            rows.append(claim_row(key, judgement, scope=f"every variant, Bonferroni; deciding: {name}",
+                                  this_run=f"{len(variants)} variants against AdamW", note=note))
+    return rows

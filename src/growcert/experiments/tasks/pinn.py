@@ -1,0 +1,34 @@
+"""P2 noisy PINN as a protocol task: training in `experiments.pinn`; figure, claims and the report table
+(best lr per optimizer) in `experiments.pinn_report`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+HELP = "P2 noisy PINN (1-d advection): steps to test l2 <= target, tuned AdamW vs PopulationRiskAdam"
+GATE_TITLE = "PINN: gate diagnostics (every lr)"
+
+
+def run(settings: dict[str, Any], out: Path, **runtime: Any) -> None:
+    from growcert.experiments.pinn import run_pinn
+
+    run_pinn(settings, out, **runtime)
+
+
+def table(out: Path):
+    from growcert.experiments.pinn_report import pinn_table
+
+    return pinn_table(out / "summary.csv")
+
+
+def figures(out: Path, figure: Path) -> None:
+    from growcert.experiments.pinn_report import plot_pinn
+
+    plot_pinn(out / "curves.csv", figure)
+
+
+def claims(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    from growcert.experiments.pinn_report import pinn_claims
+
+    return pinn_claims(out / "summary.csv", settings)
