@@ -183,3 +183,7 @@ def test_the_snakemake_target_plans_one_advise_job(llama, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     command = next(line for line in result.stdout.splitlines() if line.startswith("Shell command: growcert advise"))
     assert f"--model {checkpoint} --data {data}" in command and '"test_examples": 64' in command
+    configfile.write_text(json.dumps({"results": str(tmp_path / "results")}))
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "advise", "--configfile", str(configfile)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "config key 'advise.model': null" in result.stdout + result.stderr

@@ -99,9 +99,9 @@ def _decide(row: pd.Series, plateau: bool, deepest: pd.Series, z: float, level: 
         return NO_EVIDENCE, (f"The value is clear ({row['value_detectability']:.1f} SE from 0), but at (M, K) = "
                              f"({row['M']}, {row['K']}) {state}."), math.nan
     return GROW, (f"The first-order value {row['value']:.3g} (interval [{row['value_lo']:.3g}, {row['value_hi']:.3g}]) "
-                  f"excludes 0 and B_exact = {row['b_exact']:.3g} at (M, K) = ({row['M']}, {row['K']}): a step fit on "
-                  f"{row['M']} training examples agrees with the held-out direction with probability at least "
-                  f"{1 - row['b_exact']:.0%}."), math.nan
+                  f"excludes 0 and B_exact = {row['b_exact']:.3g} at (M, K) = ({row['M']}, {row['K']}): the mean gradient of "
+                  f"{row['M']} examples agrees in sign with that of {row['K']} unseen ones with probability at least "
+                  f"{1 - row['b_exact']:.0%} (P1's bound, for examples drawn like the held-out ones)."), math.nan
 
 
 def recommendation(table: pd.DataFrame, level: float) -> str:
@@ -159,7 +159,8 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
         f"{about['n_train']:,} training and {about['n_test']:,} held-out examples of {about['data']} (seed "
         f"{about['seed']}), q reduced by {about['reduction']}; certificates at (M, K) = ({about['M']}, {about['K']}); "
         f"intervals at {percent(about['level'])}. The value is the unbiased ‖E[Σ_t q_t h_tᵀ]‖² of a zero-output "
-        "block (raw and × ‖z‖²/‖h‖²); d_align (raw estimate shown, NaN-free) and B_exact, B_align are P1's. "
+        "block (raw and × ‖z‖²/‖h‖²); d_align (the raw estimate, shown where undetermined too), B_exact and "
+        "B_align are P1's, from the held-out moments. "
         "The decision rule is growcert's docs/science.md, section \"advise\"; every figure is in advice.csv.", ""])
 
 
