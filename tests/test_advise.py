@@ -187,3 +187,16 @@ def test_the_snakemake_target_plans_one_advise_job(llama, tmp_path):
     result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "advise", "--configfile", str(configfile)],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "config key 'advise.model': null" in result.stdout + result.stderr
+
+
+def test_a_text_split_shorter_than_one_context_stops_the_dump_naming_the_dataset():
+    """Tokens can be fewer than bytes, so only the dump sees a tokenized split that holds no window."""
+    from growcert.data import PreparedDataset
+    from growcert.data.batches import dump_examples
+    from growcert.errors import DatasetError
+
+    stream = np.arange(200, dtype=np.uint8)
+    data = PreparedDataset("short", {"kind": "text"}, stream, None, stream[:16], None, np.zeros(1, np.int64),
+                           np.zeros(1, np.int64))
+    with pytest.raises(DatasetError, match="'short'.*test split holds no example .fewer than 16 \\+ 1 tokens"):
+        dump_examples(data, stage_settings("dump"), 16)

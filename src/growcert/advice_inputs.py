@@ -62,8 +62,9 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
     from growcert.models import family_of
     from growcert.models.blocks import stream_features
 
-    advise = stage_settings("advise", {**settings, **({"train_examples": examples, "test_examples": examples}
-                                                      if examples is not None else {}),
+    advise = stage_settings("advise", {**settings, "model": str(model), "data": str(data),
+                                       **({"train_examples": examples, "test_examples": examples}
+                                          if examples is not None else {}),
                                        **({"growth_dims": growth_dims} if growth_dims is not None else {})})
     model, data = Path(model), Path(data)
     if not model.exists():
@@ -142,11 +143,12 @@ def prepared_data(inputs: AdviceInputs, work: Path):
     except DatasetError as error:
         raise DatasetError(f"--data {inputs.data_path}: {error}") from None
     data = load_prepared(work / "text")
+    # The estimators need 4 examples of a pool (stats.moments); tokens can only be fewer than bytes.
     short = [split for split, stream in (("training", data.train_x), ("held-out", data.test_x))
-             if window_count(stream, inputs.context) == 0]
+             if window_count(stream, inputs.context) < 4]
     if short:
-        raise DatasetError(f"--data {inputs.data_path}: its {short[0]} side holds less than one context of "
-                           f"{inputs.context} tokens (+1 target); give more text")
+        raise DatasetError(f"--data {inputs.data_path}: its {short[0]} side holds fewer than 4 contexts of "
+                           f"{inputs.context} tokens (+1 target), the fewest the estimators take; give more text")
     return data
 
 
