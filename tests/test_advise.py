@@ -200,3 +200,31 @@ def test_a_text_split_shorter_than_one_context_stops_the_dump_naming_the_dataset
                            np.zeros(1, np.int64))
     with pytest.raises(DatasetError, match="'short'.*test split holds no example .fewer than 16 \\+ 1 tokens"):
         dump_examples(data, stage_settings("dump"), 16)
+
+
+def test_a_value_no_larger_than_the_deepest_points_is_saturated(tmp_path):
+    """The constructed store's clear point, copied to three points with scale-invariant values 5, 5.5 and 5 (SE 1):
+    every difference is within the plateau margin 1.96·√2, so block0 and block1 are saturated and the deepest
+    (never saturated) is where to grow; with the deepest at 0.5 no point is saturated, block1 leads block0 by
+    less than the margin, and the recommendation says so."""
+    store = _constructed_store(tmp_path / "constructed.zarr")
+    alignment = estimate_alignment(store, stage_settings("alignment", {"reductions": ["sum_positions"]}),
+                                   log=lambda _: None).query("point == 'block0'")
+    depth = estimate_depth(store, {"pools": ["test"]}, log=lambda _: None).query("point == 'block0'")
+    points = ["block0", "block1", "block2"]
+
+    def decide(scaled, fourth_moment=None):
+        held_out = alignment if fourth_moment is None else alignment.assign(mu_4=fourth_moment)
+        copies = pd.concat([held_out.assign(point=point) for point in points])
+        values = pd.concat([depth.assign(point=point, point_index=i, scaled_value=v, scaled_value_se=1.0)
+                            for i, (point, v) in enumerate(zip(points, scaled))])
+        table = advice_table(copies, values, 32, 32, 0.95, 2.0)
+        return list(table["decision"]), recommendation(table, 0.95)
+
+    decisions, line = decide([5.0, 5.5, 5.0])
+    assert decisions == ["saturated", "saturated", GROW] and line.startswith("Grow at block2")
+    decisions, line = decide([5.0, 5.5, 0.5])
+    assert decisions == [GROW, GROW, GROW] and line.startswith("Grow at block1") and "within noise" in line
+    # ‖μ‖⁴ ≪ V makes B_exact = V/(V + ‖μ‖⁴) ≈ 1: a clear value with a vacuous certificate is no evidence
+    decisions, line = decide([5.0, 5.5, 0.5], fourth_moment=1e-12)
+    assert decisions == [NO_EVIDENCE] * 3 and line.startswith("Do not grow") and "(3 no evidence)" in line

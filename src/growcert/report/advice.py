@@ -58,12 +58,12 @@ def advice_table(alignment: pd.DataFrame, depth: pd.DataFrame, M: int, K: int, l
     rows = []
     for point, value in values.iterrows():
         signal = held_out.loc[point]
+        certificate = certificate_columns(signal.to_dict(), M, K)
         rows.append({"point": point, "point_index": int(value["point_index"]),
-                     **{f"{name}": signal[name] for name in ALIGNMENT_COLUMNS},
+                     **{name: signal[name] for name in ALIGNMENT_COLUMNS},
                      **{name: value[name] for name in DEPTH_COLUMNS},
-                     **{name: certificate_columns(signal.to_dict(), M, K)[name] for name in CERTIFICATE_COLUMNS}})
-    table = pd.DataFrame(rows)
-    table = table.rename(columns={"status": "alignment_status"})
+                     **{name: certificate[name] for name in CERTIFICATE_COLUMNS}})
+    table = pd.DataFrame(rows).rename(columns={"status": "alignment_status"})
     _, plateau = saturated_levels(table["scaled_value"], table["scaled_value_se"], level)
     z = normal_quantile(level)
     decided = [_decide(row, bool(plateau[i]), table.iloc[-1], z, level, threshold) for i, row in table.iterrows()]
