@@ -1,10 +1,11 @@
 """The inputs of `growcert advise`, checked before anything is computed, and the work folder it dumps into.
 
-`advice_inputs(model, data, out, settings)` reads the model once (a growcert checkpoint `step*.pt`, or a Hugging
-Face causal-LM folder: family `hf`), checks the data against it (a prepared folder of the kind the family reads,
-or, for a language model, a plain text file long enough for one context on each side), checks the proposed
-growth against the stream's width, and resolves the settings of the three stages `advise` wires together
-(dump, alignment, depth: their schema defaults, with the `advise` section's sample, reduction and context).
+`advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert checkpoint
+`step*.pt`, or a Hugging Face causal-LM folder: family `hf`), checks the data against it (a prepared folder of
+the kind the family reads, or, for a language model, a plain text file long enough for one context on each
+side), checks the proposed growth against the stream's width, and resolves the settings of the three stages
+`advise` wires together (dump, alignment, depth: their schema defaults, with the `advise` section's sample,
+reduction and context).
 Every problem is one line naming the input (`--model`, `--data`, `--growth-dims`) and nothing is written.
 
 `work_folder(out)` is where the dump's store (and a text file's prepared streams) live while the command runs:
