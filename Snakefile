@@ -22,6 +22,7 @@ include: "rules/interventions.smk"
 include: "rules/depth.smk"
 include: "rules/poprisk.smk"
 include: "rules/report.smk"
+include: "rules/advise.smk"
 
 
 rule all:

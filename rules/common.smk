@@ -13,6 +13,7 @@ from growcert.config import context_of_tag, run_wildcards
 from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_settings, pretrained_stores
 from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
 from growcert.experiments import EXPERIMENTS, task as p2_task
+from growcert.config import advise_inputs
 from growcert.runtime import resolve_device, wants_gpu
 
 try:

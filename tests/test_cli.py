@@ -72,6 +72,7 @@ CASES = {
     "summarize-training": ("{R} --out {O}/t.csv", None, "{R}"),
     "plot-training": ("--table {A} --out {O}/f.png", None, "{A}"),
     "report": ("--results {R} --out {O}/r.html", None, "{R}"),
+    "advise": ("--model {C} --data {D} --out {O}", {}, "{C}"),
 }
 
 
@@ -116,7 +117,8 @@ def test_a_missing_input_file_is_one_line_naming_it_and_nothing_is_written(stage
 
 
 # The stages that run torch on the config's device (theory takes the option too and stays on the CPU).
-DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference"]
+DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference",
+                 "advise"]
 
 
 @pytest.mark.skipif(torch_sees_cuda(), reason="asserts the refusal on a machine without CUDA")

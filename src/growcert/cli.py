@@ -19,7 +19,7 @@ from typing import Any
 SETTINGS_STAGE = {"train": "train", "dump": "dump", "estimate-alignment": "alignment",
                   "estimate-misalignment": "alignment", "summarize-alignment": "alignment", "intervene": "intervene",
                   "estimate-depth": "depth", "summarize-depth": "depth", "grow": "grow", "grokking": "grokking",
-                  "pinn": "pinn", "preference": "preference", "theory": "theory"}
+                  "pinn": "pinn", "preference": "preference", "theory": "theory", "advise": "advise"}
 
 
 def parse_settings(text: str) -> dict[str, Any]:
@@ -223,11 +223,42 @@ def cmd_report(args: argparse.Namespace) -> None:
         _log(first_screen(args.out, args.screenshot))
 
 
+def _progress(label: str):
+    """A one-line progress bar on a terminal's stderr (nothing in a log file)."""
+    def show(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{label} [{'#' * (30 * done // total):<30}] {done}/{total}", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+    return show
+
+
+def cmd_advise(args: argparse.Namespace) -> None:
+    from growcert.advice_inputs import advice_inputs, describe, prepared_data, work_folder
+    from growcert.provenance import provenance
+    from growcert.report import advice
+    from growcert.stages.alignment import estimate_alignment
+    from growcert.stages.depth import estimate_depth
+    from growcert.stages.dump import dump_gradients
+
+    inputs = advice_inputs(args.model, args.data, args.settings, args.examples, args.growth_dims)
+    quiet, level = (lambda _: None), inputs.depth["level"]
+    with work_folder(args.out) as work:
+        store = dump_gradients(inputs.model, prepared_data(inputs, work), work / "store.zarr", inputs.dump,
+                               threads=args.threads, log=quiet, hf=inputs.hf, device=args.device,
+                               progress=_progress(f"dumping {args.model}"))
+        table = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
+                                    estimate_depth(store, inputs.depth, log=quiet, threads=args.threads, device=args.device),
+                                    inputs.M, inputs.K, level, inputs.alignment["detect_threshold"])
+        line = advice.recommendation(table, level)
+        advice.write_advice(args.out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
+    _log(f"{advice.terminal_table(table)}\n\n{line}\n-> {args.out}/advice.md")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="growcert", description=__doc__.splitlines()[0])
     stages = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
     for add_commands in (_training_commands, _store_commands, _alignment_commands, _intervention_commands,
-                         _experiment_commands, _depth_commands, _report_commands):
+                         _experiment_commands, _depth_commands, _advise_command, _report_commands):
         add_commands(stages)
     return parser
 
@@ -382,6 +413,22 @@ def _depth_commands(stages) -> None:
     growth_summary.add_argument("--out-claims", required=True)
     growth_summary.add_argument("--figure", required=True)
     growth_summary.set_defaults(handler=cmd_summarize_growth)
+
+
+def _advise_command(stages) -> None:
+    """advise: the growth decision for a user's own model."""
+    advise = stages.add_parser("advise", help="should this model grow, and where? dump a sample, estimate every "
+                               "point, decide (advice.csv, advice.md, figure)")
+    advise.add_argument("--model", required=True, help="a growcert checkpoint step*.pt or a Hugging Face causal-LM folder")
+    advise.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
+    advise.add_argument("--out", required=True, help="folder for advice.csv, advice.md, advice.png, provenance.json")
+    advise.add_argument("--settings", default="{}", help="config key advise, as JSON or @file")
+    advise.add_argument("--examples", type=int, default=None, help="training and held-out examples each "
+                        "(advise.train_examples and test_examples)")
+    advise.add_argument("--growth-dims", type=int, default=None, help="M new directions of the certificates "
+                        "(advise.growth_dims; default: alignment.reference_mk)")
+    _torch_arguments(advise)
+    advise.set_defaults(handler=cmd_advise)
 
 
 def _report_commands(stages) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +378,17 @@ def pretrained_settings(config: dict[str, Any], model: dict[str, Any]) -> dict[s
     """What `growcert dump --hf` / `intervene --hf` need for one model (growcert.models.hf.HFSettings)."""
     shared = {key: config["pretrained"][key] for key in HF_KEYS}
     return {**shared, **{key: model[key] for key in ("repo", "name", "width", "depth", "step", "seed")}}
+
+
+def advise_inputs(config: dict[str, Any]) -> dict[str, str]:
+    """The files the Snakemake target `advise` depends on: config advise.model (a checkpoint file, or a Hugging Face
+    folder's config.json) and advise.data (a text file, or a prepared folder's info.json)."""
+    section = config["advise"]
+    for key in ("model", "data"):
+        if section[key] is None:
+            raise ConfigError(f"config key 'advise.{key}': null; the target advise needs the "
+                              + ("model to advise on (a growcert step*.pt or a Hugging Face causal-LM folder)"
+                                 if key == "model" else "data to read it on (a prepared dataset folder or a text file)"))
+    model, data = section["model"], section["data"]
+    return {"model": os.path.join(model, "config.json") if os.path.isdir(model) else model,
+            "data": os.path.join(data, "info.json") if os.path.isdir(data) else data}

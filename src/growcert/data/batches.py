@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from growcert.data import PreparedDataset
+from growcert.data import DatasetError, PreparedDataset
 
 
 @dataclass
@@ -117,6 +117,10 @@ def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int 
     """The examples a dump stores, train rows first, and their split labels."""
     parts = [fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
              for split in ("train", "test")]
+    for split, part in zip(("train", "test"), parts):
+        if len(part) == 0:  # a text split shorter than one window: the estimators would fail far from the cause
+            raise DatasetError(f"dataset {data.name!r} ({data.folder}): its {split} split holds no example"
+                               + (f" (fewer than {context} + 1 tokens)" if context else ""))
     split = np.array(["train"] * len(parts[0]) + ["test"] * len(parts[1]), dtype=object)
     merged = Examples(torch.cat([p.inputs for p in parts]), torch.cat([p.targets for p in parts]),
                       np.concatenate([p.index for p in parts]))

@@ -46,6 +46,8 @@ REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = "reproduced", "contradicted",
 WORDS = (REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED)
 SIZE_FRACTION = 0.5  # "consistent with the paper's size": reaches at least half of its effect
 LEVEL = 0.95  # the confidence level of a verdict's interval, where the stage has no level setting of its own
+# A misalignment bound of at least ½ says nothing: a coin's sign would meet it.
+VACUOUS_BOUND = 0.5
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,7 @@ def judge_slopes(effect: Effect, trend, level: float) -> list[Judgement]:
             for row in trend.itertuples()]
 
 
-def judge_bound(p_hat, p_low, bound, level: float, seeds: int, vacuous: float = 0.5) -> Judgement:
+def judge_bound(p_hat, p_low, bound, level: float, seeds: int, vacuous: float = VACUOUS_BOUND) -> Judgement:
     """A claimed upper bound (p ≤ B, e.g. p̂ ≤ B_exact) over cells: reproduced when p̂ ≤ B at the point
     estimate in every cell and at least one B is non-vacuous (< `vacuous`); contradicted when some cell's
     interval for p (its lower end `p_low`) lies wholly above its B; not tested when every B is vacuous (a

@@ -57,9 +57,10 @@ class ChunkBuffer:
 
 def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any] | None,
                    threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None,
-                   device: str = "cpu") -> Path:
+                   device: str = "cpu", progress: Callable[[int, int], None] | None = None) -> Path:
     """Write the gradient store of `checkpoint` to `out`, capturing on `device`; returns the store path.
     q, z and the losses are captured in the checkpoint's fp32 and copied to the host before they are stored.
+    `progress(captured, total)`, if given, is called after every batch (a progress bar's feed).
 
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
     """
@@ -67,11 +68,12 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     # Compression and writes run in zarr's thread pool: as many workers as the job's cores (zarr's default
     # would take every core of a shared node).
     with torch_runtime(threads, device=device) as runtime, zarr.config.set({"threading.max_workers": threads}):
-        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device)
+        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device, progress or (lambda *_: None))
 
 
 def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: dict[str, Any],
-          log: Callable[[str], None], hf: dict[str, Any] | None, device) -> Path:
+          log: Callable[[str], None], hf: dict[str, Any] | None, device,
+          progress: Callable[[int, int], None]) -> Path:
     model, meta, data = load_model(checkpoint, data, hf)
     model = model.to(device)
     family = meta["family"]
@@ -138,6 +140,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         submit([item for name in points for item in buffers[name].add(
             {"loss": captured.loss.cpu().numpy(),
              **{v: getattr(captured, v)[name].cpu().numpy() for v in options.variables}})])
+        progress(min(number * batch_size, len(examples)), len(examples))
         if number % max(1, total_batches // 10) == 0 or number == total_batches:
             log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                 f"examples captured, {time.perf_counter() - started:.1f}s")

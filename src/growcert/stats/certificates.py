@@ -101,6 +101,21 @@ def detectability(m: Moments) -> tuple[float, float]:
     return float(m.mu_sq) / se, se
 
 
+def samples_to_detect(estimate: float, se: float, n: int, detect_threshold: float) -> int | None:
+    """The examples at which a U-statistic estimate of this size would reach `detect_threshold` standard errors,
+    at the spread observed with `n` examples; None when no count would (the estimate is not positive).
+
+    The exact variance 4 μᵀΣμ/n + 2 tr(Σ²)/(n(n−1)) falls at least as fast as 1/n, so scaling the observed
+    SE by √(n/n') never understates the SE at n' examples: the count n·(detect_threshold·SE/estimate)² is enough
+    (an upper bound when the tr(Σ²) term matters). Never below n + 1 for an estimate not yet detected.
+    """
+    if not (math.isfinite(estimate) and math.isfinite(se)) or estimate <= 0:
+        return None
+    if se == 0 or estimate >= detect_threshold * se:
+        return int(n)
+    return max(int(n) + 1, math.ceil(n * (detect_threshold * se / estimate) ** 2))
+
+
 def alignment_status(m: Moments, z: float, detect_threshold: float = DEFAULT_DETECTION_THRESHOLD) -> str:
     """"ok", or why d_align is undetermined: no detectable mean first, then negative estimates."""
     if not z >= detect_threshold:  # also catches NaN

@@ -1,0 +1,181 @@
+"""The inputs of `growcert advise`, checked before anything is computed, and the work folder it dumps into.
+
+`advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert checkpoint
+`step*.pt`, or a Hugging Face causal-LM folder: family `hf`), checks the data against it (a prepared folder of
+the kind the family reads, or, for a language model, a plain text file long enough for one context on each
+side), checks the proposed growth against the stream's width, and resolves the settings of the three stages
+`advise` wires together (dump, alignment, depth: their schema defaults, with the `advise` section's sample,
+reduction and context).
+Every problem is one line naming the input (`--model`, `--data`, `--growth-dims`) and nothing is written.
+
+`work_folder(out)` is where the dump's store (and a text file's prepared streams) live while the command runs:
+a hidden folder inside `out`, removed when the command ends, succeeded or failed, with `out` itself when
+the command created it and left it empty.
+"""
+
+from __future__ import annotations
+
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from growcert.config import stage_settings
+from growcert.errors import CheckpointError, ConfigError, DatasetError
+
+WORK = ".advise-work"
+
+
+@dataclass
+class AdviceInputs:
+    """What the advise command runs on: the model, its data as the dump reads it, and the stages' settings."""
+
+    model: Path
+    data_path: Path
+    text_file: bool           # data is a plain text file, prepared into the work folder before the dump
+    family: str
+    context: int | None       # tokens per example (None for images)
+    width: int                # the narrowest stream of the model's insertion points (features)
+    hf: dict[str, Any] | None  # settings of a Hugging Face model (stage hf), None for a growcert checkpoint
+    advise: dict[str, Any]
+    dump: dict[str, Any]
+    alignment: dict[str, Any]
+    depth: dict[str, Any]
+    M: int
+    K: int
+
+
+def _load(model: Path, hf: dict[str, Any] | None):
+    """(model, metadata) through the loader every stage uses; refusals name --model."""
+    from growcert.store.checkpoint import load_checkpoint
+
+    if hf is None:
+        return load_checkpoint(model)
+    from growcert.models.hf import load_pretrained
+
+    return load_pretrained(model, hf)
+
+
+def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
+                  examples: int | None = None, growth_dims: int | None = None) -> AdviceInputs:
+    """The checked inputs (see the module docstring); `examples` and `growth_dims` override the settings."""
+    from growcert.models import family_of
+    from growcert.models.blocks import stream_features
+
+    advise = stage_settings("advise", {**settings, "model": str(model), "data": str(data),
+                                       **({"train_examples": examples, "test_examples": examples}
+                                          if examples is not None else {}),
+                                       **({"growth_dims": growth_dims} if growth_dims is not None else {})})
+    model, data = Path(model), Path(data)
+    if not model.exists():
+        raise CheckpointError(f"--model {model}: no such file or folder (a growcert checkpoint step*.pt, or a "
+                              "Hugging Face causal-LM folder with its config.json)")
+    hf = None
+    if model.is_dir():
+        hf = stage_settings("hf", {} if advise["context"] is None else {"context": advise["context"]})
+    network, metadata = _load(model, hf)
+    family = metadata["family"]
+    width = min(stream_features(network, point) for point in network.points)
+    del network
+    kind = family_of(family).data_kind
+    if not data.exists():
+        raise DatasetError(f"--data {data}: no such file or folder (a prepared dataset folder, or a text file for a "
+                           "language model)")
+    text_file = data.is_file()
+    if text_file and kind != "text":
+        raise DatasetError(f"--data {data}: a text file, but the model {model} ({family}) reads {kind}s; give the "
+                           "prepared dataset folder it was trained on")
+    if not text_file:
+        info = _prepared_kind(data)
+        if info != kind:
+            raise DatasetError(f"--data {data}: a prepared {info} dataset, but the model {model} ({family}) reads {kind}")
+    context = (hf or metadata["model_options"]).get("context") if kind == "text" else None
+    if text_file:
+        _check_text_length(data, context)
+    alignment = stage_settings("alignment", {"reductions": [advise["reduction"]]})
+    M, K = alignment["reference_mk"]
+    M = advise["growth_dims"] or M
+    # The reference (M, K) is the paper's sample sizes and fits any model; a proposed growth must fit the stream.
+    if advise["growth_dims"] is not None and M > width:
+        raise ConfigError(f"--growth-dims {M}: more new directions than the stream's width of {width} features "
+                          f"in {model} (advise.growth_dims must be at most {width})")
+    dump = stage_settings("dump", {key: advise[key] for key in ("train_examples", "test_examples", "batch_size",
+                                                                 "max_batch_mb", "seed")})
+    return AdviceInputs(model, data, text_file, family, context, width, hf, advise, dump, alignment,
+                        stage_settings("depth", {"pools": ["test"]}), M, K)
+
+
+def _prepared_kind(folder: Path) -> str:
+    """The kind (image or text) of a prepared dataset folder, from its info.json; one line naming --data otherwise."""
+    import json
+
+    from growcert.data import INFO_FILE
+
+    try:
+        return json.loads((folder / INFO_FILE).read_text())["kind"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise DatasetError(f"--data {folder}: not a prepared dataset folder (no readable {INFO_FILE}; prepare it "
+                           "with `growcert prepare`, or give a text file for a language model)") from None
+
+
+def _check_text_length(path: Path, context: int) -> None:
+    """A text file must give each side (training, held-out) at least one window of context + 1 tokens; in bytes,
+    the most tokens it can hold (a tokenizer's tokens cover at least a byte each), so shorter is refused here."""
+    size = path.stat().st_size
+    if size < 2 * (context + 1):
+        raise DatasetError(f"--data {path}: {size} bytes of text, shorter than one context of {context} tokens "
+                           f"(+1 target) on each of the training and held-out sides ({2 * (context + 1)} bytes at least)")
+
+
+def prepared_data(inputs: AdviceInputs, work: Path):
+    """The data as the dump reads it: the prepared folder, or the text file split into `work`/text (chunks of
+    advise.text_chunk_bytes, a quarter of the file when that is smaller, so a short file still splits)."""
+    from growcert.data import load_prepared, prepare_dataset
+    from growcert.data.batches import window_count
+
+    if not inputs.text_file:
+        return load_prepared(inputs.data_path)
+    size = inputs.data_path.stat().st_size
+    settings = {"path": str(inputs.data_path), "test_fraction": inputs.advise["text_test_fraction"],
+                "chunk_bytes": max(1, min(inputs.advise["text_chunk_bytes"], size // 4))}
+    try:
+        prepare_dataset("text", work / "text", settings)
+    except DatasetError as error:
+        raise DatasetError(f"--data {inputs.data_path}: {error}") from None
+    data = load_prepared(work / "text")
+    # The estimators need 4 examples of a pool (stats.moments); tokens can only be fewer than bytes.
+    short = [split for split, stream in (("training", data.train_x), ("held-out", data.test_x))
+             if window_count(stream, inputs.context) < 4]
+    if short:
+        raise DatasetError(f"--data {inputs.data_path}: its {short[0]} side holds fewer than 4 contexts of "
+                           f"{inputs.context} tokens (+1 target), the fewest the estimators take; give more text")
+    return data
+
+
+@contextmanager
+def work_folder(out: str | Path) -> Iterator[Path]:
+    """A hidden folder inside `out` for the store and prepared text, removed on the way out (see the docstring)."""
+    out = Path(out)
+    created = not out.exists()
+    work = out / WORK
+    if work.exists():
+        shutil.rmtree(work)  # a killed earlier run's
+    work.mkdir(parents=True)
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+
+
+def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
+    """What advice.md and provenance.json say was measured: model, data, sample, reduction, (M, K), level."""
+    from growcert.store import open_store
+
+    attrs = open_store(store).attrs
+    return {"model": str(inputs.model), "data": str(inputs.data_path), "family": inputs.family,
+            "n_train": int(attrs["n_train"]), "n_test": int(attrs["n_test"]), "seed": inputs.dump["seed"],
+            "reduction": inputs.advise["reduction"], "M": inputs.M, "K": inputs.K, "level": inputs.depth["level"],
+            "context": inputs.context, "stream_width": inputs.width}
