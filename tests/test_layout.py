@@ -60,3 +60,14 @@ def test_modules_are_small_and_say_what_they_implement(path):
     assert ast.get_docstring(tree), "a module docstring naming what it implements"
     # about 500 lines: a module holds one job; a tighter cap would move code to the wrong module to fit
     assert len(path.read_text().splitlines()) <= 500
+
+
+FUNCTION_LINES = 80  # about a screen: a longer function does several jobs that want names of their own
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
+def test_functions_fit_on_a_screen(path):
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
+    assert long == [], f"functions over {FUNCTION_LINES} lines"
