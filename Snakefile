@@ -9,7 +9,8 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
-# `snakemake --report results/snakemake-report.zip`: this page, then every output marked report() in rules/.
+# `snakemake --report results/snakemake-report.zip`: this page, then every output the rules mark with report_output
+# (rules/common.smk).
 report: "src/growcert/resources/report/workflow.rst"
 
 

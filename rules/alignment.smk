@@ -50,15 +50,6 @@ localrules:
     summarize_alignment,
 
 
-# Labels of the P1 figures in `snakemake --report` (captions: src/growcert/resources/report/<figure>.rst).
-P1_FIGURE_LABELS = {
-    "p1_dalign_vs_width": "d_align vs width",
-    "p1_plugin_vs_unbiased": "plug-in vs unbiased d_align",
-    "p1_misalignment_vs_width": "misalignment vs width",
-    "p1_misalignment_vs_MK": "misalignment vs M = K",
-}
-
-
 rule summarize_alignment:
     input:
         alignment=per_store(ALIGNMENT),
@@ -67,31 +58,12 @@ rule summarize_alignment:
     output:
         alignment=f"{RESULTS}/stats/alignment.csv",
         misalignment=f"{RESULTS}/stats/misalignment.csv",
-        summary=report(
-            f"{RESULTS}/tables/p1_alignment_summary.csv",
-            caption="../src/growcert/resources/report/p1_alignment_summary.rst",
-            category="P1 width and alignment",
-            subcategory="alignment",
-            labels={"result": "table: d_align per cell", "paper": "P1"},
-        ),
-        claims=report(
-            f"{RESULTS}/claims/p1_alignment.csv",
-            caption="../src/growcert/resources/report/p1_alignment_claims.rst",
-            category="P1 width and alignment",
-            subcategory="alignment",
-            labels={"result": "claims: width trends and certificates", "paper": "P1"},
-        ),
+        summary=report_output(f"{RESULTS}/tables/p1_alignment_summary.csv", "p1_alignment_summary", "p1", "alignment",
+                              "table: d_align per cell"),
+        claims=report_output(f"{RESULTS}/claims/p1_alignment.csv", "p1_alignment_claims", "p1", "alignment",
+                             "claims: width trends and certificates"),
         checks=f"{RESULTS}/checks/p1_alignment.csv",
-        figures=[
-            report(
-                f"{RESULTS}/figures/{name}.png",
-                caption=f"../src/growcert/resources/report/{name}.rst",
-                category="P1 width and alignment",
-                subcategory="alignment",
-                labels={"result": f"figure: {P1_FIGURE_LABELS[name]}", "paper": "P1"},
-            )
-            for name in p1_figures()
-        ],
+        figures=[figure_output(figure) for figure in p1_figures()],
     params:
         settings=alignment_settings,
         figures=lambda wildcards, output: os.path.dirname(output.figures[0]),
@@ -122,30 +94,11 @@ rule summarize_regime:
         matched=f"{RESULTS}/stats/p1_regime_matched.csv",
         spread=f"{RESULTS}/stats/p1_regime_spread.csv",
         map=f"{RESULTS}/stats/p1_regime_map.json",
-        cells=report(
-            f"{RESULTS}/tables/p1_regime_cells.csv",
-            caption="../src/growcert/resources/report/p1_regime_cells.rst",
-            category="P1 width and alignment",
-            subcategory="regime map",
-            labels={"result": "table: width trend per (context, progress) cell", "paper": "P1"},
-        ),
-        claims=report(
-            f"{RESULTS}/claims/p1_regime.csv",
-            caption="../src/growcert/resources/report/p1_regime_claims.rst",
-            category="P1 width and alignment",
-            subcategory="regime map",
-            labels={"result": "claims: width trend on the regime map", "paper": "P1"},
-        ),
-        figures=[
-            report(
-                f"{RESULTS}/figures/{name}.png",
-                caption=f"../src/growcert/resources/report/{name}.rst",
-                category="P1 width and alignment",
-                subcategory="regime map",
-                labels={"result": f"figure: {REGIME_FIGURE_LABELS[name]}", "paper": "P1"},
-            )
-            for name in regime_figures()
-        ],
+        cells=report_output(f"{RESULTS}/tables/p1_regime_cells.csv", "p1_regime_cells", "p1", "regime map",
+                            "table: width trend per (context, progress) cell"),
+        claims=report_output(f"{RESULTS}/claims/p1_regime.csv", "p1_regime_claims", "p1", "regime map",
+                             "claims: width trend on the regime map"),
+        figures=[figure_output(figure) for figure in regime_figures()],
     params:
         stats=lambda wildcards, output: os.path.dirname(output.budget),
         figures=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output.claims)), "figures"),

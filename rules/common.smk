@@ -14,6 +14,7 @@ from growcert.config import pretrained_checkpoint, pretrained_model, pretrained_
 from growcert.config import grow_experiment_settings, preference_reference_run, preference_runs
 from growcert.experiments import EXPERIMENTS, task as p2_task
 from growcert.config import advise_inputs
+from growcert.report import figure_registry as figures
 from growcert.runtime import resolve_device, wants_gpu
 
 try:
@@ -45,6 +46,27 @@ shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.e
 
 RESULTS = config["results"]
 PREPARED = config["prepared_data"]
+CAPTIONS = "../src/growcert/resources/report"  # the captions, relative to rules/ (Snakemake resolves them there)
+
+
+def report_output(path, caption, section, subcategory, result):
+    """`path` marked for `snakemake --report`: caption resources/report/<caption>.rst, filed under the category of
+    report section `section` (growcert.report.figure_registry.CATEGORIES) and `subcategory`, labelled `result`
+    and its paper."""
+    paper = figures.PAPERS[section]
+    return report(path, caption=f"{CAPTIONS}/{caption}.rst", category=figures.CATEGORIES[section],
+                  subcategory=subcategory, labels={"result": result} | ({"paper": paper} if paper else {}))
+
+
+def figure_path(figure):
+    """results/figures/<stem>.png of a figure of the registry (growcert.report.figure_registry)."""
+    return f"{RESULTS}/figures/{figure.file}"
+
+
+def figure_output(figure):
+    """A figure's output, marked for `snakemake --report` with its caption, subcategory and label."""
+    return report_output(figure_path(figure), figure.caption, figure.section, figure.subcategory,
+                         f"figure: {figure.label}")
 RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}"
 
 
@@ -129,8 +151,6 @@ def intervene_settings(wildcards):
 
 ALIGNMENT = f"{RESULTS}/stats/alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
 MISALIGNMENT = f"{RESULTS}/stats/misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.csv"
-P1_DALIGN_FIGURES = ["p1_dalign_vs_width", "p1_plugin_vs_unbiased"]
-P1_MISALIGNMENT_FIGURES = ["p1_misalignment_vs_width", "p1_misalignment_vs_MK"]
 
 
 def fixed_context_runs():
@@ -142,7 +162,7 @@ def fixed_context_runs():
 
 def p1_figures():
     """The P1 alignment figures this config draws: the misalignment ones need a run of a fixed-context grid."""
-    return P1_DALIGN_FIGURES + (P1_MISALIGNMENT_FIGURES if fixed_context_runs() else [])
+    return list(figures.P1_DALIGN_FIGURES) + (list(figures.P1_MISALIGNMENT_FIGURES) if fixed_context_runs() else [])
 
 
 def analysed_steps(run, analyse):
@@ -282,29 +302,22 @@ def p2_threads(wildcards):
 
 
 def experiment_outputs(name):
-    return {"summary": f"{RESULTS}/{name}/summary.csv", "figure": f"{RESULTS}/figures/p2_{name}.png",
+    return {"summary": f"{RESULTS}/{name}/summary.csv", "figure": figure_path(figures.task_figure(name)),
             "claims": f"{RESULTS}/claims/p2_{name}.csv", "table": f"{RESULTS}/tables/p2_{name}.csv",
             "checks": f"{RESULTS}/checks/p2_{name}.csv"}
+
+
+def task_report_output(kind):
+    """The P2 wildcard rules' `kind` output ("claims" or "table") of task "{task}", marked for `snakemake --report`
+    (caption p2_experiment_<kind>.rst, a branch per task)."""
+    return report_output(experiment_outputs("{task}")[kind], f"p2_experiment_{kind}", "p2", "{task}",
+                         f"{kind}: {{task}}")
 
 
 def regime_figures():
     """The P1 regime figures the config's context sweeps allow (growcert.report.regime.drawable): the width
     figures with more than one width, the context figure with more than one context, the seed-spread figure
     with more than one seed; none without a sweep."""
-    from growcert.report.regime import CONTEXT_FIGURES, SEED_FIGURES, WIDTH_FIGURES
-
     sweeps = [grid for grid in config["grids"] if grid["contexts"] is not None]
-    widths = {width for grid in sweeps for width in grid["widths"]}
-    contexts = {context for grid in sweeps for context in grid["contexts"]}
-    seeds = {seed for grid in sweeps for seed in grid["seeds"]}
-    return ((WIDTH_FIGURES if len(widths) > 1 else []) + (CONTEXT_FIGURES if len(contexts) > 1 else [])
-            + (SEED_FIGURES if len(seeds) > 1 else []))
-
-
-REGIME_FIGURE_LABELS = {
-    "p1_regime_dalign_vs_width": "d_align vs width per context, matched budget and matched loss",
-    "p1_regime_dims_vs_width": "d_par and d_2 vs width per context",
-    "p1_regime_plugin_vs_unbiased": "plug-in vs unbiased d_align per context",
-    "p1_regime_dalign_vs_context": "d_align vs context at the widest width",
-    "p1_regime_spread": "between-seed vs within-store spread of d_align",
-}
+    axes = {axis: {value for grid in sweeps for value in grid[axis]} for axis in figures.REGIME_FIGURES}
+    return [figure for axis, drawn in figures.REGIME_FIGURES.items() if len(axes[axis]) > 1 for figure in drawn]

@@ -59,20 +59,9 @@ rule summarize_depth:
         tables=per_store(DEPTH, fixed_context_runs(), config["depth"]["analyse"]),
     output:
         table=f"{RESULTS}/stats/depth.csv",
-        decision=report(
-            f"{RESULTS}/tables/p3_recommended_depth.csv",
-            caption="../src/growcert/resources/report/p3_recommended_depth.rst",
-            category="P3 depth sufficiency",
-            subcategory="depth",
-            labels={"result": "table: saturation decision", "paper": "P3"},
-        ),
-        figure=report(
-            f"{RESULTS}/figures/p3_depth.png",
-            caption="../src/growcert/resources/report/p3_depth.rst",
-            category="P3 depth sufficiency",
-            subcategory="depth",
-            labels={"result": "figure: value of a new block vs depth", "paper": "P3"},
-        ),
+        decision=report_output(f"{RESULTS}/tables/p3_recommended_depth.csv", "p3_recommended_depth", "p3", "depth",
+                               "table: saturation decision"),
+        figure=figure_output(figures.DEPTH),
     params:
         settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
     log:
@@ -91,27 +80,11 @@ rule summarize_growth:
         runs=expand(GROW, experiment=grow_experiments()),
         depth=f"{RESULTS}/stats/depth.csv",
     output:
-        table=report(
-            f"{RESULTS}/tables/p3_growth.csv",
-            caption="../src/growcert/resources/report/p3_growth_table.rst",
-            category="P3 depth sufficiency",
-            subcategory="growth",
-            labels={"result": "table: held-out loss per arm and step", "paper": "P3"},
-        ),
-        claims=report(
-            f"{RESULTS}/claims/p3_depth.csv",
-            caption="../src/growcert/resources/report/p3_depth_claims.rst",
-            category="P3 depth sufficiency",
-            subcategory="growth",
-            labels={"result": "claims: depth plateau and grown vs scratch", "paper": "P3"},
-        ),
-        figure=report(
-            f"{RESULTS}/figures/p3_growth.png",
-            caption="../src/growcert/resources/report/p3_growth.rst",
-            category="P3 depth sufficiency",
-            subcategory="growth",
-            labels={"result": "figure: grown vs scratch", "paper": "P3"},
-        ),
+        table=report_output(f"{RESULTS}/tables/p3_growth.csv", "p3_growth_table", "p3", "growth",
+                            "table: held-out loss per arm and step"),
+        claims=report_output(f"{RESULTS}/claims/p3_depth.csv", "p3_depth_claims", "p3", "growth",
+                             "claims: depth plateau and grown vs scratch"),
+        figure=figure_output(figures.GROWTH),
     log:
         f"{RESULTS}/logs/summarize_growth.log",
     benchmark:

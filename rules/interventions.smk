@@ -70,21 +70,10 @@ rule summarize_interventions:
         tables=intervention_targets(),
     output:
         table=f"{RESULTS}/stats/interventions.csv",
-        summary=report(
-            f"{RESULTS}/tables/p1_interventions_summary.csv",
-            caption="../src/growcert/resources/report/p1_interventions_summary.rst",
-            category="P1 width and alignment",
-            subcategory="interventions",
-            labels={"result": "table: first-order accuracy per cell", "paper": "P1"},
-        ),
+        summary=report_output(f"{RESULTS}/tables/p1_interventions_summary.csv", "p1_interventions_summary", "p1",
+                              "interventions", "table: first-order accuracy per cell"),
         checks=f"{RESULTS}/checks/p1_interventions.csv",
-        figure=report(
-            f"{RESULTS}/figures/p1_interventions.png",
-            caption="../src/growcert/resources/report/p1_interventions.rst",
-            category="P1 width and alignment",
-            subcategory="interventions",
-            labels={"result": "figure: observed vs predicted loss change", "paper": "P1"},
-        ),
+        figure=figure_output(figures.INTERVENTIONS),
     log:
         f"{RESULTS}/logs/summarize_interventions.log",
     benchmark:

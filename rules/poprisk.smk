@@ -3,34 +3,10 @@
 rule p2_experiment:
     output:
         summary=experiment_outputs("{task}")["summary"],
-        figure=report(
-            experiment_outputs("{task}")["figure"],
-            caption="../src/growcert/resources/report/p2_experiment_figure.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "figure: {task}", "paper": "P2"},
-        ),
-        claims=report(
-            experiment_outputs("{task}")["claims"],
-            caption="../src/growcert/resources/report/p2_experiment_claims.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "claims: {task}", "paper": "P2"},
-        ),
-        table=report(
-            experiment_outputs("{task}")["table"],
-            caption="../src/growcert/resources/report/p2_experiment_table.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "table: {task}", "paper": "P2"},
-        ),
-        gate=report(
-            f"{RESULTS}/figures/p2_{{task}}_gate.png",
-            caption="../src/growcert/resources/report/p2_gate.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "figure: {task} gate diagnostics", "paper": "P2"},
-        ),
+        figure=figure_output(figures.task_figure("{task}")),
+        claims=task_report_output("claims"),
+        table=task_report_output("table"),
+        gate=figure_output(figures.gate_figure("{task}")),
     wildcard_constraints:
         task=p2_tasks(gated=True),
     params:
@@ -58,28 +34,10 @@ rule p2_experiment:
 rule p2_ungated:
     output:
         summary=experiment_outputs("{task}")["summary"],
-        figure=report(
-            experiment_outputs("{task}")["figure"],
-            caption="../src/growcert/resources/report/p2_experiment_figure.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "figure: {task}", "paper": "P2"},
-        ),
-        claims=report(
-            experiment_outputs("{task}")["claims"],
-            caption="../src/growcert/resources/report/p2_experiment_claims.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "claims: {task}", "paper": "P2"},
-        ),
+        figure=figure_output(figures.task_figure("{task}")),
+        claims=task_report_output("claims"),
         checks=experiment_outputs("{task}")["checks"],
-        table=report(
-            experiment_outputs("{task}")["table"],
-            caption="../src/growcert/resources/report/p2_experiment_table.rst",
-            category="P2 population-risk training",
-            subcategory="{task}",
-            labels={"result": "table: {task}", "paper": "P2"},
-        ),
+        table=task_report_output("table"),
     wildcard_constraints:
         task=p2_tasks(gated=False),
     params:
@@ -111,34 +69,12 @@ rule preference:
         info=lambda wildcards: prepared_dataset("shakespeare"),
     output:
         summary=experiment_outputs("preference")["summary"],
-        figure=report(
-            experiment_outputs("preference")["figure"],
-            caption="../src/growcert/resources/report/p2_preference.rst",
-            category="P2 population-risk training",
-            subcategory="preference",
-            labels={"result": "figure: noisy-label DPO curves", "paper": "P2"},
-        ),
-        claims=report(
-            experiment_outputs("preference")["claims"],
-            caption="../src/growcert/resources/report/p2_preference_claims.rst",
-            category="P2 population-risk training",
-            subcategory="preference",
-            labels={"result": "claims: reward accuracy and drift", "paper": "P2"},
-        ),
-        table=report(
-            experiment_outputs("preference")["table"],
-            caption="../src/growcert/resources/report/p2_preference_table.rst",
-            category="P2 population-risk training",
-            subcategory="preference",
-            labels={"result": "table: medians per optimizer", "paper": "P2"},
-        ),
-        gate=report(
-            f"{RESULTS}/figures/p2_preference_gate.png",
-            caption="../src/growcert/resources/report/p2_gate.rst",
-            category="P2 population-risk training",
-            subcategory="preference",
-            labels={"result": "figure: preference gate diagnostics", "paper": "P2"},
-        ),
+        figure=figure_output(figures.task_figure("preference")),
+        claims=report_output(experiment_outputs("preference")["claims"], "p2_preference_claims", "p2", "preference",
+                             "claims: reward accuracy and drift"),
+        table=report_output(experiment_outputs("preference")["table"], "p2_preference_table", "p2", "preference",
+                            "table: medians per optimizer"),
+        gate=figure_output(figures.gate_figure("preference")),
     params:
         device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
         settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),

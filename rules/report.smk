@@ -7,13 +7,7 @@ rule plot_training:
     input:
         table=f"{RESULTS}/stats/training.csv",
     output:
-        figure=report(
-            f"{RESULTS}/figures/training_grid.png",
-            caption="../src/growcert/resources/report/training_grid.rst",
-            category="Training",
-            subcategory="training grid",
-            labels={"result": "figure: held-out loss and accuracy vs width"},
-        ),
+        figure=figure_output(figures.TRAINING_GRID),
     log:
         f"{RESULTS}/logs/plot_training.log",
     benchmark:
@@ -27,11 +21,9 @@ rule plot_training:
 rule report:
     input:
         training=f"{RESULTS}/stats/training.csv",
-        figures=[f"{RESULTS}/figures/training_grid.png", f"{RESULTS}/figures/p1_interventions.png"]
-        + [f"{RESULTS}/figures/{name}.png" for name in p1_figures()]
+        figures=[figure_path(figure) for figure in [figures.TRAINING_GRID, figures.INTERVENTIONS] + p1_figures()]
         + [experiment_outputs(name)["figure"] for name in P2_EXPERIMENTS]
-        + [f"{RESULTS}/figures/p3_depth.png", f"{RESULTS}/figures/p3_growth.png"]
-        + [f"{RESULTS}/figures/{name}.png" for name in regime_figures()],
+        + [figure_path(figure) for figure in [figures.DEPTH, figures.GROWTH] + regime_figures()],
         checks=[f"{RESULTS}/checks/p1_interventions.csv", f"{RESULTS}/checks/p1_alignment.csv"]
         + [experiment_outputs(name)["checks"] for name in P2_EXPERIMENTS if re.fullmatch(p2_tasks(gated=False), name)],
         claims=[f"{RESULTS}/claims/p1_alignment.csv",

@@ -204,9 +204,9 @@ def cmd_summarize_training(args: argparse.Namespace) -> None:
 def cmd_plot_training(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from growcert.report.figures import training_grid
+    from growcert.report.figures import plot_training_grid
 
-    training_grid(pd.read_csv(args.table), args.out)
+    plot_training_grid(pd.read_csv(args.table), args.out)
     _log(f"figure -> {args.out}")
 
 

@@ -29,6 +29,8 @@ from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
 from growcert.files import read_csvs, write_csv  # noqa: E402
 from growcert.report.claims import write_rows  # noqa: E402
+from growcert.report.figure_registry import (DALIGN_VS_WIDTH, MISALIGNMENT_VS_MK,  # noqa: E402
+                                             MISALIGNMENT_VS_WIDTH, PLUGIN_VS_UNBIASED)
 
 PANEL = ["family", "dataset"]
 
@@ -254,9 +256,9 @@ def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables:
     write_csv(alignment_summary(alignment), out_summary)
     write_rows(alignment_claims(alignment, misalignment, reference_mk, settings["level"]), out_claims, out_checks)
     figures = Path(figures)
-    plot_dalign_vs_width(alignment, figures / "p1_dalign_vs_width.png")
-    plot_plugin_vs_unbiased(alignment, figures / "p1_plugin_vs_unbiased.png")
+    plot_dalign_vs_width(alignment, figures / DALIGN_VS_WIDTH.file)
+    plot_plugin_vs_unbiased(alignment, figures / PLUGIN_VS_UNBIASED.file)
     if len(misalignment):
-        plot_misalignment(misalignment, reference_mk, figures / "p1_misalignment_vs_width.png",
-                          figures / "p1_misalignment_vs_MK.png")
+        plot_misalignment(misalignment, reference_mk, figures / MISALIGNMENT_VS_WIDTH.file,
+                          figures / MISALIGNMENT_VS_MK.file)
     return f"{len(alignment)} alignment rows, {len(misalignment)} misalignment rows -> {out_alignment}, {out_claims}"

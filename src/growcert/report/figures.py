@@ -22,7 +22,7 @@ def save_figure(figure: plt.Figure, out: str | Path) -> None:
     plt.close(figure)
 
 
-def training_grid(table: pd.DataFrame, out: str | Path) -> None:
+def plot_training_grid(table: pd.DataFrame, out: str | Path) -> None:
     """Held-out loss and accuracy at the end of training vs width, one line per depth, per family/dataset."""
     final = final_rows(table)
     panels = list(final.groupby(with_context(["family", "dataset"], final), dropna=False))

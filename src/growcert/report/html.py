@@ -24,43 +24,18 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
+from growcert.report.figure_registry import FIGURES, section_figures
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.report.reference import reference_verdicts, references_html
 from growcert.report.training import final_rows
 
-# (section id, heading, figures in reading order, prefix of its tables under results/tables)
-SECTIONS = [
-    ("training", "Trained grid", ["training_grid"], None),
-    ("p1", "P1 — width scaling and the alignment certificate",
-     ["p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
-      "p1_interventions", "p1_regime_dalign_vs_width", "p1_regime_dalign_vs_context", "p1_regime_dims_vs_width",
-      "p1_regime_plugin_vs_unbiased", "p1_regime_spread"], "p1_"),
-    ("p2", "P2 — population-risk training", ["p2_grokking", "p2_grokking_gate", "p2_pinn", "p2_pinn_gate",
-                                             "p2_preference", "p2_preference_gate", "p2_theory"], "p2_"),
-    ("p3", "P3 — depth sufficiency", ["p3_depth", "p3_growth"], "p3_"),
-]
-TITLES = {
-    "training_grid": "Held-out loss and accuracy at the end of training, against width",
-    "p1_dalign_vs_width": "d_align against width, per insertion point (unbiased, with intervals)",
-    "p1_plugin_vs_unbiased": "Plug-in against unbiased d_align",
-    "p1_misalignment_vs_width": "Empirical misalignment and both certificates against width",
-    "p1_misalignment_vs_MK": "Empirical misalignment against the sample sizes (M, K)",
-    "p1_interventions": "Residual interventions: observed against predicted held-out change",
-    "p1_regime_dalign_vs_width": "Regime map: d_align against width per context, at matched budget and matched loss",
-    "p1_regime_dalign_vs_context": "Regime map: d_align against context at the widest width",
-    "p1_regime_dims_vs_width": "Regime map: d_∥ and d_2 against width per context",
-    "p1_regime_plugin_vs_unbiased": "Regime map: plug-in beside unbiased d_align",
-    "p1_regime_spread": "Regime map: d_align's spread between training seeds against within one store",
-    "p2_grokking": "Grokking a/b mod p: accuracy along training per optimizer",
-    "p2_pinn": "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
-    "p2_preference": "Noisy-label DPO: held-out reward accuracy and drift along training",
-    "p2_theory": "Signal channel and reservoir, coupling and drift–diffusion",
-    "p2_grokking_gate": "Grokking: gate open fraction and variance ratio per PopulationRiskAdam variant",
-    "p2_pinn_gate": "PINN: gate open fraction and variance ratio per PopulationRiskAdam variant",
-    "p2_preference_gate": "Noisy-label DPO: gate open fraction and variance ratio per PopulationRiskAdam variant",
-    "p3_depth": "First-order value of an inserted block against depth",
-    "p3_growth": "Grown networks against networks trained from scratch",
-}
+# (section id, heading, figures in reading order (the figure registry's), prefix of its tables under results/tables)
+SECTIONS = [(key, heading, [figure.stem for figure in section_figures(key)], prefix) for key, heading, prefix in [
+    ("training", "Trained grid", None),
+    ("p1", "P1 — width scaling and the alignment certificate", "p1_"),
+    ("p2", "P2 — population-risk training", "p2_"),
+    ("p3", "P3 — depth sufficiency", "p3_"),
+]]
 
 
 def _verdict(word, why: str = "") -> str:
@@ -108,7 +83,7 @@ def _checks(results: Path) -> str:
 
 
 def _title(stem: str) -> str:
-    return TITLES.get(stem, stem.replace("_", " "))
+    return FIGURES[stem].title if stem in FIGURES else stem.replace("_", " ")
 
 
 def _claim_rows(results: Path) -> pd.DataFrame:

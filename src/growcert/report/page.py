@@ -4,8 +4,9 @@ Everything is inline (CSS, a few lines of JavaScript, figures as base64 PNG), so
 and can be mailed alone. Layout rules that keep every element inside a 1280 px viewport: images scale to
 the column, every table sits in its own horizontally scrolling box, long cell text wraps.
 
-Figure captions are the workflow's own caption files, src/growcert/resources/report/<figure>.rst, read as
-package data (the same text `snakemake --report` shows; the P2 experiment rule's one file has a branch per task), read as
+Figure captions are the workflow's own caption files, src/growcert/resources/report/<caption>.rst of the figure
+registry, read as package data (the same text `snakemake --report` shows; the P2 task figures' one file has a
+branch per task), read as
 plain paragraphs with ``code``, *emphasis* and **bold**.
 """
 
@@ -19,6 +20,8 @@ from importlib import resources
 from pathlib import Path
 
 import pandas as pd
+
+from growcert.report.figure_registry import FIGURES, TASK_CAPTION
 
 CAPTIONS = Path(str(resources.files("growcert") / "resources" / "report"))  # the workflow's captions, package data
 MAX_TABLE_ROWS = 500  # rows shown inline per table; the full CSV is linked
@@ -98,16 +101,13 @@ def task_branch(text: str, task: str) -> str:
 
 
 def caption(stem: str) -> str:
-    """The caption of figure `stem`: resources/report/<stem>.rst, or the P2 experiment rule's branch for its task."""
-    path = CAPTIONS / f"{stem}.rst"
-    if stem.startswith("p2_") and stem.endswith("_gate"):  # one caption for every task's gate diagnostics
-        path = CAPTIONS / "p2_gate.rst"
-    if path.is_file():
-        return inline_rst(path.read_text(encoding="utf-8"))
-    shared = CAPTIONS / "p2_experiment_figure.rst"
-    if stem.startswith("p2_") and shared.is_file():
-        return inline_rst(task_branch(shared.read_text(encoding="utf-8"), stem.removeprefix("p2_")))
-    return ""
+    """The caption of registered figure `stem` (its caption file; of a template, the branch for its task), or ""."""
+    figure = FIGURES.get(stem)
+    path = None if figure is None else CAPTIONS / f"{figure.caption}.rst"
+    if path is None or not path.is_file():
+        return ""
+    text = path.read_text(encoding="utf-8")
+    return inline_rst(task_branch(text, figure.subcategory) if figure.caption == TASK_CAPTION else text)
 
 
 def figure(path: Path, title: str, shows: str = "") -> str:

@@ -34,15 +34,18 @@ from growcert.report.claims import CLAIMS, claim_row, write_rows  # noqa: E402
 from growcert.report.verdicts import Judgement, family_judgement, judge_slopes  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
+from growcert.report.figure_registry import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
+                                             REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
+                                             REGIME_SPREAD)
 from growcert.stats.regime import (LOSS, common_loss_grid, matched_loss, regime_summary, seed_spread,  # noqa: E402
                                    width_trend)
 
 MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
 LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
 FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (docs/science.md, "Reducing q to one vector per example")
-WIDTH_FIGURES = ["p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased"]
-CONTEXT_FIGURES = ["p1_regime_dalign_vs_context"]
-SEED_FIGURES = ["p1_regime_spread"]
+# The figures' stems by the axis each needs more than one of (the figure registry's REGIME_FIGURES)
+WIDTH_FIGURES, CONTEXT_FIGURES, SEED_FIGURES = ([figure.stem for figure in REGIME_FIGURES[axis]]
+                                                for axis in ("widths", "contexts", "seeds"))
 # The whole regime map (configs/p1-regime.yaml): fewer of any axis is a slice of it.
 FULL_MAP = {"contexts": 4, "widths": 4, "seeds": 3, "checkpoints": 4}
 
@@ -269,11 +272,11 @@ def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path,
     folder = Path(folder)
     reasons = drawable(table)
     spread = seed_spread(table) if spread is None else spread
-    painters = {"p1_regime_dalign_vs_width": lambda out: plot_dalign_vs_width(table, matched, out),
-                "p1_regime_dims_vs_width": lambda out: plot_dims_vs_width(table, out),
-                "p1_regime_plugin_vs_unbiased": lambda out: plot_plugin_vs_unbiased(table, out),
-                "p1_regime_dalign_vs_context": lambda out: plot_dalign_vs_context(table, out),
-                "p1_regime_spread": lambda out: plot_seed_spread(spread, out)}
+    painters = {REGIME_DALIGN_VS_WIDTH.stem: lambda out: plot_dalign_vs_width(table, matched, out),
+                REGIME_DIMS_VS_WIDTH.stem: lambda out: plot_dims_vs_width(table, out),
+                REGIME_PLUGIN_VS_UNBIASED.stem: lambda out: plot_plugin_vs_unbiased(table, out),
+                REGIME_DALIGN_VS_CONTEXT.stem: lambda out: plot_dalign_vs_context(table, out),
+                REGIME_SPREAD.stem: lambda out: plot_seed_spread(spread, out)}
     for stem, reason in reasons.items():
         if not reason:
             painters[stem](folder / f"{stem}.png")
