@@ -67,6 +67,8 @@ def figure_output(figure):
     """A figure's output, marked for `snakemake --report` with its caption, subcategory and label."""
     return report_output(figure_path(figure), figure.caption, figure.section, figure.subcategory,
                          f"figure: {figure.label}")
+
+
 RUN_DIR = f"{RESULTS}/models/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}"
 
 

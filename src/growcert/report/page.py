@@ -6,8 +6,7 @@ the column, every table sits in its own horizontally scrolling box, long cell te
 
 Figure captions are the workflow's own caption files, src/growcert/resources/report/<caption>.rst of the figure
 registry, read as package data (the same text `snakemake --report` shows; the P2 task figures' one file has a
-branch per task), read as
-plain paragraphs with ``code``, *emphasis* and **bold**.
+branch per task), read as plain paragraphs with ``code``, *emphasis* and **bold**.
 """
 
 from __future__ import annotations
