@@ -89,6 +89,16 @@ def _torch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)")
 
 
+def _checkpoint_arguments(parser: argparse.ArgumentParser, settings_help: str, out_help: str) -> None:
+    """--checkpoint, --data, --settings, --out, --hf and the torch arguments of a stage that reads a checkpoint."""
+    parser.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
+    parser.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
+    parser.add_argument("--settings", default="{}", help=settings_help)
+    parser.add_argument("--out", required=True, help=out_help)
+    parser.add_argument("--hf", default=None, help=HF_HELP)
+    _torch_arguments(parser)
+
+
 HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
            "with these settings as JSON or @file, '{}' for the defaults (growcert.models.hf.HFSettings)")
 
@@ -282,12 +292,7 @@ def _training_commands(stages) -> None:
 def _store_commands(stages) -> None:
     """dump, inspect, compare-results."""
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
-    dump.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
-    dump.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
-    dump.add_argument("--settings", default="{}", help="config key dump as JSON, or @file (schema defaults fill the rest)")
-    dump.add_argument("--out", required=True, help="store path (PATH.zarr)")
-    dump.add_argument("--hf", default=None, help=HF_HELP)
-    _torch_arguments(dump)
+    _checkpoint_arguments(dump, "config key dump as JSON, or @file (schema defaults fill the rest)", "store path (PATH.zarr)")
     dump.set_defaults(handler=cmd_dump)
 
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
@@ -338,13 +343,9 @@ def _alignment_commands(stages) -> None:
 def _intervention_commands(stages) -> None:
     """intervene, summarize-interventions."""
     intervene = stages.add_parser("intervene", help="residual interventions: predicted vs observed held-out loss change")
-    intervene.add_argument("--checkpoint", required=True)
     intervene.add_argument("--store", required=True, help="the checkpoint's gradient store")
-    intervene.add_argument("--data", required=True, help="prepared dataset folder")
-    intervene.add_argument("--settings", default="{}", help="intervention settings as JSON, or @file (config key intervene)")
-    intervene.add_argument("--out", required=True, help="tidy CSV, one row per point x variant x draw x epsilon")
-    intervene.add_argument("--hf", default=None, help=HF_HELP)
-    _torch_arguments(intervene)
+    _checkpoint_arguments(intervene, "config key intervene, as JSON or @file",
+                          "tidy CSV, one row per point x variant x draw x epsilon")
     intervene.set_defaults(handler=cmd_intervene)
 
     interventions = stages.add_parser("summarize-interventions", help="pool intervention tables: summary, figure, checks")
