@@ -292,7 +292,7 @@ def test_job_killed_at_its_time_limit_resumes_on_retry(full_run, tmp_path):
     # resume_every exceeds the steps, so the only resume state the retry can find is the one written
     # when SLURM's SIGTERM arrived: the retry resuming proves the time-limit path end to end.
     steps = int(os.environ.get("GROWCERT_SLURM_TIMELIMIT_STEPS", "12000"))
-    train = {"steps": steps, "batch_size": 32, "lr": 0.002, "warmup_steps": 2, "checkpoints": [steps],
+    train = {"steps": steps, "batch_size": 32, "lr": 0.002, "warmup_steps": 2, "save_steps": [steps],
              "eval_every": steps, "eval_examples": 64, "resume_every": 10 * steps}
     config = tmp_path / "long_run.yaml"
     config.write_text(yaml.safe_dump({"grids": [{"family": "resnet", "dataset": "digits", "widths": [2],
