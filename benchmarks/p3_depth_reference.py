@@ -149,6 +149,11 @@ def write_readme(out: Path, record: dict) -> None:
                f"({cost['disk_samples']} samples). Per rule: "
                + "; ".join(f"{row['rule']} {row['jobs']} jobs, {row['cpu_s'] / 60:.1f} CPU-min"
                            for row in cost["per_rule"]) + ".", "",
+               "Parts of the sweep (each resumed the finished jobs of the last): "
+               + "; ".join(f"started {part['started']} at commit {part['commit'][:7]}" for part in cost["parts"])
+               + ". Code that trained the runs (each run's own provenance): "
+               + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
+                           for row in cost["trained_at"]) + ".", "",
                "## The value of an inserted zero-output block per model depth (its last point, held-out pool)", "",
                "Raw: the unbiased ‖E[q hᵀ]‖²; scale-invariant: value × mean‖z‖²/mean‖h‖², the form saturation is "
                "judged on. Each seed is one trained model; the interval is Student t over seeds. Every point of "
