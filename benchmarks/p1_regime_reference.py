@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeps import run_sweep, sweep_cost
+from sweeps import require_finished, run_sweep, sweep_cost
 
 CONFIG = "configs/p1-regime.yaml"
 COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
@@ -54,11 +54,7 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
 
 def copy_outputs(results: Path, out: Path) -> None:
     """The summarize-regime outputs of `results` (tables, claims, figures, d_align rows) into `out`."""
-    missing = [source for source in COPIED.values() if not (results / source).is_file()]
-    if missing:
-        print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
-              "resume it", file=sys.stderr)
-        sys.exit(2)
+    require_finished(results, COPIED.values())
     out.mkdir(parents=True, exist_ok=True)
     for target, source in COPIED.items():
         shutil.copyfile(results / source, out / target)
@@ -135,11 +131,7 @@ def export_joined(results: Path, out: Path, command: str, config: str, committed
     from growcert.provenance import git_commit, machine_record, versions
     from growcert.report.regime import summarize_regime
 
-    for source in ("stats/alignment.csv", "stats/training.csv"):
-        if not (results / source).is_file():
-            print(f"results folder {results}: the sweep has not finished ({source} is missing); run with --run to "
-                  "resume it", file=sys.stderr)
-            sys.exit(2)
+    require_finished(results, ("stats/alignment.csv", "stats/training.csv"))
     new_alignment = pd.read_csv(results / "stats" / "alignment.csv")
     new_alignment = new_alignment[new_alignment["context"].notna()]
     new_training = pd.read_csv(results / "stats" / "training.csv")

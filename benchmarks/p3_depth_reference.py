@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeps import run_sweep, sweep_cost
+from sweeps import require_finished, run_sweep, sweep_cost
 
 CONFIG = "configs/p3-depth.yaml"
 TARGETS = ("summarize_depth", "summarize_growth")
@@ -59,11 +59,7 @@ def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None
     """Copy a finished sweep's tables and figures to `out`, judge them, and write provenance and a README."""
     from growcert.provenance import git_commit, machine_record, versions
 
-    missing = [source for source in COPIED.values() if not (results / source).is_file()]
-    if missing:
-        print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
-              "resume it", file=sys.stderr)
-        sys.exit(2)
+    require_finished(results, COPIED.values())
     out.mkdir(parents=True, exist_ok=True)
     for target, source in COPIED.items():
         shutil.copyfile(results / source, out / target)

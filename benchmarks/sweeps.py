@@ -114,3 +114,12 @@ def disk_by_part(samples: list[tuple[int, int]]) -> list[dict]:
         parts[-1].append(sample)
     return [{"from": utc(part[0][0]), "to": utc(part[-1][0]), "peak_disk_gb": round(max(s for _, s in part) / 1e9, 2)}
             for part in parts]
+
+
+def require_finished(results: Path, sources) -> None:
+    """Exit 2 with one line naming the first of `sources` (paths under `results`) that the sweep has not written."""
+    missing = [source for source in sources if not (results / source).is_file()]
+    if missing:
+        print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
+              "resume it", file=sys.stderr)
+        sys.exit(2)
