@@ -11,9 +11,12 @@ parameters) with AdamW at weight decay 0.01 on a/b mod 47, 50 % split, batch 128
 - `nominal` (the paper's task: p 97, batch 512, llama): AdamW at weight decay 0.01 only, 3 seeds, to
   record that the baseline groks early there, so there is no delay to shorten.
 
-Each job is one `run_grokking` call (one regime, one seed, its arms inside) in its own folder under
-<work>/runs/; a job with a summary.csv is done and skipped, an unfinished one resumes inside its arm
-(experiments.common). Whatever has finished is aggregated into <out>: summary.csv (every arm × seed),
+Each job is one `run_grokking` call for one regime, seed and arm (`grokking.only_arms`), in its own folder
+<work>/runs/<regime>/seed<k>/<arm>/, so that every arm that finishes is a few small CSVs that can be kept in
+git at once, and another machine resumes from there. A job with a summary.csv is done and skipped (so is
+an arm in the summary.csv of a seed folder, which earlier runs wrote with every arm in one call); an
+unfinished one resumes inside its arm (experiments.common) while its resume state is on the disk.
+Whatever has finished is aggregated into <out>: summary.csv (every arm × seed),
 table.csv (per regime and arm: steps to 95 % per seed, censored at the cap, the ratio to AdamW wd=0.01
 with its interval and the verdict of `growcert.report.verdicts`), curves.csv, figures, provenance.json
 and README.md.
@@ -29,12 +32,15 @@ import concurrent.futures
 import datetime as dt
 import json
 import multiprocessing
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 PAPER_BASELINE, PAPER_GATE = 29_450, 5_950
+BASELINE = "AdamW wd=0.01"  # the arm every speed-up is measured against
 SEEDS = [0, 1, 2]
 COMMON = {"lr": 1e-3, "betas": [0.9, 0.98], "steps": 15_000, "stop_at_test_acc": 0.95, "eval_every": 100,
           "diagnostics_every": 500, "resume_every": 1000}
@@ -52,14 +58,54 @@ SMOKE = {"common": {"steps": 20, "eval_every": 10, "diagnostics_every": 5, "resu
          "nominal": {"p": 13, "train_fraction": 0.5, "batch_size": 16, "architecture": "llama"}, "seeds": [0]}
 
 
-def job_settings(regime: dict, arms: dict, seed: int, common: dict) -> dict:
+def job_settings(regime: dict, arms: dict, seed: int, common: dict, arm: str | None = None) -> dict:
+    """The grokking stage's settings of one job: one regime and seed, and one arm when `arm` is named."""
     model = {**common.get("model", {}), "architecture": regime["architecture"]}
     return {**{k: v for k, v in common.items() if k != "model"}, **arms, "p": regime["p"], "seeds": [seed],
-            "train_fraction": regime["train_fraction"], "batch_size": regime["batch_size"], "model": model}
+            "train_fraction": regime["train_fraction"], "batch_size": regime["batch_size"], "model": model,
+            "only_arms": None if arm is None else [arm]}
+
+
+def arm_names(arms: dict) -> list[str]:
+    """The names of the arms that `arms` configures, in the stage's order."""
+    from growcert.config import stage_settings
+    from growcert.experiments.grokking import optimizer_arms
+
+    return [arm.name for arm in optimizer_arms(stage_settings("grokking", arms))]
+
+
+def arm_folder(seed_folder: Path, arm: str) -> Path:
+    """<seed folder>/<the arm's name, each run of characters other than letters, digits, dots and dashes as _>."""
+    return seed_folder / (re.sub(r"[^A-Za-z0-9.-]+", "_", arm).strip("_"))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One regime × seed × arm: its stage settings and where its outputs go."""
+
+    settings: dict
+    seed_folder: Path
+    arm: str
+    facts: dict  # the regime's columns in the aggregated tables
+
+    @property
+    def folder(self) -> Path:
+        return arm_folder(self.seed_folder, self.arm)
+
+    def finished(self) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """The job's summary and curve rows if it has finished (in its own folder, or in its seed folder's
+        all-arms tables), else None."""
+        for folder in (self.folder, self.seed_folder):
+            if (folder / "summary.csv").is_file():
+                summary, curves = (pd.read_csv(folder / name) for name in ("summary.csv", "curves.csv"))
+                summary, curves = summary[summary["optimizer"] == self.arm], curves[curves["optimizer"] == self.arm]
+                if len(summary):
+                    return summary.assign(**self.facts), curves.assign(**self.facts)
+        return None
 
 
 def run_job(settings: dict, out: str) -> str:
-    """One regime × seed, in a fresh process (resumes inside an arm when its resume state is there)."""
+    """One job, in a fresh process (resumes inside its arm when its resume state is there)."""
     from growcert.experiments.grokking import run_grokking
 
     log_path = Path(out) / "log.txt"
@@ -69,27 +115,25 @@ def run_job(settings: dict, out: str) -> str:
     return out
 
 
-def run_jobs(jobs: list[tuple[dict, Path]], parallel: int) -> None:
-    pending = [(settings, out) for settings, out in jobs if not (out / "summary.csv").exists()]
+def run_jobs(jobs: list[Job], parallel: int) -> None:
+    pending = [job for job in jobs if job.finished() is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already done; running {len(pending)}, {parallel} at a time",
           flush=True)
     context = multiprocessing.get_context("spawn")  # a clean torch per job
     with concurrent.futures.ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
-        futures = {pool.submit(run_job, settings, str(out)): out for settings, out in pending}
+        futures = {pool.submit(run_job, job.settings, str(job.folder)): job.folder for job in pending}
         for future in concurrent.futures.as_completed(futures):
             future.result()
             print(f"done: {futures[future]}", flush=True)
 
 
-def collect(folders: list[Path], extra: dict[Path, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    summaries, curves = [], []
-    for folder in folders:
-        if (folder / "summary.csv").exists():
-            summaries.append(pd.read_csv(folder / "summary.csv").assign(**extra[folder]))
-            curves.append(pd.read_csv(folder / "curves.csv").assign(**extra[folder]))
-    if not summaries:
+def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The summary and curve rows of every finished job."""
+    finished = [rows for rows in (job.finished() for job in jobs) if rows is not None]
+    if not finished:
         return pd.DataFrame(), pd.DataFrame()
-    return pd.concat(summaries, ignore_index=True), pd.concat(curves, ignore_index=True)
+    return (pd.concat([summary for summary, _ in finished], ignore_index=True),
+            pd.concat([curves for _, curves in finished], ignore_index=True))
 
 
 def steps_text(steps: pd.Series, cap: int) -> str:
@@ -113,13 +157,13 @@ def arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: float) ->
         row = {"regime": regime, "optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
                "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
                "seconds_per_step": float(frame["seconds"].sum() / ran.sum()), "cap": cap}
-        baseline = summary[(summary["regime"] == regime) & (summary["optimizer"] == "AdamW wd=0.01")]
-        if arm != "AdamW wd=0.01" and len(baseline):
+        baseline = summary[(summary["regime"] == regime) & (summary["optimizer"] == BASELINE)]
+        if arm != BASELINE and len(baseline):
             paired = baseline.set_index("seed")["step_95"].astype(float)
             mine = frame.set_index("seed")["step_95"].astype(float)
             seeds = paired.index.intersection(mine.index)
             judgement = judge_steps(GROKKING_SPEEDUP, paired[seeds].to_numpy(), mine[seeds].to_numpy(), level, cap,
-                                    eval_every, "AdamW wd=0.01")
+                                    eval_every, BASELINE)
             row.update({"speedup": judgement.estimate, "speedup_low": judgement.low, "speedup_high": judgement.high,
                         "level": judgement.level, "paired_seeds": judgement.seeds, "verdict": judgement.verdict,
                         "seeds_needed": judgement.seeds_needed, "why": judgement.why})
@@ -163,7 +207,7 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     late = summary[summary["regime"] == "late"] if not summary.empty else pd.DataFrame(columns=["seed", "optimizer"])
     settings = {**job_settings(plan["late"], ARMS, 0, plan["common"]), "seeds": sorted(late["seed"].unique().tolist())
                 or [0]}
-    claims = grokking_claims(late, settings) if len(late) and (late["optimizer"] == "AdamW wd=0.01").any() else []
+    claims = grokking_claims(late, settings) if len(late) and (late["optimizer"] == BASELINE).any() else []
     pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(out / "claims.csv", index=False)
     for regime, frame in curves.groupby("regime") if not curves.empty else []:
         frame.to_csv(out / f"curves_{regime}.csv", index=False)
@@ -208,16 +252,6 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
 
 
-def arm_subset(names: list[str]) -> dict:
-    """The arm settings that run only the named arms of ARMS (AdamW wd=0.01 always runs: the baseline)."""
-    wds = [wd for wd in ARMS["adamw"]["weight_decays"] if wd == 0.01 or f"AdamW wd={wd:g}" in names]
-    poprisk = [name.split("-") for name in names if name.startswith("poprisk-")]
-    return {"adamw": {"weight_decays": wds, "baseline_weight_decay": 0.01},
-            "grokfast": {"enabled": any(name.startswith("Grokfast") for name in names)},
-            "poprisk": {**ARMS["poprisk"], "gates": sorted({part[1] for part in poprisk}),
-                        "variances": sorted({part[2] for part in poprisk}) or ["exact"]}}
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="docs/reference-results/grokking-late")
@@ -239,26 +273,31 @@ def main(argv: list[str] | None = None) -> None:
     command = ("nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
                + " ".join(arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--aggregate-only"))
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
+    every_arm = arm_names(job_settings(late, ARMS, 0, common))
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
         table = pd.read_csv(out / "table.csv")
-        names = table.loc[(table["regime"] == "late") & (table["verdict"] == "unresolved"), "optimizer"].tolist()
-        extra_arms = arm_subset(names)
+        chosen = table.loc[(table["regime"] == "late") & (table["verdict"] == "unresolved"), "optimizer"].tolist()
     else:
-        extra_arms = arm_subset([name for name in args.arms.split(",") if name]) if args.arms else ARMS
+        chosen = [name for name in args.arms.split(",") if name] if args.arms else every_arm
+    unknown = sorted(set(chosen) - set(every_arm))
+    if unknown:
+        parser.exit(2, f"--arms: {', '.join(map(repr, unknown))} is not an arm of the plan ({', '.join(every_arm)})\n")
+    extra_arms = [name for name in every_arm if name == BASELINE or name in chosen]  # the baseline always runs
     plan = {"common": common, "late": late, "nominal": nominal, "arms": ARMS, "seeds": seeds,
             "extra_seeds": extra_seeds, "extra_arms": extra_arms}
 
-    jobs, extra = [], {}
-    for name, regime, arms, regime_seeds in (("nominal", nominal, NOMINAL_ARMS, seeds), ("late", late, ARMS, seeds),
-                                              ("late", late, extra_arms, extra_seeds)):
+    jobs = []
+    for name, regime, arms, regime_seeds, names in (
+            ("nominal", nominal, NOMINAL_ARMS, seeds, arm_names(job_settings(nominal, NOMINAL_ARMS, 0, common))),
+            ("late", late, ARMS, seeds, every_arm), ("late", late, ARMS, extra_seeds, extra_arms)):
         for seed in regime_seeds:
-            folder = work / "runs" / name / f"seed{seed}"
-            jobs.append((job_settings(regime, arms, seed, common), folder))
-            extra[folder] = {"regime": name, **regime}
+            jobs += [Job(job_settings(regime, arms, seed, common, arm), work / "runs" / name / f"seed{seed}", arm,
+                         {"regime": name, **regime}) for arm in names]
+    jobs = list({job.folder: job for job in jobs}.values())  # an extra seed that is also a first-pass seed
     if not args.aggregate_only:
         run_jobs(jobs, args.parallel)
-    summary, curves = collect([folder for _, folder in jobs], extra)
-    plan["finished_jobs"] = sum((folder / "summary.csv").is_file() for _, folder in jobs)
+    summary, curves = collect(jobs)
+    plan["finished_jobs"] = len(summary)
     plan["planned_jobs"] = len(jobs)
     write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"])
     print(f"reference results -> {out}", flush=True)

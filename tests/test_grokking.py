@@ -338,3 +338,28 @@ def test_a_microbatch_count_that_does_not_divide_the_batch_is_a_config_error_nam
     with pytest.raises(ConfigError, match=r"^config key 'grokking.poprisk.microbatches': 5 does not divide the "
                                           r"batch of 16"):
         make_optimizer(arm, nn.Linear(2, 2), settings, batch=16, train_size=66)
+
+
+def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path):
+    """grokking.only_arms splits a sweep into one job per arm: each arm starts from the seed's weights and
+    batch order, so its curve and summary rows are those of the run that trains every arm, bit for bit."""
+    settings = {**TINY, "poprisk": {**TINY["poprisk"], "variances": ["streaming", "microbatch"], "microbatches": 2}}
+    run_grokking(settings, tmp_path / "all", log=lambda _: None, threads=1)
+    every = pd.read_csv(tmp_path / "all" / "curves.csv"), pd.read_csv(tmp_path / "all" / "summary.csv")
+    names = every[1]["optimizer"].tolist()
+    assert len(names) == 6
+    for name in (names[1], names[-1]):  # Grokfast and a microbatch arm (its own RNG use), alone
+        out = tmp_path / name.replace(" ", "_")
+        run_grokking({**settings, "only_arms": [name]}, out, log=lambda _: None, threads=1)
+        for alone, table in zip((pd.read_csv(out / "curves.csv"), pd.read_csv(out / "summary.csv")), every):
+            mine = table[table["optimizer"] == name].reset_index(drop=True)
+            assert set(alone["optimizer"]) == {name}
+            timing = [column for column in alone.columns if column == "seconds"]  # wall time differs
+            pd.testing.assert_frame_equal(alone.drop(columns=timing), mine.drop(columns=timing))
+
+
+def test_an_arm_that_is_not_configured_is_refused_naming_the_key_and_the_arms(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config key 'grokking.only_arms': 'AdamW wd=1' is not a configured "
+                                          r"arm \(the arms are 'AdamW wd=0.1', "):
+        run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1)
+    assert not (tmp_path / "out").exists()

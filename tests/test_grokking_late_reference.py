@@ -1,5 +1,5 @@
 """The grokking-late reference run's plumbing (benchmarks/grokking_late_reference.py --smoke: every arm, the
-nominal task, two jobs at a time, resumable, its folder, its verdicts) and the report's section that shows
+nominal task, one job per arm, two at a time, resumable, its folder, its verdicts) and the report's section that shows
 such a folder."""
 
 import importlib
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from growcert.report.html import build_report
 from helpers import reference_section
@@ -49,16 +50,45 @@ def test_smoke_reference_run_writes_its_folder_and_resumes(tmp_path, capsys):
     assert record["command"] in readme and "- poprisk-update-exact-wd0.01: **not tested at this scale**" in readme
     assert "paper 4.9×" in readme and "The paper's nominal task" in readme
     assert list(out.glob("gate_*.png")) and list(out.glob("accuracy_*.png"))
+    # one job per arm, each in its own folder: 1 nominal + 9 late
+    assert len(list(work.glob("runs/*/seed0/*/summary.csv"))) == 10
     capsys.readouterr()
     reference.main(["--smoke", "--parallel", "2", "--out", str(out), "--work", str(work)])  # nothing reruns
-    assert "2 of 2 jobs already done; running 0" in capsys.readouterr().out  # 1 nominal + 1 late
-    assert "Jobs finished: 2 of 2." in (out / "README.md").read_text()
-    # --aggregate-only writes the folder from what finished and runs nothing: here, one job left unfinished
-    (work / "runs" / "late" / "seed0" / "summary.csv").unlink()
+    assert "10 of 10 jobs already done; running 0" in capsys.readouterr().out
+    assert "Jobs finished: 10 of 10." in (out / "README.md").read_text()
+    # --aggregate-only writes the folder from what finished and runs nothing: here, the late baseline unfinished
+    (work / "runs" / "late" / "seed0" / "AdamW_wd_0.01" / "summary.csv").unlink()
     reference.main(["--smoke", "--aggregate-only", "--out", str(out), "--work", str(work)])
     assert "jobs already done" not in capsys.readouterr().out
-    assert "Jobs finished: 1 of 2 (in progress" in (out / "README.md").read_text()
-    assert set(pd.read_csv(out / "table.csv")["regime"]) == {"nominal"}
+    assert "Jobs finished: 9 of 10 (in progress" in (out / "README.md").read_text()
+    late = pd.read_csv(out / "table.csv").query("regime == 'late'")
+    assert "AdamW wd=0.01" not in set(late["optimizer"]) and "verdict" not in late.columns  # no baseline: no verdict
+
+
+def test_a_seed_folder_of_an_all_arms_run_counts_and_extra_seeds_run_the_named_arms(tmp_path, capsys):
+    """Earlier runs trained every arm of a seed in one call (its tables in the seed folder): those arms count as
+    done. `--seeds 1 --arms A` adds seed 1 for A and the baseline only; an arm that is not in the plan is one
+    line and exit 2."""
+    reference = load_script()
+    out, work = tmp_path / "grokking-late", tmp_path / "work"
+    seed0 = work / "runs" / "late" / "seed0"
+    reference.main(["--smoke", "--parallel", "2", "--out", str(out), "--work", str(work)])
+    for name in ("summary.csv", "curves.csv"):  # the layout of an all-arms call
+        pd.concat([pd.read_csv(path) for path in sorted(seed0.glob(f"*/{name}"))]).to_csv(seed0 / name, index=False)
+    for path in seed0.glob("*/summary.csv"):
+        path.unlink()
+    capsys.readouterr()
+    arm = "poprisk-gradient-streaming-wd0.01"
+    reference.main(["--smoke", "--parallel", "2", "--seeds", "1", "--arms", arm, "--out", str(out), "--work", str(work)])
+    assert "10 of 12 jobs already done; running 2" in capsys.readouterr().out
+    assert sorted(path.parent.name for path in work.glob("runs/late/seed1/*/summary.csv")) == [
+        "AdamW_wd_0.01", "poprisk-gradient-streaming-wd0.01"]
+    table = pd.read_csv(out / "table.csv").query("regime == 'late'").set_index("optimizer")
+    assert table.loc[arm, "seeds"] == 2 and table.loc["AdamW wd=0.01", "seeds"] == 2
+    assert table.loc["AdamW wd=1", "seeds"] == 1
+    with pytest.raises(SystemExit) as exit_info:
+        reference.main(["--smoke", "--seeds", "1", "--arms", "AdamW wd=3", "--out", str(out), "--work", str(work)])
+    assert exit_info.value.code == 2 and "--arms: 'AdamW wd=3' is not an arm of the plan" in capsys.readouterr().err
 
 
 def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
@@ -76,13 +106,6 @@ def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     assert slow["steps_per_seed"] == "> 15,000, > 15,000, 500" and slow["median_step_95"] == "not by 15,000"
     assert slow["verdict"] == "unresolved" and "censored" in slow["why"]
     assert pd.isna(table.loc["AdamW wd=0.01", "verdict"])
-
-
-def test_arm_subset_runs_the_named_arms_and_always_the_baseline():
-    reference = load_script()
-    arms = reference.arm_subset(["poprisk-gradient-streaming-wd0.01", "Grokfast-EMA wd=0.005 (L2)"])
-    assert arms["adamw"]["weight_decays"] == [0.01] and arms["grokfast"]["enabled"] is True
-    assert arms["poprisk"]["gates"] == ["gradient"] and arms["poprisk"]["variances"] == ["streaming"]
 
 
 def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from growcert.errors import ConfigError
 from growcert.provenance import provenance
 from growcert.files import write_csv, write_text
 
@@ -55,6 +56,19 @@ class Arm:
     gate: str | None = None
     variance: str | None = None
     microbatches: int | None = None
+
+
+def select_arms(arms: Sequence[Arm], names: Sequence[str] | None, key: str) -> list[Arm]:
+    """The arms named in `names` (config key `key`), in the configured order; all of them when `names` is
+    None. A name that is not a configured arm is a ConfigError naming the key and the arms there are."""
+    if names is None:
+        return list(arms)
+    known = [arm.name for arm in arms]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ConfigError(f"config key '{key}': {', '.join(map(repr, unknown))} is not a configured arm "
+                          f"(the arms are {', '.join(map(repr, known))})")
+    return [arm for arm in arms if arm.name in names]
 
 
 def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[int], Any],

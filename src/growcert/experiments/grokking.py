@@ -36,8 +36,8 @@ from torch import nn
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.arms import DIAGNOSTIC_COLUMNS, hook_square_sums, make_poprisk, poprisk_arms, variance_step
-from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, step_columns, steps_to_target,
-                                        write_tables)
+from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, select_arms, step_columns,
+                                        steps_to_target, write_tables)
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.resume import UnitResume
@@ -239,7 +239,7 @@ def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], 
                   device: torch.device) -> dict[str, Any]:
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
-    arms = optimizer_arms(settings)
+    arms = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
     train_size = len(train_index)
     for arm in arms:  # refused before any arm trains or anything is written, not when its turn comes
         check_arm_batch(arm, settings, min(settings["batch_size"] or train_size, train_size), train_size)
