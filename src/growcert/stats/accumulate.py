@@ -52,7 +52,8 @@ estimates, and each block counted as max(1, a2_b/a2₁, a4_b/a4₁) first blocks
 (a block's error grows with its entries, its share of ‖C‖_F² with their
 fourth powers: heavy-tailed rows beyond the first block count there); if it
 fails, C is recomputed with float64 products (a second pass).  float64 data,
-small products (n N² < 2³², ~0.1 s) and a single block keep float64 products;
+small products (n N² < 2³⁴, ~0.5 s, where the check costs more than it saves)
+and a single block keep float64 products;
 the sums record which ran (``PowerSums.products``).
 
 This is an estimate checked on the data, not a proof: on 315 synthetic cases
@@ -86,7 +87,7 @@ FLOAT32, FLOAT64 = "float32", "float64"
 PRODUCTS = ("auto", FLOAT32, FLOAT64)
 FLOAT32_TOLERANCE = 1e-6  # the largest relative change float32 products may make to an estimate
 FLOAT32_SAFETY = 4.0  # the factor the predicted change must clear the tolerance by
-FLOAT32_MIN_PRODUCTS = 2**32  # n N² multiply-adds below which float32 products are not worth a check
+FLOAT32_MIN_PRODUCTS = 2**34  # n N² multiply-adds below which float32 products do not pay for the check
 CHECK_ROWS = 256  # rows of C and E at a time in the check's sums
 
 
@@ -166,15 +167,23 @@ class SampleBlocks:
     def stored_dtype(self) -> np.dtype:
         return np.dtype(getattr(self.data, "dtype", np.float64))
 
-    def read(self, k: int, dtype=None) -> np.ndarray:
-        """Block k as self.dtype (or as `dtype`, for float32 blocks read as stored)."""
+    def read(self, k: int, dtype=None, out: np.ndarray | None = None) -> np.ndarray:
+        """Block k as self.dtype (or as `dtype`); a cast goes into `out` (rows × N) when given, so that
+        a pass reuses one buffer instead of faulting in a new block each time."""
         start, stop = self.bounds[k]
         block = self.data[start:stop]
         if isinstance(block, xr.DataArray):
             block = block.values  # reads just these rows (dask: just these chunks)
         elif hasattr(block, "compute"):  # a bare dask array
             block = block.compute()
-        return np.asarray(block, dtype=dtype or self.dtype).reshape(stop - start, self.dim)
+        block = np.asarray(block).reshape(stop - start, self.dim)
+        dtype = np.dtype(dtype or self.dtype)
+        if block.dtype == dtype:
+            return block
+        if out is None:
+            return block.astype(dtype)
+        np.copyto(out[: stop - start], block)
+        return out[: stop - start]
 
     def __iter__(self):
         for k in range(len(self.bounds)):
@@ -329,31 +338,38 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
     # the float32 product buffer; allocated after the check (when there is one) so that the N×N
     # arrays held at once stay C, one product and E
     single = np.empty((dim, dim), np.float32) if float32 and not check else None
+    rows = max(stop - start for start, stop in blocks.bounds) if len(blocks) else 0
+    cast = np.empty((rows, dim)) if blocks.stored_dtype != np.float64 else None  # float64 blocks, reused
     s, w = np.zeros(dim), np.zeros(dim)
     a2 = a4 = 0.0
     error, block_powers, checks = None, [], []
     for k in range(len(blocks)):
-        # float32 blocks as stored, but a checked first block in float64 (the check's reference)
-        x = blocks.read(k, np.float32) if single is not None else blocks.read(k)
-        # X.T @ X on one buffer is dispatched to BLAS syrk (half the flops of gemm).
-        if x.dtype == np.float32:
-            np.matmul(x.T, x, out=single)
+        if single is not None:  # float32 as stored, and its float64 copy
+            stored = blocks.read(k, np.float32)
+            x = cast[: len(stored)]
+            np.copyto(x, stored)
+        else:
+            stored, x = None, blocks.read(k, out=cast)
+        # X.T @ X on one buffer is dispatched to BLAS syrk (half the flops of gemm); with float32
+        # products the syrk is float32 and s, w, a2, a4 still come from the float64 block.
+        if stored is not None:
+            np.matmul(stored.T, stored, out=single)
             c += single  # accumulated in float64
         else:
             np.matmul(x.T, x, out=product)
             c += product
         norms = row_norms_sq(x)
-        block_sum, block_w = x.sum(axis=0, dtype=np.float64), norms @ x
+        block_sum, block_w = x.sum(axis=0), norms @ x
         s += block_sum
         w += block_w
         a2 += norms.sum()
         a4 += norms @ norms
         block_powers.append((float(norms.sum()), float(norms @ norms)))
         if check and k == 0:  # the same product in float32 (the data are float32): E = P32 − P64
-            stored = x.astype(np.float32)
-            error = np.matmul(stored.T, stored)
+            block32 = x.astype(np.float32)
+            error = np.matmul(block32.T, block32)
             np.subtract(error, product, out=error, casting="same_kind")
-            del stored
+            del block32
             first = PowerSums(n=len(x), dim=dim, s_sq=float(block_sum @ block_sum), a2=block_powers[0][0],
                               a4=block_powers[0][1], c_frob_sq=float(np.vdot(product, product)),
                               s_c_s=float(block_sum @ product @ block_sum), w_s=float(block_w @ block_sum))
