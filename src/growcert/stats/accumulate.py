@@ -33,33 +33,36 @@ by (moments.py's formulas, worst-case signs)
 large when a strong mean makes these differences of large terms (d_2 =
 ‖μ‖⁴/tr Σ² ≫ 1).  A worst-case rounding bound (γ_r |X|ᵀ|X|) overstates the
 error of a float32 block product ~10⁶-fold, so the rule checks the data at
-hand instead (`choose_products`): the first block's product is taken in both
-precisions, E = P₃₂ − P₆₄ (the float64 one enters C).  Scaled to all n
-examples (Ĉ = (n/r) P₆₄, ŝ = (n/r) s₁ for a first block of r rows), that
-block moves ‖C‖_F² and sᵀCs by
+hand instead (`choose_products`): the first r rows (an eighth of the first
+block, at least 256) are multiplied in both precisions, E = P₃₂ − P₆₄.  Scaled
+to all n examples (Ĉ = (n/r) P₆₄, ŝ = (n/r) s_r), that product moves ‖C‖_F²
+and sᵀCs by
 
     δF₁ = max(|2⟨Ĉ, E⟩|, 2 ‖Ĉ ⊙ E‖_F),   δR₁ = max(|ŝᵀEŝ|, ‖(ŝŝᵀ) ⊙ E‖_F)
 
 (the signed value, or its typical size if the entries' errors had independent
-signs, whichever is larger), and n/r such blocks, their errors adding up
-without cancelling, by δF = (n/r) δF₁ + (n/r)² ‖E‖_F², δR = (n/r) δR₁ (later blocks are no
-longer than the first, and a product's error grows with its length).
-float32 products are used for the other blocks when, with a factor 4 to
-spare, each of ‖μ‖⁴, μᵀΣμ and tr Σ² would move by at most FLOAT32_TOLERANCE
-= 1e-6 of its value (the first block's float64 estimate).  At the end of the
-pass the same test runs again with the finished C and s, the full-sample
-estimates, and each block counted as max(1, a2_b/a2₁, a4_b/a4₁) first blocks
-(a block's error grows with its entries, its share of ‖C‖_F² with their
-fourth powers: heavy-tailed rows beyond the first block count there); if it
-fails, C is recomputed with float64 products (a second pass).  float64 data,
-small products (n N² < 2³⁴, ~0.5 s, where the check costs more than it saves)
-and a single block keep float64 products;
-the sums record which ran (``PowerSums.products``).
+signs, whichever is larger), and the n examples, n/r such products with
+errors adding up without cancelling, by δF = (n/r) δF₁ + (n/r)² ‖E‖_F², δR =
+(n/r) δR₁.  Counting a block of r_b rows as r_b/r products takes a product's
+error as growing linearly with its length (rounding errors grow as its square
+root in practice).  float32 products are used for the blocks when, with a
+factor 4 to spare, each of ‖μ‖⁴, μᵀΣμ and tr Σ² would move by at most
+FLOAT32_TOLERANCE = 1e-6 of its value (the checked rows' float64 estimate).
+At the end of the pass the same test runs again with the finished C and s,
+the full-sample estimates, and each block counted as max(r_b/r, a2_b/a2_r,
+a4_b/a4_r) products (a block's error grows with its entries, its share of
+‖C‖_F² with their fourth powers: heavy-tailed rows beyond the checked ones
+count there); if it fails, C is recomputed with float64 products (a second
+pass).  float64 data, small products (n N² < 2³⁴, ~0.5 s, where the check
+costs more than it saves), a single block and a first block under 256 rows
+keep float64 products; with float64 products the results are bit for bit
+those of a float64-only pass.  The sums record which ran
+(``PowerSums.products``).
 
 This is an estimate checked on the data, not a proof: on 315 synthetic cases
 (isotropic, anisotropic, low-rank, Student-t with 1.5-4 degrees of freedom,
 outlying blocks, means from 0 to d_2 ≈ 10³) every float32 result was within
-1.5e-7 of float64, and a null or very strong mean kept float64.  The standard
+1.7e-7 of float64, and a null or very strong mean kept float64.  The standard
 error of tr Σ², the most precise of the three, is at least √(8/N)/n of it (N
 ≤ n on this path; 2e-6 at n = 20,000, N = 4,096), so the tolerance keeps
 float32's share below the statistical error.  benchmarks/estimators.py (part
@@ -88,7 +91,8 @@ PRODUCTS = ("auto", FLOAT32, FLOAT64)
 FLOAT32_TOLERANCE = 1e-6  # the largest relative change float32 products may make to an estimate
 FLOAT32_SAFETY = 4.0  # the factor the predicted change must clear the tolerance by
 FLOAT32_MIN_PRODUCTS = 2**34  # n N² multiply-adds below which float32 products do not pay for the check
-CHECK_ROWS = 256  # rows of C and E at a time in the check's sums
+CHECK_BYTES = 16 * 2**20  # rows of C and E at a time in the check's sums (few BLAS calls, small temporaries)
+CHECK_FRACTION, MIN_CHECK_ROWS = 8, 256  # the check's product: the first block's first eighth (≥ 256 rows)
 
 
 @dataclass(frozen=True)
@@ -277,8 +281,9 @@ def _float32_candidate(blocks: SampleBlocks, products: str) -> bool:
         if products == FLOAT32:
             raise ValueError(f"float32 products need float32 data; got {blocks.stored_dtype}")
         return False
+    first_rows = blocks.bounds[0][1] - blocks.bounds[0][0] if len(blocks) else 0
     return products == FLOAT32 or (
-        len(blocks) > 1 and blocks.n * blocks.dim**2 >= FLOAT32_MIN_PRODUCTS)
+        len(blocks) > 1 and first_rows >= MIN_CHECK_ROWS and blocks.n * blocks.dim**2 >= FLOAT32_MIN_PRODUCTS)
 
 
 @dataclass(frozen=True)
@@ -291,22 +296,26 @@ class Float32Check:
     products: str
 
 
-def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, blocks: float,
+def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, units: float,
                     estimates) -> Float32Check:
     """float32 or float64 products (module docstring, "float32 products").
 
-    c, s: C and s of all n examples (or their extrapolation from the first block); error: the first
-    block's float32 product minus its float64 one; blocks: how many such blocks the n examples make;
-    estimates: Moments whose ‖μ‖⁴, μᵀΣμ, tr Σ² the predicted changes are compared with.
+    c, s: C and s of all n examples (or their extrapolation from the checked rows); error: the checked
+    rows' float32 product minus their float64 one; units: how many such products the n examples
+    make, their errors adding up; estimates: Moments whose ‖μ‖⁴, μᵀΣμ, tr Σ² the predicted changes
+    are compared with.
     """
-    sums = np.zeros(5)  # Σ c⊙E, Σ (c⊙E)², Σ E², Σ E⊙ssᵀ, Σ (E⊙ssᵀ)², a few rows at a time (no N×N temporary)
-    for start in range(0, len(c), CHECK_ROWS):
-        rows = slice(start, start + CHECK_ROWS)
+    # Σ c⊙E, Σ (c⊙E)², Σ E², sᵀEs, (s²)ᵀ(E⊙E)(s²), a few rows at a time (no N×N temporary)
+    sums, s_sq = np.zeros(5), s * s
+    chunk = max(1, CHECK_BYTES // (8 * len(c)))
+    for start in range(0, len(c), chunk):
+        rows = slice(start, start + chunk)
         part = error[rows].astype(np.float64)
-        weighted, outer = c[rows] * part, part * np.outer(s[rows], s)
-        sums += (weighted.sum(), np.vdot(weighted, weighted), np.vdot(part, part), outer.sum(), np.vdot(outer, outer))
-    delta_f = blocks * max(abs(2.0 * sums[0]), 2.0 * np.sqrt(sums[1])) + blocks**2 * sums[2]
-    delta_r = blocks * max(abs(sums[3]), np.sqrt(sums[4]))
+        weighted, part_sq = c[rows] * part, part * part
+        sums += (weighted.sum(), np.vdot(weighted, weighted), part_sq.sum(), (part @ s) @ s[rows],
+                 (part_sq @ s_sq) @ s_sq[rows])
+    delta_f = units * max(abs(2.0 * sums[0]), 2.0 * np.sqrt(sums[1])) + units**2 * sums[2]
+    delta_r = units * max(abs(sums[3]), np.sqrt(sums[4]))
     n2 = n * (n - 1.0)
     n3, n4 = n2 * (n - 2.0), n2 * (n - 2.0) * (n - 3.0)
     mu_4 = (4.0 * delta_r + 2.0 * delta_f) / n4
@@ -328,6 +337,22 @@ class _CovariancePass:
     checks: list  # the Float32Check verdicts that were made (first block, then end of pass)
 
 
+def _check_sample(x: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, PowerSums, np.ndarray]:
+    """(E, power sums, s) of the check's rows x (float64 copy of float32 data): E = P32 − P64, with P64
+    left in `product`."""
+    dim = x.shape[1]
+    np.matmul(x.T, x, out=product)
+    single = x.astype(np.float32)
+    error = np.matmul(single.T, single)
+    np.subtract(error, product, out=error, casting="same_kind")
+    norms = row_norms_sq(x)
+    sample_sum = x.sum(axis=0)
+    sums = PowerSums(n=len(x), dim=dim, s_sq=float(sample_sum @ sample_sum), a2=float(norms.sum()),
+                     a4=float(norms @ norms), c_frob_sq=float(np.vdot(product, product)),
+                     s_c_s=float(sample_sum @ product @ sample_sum), w_s=float((norms @ x) @ sample_sum))
+    return error, sums, sample_sum
+
+
 def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _CovariancePass:
     """C, s, w, a2, a4 in one pass; block products in float32 when asked (and, with check, allowed)."""
     from growcert.stats.moments import unbiased_moments  # moments.py imports this module
@@ -342,59 +367,51 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
     cast = np.empty((rows, dim)) if blocks.stored_dtype != np.float64 else None  # float64 blocks, reused
     s, w = np.zeros(dim), np.zeros(dim)
     a2 = a4 = 0.0
-    error, block_powers, checks = None, [], []
+    error, sample, block_powers, checks = None, None, [], []
     for k in range(len(blocks)):
-        if single is not None:  # float32 as stored, and its float64 copy
+        if float32:  # float32 as stored, and its float64 copy
             stored = blocks.read(k, np.float32)
             x = cast[: len(stored)]
             np.copyto(x, stored)
         else:
             stored, x = None, blocks.read(k, out=cast)
+        if check and k == 0:  # the first rows' product in both precisions (module docstring)
+            error, sample, sample_sum = _check_sample(x[: max(MIN_CHECK_ROWS, len(x) // CHECK_FRACTION)], product)
+            units = blocks.n / sample.n  # the check's rows, scaled to all n examples
+            checks.append(choose_products(blocks.n, units * product, units * sample_sum, error, units,
+                                          unbiased_moments(sample)))
+            if checks[-1].products == FLOAT64:
+                error = None
+            else:
+                product = None  # the float64 buffer is not needed again
+                single = np.empty((dim, dim), np.float32)
         # X.T @ X on one buffer is dispatched to BLAS syrk (half the flops of gemm); with float32
         # products the syrk is float32 and s, w, a2, a4 still come from the float64 block.
-        if stored is not None:
+        if single is not None:
             np.matmul(stored.T, stored, out=single)
             c += single  # accumulated in float64
         else:
             np.matmul(x.T, x, out=product)
             c += product
         norms = row_norms_sq(x)
-        block_sum, block_w = x.sum(axis=0), norms @ x
-        s += block_sum
-        w += block_w
+        s += x.sum(axis=0)
+        w += norms @ x
         a2 += norms.sum()
         a4 += norms @ norms
-        block_powers.append((float(norms.sum()), float(norms @ norms)))
-        if check and k == 0:  # the same product in float32 (the data are float32): E = P32 − P64
-            block32 = x.astype(np.float32)
-            error = np.matmul(block32.T, block32)
-            np.subtract(error, product, out=error, casting="same_kind")
-            del block32
-            first = PowerSums(n=len(x), dim=dim, s_sq=float(block_sum @ block_sum), a2=block_powers[0][0],
-                              a4=block_powers[0][1], c_frob_sq=float(np.vdot(product, product)),
-                              s_c_s=float(block_sum @ product @ block_sum), w_s=float(block_w @ block_sum))
-            scale = blocks.n / len(x)  # the first block's sums, scaled to all n examples
-            checks.append(choose_products(blocks.n, scale * product, scale * block_sum, error, scale,
-                                          unbiased_moments(first)))
-            if checks[-1].products == FLOAT64:
-                error = None
-            else:
-                product = None  # the float64 buffer is not needed again
-                single = np.empty((dim, dim), np.float32)
+        block_powers.append((len(x), float(norms.sum()), float(norms @ norms)))
     chosen = FLOAT32 if single is not None else FLOAT64
     result = _CovariancePass(c, s, w, float(a2), float(a4), chosen, checks)
     if check and chosen == FLOAT32:
         # Again with the finished C and s, the full-sample estimates, and each block counted as many
-        # first blocks as its Σ‖x_i‖² and Σ‖x_i‖⁴ say (a block's product error grows with its entries,
-        # and its share of ‖C‖_F² with their fourth powers): heavy-tailed rows beyond the first block count.
+        # check samples as its rows, Σ‖x_i‖² and Σ‖x_i‖⁴ say (a block's product error grows with its
+        # length and entries, its share of ‖C‖_F² with their fourth powers): heavy-tailed rows count.
         c_s = c @ s
         estimates = unbiased_moments(PowerSums(n=blocks.n, dim=dim, s_sq=float(s @ s), a2=result.a2,
                                                a4=result.a4, c_frob_sq=float(np.vdot(c, c)),
                                                s_c_s=float(s @ c_s), w_s=float(w @ s)))
-        first_a2, first_a4 = block_powers[0]
-        weight = sum(max(1.0, a2_b / first_a2, a4_b / first_a4) if first_a4 > 0 else 1.0
-                     for a2_b, a4_b in block_powers)
-        checks.append(choose_products(blocks.n, c, s, error, weight, estimates))
+        units = sum(max(rows_b / sample.n, a2_b / sample.a2, a4_b / sample.a4) if sample.a4 > 0 else rows_b / sample.n
+                    for rows_b, a2_b, a4_b in block_powers)
+        checks.append(choose_products(blocks.n, c, s, error, units, estimates))
         result.products = checks[-1].products
     return result
 
