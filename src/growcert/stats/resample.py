@@ -86,12 +86,13 @@ def draw_subsets(rng: np.random.Generator, rows: int, n: int, m: int) -> np.ndar
     perm = np.empty((n, rows), dtype=dtype)
     perm[:] = np.arange(n, dtype=dtype)[:, None]
     flat = perm.reshape(-1)
-    column = np.arange(rows)
+    steps = np.arange(m)[:, None]
+    # Step t swaps position t with t + U{0..n−t−1}; one call draws every step's integers, the very
+    # numbers (and generator state) that one call per step would give.
+    at_j = (steps + rng.integers(0, n - steps, size=(m, rows))) * rows + np.arange(rows)
     for t in range(m):  # step t of Fisher–Yates for every replicate at once
-        j = t + rng.integers(0, n - t, size=rows)
-        at_j = j * rows + column
-        picked = flat[at_j]
-        flat[at_j] = perm[t]
+        picked = flat[at_j[t]]
+        flat[at_j[t]] = perm[t]
         perm[t] = picked
     return perm[:m].T.astype(np.intp, order="C")
 
@@ -186,7 +187,7 @@ def _gram_dots(gram: np.ndarray, n_test: int, pick_m: np.ndarray, pick_k: np.nda
         part = slice(start, start + GATHER_REPLICATES)
         # Flat indices into G: one 1-D take is ~10x faster than 2-D fancy indexing.
         flat = (pick_m[part] * n_test)[:, :, None] + pick_k[part][:, None, :]
-        dots[part] = gram.take(flat).sum(axis=(1, 2))
+        dots[part] = gram.take(flat).reshape(len(flat), -1).sum(axis=1)  # the same sums as axis=(1, 2)
     return dots
 
 
