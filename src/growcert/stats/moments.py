@@ -18,7 +18,8 @@ independent) each normalised sum is an unbiased U-statistic:
     tr(Σ²) = [F + T1²/((n−1)(n−2)) − 2R/(n−2)] / n(n−3)   (unbiased HSIC, Song et al. 2012)
 
 The block products behind ‖C‖_F² and sᵀCs are float64, or float32 accumulated
-in float64 when a check on the data's first block finds that they move each of
+in float64 when a check on the data (the first rows multiplied in both
+precisions, then again with the finished sums) predicts that they move each of
 ‖μ‖⁴, μᵀΣμ and tr Σ² by less than a millionth (accumulate.py, "float32
 products"); ``Moments.products`` says which.
 
