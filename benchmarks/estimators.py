@@ -4,12 +4,16 @@
     .venv/bin/python benchmarks/estimators.py --quick    # smaller sizes (well under a minute)
 
 (a) moments on n x N float32 in memory vs a naive numpy plug-in (np.cov, then
-    ‖mean‖², mᵀΣ̂m, ‖Σ̂‖_F²); GFLOP/s of the quadratic term vs this machine's
-    measured matmul rate, and what float32 products would cost in accuracy.
+    ‖mean‖², mᵀΣ̂m, ‖Σ̂‖_F²) and vs float64 products forced; which products the
+    rule chose (accumulate.py, "float32 products"), GFLOP/s of the quadratic term
+    as a share of this machine's gemm in that dtype, measured in the same run,
+    and the float32 products' change of the estimates beside the rule's
+    prediction; on a strong mean, what the rule chose and what float32 would cost.
 (b) moments streamed from a Zarr store with n << N (the Gram path): time and
     peak memory, next to the arithmetic of what the naive N×N covariance needs.
 (c) empirical misalignment with R replicates vs a Python loop over replicates,
-    and vs a dense (selection weights) @ X product.
+    vs a dense (selection weights) @ X product, and vs its other path (gram or
+    features) on the same draws.
 """
 
 from __future__ import annotations
@@ -26,9 +30,8 @@ import numpy as np
 import psutil
 import xarray as xr
 
-from growcert.stats import misalignment, moments
-from growcert.stats.accumulate import PowerSums, SampleBlocks
-from growcert.stats.moments import unbiased_moments
+from growcert.stats import accumulate, misalignment, moments, resample
+from growcert.stats.accumulate import SampleBlocks
 
 
 def timed(fn, repeat=1):
@@ -55,56 +58,76 @@ def naive_plugin(x):
     return mean @ mean, mean @ cov @ mean, np.sum(cov * cov)
 
 
-def float32_products(x, rows=4096):
-    """The same sums with float32 BLAS products (accumulated across blocks in float64)."""
-    n, dim = x.shape
-    c = np.zeros((dim, dim))
-    s, w = np.zeros(dim), np.zeros(dim)
-    a2 = a4 = 0.0
-    for start in range(0, n, rows):
-        xb = x[start:start + rows]
-        c += xb.T @ xb
-        norms = np.einsum("ij,ij->i", xb, xb, dtype=np.float64)
-        s += xb.sum(axis=0, dtype=np.float64)
-        w += norms @ xb
-        a2 += norms.sum()
-        a4 += norms @ norms
-    return unbiased_moments(PowerSums(n, dim, s @ s, a2, a4, np.vdot(c, c), s @ c @ s, w @ s))
+class RecordedVerdicts:
+    """The float32-products rule's verdicts (accumulate.choose_products) made inside a block of code."""
+
+    def __enter__(self):
+        self.verdicts, self.original = [], accumulate.choose_products
+
+        def recording(*args):
+            self.verdicts.append(self.original(*args))
+            return self.verdicts[-1]
+
+        accumulate.choose_products = recording
+        return self
+
+    def __exit__(self, *exc):
+        accumulate.choose_products = self.original
+
+    def largest_predicted(self) -> float:
+        """The largest predicted relative change over the quantities and verdicts."""
+        return max((p / abs(v) if v else float("inf")) for verdict in self.verdicts
+                   for p, v in zip(verdict.predicted, verdict.values))
 
 
-def part_a(n, dim):
-    print(f"\n(a) moments, n = {n:,}, N = {dim:,}, float32 in memory (covariance path)")
+def relative_changes(approx, exact) -> str:
+    return ", ".join(f"{abs(getattr(approx, name) / getattr(exact, name) - 1):.1e} in {label}"
+                     for name, label in (("tr_sigma2", "tr Σ²"), ("mu_sigma_mu", "μᵀΣμ"), ("mu_4", "‖μ‖⁴")))
+
+
+def part_a(n, dim, block_bytes):
+    print(f"\n(a) moments, n = {n:,}, N = {dim:,}, float32 in memory (covariance path, "
+          f"{-(-n // (block_bytes // (8 * dim)))} blocks)")
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((n, dim), dtype=np.float32) + 0.05).astype(np.float32)
     # best of 2, interleaved with the reference gemm: the machine may be shared, and the
     # first call pays page faults
-    t_ours = t_naive = t_f32 = float("inf")
+    t_ours = t_f64 = t_naive = float("inf")
     rate64 = rate32 = 0.0
     for _ in range(2):
-        t, ours = timed(lambda: moments(x))
+        with RecordedVerdicts() as record:
+            t, ours = timed(lambda: moments(x, block_bytes=block_bytes))
         t_ours = min(t_ours, t)
+        t, exact = timed(lambda: moments(x, block_bytes=block_bytes, products="float64"))
+        t_f64 = min(t_f64, t)
         t, naive = timed(lambda: naive_plugin(x))
         t_naive = min(t_naive, t)
-        t, f32 = timed(lambda: float32_products(x))
-        t_f32 = min(t_f32, t)
         rate64, rate32 = max(rate64, matmul_rate(np.float64)), max(rate32, matmul_rate(np.float32))
     useful = n * dim * dim  # C = XᵀX is symmetric: n·N(N+1)/2 multiply-adds ≈ n N² flops
-    rate_ours = useful / t_ours / 1e9
-    print(f"  ours (unbiased, float64 syrk)  {t_ours:8.2f} s")
-    print(f"  naive np.cov plug-in           {t_naive:8.2f} s   -> time ratio naive/ours = {t_naive / t_ours:.2f}"
-          " (both are one syrk; the plug-in also copies X to float64 whole)")
-    print(f"  quadratic term: {rate_ours:6.1f} GFLOP/s (n N² flops over the whole moments() call)")
-    print(f"  machine gemm:   {rate64:6.1f} GFLOP/s float64, {rate32:6.1f} GFLOP/s float32")
-    print(f"  -> {100 * rate_ours / rate64:.0f}% of float64 gemm (the dtype we compute in), "
-          f"{100 * rate_ours / rate32:.0f}% of float32 gemm")
-    rel = abs(f32.tr_sigma2 - ours.tr_sigma2) / abs(ours.tr_sigma2)
-    print(f"  float32 products instead: {t_f32:.2f} s ({t_ours / t_f32:.2f}x faster); relative error "
-          f"{rel:.1e} in tr Σ² here (weak mean, d_2 = {ours.mu_4 / ours.tr_sigma2:.2g})")
-    strong = x[: min(n, 5000), : min(dim, 1024)] + np.float32(1.0)  # d_2 = N: terms cancel ~N-fold
-    exact, approx = moments(strong), float32_products(strong)
-    print(f"    with a strong mean (d_2 = {exact.mu_4 / exact.tr_sigma2:.0f}, {strong.shape[0]} x "
-          f"{strong.shape[1]}): relative error {abs(approx.tr_sigma2 / exact.tr_sigma2 - 1):.1e} in tr Σ², "
-          f"{abs(approx.mu_sigma_mu / exact.mu_sigma_mu - 1):.1e} in μᵀΣμ -> float64 products kept")
+    rate_ours, rate_f64 = useful / t_ours / 1e9, useful / t_f64 / 1e9
+    gemm = {"float32": rate32, "float64": rate64}
+    print(f"  ours (products by the rule: {ours.products})  {t_ours:8.2f} s")
+    print(f"  ours, float64 products forced       {t_f64:8.2f} s")
+    print(f"  baseline: naive np.cov plug-in      {t_naive:8.2f} s   (one float64 syrk, after copying X to float64 whole)")
+    print(f"  -> time ratios: naive / ours = {t_naive / t_ours:.2f}, float64 products / ours = {t_f64 / t_ours:.2f}")
+    print(f"  quadratic term (n N² flops over the whole moments() call) vs this machine's gemm, measured in this run "
+          f"({rate64:.1f} GFLOP/s float64, {rate32:.1f} GFLOP/s float32):")
+    print(f"    ours ({ours.products} products): {rate_ours:6.1f} GFLOP/s = "
+          f"{100 * rate_ours / gemm[ours.products]:.0f}% of {ours.products} gemm")
+    print(f"    float64 products:          {rate_f64:6.1f} GFLOP/s = {100 * rate_f64 / rate64:.0f}% of float64 gemm")
+    print(f"  ours vs float64 products: relative change {relative_changes(ours, exact)} "
+          f"(weak mean, d_2 = {exact.mu_4 / exact.tr_sigma2:.2g}); the rule predicted at most "
+          f"{record.largest_predicted():.1e} (tolerance {accumulate.FLOAT32_TOLERANCE:.0e}, "
+          f"with a factor {accumulate.FLOAT32_SAFETY:g} to spare); verdicts {[v.products for v in record.verdicts]}")
+    strong = x[:, : min(dim, 2048)] + np.float32(1.0)  # d_2 = N: terms cancel ~N-fold
+    strong_blocks = 8 * strong.shape[1] * 4096  # blocks of 4,096 rows, so that the rule has blocks to check
+    with RecordedVerdicts() as record:
+        chosen = moments(strong, block_bytes=strong_blocks)
+    exact = moments(strong, block_bytes=strong_blocks, products="float64")
+    forced = moments(strong, block_bytes=strong_blocks, products="float32")
+    print(f"    strong mean (d_2 = {exact.mu_4 / exact.tr_sigma2:.0f}, {strong.shape[0]} x {strong.shape[1]}): "
+          f"the rule chose {chosen.products} products (predicted up to {record.largest_predicted():.1e}); "
+          f"float32 products would change {relative_changes(forced, exact)}")
     print(f"  plug-in vs unbiased here: ‖μ‖² {naive[0]:.4g} vs {ours.mu_sq:.4g}, "
           f"tr Σ² {naive[2]:.4g} vs {ours.tr_sigma2:.4g}")
 
@@ -192,21 +215,26 @@ def dense_selection_misalignment(x, M, K, replicates, seed, batch=500):
 
 
 def part_c(settings, replicates):
-    print(f"\n(c) empirical misalignment, R = {replicates:,} replicates, iid mode")
+    print(f"\n(c) empirical misalignment, R = {replicates:,} replicates, iid mode (goal: ours >= 10x the loop)")
     for n, dim, M, K in settings:
         rng = np.random.default_rng(2)
         x = rng.standard_normal((n, dim)) + 0.6 / np.sqrt(dim)
+        path = resample._choose_path(n, n, dim, M, K, replicates, resample.DEFAULT_MAX_BYTES, "auto", symmetric=True)
+        other = resample.GRAM if path == resample.FEATURES else resample.FEATURES
         t_ours, t_loop = float("inf"), float("inf")
         for _ in range(2):  # interleaved best of 2: the machine may be shared
             t, (p_ours, lo, hi) = timed(lambda: misalignment(x, None, M, K, replicates, seed=0))
             t_ours = min(t, t_ours)
             t, p_loop = timed(lambda: loop_misalignment(x, M, K, replicates, seed=0))
             t_loop = min(t, t_loop)
+        t_other, (p_other, _, _) = timed(lambda: misalignment(x, None, M, K, replicates, seed=0, method=other))
         t_dense, p_dense = timed(lambda: dense_selection_misalignment(x, M, K, replicates, seed=0))
-        print(f"  n = {n:,}, N = {dim:,}, M = K = {M}: ours {t_ours:.3f} s "
-              f"(p̂ {p_ours:.3f} [{lo:.3f}, {hi:.3f}]), Python loop {t_loop:.3f} s (p̂ {p_loop:.3f}), dense selection @ X {t_dense:.3f} s "
-              f"(p̂ {p_dense:.3f})")
-        print(f"      -> ours is {t_loop / t_ours:.1f}x the loop, {t_dense / t_ours:.1f}x the dense product")
+        print(f"  n = {n:,}, N = {dim:,}, M = K = {M}: ours ({path} path) {t_ours:.3f} s "
+              f"(p̂ {p_ours:.4f} [{lo:.3f}, {hi:.3f}]); baselines: Python loop {t_loop:.3f} s (p̂ {p_loop:.3f}), "
+              f"dense selection @ X {t_dense:.3f} s (p̂ {p_dense:.3f}); the {other} path {t_other:.3f} s "
+              f"(p̂ {p_other:.4f}, same draws)")
+        print(f"      -> ours is {t_loop / t_ours:.1f}x the loop, {t_dense / t_ours:.1f}x the dense product, "
+              f"{t_other / t_ours:.1f}x the {other} path")
 
 
 def main():
@@ -217,11 +245,11 @@ def main():
           f"{psutil.cpu_count()} CPUs, numpy {np.__version__}, load average at start "
           f"{os.getloadavg()[0]:.1f} (times are best-of-2 where affordable; a shared machine adds noise)")
     if args.quick:
-        part_a(5_000, 1_024)
+        part_a(8_000, 1_536, block_bytes=8 * 1_536 * 2_048)  # blocks of 2,048 rows
         part_b(500, 16_384, chunk=32)
         part_c([(512, 1_024, 32, 32)], 2_000)
     else:
-        part_a(20_000, 4_096)
+        part_a(20_000, 4_096, block_bytes=accumulate.DEFAULT_BLOCK_BYTES)
         part_b(2_000, 65_536, chunk=32)
         part_c([(512, 1_024, 32, 32), (512, 4_096, 32, 32), (2_000, 1_024, 32, 32)], 10_000)
 

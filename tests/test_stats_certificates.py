@@ -154,7 +154,8 @@ def test_row_has_the_documented_columns_and_plugin_side_by_side():
         assert f"{name}_plugin" in row
     for name in ("d_par", "d_2", "d_align"):
         assert {f"{name}_lo", f"{name}_hi", f"{name}_raw"} <= set(row)
-    assert {"n", "dim", "method", "status", "detectability", "mu_sq_se"} <= set(row)
+    assert {"n", "dim", "method", "products", "status", "detectability", "mu_sq_se"} <= set(row)
+    assert row["products"] == "float64"  # float64 data: float32 products never apply
     assert "b_exact" not in row  # certificates only when M and K are given
     with pytest.raises(ValueError, match="both M and K"):
         alignment_row(rng.standard_normal((50, 5)), M=4)

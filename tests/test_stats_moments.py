@@ -159,3 +159,93 @@ def test_gram_path_on_float32_blocks_sums_float64_panels_exactly(monkeypatch):
     panelled = moments(x, method="gram", block_bytes=4 * 300 * 8)
     assert_moments_close(panelled, reference, 1e-10)
     assert_moments_close(moments(x, method="covariance"), reference, 1e-10)
+
+
+# float32 block products (accumulate.py, "float32 products"): small data, with the size threshold lifted
+QUANTITIES = ("mu_4", "mu_sigma_mu", "tr_sigma2")
+
+
+def largest_relative_change(a, b):
+    return max(abs(float(getattr(a, name)) / float(getattr(b, name)) - 1.0) for name in QUANTITIES)
+
+
+@pytest.fixture
+def verdicts(monkeypatch):
+    """The rule's verdicts, in order (first block, then end of pass), with the size threshold lifted."""
+    import growcert.stats.accumulate as accumulate_module
+
+    seen = []
+    choose = accumulate_module.choose_products
+    monkeypatch.setattr(accumulate_module, "FLOAT32_MIN_PRODUCTS", 0)
+    monkeypatch.setattr(accumulate_module, "choose_products",
+                        lambda *args: seen.append(choose(*args)) or seen[-1])
+    return seen
+
+
+def shifted(shift, seed=0, n=2000, dim=128):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, dim)) + shift).astype(np.float32)
+
+
+BLOCK_BYTES = 8 * 128 * 500  # four blocks of 500 rows
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_float32_products_agree_with_float64_within_the_tolerance_on_random_data(seed, verdicts):
+    from growcert.stats.accumulate import FLOAT32_TOLERANCE
+
+    x = shifted(0.05, seed)
+    exact = moments(x, products="float64", block_bytes=BLOCK_BYTES)
+    single = moments(x, products="float32", block_bytes=BLOCK_BYTES)
+    assert single.products == "float32" and exact.products == "float64"
+    assert largest_relative_change(single, exact) <= FLOAT32_TOLERANCE
+    chosen = moments(x, block_bytes=BLOCK_BYTES)
+    assert chosen.products == "float32" and [v.products for v in verdicts] == ["float32", "float32"]
+    assert largest_relative_change(chosen, exact) <= FLOAT32_TOLERANCE
+    assert float(chosen.mu_sq) == float(exact.mu_sq)  # s and a2 are float64 either way
+
+
+def test_float32_products_match_brute_force_u_statistics():
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((9, 5)) + 0.4).astype(np.float32)
+    assert_moments_close(moments(x, method="covariance", products="float32", block_bytes=8 * 5 * 3),
+                         brute_force(x.astype(np.float64)), 1e-5)
+
+
+def test_a_strong_mean_keeps_float64_products_where_float32_would_miss_the_tolerance(verdicts):
+    from growcert.stats.accumulate import FLOAT32_TOLERANCE
+
+    x = shifted(4.0)  # d_2 ≈ 10³: the estimates are small differences of large terms
+    exact = moments(x, products="float64", block_bytes=BLOCK_BYTES)
+    assert largest_relative_change(moments(x, products="float32", block_bytes=BLOCK_BYTES), exact) > FLOAT32_TOLERANCE
+    chosen = moments(x, block_bytes=BLOCK_BYTES)
+    assert chosen.products == "float64" and [v.products for v in verdicts] == ["float64"]
+    for name in FIELDS:  # the first block's float32 product is only looked at
+        assert float(getattr(chosen, name)) == float(getattr(exact, name))
+
+
+def test_the_end_of_pass_check_sees_outlying_rows_the_first_block_lacks(verdicts):
+    from growcert.stats.accumulate import FLOAT32_SAFETY, FLOAT32_TOLERANCE
+
+    x = shifted(0.3)
+    x[[700, 1300, 1900]] *= 100  # three heavy rows, none in the first block
+    exact = moments(x, products="float64", block_bytes=BLOCK_BYTES)
+    # float32 would stay within the tolerance, but not with the margin the rule asks for
+    assert largest_relative_change(moments(x, products="float32", block_bytes=BLOCK_BYTES),
+                                   exact) > FLOAT32_TOLERANCE / FLOAT32_SAFETY
+    chosen = moments(x, block_bytes=BLOCK_BYTES)
+    assert [v.products for v in verdicts] == ["float32", "float64"] and chosen.products == "float64"
+    for name in FIELDS:  # recomputed with float64 products: the float64 result itself
+        assert float(getattr(chosen, name)) == float(getattr(exact, name))
+
+
+def test_float32_products_need_float32_data_a_covariance_path_and_size():
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal((400, 30)).astype(np.float32) + 0.05
+    assert moments(small, block_bytes=8 * 30 * 50).products == "float64"  # n N² far below 2³²
+    with pytest.raises(ValueError, match="float32 data"):
+        moments(small.astype(np.float64), products="float32")
+    with pytest.raises(ValueError, match="covariance path"):
+        moments(small[:20], products="float32")
+    with pytest.raises(ValueError, match="unknown products"):
+        moments(small, products="float16")

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from growcert.stats import misalignment
+from growcert.stats import resample
+from growcert.stats.accumulate import SampleBlocks
 from growcert.stats.resample import draw_subsets
 
 
@@ -73,3 +75,63 @@ def test_sizes_are_checked():
         misalignment(x, x.copy(), 2, 2, 10, 0, iid=True)
     with pytest.raises(ValueError, match="max_bytes"):
         misalignment(x, None, 2, 2, 10, 0, max_bytes=10)
+
+
+def brute_force_dots(train, test, pick_m, pick_k):
+    """Σ_{i∈M} x_i · Σ_{j∈K} x_j per replicate, one replicate at a time in float64."""
+    return np.array([train[m].astype(np.float64).sum(0) @ test[k].astype(np.float64).sum(0)
+                     for m, k in zip(pick_m, pick_k)])
+
+
+def cancelling_pool(n=40, dim=1000, seed=0):
+    """Examples ±1e4·v plus noise at float32's resolution of them: with M even, half the draws cancel the common part, and
+    their dot products are small differences of large float32 sums."""
+    rng = np.random.default_rng(seed)
+    direction = np.ones(dim) / np.sqrt(dim)
+    signs = np.resize([1.0, -1.0], n)
+    return signs[:, None] * 1e4 * direction + 1e-4 * rng.standard_normal((n, dim))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_feature_path_signs_are_those_of_float64_sums_where_float32_alone_errs(dtype):
+    x = cancelling_pool().astype(dtype)
+    pool = resample._Pool(SampleBlocks(x), panel_width=300)
+    both = draw_subsets(np.random.default_rng(1), 2000, len(x), 8)
+    pick_m, pick_k = both[:, :4], both[:, 4:]
+    exact = brute_force_dots(x, x, pick_m, pick_k)
+    checked = resample._feature_dots(pool, pool, pick_m, pick_k)
+    assert np.array_equal(checked <= 0, exact <= 0)
+    # the check is what makes them agree: float32 sums alone get some signs wrong here
+    single = x.astype(np.float32)
+    unchecked = np.einsum("ij,ij->i", single[pick_m].sum(1), single[pick_k].sum(1), dtype=np.float64)
+    assert np.count_nonzero((unchecked <= 0) != (exact <= 0)) > 10
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_both_paths_count_the_brute_force_signs_of_the_same_draws(dtype):
+    rng = np.random.default_rng(5)
+    train = (rng.standard_normal((300, 700)) + 0.04).astype(dtype)
+    test = (rng.standard_normal((250, 700)) + 0.04).astype(dtype)
+    replicates, M, K = 2500, 16, 8
+    for first, second in [(train, None), (train, test)]:
+        draws = np.random.default_rng(9)  # the draws misalignment makes: one shuffle per batch of 1024
+        hits = 0
+        for start in range(0, replicates, resample.MAX_BATCH_REPLICATES):
+            rows = min(resample.MAX_BATCH_REPLICATES, replicates - start)
+            if second is None:
+                both = draw_subsets(draws, rows, len(first), M + K)
+                pick_m, pick_k, other = both[:, :M], both[:, M:], first
+            else:
+                pick_m, pick_k, other = draw_subsets(draws, rows, len(first), M), draw_subsets(draws, rows, len(second), K), second
+            hits += int(np.count_nonzero(brute_force_dots(first, other, pick_m, pick_k) <= 0))
+        for method in ("gram", "features"):
+            assert misalignment(first, second, M, K, replicates, seed=9, method=method)[0] == hits / replicates
+
+
+def test_float64_data_beyond_float32_range_are_summed_in_float64():
+    x = cancelling_pool(n=20, dim=50) * 1e36  # ±1e40: inf in float32
+    both = draw_subsets(np.random.default_rng(2), 500, len(x), 8)
+    pool = resample._Pool(SampleBlocks(x), panel_width=64)
+    dots = resample._feature_dots(pool, pool, both[:, :4], both[:, 4:])
+    assert np.all(np.isfinite(dots))
+    assert np.array_equal(dots <= 0, brute_force_dots(x, x, both[:, :4], both[:, 4:]) <= 0)

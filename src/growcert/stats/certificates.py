@@ -133,7 +133,9 @@ def alignment_row(x, *, M: int | None = None, K: int | None = None,
 
     Two passes over `x` (sums, then per-example terms for the jackknife).
     Columns:
-      n, dim, method, level, detect_threshold, status
+      n, dim, method, products, level, detect_threshold, status
+                                                   (products: float64 or float32, the precision of
+                                                   the moment pass's block products, accumulate.py)
       mu_sq, mu_4, mu_sigma_mu, tr_sigma2          unbiased estimates, raw
       <each>_se_jack                               jackknife standard errors
       mu_sq_se, detectability                      exact-variance SE and z = mu_sq / mu_sq_se
@@ -153,7 +155,7 @@ def alignment_row(x, *, M: int | None = None, K: int | None = None,
     z, se = detectability(m)
     status = alignment_status(m, z, detect_threshold)
     present = status == STATUS_OK
-    row: dict = {"n": int(sums.n), "dim": int(sums.dim), "method": sums.method,
+    row: dict = {"n": int(sums.n), "dim": int(sums.dim), "method": sums.method, "products": sums.products,
                  "level": level, "detect_threshold": detect_threshold, "status": status}
     for name in ("mu_sq", "mu_4", "mu_sigma_mu", "tr_sigma2"):
         row[name] = float(getattr(m, name))

@@ -17,6 +17,12 @@ independent) each normalised sum is an unbiased U-statistic:
     μᵀΣμ   = T3 / n(n−1)(n−2) − ‖μ‖⁴ (E[G_ij G_ik] = μᵀ(Σ + μμᵀ)μ)
     tr(Σ²) = [F + T1²/((n−1)(n−2)) − 2R/(n−2)] / n(n−3)   (unbiased HSIC, Song et al. 2012)
 
+The block products behind ‖C‖_F² and sᵀCs are float64, or float32 accumulated
+in float64 when a check on the data (the first rows multiplied in both
+precisions, then again with the finished sums) predicts that they move each of
+‖μ‖⁴, μᵀΣμ and tr Σ² by less than a millionth (accumulate.py, "float32
+products"); ``Moments.products`` says which.
+
 Plug-in estimates (mean m, covariance with n−1) come from the same sums and
 are kept only for the report's plug-in-vs-unbiased comparison: they are
 biased upward by about tr Σ / n and (tr Σ)² / n (P1; docs/science.md,
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from growcert.stats.accumulate import (DEFAULT_BLOCK_BYTES, PerExample, PowerSums, SampleBlocks,
+from growcert.stats.accumulate import (DEFAULT_BLOCK_BYTES, FLOAT64, PerExample, PowerSums, SampleBlocks,
                                        accumulate)
 
 MIN_EXAMPLES = 4  # ‖μ‖⁴ is a U-statistic of order 4
@@ -52,6 +58,7 @@ class Moments:
     tr_sigma2: float  # tr(Σ²) = ‖Σ‖_F²
     dim: int | None = None
     kind: str = "unbiased"
+    products: str = FLOAT64  # precision of the block products behind them (accumulate.py)
 
 
 def _check_n(n: int) -> None:
@@ -68,11 +75,11 @@ def _value(v):
 
 
 def power_sums(x, *, method: str = "auto", per_example: bool = False,
-               block_bytes: int = DEFAULT_BLOCK_BYTES) -> tuple[PowerSums, PerExample | None]:
+               block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto") -> tuple[PowerSums, PerExample | None]:
     """One streaming pass over `x` (two with per_example=True): see accumulate.py."""
     blocks = SampleBlocks(x, block_bytes)
     _check_n(blocks.n)
-    return accumulate(blocks, method=method, per_example=per_example)
+    return accumulate(blocks, method=method, per_example=per_example, products=products)
 
 
 def unbiased_moments(sums: PowerSums) -> Moments:
@@ -90,7 +97,7 @@ def unbiased_moments(sums: PowerSums) -> Moments:
     tr_sigma2 = (f + t1 * t1 / ((n - 1.0) * (n - 2.0)) - 2.0 * r / (n - 2.0)) / (n * (n - 3.0))
     return Moments(n=sums.n, mu_sq=_value(t1 / n2), mu_4=_value(mu_4),
                    mu_sigma_mu=_value(t3 / n3 - mu_4), tr_sigma2=_value(tr_sigma2), dim=sums.dim,
-                   kind="unbiased")
+                   kind="unbiased", products=sums.products)
 
 
 def plugin_from_sums(sums: PowerSums) -> Moments:
@@ -101,7 +108,7 @@ def plugin_from_sums(sums: PowerSums) -> Moments:
     sigma_frob_sq = (sums.c_frob_sq - 2.0 * sums.s_c_s / n + sums.s_sq**2 / n**2) / (n - 1.0) ** 2
     return Moments(n=sums.n, mu_sq=_value(mean_sq), mu_4=_value(mean_sq**2),
                    mu_sigma_mu=_value(mean_sigma_mean), tr_sigma2=_value(sigma_frob_sq), dim=sums.dim,
-                   kind="plugin")
+                   kind="plugin", products=sums.products)
 
 
 def leave_one_out(sums: PowerSums, per: PerExample) -> PowerSums:
@@ -125,24 +132,28 @@ def leave_one_out(sums: PowerSums, per: PerExample) -> PowerSums:
         s_c_s=sums.s_c_s - 2.0 * per.x_c_s + per.x_c_x - (per.x_s - d) ** 2,
         w_s=sums.w_s - per.x_w - d * per.x_s + d2,
         method=sums.method,
+        products=sums.products,
     )
 
 
-def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES) -> Moments:
+def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
+            products: str = "auto") -> Moments:
     """Unbiased ‖μ‖², ‖μ‖⁴, μᵀΣμ, tr(Σ²) of the examples in `x`, in one streaming pass.
 
     x: (n, ...) array-like (numpy, torch tensor, zarr/dask array) or an
     xarray DataArray with a ``sample`` dim, numpy- or dask-backed (read block
     by block, never whole); trailing dims are flattened into R^N.
     method: "auto" (N×N covariance if N ≤ n, else n×n Gram), "covariance", "gram".
+    products: "auto" (float32 block products when the check allows, accumulate.py), "float64", "float32".
     Raises ValueError when n < 4.
     """
-    return unbiased_moments(power_sums(x, method=method, block_bytes=block_bytes)[0])
+    return unbiased_moments(power_sums(x, method=method, block_bytes=block_bytes, products=products)[0])
 
 
-def plugin_moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES) -> Moments:
+def plugin_moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
+                   products: str = "auto") -> Moments:
     """Plug-in (biased) counterparts of `moments`, for the plug-in-vs-unbiased comparison."""
-    return plugin_from_sums(power_sums(x, method=method, block_bytes=block_bytes)[0])
+    return plugin_from_sums(power_sums(x, method=method, block_bytes=block_bytes, products=products)[0])
 
 
 def population_moments(mean, covariance) -> Moments:

@@ -13,59 +13,102 @@ matrices S_M (R×n_train) and S_K (R×n_test) of 1/M and 1/K weights,
 Applying S as a *dense* matrix costs R·n·N multiply-adds, n/M times more than
 the M rows it selects; in benchmarks/estimators.py it is about as slow as a
 plain Python loop over replicates at n = 512, N = 1,024 and 2-8x slower at
-larger n or N.  The selection is therefore applied sparsely, as gathers, in
-whichever of two equivalent forms is cheaper:
+larger n or N.  The selection is therefore applied sparsely, in whichever of
+two equivalent forms is cheaper (`_choose_path`, a cost model):
 
-- ``gram``: precompute G once (n_train·n_test·N, BLAS), then each replicate
-  is the sum of an M×K sub-block of G: M·K gathered entries, independent of N;
-- ``features``: each replicate sums M rows and K rows of X (M+K)·N values.
+- ``gram``: precompute G once in float64 (n_train·n_test·N, BLAS), then each
+  replicate is the sum of an M×K sub-block of G: M·K gathered entries,
+  independent of N, but each a random read that misses the cache once G
+  outgrows it;
+- ``features``: each replicate sums M rows and K rows of X, (M+K)·N values read
+  in order, as a sparse (selection) @ X product in **float32**, then one float64
+  dot product; X is cut into column panels of ≤ 1 MiB so that the rows a batch
+  sums stay in a core's cache.  The float32 sums are checked, not trusted.  With
+  u = 2⁻²⁴, γ_k = k u/(1 − k u), A = Σ_{i∈M} ‖x_i‖ and B = Σ_{j∈K} ‖x_j‖, the
+  float32 sum of the M rows is within e_M = ε_M A + M √N 2⁻¹⁵⁰ of the exact one
+  in norm, where ε_M = u_in + γ_{M−1}(1 + u_in), u_in = u when float64 data are
+  rounded to float32 (0 when they are stored as float32) and the last term
+  covers a value that the rounding takes below float32's normal range.  The
+  computed dot D̂ is then within
+
+      bound = 2 [e_M (B + e_K) + A e_K + γ⁽⁶⁴⁾_N (A + e_M)(B + e_K)]
+
+  of the exact one (Higham, Accuracy and Stability of Numerical Algorithms,
+  §3.1 and §4.2; the factor 2 covers the rounding of the bound itself).  A
+  replicate whose |D̂| ≤ bound is recomputed in float64 (rows summed as in
+  float64 data), so every sign, and p̂, is the one float64 sums give.  For
+  unit-scale data the bound is ~1e-5 A B, and ~1 % of replicates or fewer are
+  recomputed.  float64 data beyond float32's range are summed in float64.
 
 Only the sign matters, so the 1/(MK) scale is dropped.  Subsets are drawn by a
 partial Fisher–Yates shuffle vectorised over the replicates of a batch (a
 uniformly random ordered prefix of each row's permutation), so memory is
-bounded by the batch, not by R.
+bounded by the batch, not by R; both paths see the same draws.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
-from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES, SampleBlocks, gram_matrix
+from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES, SampleBlocks, gram_matrix, row_norms_sq
 from growcert.stats.intervals import wilson_interval
 
 DEFAULT_BATCH_BYTES = 64 * 2**20
 # Beyond ~1000 replicates per batch the gathers and the shuffle state fall out of cache
 # (measured: 35 ms per 10,000 replicates at 500 rows, 78 ms at 2,000).
 MAX_BATCH_REPLICATES = 1024
+# The gram path gathers a batch in slices of this many replicates: its index and value
+# arrays (M·K entries per replicate) then stay in a core's cache.
+GATHER_REPLICATES = 64
 DEFAULT_MAX_BYTES = 4 * 2**30  # the Gram matrix or the in-memory pools, whichever path
 GRAM, FEATURES = "gram", "features"
-# Rough costs in ns on a 2-core AVX2 machine, only used to pick the cheaper path:
-# a BLAS multiply-add, a random gather from G, a gathered element of a contiguous row.
-_NS_PER_MAC, _NS_PER_RANDOM_GATHER, _NS_PER_ROW_ELEMENT = 0.07, 5.0, 1.0
+# Rough costs in ns, measured on a 2-core AVX2 machine at one BLAS thread (R = 10,000, M = K = 32,
+# n = 256-2,000, N = 128-4,096), only used to pick the cheaper path: a float64 multiply-add of the
+# Gram product (a syrk in the iid mode, half the products of a gemm); a random read of G, 2.3 ns
+# while G fits in a core's cache (2 MiB), 6 ns at 8 MiB and 13 ns at 32 MiB, which 2.5 ns times
+# (size / 2 MiB)^0.6 follows; a float32 row element summed by the sparse selection product.
+_NS_PER_MAC, _NS_PER_CACHED_GATHER, _NS_PER_ROW_ELEMENT = 0.04, 2.5, 0.22
+_CACHED_GRAM_BYTES = 2 * 2**20
+PANEL_BYTES = 2**20  # one float32 column panel of a pool, features path
+UNIT_ROUNDOFF = 2.0**-24  # float32
+UNIT_ROUNDOFF_64 = 2.0**-53
+FLOAT32_UNDERFLOW = 2.0**-150  # the largest error of rounding a float64 into float32's subnormal range
 
 
 def draw_subsets(rng: np.random.Generator, rows: int, n: int, m: int) -> np.ndarray:
     """(rows, m) indices: each row the first m entries of an independent uniform permutation of n."""
     if m > n:
         raise ValueError(f"cannot draw {m} distinct examples from a pool of {n}")
-    # The smallest index type keeps the (rows, n) state in cache: int16 is ~1.4x faster than int32.
+    # The smallest index type keeps the shuffle state in cache: int16 is ~1.4x faster than int32.
+    # The state is stored position-major, (n, rows): step t reads and writes row t whole.
     dtype = np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
-    perm = np.empty((rows, n), dtype=dtype)
-    perm[:] = np.arange(n, dtype=perm.dtype)
-    row = np.arange(rows)
-    for t in range(m):  # step t of Fisher–Yates for every row at once
-        j = t + rng.integers(0, n - t, size=rows)
-        picked = perm[row, j]
-        perm[row, j] = perm[:, t]
-        perm[:, t] = picked
-    return perm[:, :m].astype(np.intp)
+    perm = np.empty((n, rows), dtype=dtype)
+    perm[:] = np.arange(n, dtype=dtype)[:, None]
+    flat = perm.reshape(-1)
+    steps = np.arange(m)[:, None]
+    # Step t swaps position t with t + U{0..n−t−1}; one call draws every step's integers, the very
+    # numbers (and generator state) that one call per step would give.
+    at_j = (steps + rng.integers(0, n - steps, size=(m, rows))) * rows + np.arange(rows)
+    for t in range(m):  # step t of Fisher–Yates for every replicate at once
+        picked = flat[at_j[t]]
+        flat[at_j[t]] = perm[t]
+        perm[t] = picked
+    return perm[:m].T.astype(np.intp, order="C")
+
+
+def _gamma(k: int, unit_roundoff: float) -> float:
+    """γ_k = k u / (1 − k u): the relative error bound of a sum or dot product of k + 1 terms."""
+    return k * unit_roundoff / (1.0 - k * unit_roundoff)
 
 
 def _choose_path(n_train: int, n_test: int, dim: int, M: int, K: int, replicates: int,
-                 max_bytes: int, method: str) -> str:
-    gram_bytes, feature_bytes = 8 * n_train * n_test, 8 * (n_train + n_test) * dim
+                 max_bytes: int, method: str, symmetric: bool = False) -> str:
+    gram_bytes, feature_bytes = 8 * n_train * n_test, 12 * (n_train + n_test) * dim
     if method == "auto":
-        gram_ns = n_train * n_test * dim * _NS_PER_MAC + replicates * M * K * _NS_PER_RANDOM_GATHER
+        gather = _NS_PER_CACHED_GATHER * max(1.0, (gram_bytes / _CACHED_GRAM_BYTES) ** 0.6)
+        macs = n_train * n_test * dim / (2 if symmetric else 1)
+        gram_ns = macs * _NS_PER_MAC + replicates * M * K * gather
         feature_ns = replicates * (M + K) * dim * _NS_PER_ROW_ELEMENT
         ranked = [GRAM, FEATURES] if gram_ns <= feature_ns else [FEATURES, GRAM]
     elif method in (GRAM, FEATURES):
@@ -82,7 +125,70 @@ def _choose_path(n_train: int, n_test: int, dim: int, M: int, K: int, replicates
 
 
 def _load(blocks: SampleBlocks) -> np.ndarray:
-    return np.concatenate(list(blocks)) if len(blocks) else np.zeros((0, blocks.dim))
+    return np.concatenate(list(blocks)) if len(blocks) else np.zeros((0, blocks.dim), blocks.dtype)
+
+
+class _Pool:
+    """One pool in memory for the features path: the data as stored (float32 or float64), float32
+    column panels for the sums, the row norms, and what rounding to the panels' precision costs."""
+
+    def __init__(self, blocks: SampleBlocks, panel_width: int):
+        self.exact = _load(blocks.stored())
+        in_range = self.exact.dtype == np.float32 or not self.exact.size or (
+            max(-self.exact.min(), self.exact.max()) < np.finfo(np.float32).max)
+        dtype = np.float32 if in_range else np.float64
+        self.panels = [np.ascontiguousarray(self.exact[:, start:start + panel_width], dtype=dtype)
+                       for start in range(0, blocks.dim, panel_width)]
+        self.norms = np.sqrt(row_norms_sq(self.exact))
+        self.unit_roundoff = UNIT_ROUNDOFF if in_range else UNIT_ROUNDOFF_64
+        rounded = self.exact.dtype != dtype
+        self.input_roundoff = self.unit_roundoff if rounded else 0.0
+        self.row_underflow = FLOAT32_UNDERFLOW * np.sqrt(blocks.dim) if rounded else 0.0
+
+    def selection(self, picks: np.ndarray) -> sparse.csr_array:
+        """The (rows, n) 0/1 matrix that sums the picked examples of each replicate."""
+        rows, m = picks.shape
+        return sparse.csr_array((np.ones(rows * m, np.float32), picks.reshape(-1),
+                                 np.arange(0, rows * m + 1, m)), shape=(rows, len(self.exact)))
+
+    def exact_sums(self, picks: np.ndarray) -> np.ndarray:
+        """The same sums in float64, as float64 data would give them."""
+        rows, m = picks.shape
+        return self.exact[picks.reshape(-1)].astype(np.float64, copy=False).reshape(rows, m, -1).sum(axis=1)
+
+    def sum_error(self, picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(A, e) per replicate: A = Σ‖x_i‖ over its picks, e the bound on ‖computed sum − exact sum‖."""
+        m = picks.shape[1]
+        relative = self.input_roundoff + _gamma(m - 1, self.unit_roundoff) * (1.0 + self.input_roundoff)
+        norms = self.norms[picks].sum(axis=1)
+        return norms, relative * norms + m * self.row_underflow
+
+
+def _feature_dots(first: _Pool, second: _Pool, pick_m: np.ndarray, pick_k: np.ndarray) -> np.ndarray:
+    """Σ_{i∈M} x_i · Σ_{j∈K} x_j per replicate, with the sign of float64 sums (module docstring)."""
+    select_m, select_k = first.selection(pick_m), second.selection(pick_k)
+    dots = np.zeros(len(pick_m))
+    for panel_m, panel_k in zip(first.panels, second.panels):  # float32 sums, one sparse product each
+        # float32 products are exact in float64; the sum over panels and columns is float64
+        dots += np.einsum("ij,ij->i", select_m @ panel_m, select_k @ panel_k, dtype=np.float64)
+    (a, e_m), (b, e_k) = first.sum_error(pick_m), second.sum_error(pick_k)
+    dot_error = _gamma(first.exact.shape[1], UNIT_ROUNDOFF_64)
+    bound = 2.0 * (e_m * (b + e_k) + a * e_k + dot_error * (a + e_m) * (b + e_k))
+    unsure = np.flatnonzero(np.abs(dots) <= bound)
+    if len(unsure):
+        dots[unsure] = np.einsum("ij,ij->i", first.exact_sums(pick_m[unsure]), second.exact_sums(pick_k[unsure]))
+    return dots
+
+
+def _gram_dots(gram: np.ndarray, n_test: int, pick_m: np.ndarray, pick_k: np.ndarray) -> np.ndarray:
+    """Σ_{i∈M, j∈K} G_ij per replicate, gathered from the flattened float64 Gram matrix."""
+    dots = np.empty(len(pick_m))
+    for start in range(0, len(pick_m), GATHER_REPLICATES):
+        part = slice(start, start + GATHER_REPLICATES)
+        # Flat indices into G: one 1-D take is ~10x faster than 2-D fancy indexing.
+        flat = (pick_m[part] * n_test)[:, :, None] + pick_k[part][:, None, :]
+        dots[part] = gram.take(flat).reshape(len(flat), -1).sum(axis=1)  # the same sums as axis=(1, 2)
+    return dots
 
 
 def misalignment(train, test, M: int, K: int, replicates: int,
@@ -111,16 +217,20 @@ def misalignment(train, test, M: int, K: int, replicates: int,
         raise ValueError(f"iid mode draws M + K = {M + K} distinct examples from a pool of {first.n}")
     if not iid and (M > first.n or K > second.n):
         raise ValueError(f"cannot draw M={M} of {first.n} train and K={K} of {second.n} test examples")
-    path = _choose_path(first.n, second.n, first.dim, M, K, replicates, max_bytes, method)
+    path = _choose_path(first.n, second.n, first.dim, M, K, replicates, max_bytes, method, symmetric=iid)
     rng = np.random.default_rng(seed)
 
     if path == GRAM:
         gram = gram_matrix(first, None if iid else second).ravel()
         per_replicate = 8 * (2 * M * K + first.n + (0 if iid else second.n))
     else:
-        x_train = _load(first)
-        x_test = x_train if iid else _load(second)
-        per_replicate = 8 * (max(M, K) * first.dim + first.n + (0 if iid else second.n))
+        panel_width = max(64, PANEL_BYTES // (4 * max(first.n, second.n)))
+        train_pool = _Pool(first, panel_width)
+        test_pool = train_pool if iid else _Pool(second, panel_width)
+        # two float32 sums of N, the selection's indices, the shuffle state
+        per_replicate = 8 * (first.dim + M + K + first.n + (0 if iid else second.n))
+    # The batch sets the draws (one shuffle per batch), so a seed gives the same p̂ on both paths
+    # wherever both batches reach MAX_BATCH_REPLICATES (or R).
     batch = int(max(1, min(replicates, MAX_BATCH_REPLICATES, batch_bytes // per_replicate)))
 
     misaligned = 0
@@ -132,13 +242,9 @@ def misalignment(train, test, M: int, K: int, replicates: int,
         else:
             pick_m, pick_k = draw_subsets(rng, rows, first.n, M), draw_subsets(rng, rows, second.n, K)
         if path == GRAM:
-            # Flat indices into G: one 1-D take is ~10x faster than 2-D fancy indexing.
-            flat = pick_m[:, :, None] * second.n + pick_k[:, None, :]
-            dots = gram.take(flat).sum(axis=(1, 2))
+            dots = _gram_dots(gram, second.n, pick_m, pick_k)
         else:
-            mean_m = x_train[pick_m.ravel()].reshape(rows, M, -1).sum(axis=1)
-            mean_k = x_test[pick_k.ravel()].reshape(rows, K, -1).sum(axis=1)
-            dots = np.einsum("ij,ij->i", mean_m, mean_k)
+            dots = _feature_dots(train_pool, test_pool, pick_m, pick_k)
         misaligned += int(np.count_nonzero(dots <= 0))
     lo, hi = wilson_interval(misaligned, replicates, level)
     return misaligned / replicates, lo, hi
