@@ -12,7 +12,9 @@ import zarr
 from helpers import relative_error
 
 from growcert.stages.dump import dump_gradients
-from growcert.store import MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store, sample_chunk
+from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
+                            open_group, open_store, sample_chunk)
+from growcert.store.encoding import StoreOptions, write_unit
 from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
@@ -51,6 +53,58 @@ def test_round_trip_through_xarray(tmp_path):
         assert opened["q"].encoding["chunks"] == (writer.chunks[spec.name], *spec.shape)
         assert list(np.asarray(opened["split"].values).astype(object)[[0, 39]]) == ["train", "test"]
         assert opened.attrs["complete"] is True and opened.attrs["insertion_point"] == spec.name
+
+
+def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk_bytes=4096):
+    """The store as zarr's one-call-per-node API writes it straight to disk (how StoreWriter built it before its
+    template moved to memory): every array created, filled and marked complete one call at a time."""
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    root.attrs.update({**attrs, **options.attrs, "format": FORMAT, "groups": [spec.name for spec in SPECS],
+                       "complete": False})
+    for spec in SPECS:
+        chunk = sample_chunk(spec, n, min_chunk_bytes, options.itemsize)
+        shard = (lambda *rest: (write_unit(chunk, n, options), *rest)) if options.shards else (lambda *rest: None)
+        group = root.create_group(spec.name, attributes={**attrs, **options.attrs, "insertion_point": spec.name,
+                                                         "complete": False})
+        for variable in options.variables:
+            group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard(*spec.shape),
+                               dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=_compressors(),
+                               dimension_names=("sample", *spec.dims), attributes=options.array_attrs)
+            group[variable][:] = options.encode(values[spec.name][variable])
+        group.create_array("loss", shape=(n,), chunks=(chunk,), shards=shard(), dtype="float32", fill_value=np.nan,
+                           compressors=_compressors(), dimension_names=("sample",))
+        group["loss"][:] = values[spec.name]["loss"]
+        for variable, small, dtype in (("label", label, "int64"), ("index", index, "int64"), ("split", split, str)):
+            group.create_array(variable, shape=(n,), chunks=(chunk,), shards=shard(), dtype=dtype,
+                               compressors=_compressors(), dimension_names=("sample",))
+            group[variable][:] = small
+    for spec in SPECS:
+        zarr.open_group(path / spec.name, mode="r+").attrs["complete"] = True
+    root.attrs["complete"] = True
+
+
+@pytest.mark.parametrize("options", [StoreOptions(), StoreOptions(("q",), "bfloat16", 2)], ids=["float32", "bf16-q-shards"])
+def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, options):
+    """StoreWriter builds its template in memory, writes it in one batch, writes many chunks per zarr call and
+    skips zarr's empty-chunk scan: none of it may change a byte of the store."""
+    n = 80
+    split = np.array(["train"] * 50 + ["test"] * 30, dtype=object)
+    index, label = np.arange(n) * 3, np.arange(n) % 10
+    rng = np.random.default_rng(1)
+    values = {spec.name: {"q": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+                          "z": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+                          "loss": rng.random(n, dtype=np.float32)} for spec in SPECS}
+    writer = StoreWriter(tmp_path / "ours.zarr", SPECS, split, index, label, {"family": "resnet"},
+                         min_chunk_bytes=4096, options=options)
+    unit = {name: writer.units[name] for name in writer.units}
+    writer.write_many([(group, start, {v: a[start:start + unit[group]] for v, a in variables.items()})
+                       for group, variables in values.items() for start in range(0, n, unit[group])])
+    writer.finish()
+    node_by_node(tmp_path / "theirs.zarr", n, split, index, label, {"family": "resnet"}, options, values)
+    ours, theirs = ({str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+                    for root in (tmp_path / "ours.zarr", tmp_path / "theirs.zarr"))
+    assert sorted(ours) == sorted(theirs) and len(ours) > 20
+    assert [name for name in ours if ours[name] != theirs[name]] == []
 
 
 def test_misaligned_write_is_refused(tmp_path):
@@ -211,3 +265,4 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
         assert dataset["q"].dims == ("sample", "channel", "height", "width") == dataset["z"].dims
         assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 16
         assert np.array_equal(dataset["q"].values, open_group(store, name)["q"].values)
+
