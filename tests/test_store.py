@@ -1,11 +1,14 @@
 """The gradient store: round trip, determinism, chunking, and refusal of incomplete or corrupt stores."""
 
+import errno
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 import zarr
 
@@ -266,3 +269,62 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
         assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 16
         assert np.array_equal(dataset["q"].values, open_group(store, name)["q"].values)
 
+
+def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_the_same_store(
+        prepared, checkpoint, tmp_path, monkeypatch):
+    """The dump's background writer fails on its second batch (a full disk) while passes go on: the error
+    surfaces in the dump (no hang), no writer thread outlives it, nothing looks complete, and a rerun
+    starts over and writes exactly the store of an undisturbed dump."""
+    # 1024 examples in batches of 128: block0 and block1 fill a 256-sample chunk every second batch
+    settings = {"train_examples": 600, "test_examples": 424, "batch_size": 128, "seed": 0, "points": None}
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", settings, log=lambda _: None)
+    real_write_many, calls = StoreWriter.write_many, []
+
+    def full_on_the_second_batch(self, items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write_many(self, items)
+
+    monkeypatch.setattr(StoreWriter, "write_many", full_on_the_second_batch)
+    store, failed = tmp_path / "x.zarr", []
+
+    def dump():
+        try:
+            dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+        except OSError as error:
+            failed.append(error)
+
+    worker = threading.Thread(target=dump, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the dump hangs after its writer failed"
+    assert len(failed) == 1 and "No space left on device" in str(failed[0]) and len(calls) == 2
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("growcert-dump-writer")]
+    partial = tmp_path / "x.zarr.partial"
+    assert not store.exists() and partial.is_dir()
+    assert zarr.open_group(partial, mode="r").attrs["complete"] is False
+    with pytest.raises(StoreError, match="partial write exists"):
+        open_store(store)
+    monkeypatch.undo()
+    dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+    assert not partial.exists()
+    for group in open_store(store).attrs["groups"]:
+        ours, theirs = open_group(store, group), open_group(tmp_path / "reference.zarr", group)
+        for variable in ("q", "z", "loss", "label", "index"):
+            np.testing.assert_array_equal(ours[variable].values, theirs[variable].values)
+
+
+def test_a_non_finite_value_names_its_point_and_example():
+    """The dump's finiteness check looks at each tensor's extremes first; an infinity anywhere is still named
+    with its variable, point and example row."""
+    from growcert.errors import NumericalError
+    from growcert.models.capture import Captured
+    from growcert.stages.dump import _check_finite
+
+    z = {"block0": torch.zeros(6, 2, 3), "block1": torch.zeros(6, 4)}
+    captured = Captured(z=z, q={name: value.clone() for name, value in z.items()}, loss=torch.zeros(6))
+    _check_finite(captured, ("block0", "block1"), "s.zarr", 0)
+    captured.z["block1"][4, 2] = -float("inf")
+    with pytest.raises(NumericalError, match=r"store s\.zarr: non-finite z at block1 for examples \[14\] \(of 1"):
+        _check_finite(captured, ("block0", "block1"), "s.zarr", 10)
