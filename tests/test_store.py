@@ -1,18 +1,23 @@
 """The gradient store: round trip, determinism, chunking, and refusal of incomplete or corrupt stores."""
 
+import errno
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
+import torch
 import xarray as xr
 import zarr
 
 from helpers import relative_error
 
 from growcert.stages.dump import dump_gradients
-from growcert.store import MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store, sample_chunk
+from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
+                            open_group, open_store, sample_chunk)
+from growcert.store.encoding import StoreOptions, write_unit
 from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
@@ -51,6 +56,58 @@ def test_round_trip_through_xarray(tmp_path):
         assert opened["q"].encoding["chunks"] == (writer.chunks[spec.name], *spec.shape)
         assert list(np.asarray(opened["split"].values).astype(object)[[0, 39]]) == ["train", "test"]
         assert opened.attrs["complete"] is True and opened.attrs["insertion_point"] == spec.name
+
+
+def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk_bytes=4096):
+    """The store as zarr's one-call-per-node API writes it straight to disk (how StoreWriter built it before its
+    template moved to memory): every array created, filled and marked complete one call at a time."""
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    root.attrs.update({**attrs, **options.attrs, "format": FORMAT, "groups": [spec.name for spec in SPECS],
+                       "complete": False})
+    for spec in SPECS:
+        chunk = sample_chunk(spec, n, min_chunk_bytes, options.itemsize)
+        shard = (lambda *rest: (write_unit(chunk, n, options), *rest)) if options.shards else (lambda *rest: None)
+        group = root.create_group(spec.name, attributes={**attrs, **options.attrs, "insertion_point": spec.name,
+                                                         "complete": False})
+        for variable in options.variables:
+            group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard(*spec.shape),
+                               dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=_compressors(),
+                               dimension_names=("sample", *spec.dims), attributes=options.array_attrs)
+            group[variable][:] = options.encode(values[spec.name][variable])
+        group.create_array("loss", shape=(n,), chunks=(chunk,), shards=shard(), dtype="float32", fill_value=np.nan,
+                           compressors=_compressors(), dimension_names=("sample",))
+        group["loss"][:] = values[spec.name]["loss"]
+        for variable, small, dtype in (("label", label, "int64"), ("index", index, "int64"), ("split", split, str)):
+            group.create_array(variable, shape=(n,), chunks=(chunk,), shards=shard(), dtype=dtype,
+                               compressors=_compressors(), dimension_names=("sample",))
+            group[variable][:] = small
+    for spec in SPECS:
+        zarr.open_group(path / spec.name, mode="r+").attrs["complete"] = True
+    root.attrs["complete"] = True
+
+
+@pytest.mark.parametrize("options", [StoreOptions(), StoreOptions(("q",), "bfloat16", 2)], ids=["float32", "bf16-q-shards"])
+def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, options):
+    """StoreWriter builds its template in memory, writes it in one batch, writes many chunks per zarr call and
+    skips zarr's empty-chunk scan: none of it may change a byte of the store."""
+    n = 80
+    split = np.array(["train"] * 50 + ["test"] * 30, dtype=object)
+    index, label = np.arange(n) * 3, np.arange(n) % 10
+    rng = np.random.default_rng(1)
+    values = {spec.name: {"q": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+                          "z": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+                          "loss": rng.random(n, dtype=np.float32)} for spec in SPECS}
+    writer = StoreWriter(tmp_path / "ours.zarr", SPECS, split, index, label, {"family": "resnet"},
+                         min_chunk_bytes=4096, options=options)
+    unit = {name: writer.units[name] for name in writer.units}
+    writer.write_many([(group, start, {v: a[start:start + unit[group]] for v, a in variables.items()})
+                       for group, variables in values.items() for start in range(0, n, unit[group])])
+    writer.finish()
+    node_by_node(tmp_path / "theirs.zarr", n, split, index, label, {"family": "resnet"}, options, values)
+    ours, theirs = ({str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+                    for root in (tmp_path / "ours.zarr", tmp_path / "theirs.zarr"))
+    assert sorted(ours) == sorted(theirs) and len(ours) > 20
+    assert [name for name in ours if ours[name] != theirs[name]] == []
 
 
 def test_misaligned_write_is_refused(tmp_path):
@@ -211,3 +268,63 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
         assert dataset["q"].dims == ("sample", "channel", "height", "width") == dataset["z"].dims
         assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 16
         assert np.array_equal(dataset["q"].values, open_group(store, name)["q"].values)
+
+
+def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_the_same_store(
+        prepared, checkpoint, tmp_path, monkeypatch):
+    """The dump's background writer fails on its second batch (a full disk) while passes go on: the error
+    surfaces in the dump (no hang), no writer thread outlives it, nothing looks complete, and a rerun
+    starts over and writes exactly the store of an undisturbed dump."""
+    # 1024 examples in batches of 128: block0 and block1 fill a 256-sample chunk every second batch
+    settings = {"train_examples": 600, "test_examples": 424, "batch_size": 128, "seed": 0, "points": None}
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", settings, log=lambda _: None)
+    real_write_many, calls = StoreWriter.write_many, []
+
+    def full_on_the_second_batch(self, items):
+        calls.append(len(items))
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write_many(self, items)
+
+    monkeypatch.setattr(StoreWriter, "write_many", full_on_the_second_batch)
+    store, failed = tmp_path / "x.zarr", []
+
+    def dump():
+        try:
+            dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+        except OSError as error:
+            failed.append(error)
+
+    worker = threading.Thread(target=dump, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the dump hangs after its writer failed"
+    assert len(failed) == 1 and "No space left on device" in str(failed[0]) and len(calls) == 2
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("growcert-dump-writer")]
+    partial = tmp_path / "x.zarr.partial"
+    assert not store.exists() and partial.is_dir()
+    assert zarr.open_group(partial, mode="r").attrs["complete"] is False
+    with pytest.raises(StoreError, match="partial write exists"):
+        open_store(store)
+    monkeypatch.undo()
+    dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+    assert not partial.exists()
+    for group in open_store(store).attrs["groups"]:
+        ours, theirs = open_group(store, group), open_group(tmp_path / "reference.zarr", group)
+        for variable in ("q", "z", "loss", "label", "index"):
+            np.testing.assert_array_equal(ours[variable].values, theirs[variable].values)
+
+
+def test_a_non_finite_value_names_its_point_and_example():
+    """The dump's finiteness check looks at each tensor's extremes first; an infinity anywhere is still named
+    with its variable, point and example row."""
+    from growcert.errors import NumericalError
+    from growcert.models.capture import Captured
+    from growcert.stages.dump import _check_finite
+
+    z = {"block0": torch.zeros(6, 2, 3), "block1": torch.zeros(6, 4)}
+    captured = Captured(z=z, q={name: value.clone() for name, value in z.items()}, loss=torch.zeros(6))
+    _check_finite(captured, ("block0", "block1"), "s.zarr", 0)
+    captured.z["block1"][4, 2] = -float("inf")
+    with pytest.raises(NumericalError, match=r"store s\.zarr: non-finite z at block1 for examples \[14\] \(of 1"):
+        _check_finite(captured, ("block0", "block1"), "s.zarr", 10)

@@ -62,7 +62,7 @@ def test_disk_full_during_a_checkpoint_save(digits, tmp_path, capsys, monkeypatc
 def test_disk_full_during_a_dump_leaves_no_store(digits, trained, tmp_path, capsys, monkeypatch):
     from growcert.store import StoreWriter
 
-    monkeypatch.setattr(StoreWriter, "write", disk_full)
+    monkeypatch.setattr(StoreWriter, "write_many", disk_full)  # the dump's writer thread writes every batch so
     store = tmp_path / "x.zarr"
     assert main(["dump", "--checkpoint", str(trained / "step6.pt"), "--data", str(digits), "--out", str(store)]) == 2
     assert "No space left on device" in one_line(capsys)

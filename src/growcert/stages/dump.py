@@ -107,26 +107,21 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     # Buffers hand out whole write units (a shard when sharded), the writer's alignment rule.
     buffers = {name: ChunkBuffer(name, write_unit(chunks[name], len(examples), options)) for name in points}
     started = time.perf_counter()
-    # Background writers: creating the store's template, then compressing and writing whole chunks
-    # (zarr and blosc release the GIL), overlap the passes. While batches are captured at most one
-    # write is in flight, so memory stays at a few chunks; the last chunks of every group are written
-    # in parallel once the passes are done.
-    background = ThreadPoolExecutor(max_workers=2)
+    # One background writer: it creates the store's template, then compresses and writes whole chunks
+    # (zarr and blosc release the GIL) while the next batches are captured. At most one batch of chunks
+    # waits for it, so memory stays at a few chunks; each batch is one `write_many` (zarr's thread pool
+    # compresses its chunks concurrently), in capture order, and `finish` runs only after the last one.
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growcert-dump-writer")
     creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs,
                                  options=options)
-    pending: list[Future] = []
-
-    def write_all(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
-        writer = creating.result()
-        for item in ready:
-            writer.write(*item)
+    writing: list[Future] = []
 
     def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
         if not ready:
             return
-        while pending:
-            pending.pop().result()  # re-raises a failed write here
-        pending.append(background.submit(write_all, ready))
+        while writing:
+            writing.pop().result()  # waits for the previous batch; re-raises a failed write here
+        writing.append(background.submit(lambda: creating.result().write_many(ready)))
 
     # q and z of every stored point, float32, are what one batch captures on the device
     captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)
@@ -134,21 +129,25 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     log(f"capturing on {device} in batches of {batch_size} (dump.batch_size {settings['batch_size']}, "
         f"max_batch_mb {settings['max_batch_mb']}: {captured_bytes * batch_size / 2**20:.1f} MiB of q and z)")
     total_batches = -(-len(examples) // batch_size)
-    for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
-        captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)
-        _check_finite(captured, points, out, (number - 1) * batch_size)
-        submit([item for name in points for item in buffers[name].add(
-            {"loss": captured.loss.cpu().numpy(),
-             **{v: getattr(captured, v)[name].cpu().numpy() for v in options.variables}})])
-        progress(min(number * batch_size, len(examples)), len(examples))
-        if number % max(1, total_batches // 10) == 0 or number == total_batches:
-            log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
-                f"examples captured, {time.perf_counter() - started:.1f}s")
-    pending.extend(background.submit(write_all, buffers[name].drain()) for name in points)
-    for future in pending:
-        future.result()
-    background.shutdown()
-    path = creating.result().finish()
+    try:
+        for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
+            captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)
+            _check_finite(captured, points, out, (number - 1) * batch_size)
+            submit([item for name in points for item in buffers[name].add(
+                {"loss": captured.loss.cpu().numpy(),
+                 **{v: getattr(captured, v)[name].cpu().numpy() for v in options.variables}})])
+            progress(min(number * batch_size, len(examples)), len(examples))
+            if number % max(1, total_batches // 10) == 0 or number == total_batches:
+                log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
+                    f"examples captured, {time.perf_counter() - started:.1f}s")
+        submit([item for name in points for item in buffers[name].drain()])  # the last chunks of every group
+        while writing:
+            writing.pop().result()
+        path = creating.result().finish()
+    finally:
+        # On an error (a failed write, a non-finite batch), the write in progress ends before the error
+        # leaves: nothing writes into the `.partial` folder afterwards, and nothing queued starts.
+        background.shutdown(wait=True, cancel_futures=True)
     log(f"done: {path} in {time.perf_counter() - started:.1f}s")
     return path
 
@@ -158,8 +157,12 @@ def _check_finite(captured, points: tuple[str, ...], out: Path, first: int) -> N
     (the store stays a `.partial` folder, which no reader takes for a store)."""
     import torch
 
-    for name, values in [("loss", captured.loss)] + [(f"{v} at {p}", getattr(captured, v)[p]) for p in points
-                                                     for v in ("q", "z")]:
+    checked = [("loss", captured.loss)] + [(f"{v} at {p}", getattr(captured, v)[p]) for p in points for v in ("q", "z")]
+    # One pass per tensor and one device sync: min and max propagate NaN and show an infinity.
+    extremes = torch.stack([torch.stack(torch.aminmax(values)).float() for _, values in checked])
+    if bool(torch.isfinite(extremes).all()):
+        return
+    for name, values in checked:
         bad = ~torch.isfinite(values.reshape(len(values), -1)).all(dim=1)
         if bad.any():
             rows = bad.nonzero().flatten() + first
