@@ -61,6 +61,21 @@ def test_sharded_bfloat16_q_only_writer_round_trip_and_files(tmp_path):
         list(iter_sample_chunks(path, "block0", "z"))
 
 
+@pytest.mark.parametrize("n", [6, 10, 16])
+def test_a_group_shorter_than_one_shard_and_not_whole_chunks_is_one_shard_of_whole_chunks(tmp_path, n):
+    """Zarr requires a shard to be a whole number of chunks: with 4 chunks of 4 samples per shard, 6 or 10 samples
+    make one shard of 8 or 12 (past the end), 16 one shard of 16; every sample reads back."""
+    writer = StoreWriter(tmp_path / "s.zarr", [SPEC], np.array(["test"] * n, dtype=object), np.arange(n),
+                         np.zeros(n), {}, min_chunk_bytes=4096, options=StoreOptions(shards=4))
+    chunk = writer.chunks["block0"]
+    assert chunk == 4 and writer.units["block0"] == chunk * -(-n // chunk)
+    q = np.random.default_rng(3).standard_normal((n, *SPEC.shape)).astype(np.float32)
+    writer.write("block0", 0, {"q": q, "z": -q, "loss": np.zeros(n, np.float32)})
+    writer.finish()
+    assert zarr.open_array(tmp_path / "s.zarr" / "block0" / "q", mode="r").shards == (4 * -(-n // 4), *SPEC.shape)
+    assert np.array_equal(open_group(tmp_path / "s.zarr", "block0")["q"].values, q)
+
+
 def test_a_flipped_byte_inside_a_shard_is_named(tmp_path):
     n = 16
     writer = StoreWriter(tmp_path / "s.zarr", [SPEC], np.array(["test"] * n, dtype=object), np.arange(n),
