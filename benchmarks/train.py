@@ -11,6 +11,12 @@ same thread count, and prints each step's achieved GFLOP/s and its ratio to that
 
     PYTHONPATH=src .venv/bin/python benchmarks/train.py              # 1 thread, as the pipeline's jobs
     PYTHONPATH=src .venv/bin/python benchmarks/train.py --threads 2 --steps 3
+    PYTHONPATH=src .venv/bin/python benchmarks/train.py --knobs    # the step's knobs, side by side
+
+`--knobs` times the same llama step (width 64, the size where the share of GEMM is lowest) with each knob that
+could remove waste, against the pipeline's step in the same run: AdamW's for-loop (the pipeline's, torch's
+default on the CPU) against `foreach` and `fused`; SDPA's flash kernel (what the CPU picks) against its math
+kernel; eager against `torch.compile` of the forward, with the compile time stated.
 """
 
 from __future__ import annotations
@@ -71,10 +77,45 @@ def measure(trainer: Trainer, steps: int) -> tuple[float, float]:
     return float(counter.get_total_flops()), best
 
 
+def step_seconds(trainer: Trainer, steps: int, first: int = 1) -> float:
+    """Best seconds per step over `steps` timed steps, after two untimed ones."""
+    trainer.step(first)
+    trainer.step(first + 1)
+    return min(_seconds(lambda step=step: trainer.step(step)) for step in range(first + 2, first + 2 + steps))
+
+
+def knobs(data_dir: Path, steps: int) -> None:
+    """Each knob's step time against the pipeline's step, llama w64 d2 at contexts 64 and 256."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    print(f"\n{'llama w64 d2':<16} {'knob':<34} {'s/step':>8} {'pipeline':>9} {'ratio':>6}")
+    for context in (64, 256):
+        def fresh() -> Trainer:
+            return trainer_for("llama", "shakespeare", 64, 2, TOKENS_PER_STEP // context,
+                               {"head_dim": 16, "context": context}, data_dir)
+
+        baseline = step_seconds(fresh(), steps)
+        rows = []
+        for label, options in (("AdamW foreach=True", {"foreach": True}), ("AdamW fused=True", {"fused": True})):
+            trainer = fresh()
+            trainer.optimizer = torch.optim.AdamW(trainer.optimizer.param_groups, **options)
+            rows.append((label, step_seconds(trainer, steps)))
+        with sdpa_kernel(SDPBackend.MATH):
+            rows.append(("SDPA math kernel", step_seconds(fresh(), steps)))
+        trainer = fresh()
+        trainer.model.forward = torch.compile(trainer.model.forward)
+        compile_seconds = _seconds(lambda: trainer.step(1))
+        rows.append((f"torch.compile (compile {compile_seconds:.0f} s)", step_seconds(trainer, steps, first=2)))
+        for label, seconds in rows:
+            print(f"{'context ' + str(context):<16} {label:<34} {seconds:>8.4f} {baseline:>9.4f} "
+                  f"{baseline / seconds:>5.2f}x", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the pipeline's jobs use 1)")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per model (the best one counts)")
+    parser.add_argument("--knobs", action="store_true", help="only the knobs against the pipeline's step")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
@@ -82,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
         text, digits = Path(folder) / "shakespeare", Path(folder) / "digits"
         prepare_dataset("shakespeare", text, {})
         prepare_dataset("digits", digits, {})
+        if args.knobs:
+            knobs(text, args.steps)
+            return
         rate = gemm_rate()
         print(f"float32 GEMM, {args.threads} thread(s): {rate:.1f} GFLOP/s (measured in this run)\n")
         print(f"{'model':<34} {'GFLOP/step':>10} {'s/step':>8} {'GFLOP/s':>8} {'of GEMM':>8}")
