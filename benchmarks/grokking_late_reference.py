@@ -41,6 +41,7 @@ import pandas as pd
 
 PAPER_BASELINE, PAPER_GATE = 29_450, 5_950
 BASELINE = "AdamW wd=0.01"  # the arm every speed-up is measured against
+TIME_COMMAND = "PYTHONPATH=src .venv/bin/python benchmarks/grokking_late_reference.py --time-arms"
 SEEDS = [0, 1, 2]
 COMMON = {"lr": 1e-3, "betas": [0.9, 0.98], "steps": 15_000, "stop_at_test_acc": 0.95, "eval_every": 100,
           "diagnostics_every": 500, "resume_every": 1000}
@@ -190,6 +191,32 @@ def verdict_lines(table: pd.DataFrame, claims: list[dict]) -> list[str]:
     return lines
 
 
+def step_cost(late: dict, common: dict, names: list[str], steps: int, rounds: int) -> pd.DataFrame:
+    """Seconds per step of each arm (its evaluations included, and the gate's diagnostics from their interval on)
+    on the late regime's seed 0, measured in this process, arm after arm, `rounds` times interleaved, the best of
+    each kept; and the ratio to AdamW wd=0.01's. The runs' own wall times ran beside other jobs on a shared machine; these are side by side."""
+    import math
+    import os
+    import tempfile
+
+    from growcert.experiments.grokking import run_grokking
+
+    timing = {**common, "steps": steps, "stop_at_test_acc": None, "resume_every": steps}
+    best = {name: math.inf for name in names}
+    load_start = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as folder:
+        for round_index in range(rounds):
+            for index, name in enumerate(names):
+                out = Path(folder) / f"round{round_index}-arm{index}"
+                run_grokking(job_settings(late, ARMS, 0, timing, name), out, log=lambda _: None, threads=1)
+                seconds = float(pd.read_csv(out / "summary.csv")["seconds"].iloc[0])
+                best[name] = min(best[name], seconds / steps)
+                print(f"  {name}: {seconds / steps:.4f} s/step (round {round_index + 1})", flush=True)
+    return pd.DataFrame({"optimizer": names, "seconds_per_step": [best[name] for name in names],
+                         "cost_over_adamw": [best[name] / best[BASELINE] for name in names], "steps": steps,
+                         "rounds": rounds, "load_average_start": load_start, "load_average_end": os.getloadavg()[0]})
+
+
 def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, curves: pd.DataFrame, cap: int,
                   eval_every: int) -> None:
     """table.csv, summary.csv, curves.csv, claims.csv, figures, provenance.json and README.md of what finished."""
@@ -247,9 +274,25 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
                if len(nominal) else "not finished yet"), "",
               "## Every arm", "", table[[c for c in shown if c in table.columns]].to_markdown(index=False)
               if len(table) else "nothing finished", "",
+              "`seconds_per_step` is the runs' own wall time per step: they shared the machine with other jobs, so "
+              "compare arms' costs with the next table.", "",
+              "## Cost per step, measured side by side", "",
+              *(cost_lines(out / "step_cost.csv") if (out / "step_cost.csv").is_file() else
+                ["not measured yet (`--time-arms STEPS`)"]), "",
               "## Does the paper's 4.9× (5,950 vs 29,450 steps) reproduce where AdamW groks late?", "",
               *(verdict_lines(table, claims) if len(table) and "verdict" in table.columns else ["nothing finished"]), ""]
     (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
+
+
+def cost_lines(path: Path) -> list[str]:
+    """The step-cost table (`--time-arms`) and how it was measured."""
+    cost = pd.read_csv(path)
+    first = cost.iloc[0]
+    return [f"`{TIME_COMMAND} {int(first['steps'])}`: each arm trained {int(first['steps'])} steps on the late regime's seed 0 in one process, arm after arm, "
+            f"{int(first['rounds'])} rounds interleaved, the best kept (load average {first['load_average_start']:.1f} "
+            f"at the start, {first['load_average_end']:.1f} at the end; the evaluations included, and the gate's "
+            "diagnostics when STEPS reaches their interval). A speed-up in steps is a speed-up in time only when it exceeds the cost ratio.", "",
+            cost[["optimizer", "seconds_per_step", "cost_over_adamw"]].to_markdown(index=False, floatfmt=".3f")]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -264,14 +307,19 @@ def main(argv: list[str] | None = None) -> None:
                                                    "'unresolved': those whose verdict in <out>/table.csv is unresolved)")
     parser.add_argument("--smoke", action="store_true", help="tiny plan, seconds: proves the plumbing")
     parser.add_argument("--aggregate-only", action="store_true", help="write <out> from the finished jobs, run none")
+    parser.add_argument("--time-arms", type=int, default=0, metavar="STEPS",
+                        help="instead of the jobs: time every arm for STEPS steps side by side into <out>/step_cost.csv")
     args = parser.parse_args(argv)
     out, work = Path(args.out), Path(args.work)
     common = {**COMMON, **SMOKE["common"]} if args.smoke else COMMON
     late, nominal = (SMOKE["late"], SMOKE["nominal"]) if args.smoke else (LATE, NOMINAL)
     seeds = SMOKE["seeds"] if args.smoke else SEEDS
-    # the command that reproduces the run (an --aggregate-only call writes the folder but runs nothing)
-    command = ("nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
-               + " ".join(arg for arg in (argv if argv is not None else sys.argv[1:]) if arg != "--aggregate-only"))
+    # the command that reproduces the run: without --aggregate-only and --time-arms, which run no job
+    given = list(argv if argv is not None else sys.argv[1:])
+    for flag, takes_value in (("--aggregate-only", False), ("--time-arms", True)):
+        while flag in given:
+            del given[given.index(flag):given.index(flag) + 1 + takes_value]
+    command = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py " + " ".join(given)
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     every_arm = arm_names(job_settings(late, ARMS, 0, common))
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
@@ -294,7 +342,10 @@ def main(argv: list[str] | None = None) -> None:
             jobs += [Job(job_settings(regime, arms, seed, common, arm), work / "runs" / name / f"seed{seed}", arm,
                          {"regime": name, **regime}) for arm in names]
     jobs = list({job.folder: job for job in jobs}.values())  # an extra seed that is also a first-pass seed
-    if not args.aggregate_only:
+    if args.time_arms:
+        out.mkdir(parents=True, exist_ok=True)
+        step_cost(late, common, every_arm, args.time_arms, rounds=2).to_csv(out / "step_cost.csv", index=False)
+    elif not args.aggregate_only:
         run_jobs(jobs, args.parallel)
     summary, curves = collect(jobs)
     plan["finished_jobs"] = len(summary)

@@ -91,6 +91,23 @@ def test_a_seed_folder_of_an_all_arms_run_counts_and_extra_seeds_run_the_named_a
     assert exit_info.value.code == 2 and "--arms: 'AdamW wd=3' is not an arm of the plan" in capsys.readouterr().err
 
 
+def test_time_arms_measures_every_arm_side_by_side_and_runs_no_job(tmp_path):
+    """--time-arms STEPS: every arm of the late regime timed in one process, its cost over AdamW wd=0.01's in
+    step_cost.csv and in the README; no job folder is made and the README's command is the run's, not the timing's."""
+    reference = load_script()
+    out, work = tmp_path / "grokking-late", tmp_path / "work"
+    reference.main(["--smoke", "--time-arms", "10", "--out", str(out), "--work", str(work)])
+    cost = pd.read_csv(out / "step_cost.csv").set_index("optimizer")
+    assert len(cost) == 9 and (cost["seconds_per_step"] > 0).all() and (cost["steps"] == 10).all()
+    assert cost.loc["AdamW wd=0.01", "cost_over_adamw"] == 1.0
+    assert cost.loc["poprisk-gradient-microbatch-wd0.01", "cost_over_adamw"] == (
+        cost.loc["poprisk-gradient-microbatch-wd0.01", "seconds_per_step"] / cost.loc["AdamW wd=0.01", "seconds_per_step"])
+    assert not (work / "runs").exists()
+    readme = (out / "README.md").read_text()
+    assert "## Cost per step, measured side by side" in readme and "--time-arms 10`: each arm trained 10 steps" in readme
+    assert "--time-arms" not in json.loads((out / "provenance.json").read_text())["command"]
+
+
 def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     reference = load_script()
     summary = pd.DataFrame({"regime": "late", "seed": [0, 1, 2] * 3,
