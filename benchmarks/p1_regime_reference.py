@@ -186,6 +186,16 @@ def joined_lines(record: dict) -> list[str]:
             f"`{joined['committed']}`. {said}", ""]
 
 
+def unjudged_loss_lines(out: Path, claims: pd.DataFrame) -> list[str]:
+    """A line saying so when the kept checkpoints hold no held-out loss level that every width reaches (loss.csv
+    empty): the matched-loss comparison is then not tested by this run."""
+    if claims["claim"].str.contains("matched held-out loss").any() or len(pd.read_csv(out / "loss.csv")):
+        return []
+    return ["- d_align increases with width, at matched held-out loss: **not tested at this scale**: at the kept "
+            "checkpoints no held-out loss level is reached by every width of a context (loss.csv has no rows); the "
+            "map with more checkpoints (`docs/reference-results/p1-regime`) judges it."]
+
+
 def write_readme(out: Path, record: dict) -> None:
     """README.md of a kept map, from its files: reproduction, cost, the spread, the cells and the verdicts."""
     cost, command = record["cost"], record["command"]
@@ -228,7 +238,7 @@ def write_readme(out: Path, record: dict) -> None:
                                      ("reproduced", "contradicted", "unresolved", "not tested at this scale")) + ".", "",
                cells[[c for c in shown if c in cells.columns]].to_markdown(index=False), "",
                "## Does d_align rise with width (P1), at matched budget and at matched loss, per context?", "",
-               *claim_lines(claims), ""]
+               *claim_lines(claims), *unjudged_loss_lines(out, claims), ""]
     (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
     print(f"kept the regime map in {out}: {len(cells)} cells, {cost['cpu_hours']} CPU-hours")
 
