@@ -170,3 +170,19 @@ def test_joined_export_reuses_the_committed_seeds_only_when_a_retrained_run_repr
     assert record["joined"]["reproduction"]["differing_columns"] == ["d_align"]
     assert record["joined"]["seeds"] == [3, 4, 5] and set(pd.read_csv(other / "out" / "table.csv")["seeds"]) == {3}
     assert "did not reproduce the committed map's rows (differing: d_align)" in (other / "out" / "README.md").read_text()
+
+
+def test_the_readme_says_matched_loss_is_not_tested_when_no_loss_level_is_shared(tmp_path):
+    """A sweep whose checkpoints hold no held-out loss level that every width reaches (loss.csv without rows, no
+    matched-loss claim): one line with the verdict word, naming the map that judges it; none when there are rows."""
+    reference = load_script()
+    budget = pd.DataFrame({"claim": ["d_align increases with width, on the regime map at matched budget (context 512)"]})
+    columns = "family,dataset,context,depth,reduction,point,pool,test_loss,seeds,slope\n"
+    (tmp_path / "loss.csv").write_text(columns)
+    [line] = reference.unjudged_loss_lines(tmp_path, budget)
+    assert "at matched held-out loss: **not tested at this scale**" in line and "p1-regime" in line
+    (tmp_path / "loss.csv").write_text(columns + "llama,shakespeare,512,2,flatten,block0,test,3.1,8,0.4\n")
+    assert reference.unjudged_loss_lines(tmp_path, budget) == []
+    (tmp_path / "loss.csv").write_text(columns)
+    judged = pd.DataFrame({"claim": ["d_align increases with width, on the regime map at matched held-out loss (context 64)"]})
+    assert reference.unjudged_loss_lines(tmp_path, judged) == []
