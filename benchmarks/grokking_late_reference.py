@@ -39,7 +39,6 @@ from pathlib import Path
 
 import pandas as pd
 
-PAPER_BASELINE, PAPER_GATE = 29_450, 5_950
 BASELINE = "AdamW wd=0.01"  # the arm every speed-up is measured against
 TIME_COMMAND = "PYTHONPATH=src .venv/bin/python benchmarks/grokking_late_reference.py --time-arms"
 SEEDS = [0, 1, 2]
