@@ -10,7 +10,7 @@ from scipy import stats as scipy_stats
 
 from growcert.report.verdicts import (CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, Effect,
                                       bonferroni_level, family_judgement, judge_samples, judge_steps)
-from growcert.stats.seeds import median_interval, paired_log_ratios, seeds_to_resolve
+from growcert.stats.seeds import median_interval, median_interval_seeds, paired_log_ratios, seeds_to_resolve
 
 SPEEDUP = Effect("steps ratio (baseline / variant)", paper=2.4, null=1.0, scale="log")
 SLOPE = Effect("slope of log d_align on log width", paper=0.50, null=0.0)
@@ -51,6 +51,23 @@ def test_censored_runs_enter_as_censored_never_as_the_cap():
     assert judgement.low == 0.0 and judgement.verdict == UNRESOLVED
     # both censored in one seed: that seed says nothing about the ratio
     assert math.isnan(paired_log_ratios([None], [None])[0])
+
+
+@pytest.mark.parametrize("level", [0.5, 0.75, 0.9, 0.95, 0.99, 1 - 0.05 / 6])
+def test_median_interval_seeds_is_the_fewest_samples_with_a_bounded_interval(level):
+    bounded = [n for n in range(1, 14) if np.isfinite(median_interval(np.arange(n, dtype=float), level)[1:]).all()]
+    assert bounded == list(range(median_interval_seeds(level), 14))
+
+
+def test_a_censored_comparison_below_the_bounded_count_asks_for_that_many_seeds():
+    # AdamW censored in one of 3 seeds: the 95 % order-statistic interval is (0, inf) whatever the other ratios
+    few = judge_steps(SPEEDUP, [8800, None, 9000], [1000, 1200, 900], level=0.95, cap=15_000, eval_every=100)
+    assert few.verdict == UNRESOLVED and (few.low, few.high) == (0.0, math.inf)
+    assert few.seeds_needed == 6 and "at least 6" in few.why
+    # at 6 paired seeds the same kind of data resolves: every ratio is above half the paper's 4.9x
+    six = judge_steps(SPEEDUP, [8800, None, 9000, 9500, 8000, 10_000], [1000, 1200, 900, 1100, 1000, 800],
+                      level=0.95, cap=15_000, eval_every=100)
+    assert six.verdict == REPRODUCED and six.low == pytest.approx(8000 / 1000) and six.seeds_needed is None
 
 
 def test_a_slope_interval_holding_0_and_the_papers_slope_is_unresolved_with_the_seeds_that_resolve_it():

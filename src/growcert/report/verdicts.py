@@ -13,7 +13,9 @@ The words, for an interval [low, high] of the effect at the stated level:
 - `contradicted`: the interval lies wholly below half the paper's effect (which includes the null
   side): the paper's size is excluded;
 - `unresolved`: neither: the interval holds both the null and half the paper's effect. The row says
-  how many seeds would resolve it at the observed per-seed spread (`seeds_to_resolve`);
+  how many seeds would resolve it at the observed per-seed spread (`seeds_to_resolve`), or, for an
+  order-statistic interval over fewer seeds than it needs to have any finite end
+  (`median_interval_seeds`: 6 at 95 %), that count;
 - `not tested at this scale`: no comparison can be made: fewer than two seeds, a baseline censored at
   the cap in most seeds, no detectable mean signal, a regime the run does not reach.
 
@@ -40,7 +42,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from growcert.stats.seeds import median_interval, paired_log_ratios, seeds_to_resolve, t_interval
+from growcert.stats.seeds import (median_interval, median_interval_seeds, paired_log_ratios, seeds_to_resolve,
+                                  t_interval)
 
 REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = "reproduced", "contradicted", "unresolved", "not tested at this scale"
 WORDS = (REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED)
@@ -102,10 +105,12 @@ def not_tested(why: str, seeds: int = 0, level: float = 0.95, estimate: float = 
 
 
 def judge_interval(effect: Effect, estimate: float, low: float, high: float, level: float, seeds: int,
-                   spread: float = math.nan, below_resolution: str = "") -> Judgement:
+                   spread: float = math.nan, below_resolution: str = "", bounded_from: int | None = None) -> Judgement:
     """The word for an interval given on the effect's own scale; `spread` is the per-seed standard
     deviation on the judged scale (for the seeds an unresolved verdict needs), `below_resolution` a
-    reason why the difference is too small to resolve (never reproduced then)."""
+    reason why the difference is too small to resolve (never reproduced then), `bounded_from` the seed
+    count below which the interval's form cannot be bounded at `level` (an unresolved verdict then
+    needs at least that many, whatever the spread)."""
     if seeds < 2:
         return not_tested(f"{seeds} seed(s): an interval over seeds needs at least 2", seeds, level, estimate)
     if math.isnan(low) or math.isnan(high):
@@ -130,9 +135,15 @@ def judge_interval(effect: Effect, estimate: float, low: float, high: float, lev
         size = f"the null and half the paper's effect ({effect.untransform(null + side * SIZE_FRACTION * unit):.3g})"
     if word == REPRODUCED and below_resolution:
         word = UNRESOLVED
-    needed = seeds_to_resolve(spread, distance, level, seeds) if word == UNRESOLVED else None
+    needed, more = None, ""
+    if word == UNRESOLVED and bounded_from is not None and seeds < bounded_from:
+        needed = bounded_from
+        more = (f"this interval has no finite end at {percent(level)} below {bounded_from} seeds, whatever their "
+                f"values: at least {bounded_from} are needed")
+    elif word == UNRESOLVED:
+        needed = seeds_to_resolve(spread, distance, level, seeds)
     return Judgement(estimate, low, high, level, seeds, word,
-                     _why(word, effect, level, seeds, needed, size, below_resolution), needed)
+                     _why(word, effect, level, seeds, needed, size, below_resolution, more), needed)
 
 
 def _equivalence(effect, estimate, low, high, level, seeds, spread, lo, hi, mid) -> Judgement:
@@ -159,7 +170,8 @@ def equivalence_region(effect: Effect) -> str:
     return f"within [{effect.margin_low:.3g}, {effect.margin:.3g}]"
 
 
-def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None, size: str, resolution: str) -> str:
+def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None, size: str, resolution: str,
+         more: str = "") -> str:
     interval = f"{percent(level)} interval ({effect.interval}, {seeds} seeds)"
     if word == REPRODUCED and effect.margin is not None:  # equivalence: the null is inside the claim, not against it
         return (f"the {interval} stays within the margin {effect.margin:.3g}" if effect.margin_low is None
@@ -173,8 +185,8 @@ def _why(word: str, effect: Effect, level: float, seeds: int, needed: int | None
                 else f"the {interval} excludes the paper's effect (wholly below half of it)"
                 if effect.paper is not None else f"the {interval} excludes the null on the other side")
     reason = resolution or f"the {interval} holds {size}"
-    more = (f"about {needed} seeds would resolve it at the observed spread" if needed is not None
-            else "the observed spread does not say how many seeds would resolve it")
+    more = more or (f"about {needed} seeds would resolve it at the observed spread" if needed is not None
+                    else "the observed spread does not say how many seeds would resolve it")
     return f"{reason}; {more}"
 
 
@@ -198,7 +210,9 @@ def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[flo
     NaN (or None, inf) steps are censored: the run did not reach the target by `cap`. A baseline
     censored in more than half its seeds leaves nothing to compare against: not tested at this scale.
     With every seed uncensored the interval is t on the per-seed log ratios; with any censored seed, the
-    order-statistic interval for their median (censored seeds enter as ±inf, never as the cap). A
+    order-statistic interval for their median (censored seeds enter as ±inf, never as the cap), which has
+    no finite end below `median_interval_seeds(level)` seeds (6 at 95 %): an unresolved verdict then says
+    so and asks for at least that many. A
     difference of median steps smaller than `eval_every` (the steps are only known to that resolution)
     is never reproduced.
     """
@@ -216,11 +230,13 @@ def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[flo
                           len(known), level)
     finite = known[np.isfinite(known)]
     spread = float(finite.std(ddof=1)) if len(finite) >= 2 else math.nan
+    bounded_from = None
     if len(finite) == len(known):
         mid, _, lo, hi = t_interval(finite, level)
         stated = effect
     else:
         mid, lo, hi = median_interval(known, level)
+        bounded_from = median_interval_seeds(level)
         stated = replace(effect, interval=f"order-statistic interval for the median over seeds, "
                                           f"{len(known) - len(finite)} censored at the {cap:,}-step cap")
     b_median, v_median = (float(np.median(np.where(np.isfinite(x), x, math.inf))) for x in
@@ -231,7 +247,7 @@ def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[flo
                  f"({eval_every:,} steps)")
     with np.errstate(over="ignore"):
         values = [math.exp(value) for value in (mid, lo, hi)]
-    return judge_interval(stated, *values, level, len(known), spread, below)
+    return judge_interval(stated, *values, level, len(known), spread, below, bounded_from)
 
 
 def bonferroni_level(level: float, count: int) -> float:

@@ -12,7 +12,9 @@ one run. Three forms, each stated per claim in the claims registry:
   so a censored baseline gives +inf and a censored variant −inf (both censored: no information, NaN).
 
 `seeds_to_resolve` says how many seeds an interval of the same spread would need to become narrower
-than a given distance, the question an unresolved verdict leaves open.
+than a given distance, the question an unresolved verdict leaves open. `median_interval_seeds` says how
+many samples an order-statistic interval needs before it has any finite end at all: below that count
+its coverage cannot reach the level, whatever the values, so it is (−inf, inf).
 """
 
 from __future__ import annotations
@@ -66,6 +68,14 @@ def median_interval(samples: Sequence[float], level: float) -> tuple[float, floa
     if k == 0:
         return median, -math.inf, math.inf
     return median, float(values[k - 1]), float(values[n - k])
+
+
+def median_interval_seeds(level: float) -> int:
+    """The fewest samples whose order-statistic interval for the median at `level` is bounded: the
+    smallest n with coverage 1 − 2·P(Bin(n, ½) < 1) = 1 − 2^(1−n) ≥ level (6 at 95 %, 8 at 99.17 %)."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1); got {level}")
+    return max(2, math.ceil(1.0 - math.log2(1.0 - level) - 1e-12))
 
 
 def paired_log_ratios(baseline: Sequence[float], variant: Sequence[float]) -> np.ndarray:
