@@ -108,6 +108,19 @@ def test_time_arms_measures_every_arm_side_by_side_and_runs_no_job(tmp_path):
     assert "--time-arms" not in json.loads((out / "provenance.json").read_text())["command"]
 
 
+def test_cpu_time_is_each_late_runs_steps_times_its_arms_side_by_side_step_cost(tmp_path):
+    reference = load_script()
+    summary = pd.DataFrame({"regime": ["late", "late", "late", "nominal"], "seed": [0, 1, 0, 0],
+                            "optimizer": ["AdamW wd=0.01", "AdamW wd=0.01", "AdamW wd=1", "AdamW wd=0.01"],
+                            "step_95": [8800, None, 600, 1000], "seconds": [900.0, 5000, 80, 120]})
+    assert reference.estimated_cpu_hours(summary, tmp_path / "step_cost.csv", cap=15_000) is None
+    pd.DataFrame({"optimizer": ["AdamW wd=0.01", "AdamW wd=1"], "seconds_per_step": [0.04, 0.05]}).to_csv(
+        tmp_path / "step_cost.csv", index=False)
+    # the censored seed trained to the cap; the nominal run counts its wall time
+    expected = (8800 * 0.04 + 15_000 * 0.04 + 600 * 0.05 + 120) / 3600
+    assert reference.estimated_cpu_hours(summary, tmp_path / "step_cost.csv", cap=15_000) == round(expected, 2)
+
+
 def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     reference = load_script()
     summary = pd.DataFrame({"regime": "late", "seed": [0, 1, 2] * 3,
@@ -122,6 +135,8 @@ def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     slow = table.loc["AdamW wd=1"]
     assert slow["steps_per_seed"] == "> 15,000, > 15,000, 500" and slow["median_step_95"] == "not by 15,000"
     assert slow["verdict"] == "unresolved" and "censored" in slow["why"]
+    # one finite ratio and one +inf: the 95 % order-statistic interval needs 6 such seeds to have an end
+    assert slow["seeds_needed"] == 6 and "at least 6" in slow["why"]
     assert pd.isna(table.loc["AdamW wd=0.01", "verdict"])
 
 
