@@ -202,8 +202,8 @@ def bounded_note() -> str:
 def verdict_lines(table: pd.DataFrame, claims: list[dict]) -> list[str]:
     """One line per arm judged against AdamW wd=0.01 in the late regime, then the claim over the gate's variants
     (Bonferroni), each with the paper's 4.9× beside it."""
-    def number(value) -> str:
-        return "–" if pd.isna(value) else f"{value:.2f}×"
+    def number(value) -> str:  # an infinite median: the baseline's middle seed is censored (took more than the cap)
+        return "–" if pd.isna(value) else "∞" if value == float("inf") else f"{value:.2f}×"
 
     lines = []
     for row in table[(table["regime"] == "late") & table["verdict"].notna()].itertuples():
