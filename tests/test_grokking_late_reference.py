@@ -121,6 +121,17 @@ def test_cpu_time_is_each_late_runs_steps_times_its_arms_side_by_side_step_cost(
     assert reference.estimated_cpu_hours(summary, tmp_path / "step_cost.csv", cap=15_000) == round(expected, 2)
 
 
+def test_a_baseline_censored_in_most_seeds_gets_the_note_on_what_would_decide_it(tmp_path):
+    reference = load_script()
+    table = pd.DataFrame({"regime": "late", "optimizer": ["AdamW wd=0.01"], "seeds": [3], "reached": [1]})
+    pd.DataFrame({"optimizer": ["AdamW wd=0.01", "AdamW wd=1"], "seconds_per_step": [0.03, 0.06]}).to_csv(
+        tmp_path / "step_cost.csv", index=False)
+    note = " ".join(reference.baseline_note(table, 15_000, tmp_path / "step_cost.csv"))
+    assert "reached 95 % by the 15,000-step cap in 1 of 3 seeds" in note and "costs 20-40 CPU-minutes" in note
+    # reached in half its seeds or more: the arms are judged, no note
+    assert reference.baseline_note(table.assign(seeds=2), 15_000, tmp_path / "step_cost.csv") == []
+
+
 def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     reference = load_script()
     summary = pd.DataFrame({"regime": "late", "seed": [0, 1, 2] * 3,
