@@ -37,6 +37,7 @@ import json
 import multiprocessing
 import re
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,16 +120,30 @@ def run_job(settings: dict, out: str) -> str:
     return out
 
 
-def run_jobs(jobs: list[Job], parallel: int) -> None:
+def run_jobs(jobs: list[Job], parallel: int, work: Path) -> None:
+    """Run the unfinished jobs, `parallel` at a time, sampling the disk use of `work` (resume states included)
+    into its disk log meanwhile (`sweeps.sample_disk`)."""
+    from sweeps import sample_disk
+
     pending = [job for job in jobs if job.finished() is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already done; running {len(pending)}, {parallel} at a time",
           flush=True)
+    if not pending:
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_disk, args=(work, stop), daemon=True)
+    sampler.start()
     context = multiprocessing.get_context("spawn")  # a clean torch per job
-    with concurrent.futures.ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
-        futures = {pool.submit(run_job, job.settings, str(job.folder)): job.folder for job in pending}
-        for future in concurrent.futures.as_completed(futures):
-            future.result()
-            print(f"done: {futures[future]}", flush=True)
+    try:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
+            futures = {pool.submit(run_job, job.settings, str(job.folder)): job.folder for job in pending}
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+                print(f"done: {futures[future]}", flush=True)
+    finally:
+        stop.set()
+        sampler.join()
 
 
 def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -265,13 +280,14 @@ def step_cost(late: dict, common: dict, names: list[str], steps: int, rounds: in
 
 
 def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, curves: pd.DataFrame, cap: int,
-                  eval_every: int) -> None:
+                  eval_every: int, work: Path) -> None:
     """table.csv, summary.csv, curves.csv, claims.csv, figures, provenance.json and README.md of what finished."""
     from growcert.experiments.grokking_report import grokking_claims, plot_grokking
     from growcert.provenance import git_commit, machine_record, versions
     from growcert.report.claims import ROW_COLUMNS
     from growcert.report.figures import gate_diagnostics
     from growcert.report.verdicts import LEVEL
+    from sweeps import disk_samples
 
     out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "summary.csv", index=False)
@@ -288,11 +304,14 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
         plot_grokking(out / f"curves_{regime}.csv", out / f"accuracy_{regime}.png")
         if frame["optimizer"].str.startswith("poprisk-").any():
             gate_diagnostics(out / f"curves_{regime}.csv", out / f"gate_{regime}.png", f"gate diagnostics, {regime}")
+    disk = disk_samples(work)  # every SAMPLE_SECONDS while jobs ran (run_jobs), resume states included
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "command": command, "table": "steps to 95 % held-out per regime and arm, and the speed-up verdicts",
               "why": "P2 grokking where the AdamW baseline groks late (a/b mod 47, batch 128)", "plan": plan,
               "cost": {"run_hours": round(float(summary["seconds"].sum()) / 3600, 2) if len(summary) else 0.0,
                        "cpu_hours_estimated": estimated_cpu_hours(summary, out / "step_cost.csv", cap),
+                       "peak_disk_mb": round(max(size for _, size in disk) / 1e6, 1) if disk else None,
+                       "disk_samples": len(disk),
                        "runs": int(len(summary))},
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str))
@@ -306,7 +325,9 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
               f"cores: about {record['cost']['cpu_hours_estimated']} CPU-hours (each late run's steps × its arm's "
               "seconds per step measured side by side, below; the nominal runs' wall time), and "
               f"{record['cost']['run_hours']} hours of wall time summed over the runs (an upper bound: a run that "
-              "shared its core with other jobs counts its waiting too). Jobs finished: "
+              "shared its core with other jobs counts its waiting too); peak disk "
+              + (f"{record['cost']['peak_disk_mb']} MB ({len(disk)} samples of the work folder, resume states included, "
+                 "while jobs ran)" if disk else "not sampled") + ". Jobs finished: "
               f"{plan['finished_jobs']} of "
               f"{plan['planned_jobs']}" + ("" if plan["finished_jobs"] == plan["planned_jobs"] else
                                            " (in progress: rerun the command to resume; the tables below hold what "
@@ -399,11 +420,11 @@ def main(argv: list[str] | None = None) -> None:
         out.mkdir(parents=True, exist_ok=True)
         step_cost(late, common, every_arm, args.time_arms, rounds=2).to_csv(out / "step_cost.csv", index=False)
     elif not args.aggregate_only:
-        run_jobs(jobs, args.parallel)
+        run_jobs(jobs, args.parallel, work)
     summary, curves = collect(jobs)
     plan["finished_jobs"] = len(summary)
     plan["planned_jobs"] = len(jobs)
-    write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"])
+    write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"], work)
     print(f"reference results -> {out}", flush=True)
 
 

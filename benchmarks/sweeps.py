@@ -80,9 +80,8 @@ def sweep_cost(results: Path) -> dict:
                      "wall_s": float(frame["s"].iloc[-1]), "cpu_s": float(frame["cpu_time"].iloc[-1])})
     jobs = pd.DataFrame(rows, columns=["rule", "wall_s", "cpu_s"])
     per_rule = jobs.groupby("rule").agg(jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"))
-    log, parts_log = results / DISK_LOG, results / PARTS_LOG
-    samples = [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()] \
-        if log.is_file() else []
+    parts_log = results / PARTS_LOG
+    samples = disk_samples(results)
     parts = [line.split() for line in parts_log.read_text().splitlines() if line.strip()] if parts_log.is_file() else []
     return {"jobs": int(len(jobs)), "cpu_hours": round(jobs["cpu_s"].sum() / 3600, 2),
             "job_wall_hours": round(jobs["wall_s"].sum() / 3600, 2),
@@ -103,6 +102,13 @@ def trained_at(results: Path) -> list[dict]:
 
 def utc(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def disk_samples(folder: Path) -> list[tuple[int, int]]:
+    """The (unix time, bytes) samples of `folder`'s disk log; none when it has no log."""
+    log = folder / DISK_LOG
+    return [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()] \
+        if log.is_file() else []
 
 
 def disk_by_part(samples: list[tuple[int, int]]) -> list[dict]:

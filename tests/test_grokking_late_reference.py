@@ -46,7 +46,12 @@ def test_smoke_reference_run_writes_its_folder_and_resumes(tmp_path, capsys):
     assert set(claims["verdict"]) == {"not tested at this scale"} and claims["claim"].str.contains("Bonferroni").any()
     record = json.loads((out / "provenance.json").read_text())
     assert {"date", "commit", "command", "plan", "versions", "machine", "cost"} <= set(record)
+    # the work folder's disk use was sampled while the jobs ran (a first sample at the start)
+    samples = (work / "disk_use.log").read_text().split()
+    assert record["cost"]["disk_samples"] == len(samples) // 2 >= 1
+    assert record["cost"]["peak_disk_mb"] == round(max(map(int, samples[1::2])) / 1e6, 1)
     readme = (out / "README.md").read_text()
+    assert f"peak disk {record['cost']['peak_disk_mb']} MB" in readme
     assert record["command"] in readme and "- poprisk-update-exact-wd0.01: **not tested at this scale**" in readme
     assert "paper 4.9×" in readme and "The paper's nominal task" in readme
     assert list(out.glob("gate_*.png")) and list(out.glob("accuracy_*.png"))
