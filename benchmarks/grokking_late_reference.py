@@ -36,6 +36,7 @@ import datetime as dt
 import json
 import multiprocessing
 import re
+import shlex
 import sys
 import threading
 from dataclasses import dataclass
@@ -320,7 +321,9 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
              "speedup_high", "verdict", "seeds_needed", "seconds_per_step"]
     readme = ["# Grokking where the baseline groks late (reference run, docs/science.md P2)", "",
               f"Reference run of {record['date']}, commit `{record['commit']}`. Reproduce (resumable; keeps what "
-              "finished):", "", f"    {command}", "",
+              "finished; the added seeds' command picks the arms from the first pass's table.csv):" if plan["extra_seeds"]
+              else "finished):", "", *([f"    {plan['first_pass_command']}"] if plan["extra_seeds"] else []),
+              f"    {command}", "",
               f"Cost of the {record['cost']['runs']} runs, each at one torch thread on {record['machine'].get('cpus')} "
               f"cores: about {record['cost']['cpu_hours_estimated']} CPU-hours (each late run's steps × its arm's "
               "seconds per step measured side by side, below; the nominal runs' wall time), and "
@@ -393,7 +396,11 @@ def main(argv: list[str] | None = None) -> None:
     for flag, takes_value in (("--aggregate-only", False), ("--time-arms", True)):
         while flag in given:
             del given[given.index(flag):given.index(flag) + 1 + takes_value]
-    command = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py " + " ".join(given)
+    script = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
+    command = (script + shlex.join(given)).rstrip()
+    first_pass = [word for index, word in enumerate(given)  # without --seeds and --arms and their values
+                  if word not in ("--seeds", "--arms") and (index == 0 or given[index - 1] not in ("--seeds", "--arms"))
+                  and not word.startswith(("--seeds=", "--arms="))]
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     every_arm = arm_names(job_settings(late, ARMS, 0, common))
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
@@ -406,7 +413,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.exit(2, f"--arms: {', '.join(map(repr, unknown))} is not an arm of the plan ({', '.join(every_arm)})\n")
     extra_arms = [name for name in every_arm if name == BASELINE or name in chosen]  # the baseline always runs
     plan = {"common": common, "late": late, "nominal": nominal, "arms": ARMS, "seeds": seeds,
-            "extra_seeds": extra_seeds, "extra_arms": extra_arms}
+            "extra_seeds": extra_seeds, "extra_arms": extra_arms,
+            "first_pass_command": (script + shlex.join(first_pass)).rstrip()}
 
     jobs = []
     for name, regime, arms, regime_seeds, names in (

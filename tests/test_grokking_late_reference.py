@@ -91,6 +91,13 @@ def test_a_seed_folder_of_an_all_arms_run_counts_and_extra_seeds_run_the_named_a
     table = pd.read_csv(out / "table.csv").query("regime == 'late'").set_index("optimizer")
     assert table.loc[arm, "seeds"] == 2 and table.loc["AdamW wd=0.01", "seeds"] == 2
     assert table.loc["AdamW wd=1", "seeds"] == 1
+    # the README gives both commands: the first pass, then the added seeds (an arm's name quoted for the shell)
+    readme = (out / "README.md").read_text()
+    script = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py --smoke --parallel 2"
+    assert f"    {script} --out {out} --work {work}\n    {script} --seeds 1 --arms {arm} --out" in readme
+    reference.main(["--smoke", "--aggregate-only", "--seeds", "1", "--arms", "AdamW wd=1", "--out", str(out),
+                    "--work", str(work)])
+    assert "--arms 'AdamW wd=1'" in json.loads((out / "provenance.json").read_text())["command"]
     with pytest.raises(SystemExit) as exit_info:
         reference.main(["--smoke", "--seeds", "1", "--arms", "AdamW wd=3", "--out", str(out), "--work", str(work)])
     assert exit_info.value.code == 2 and "--arms: 'AdamW wd=3' is not an arm of the plan" in capsys.readouterr().err
