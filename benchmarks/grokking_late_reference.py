@@ -23,8 +23,11 @@ and README.md.
 
     nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py --parallel 1
     nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py --seeds 3,4,5 --arms unresolved
+    nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py --seeds 3,4,5 --arms unresolved --baseline-cap 40000
 
-Why seeds 3-5, not 3-4: a comparison with a censored seed is judged on the order-statistic interval
+The last line trains AdamW wd=0.01 alone again at a 40,000-step cap (every late seed) into <work>/runs-baseline-cap40000:
+where the baseline is censored at 15,000 in most seeds, this says whether a longer cap would give a baseline to
+compare against (<out>/calibration.csv). Why seeds 3-5, not 3-4: a comparison with a censored seed is judged on the order-statistic interval
 for the median, which has no finite end below 6 informative seeds at 95 % (`median_interval_seeds`).
 """
 
@@ -203,6 +206,30 @@ def estimated_cpu_hours(summary: pd.DataFrame, step_cost_csv: Path, cap: int) ->
     return round(float(seconds) / 3600, 2)
 
 
+def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, cap: int, longer_cap: int) -> None:
+    """<out>/calibration.csv (the baseline per seed: steps to 95 % at the plan's cap and at the longer one) and its
+    README section, inserted before the verdicts' heading (which the report reads as the run's question)."""
+    base = summary[(summary["regime"] == "late") & (summary["optimizer"] == BASELINE)].set_index("seed")["step_95"]
+    rows = [{"seed": int(row.seed), f"step_95_cap_{cap}": base.get(row.seed), f"step_95_cap_{longer_cap}": row.step_95,
+             "final_test_acc": row.final_test_acc, "seconds": row.seconds}
+            for row in longer.sort_values("seed").itertuples()] if len(longer) else []
+    table = pd.DataFrame(rows, columns=["seed", f"step_95_cap_{cap}", f"step_95_cap_{longer_cap}", "final_test_acc",
+                                        "seconds"])
+    table.to_csv(out / "calibration.csv", index=False)
+    steps = pd.to_numeric(table[f"step_95_cap_{longer_cap}"], errors="coerce")
+    section = [f"## {BASELINE} alone at a {longer_cap:,}-step cap", "",
+               f"Does the baseline grok in most seeds by {longer_cap:,} steps? Each late seed of the plan trained again "
+               f"to {longer_cap:,} steps, stopping at 95 %: "
+               + (f"95 % held-out reached in {int(steps.notna().sum())} of {len(table)} seeds, at "
+                  f"{steps_text(steps, longer_cap)} (seeds {', '.join(map(str, table['seed']))}). "
+                  if len(table) else "nothing finished yet. ")
+               + "The arms were not trained to this cap: their speed-ups stay judged at the plan's cap.", "",
+               table.to_markdown(index=False) if len(table) else "", ""]
+    readme = (out / "README.md").read_text(encoding="utf-8").splitlines()
+    at = max(index for index, line in enumerate(readme) if line.startswith("## "))
+    (out / "README.md").write_text("\n".join(readme[:at] + section + readme[at:]) + "\n", encoding="utf-8")
+
+
 def baseline_note(table: pd.DataFrame, cap: int, step_cost_csv: Path) -> list[str]:
     """What would decide the claim when the baseline is censored in most seeds of the late regime (no verdict then)."""
     row = table[(table["regime"] == "late") & (table["optimizer"] == BASELINE)] if len(table) else table
@@ -319,10 +346,11 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     nominal = table[table["regime"] == "nominal"] if len(table) else table
     shown = ["regime", "optimizer", "seeds", "reached", "steps_per_seed", "median_step_95", "speedup", "speedup_low",
              "speedup_high", "verdict", "seeds_needed", "seconds_per_step"]
+    later_command = plan["first_pass_command"] != command  # added seeds or a longer baseline cap: two commands
     readme = ["# Grokking where the baseline groks late (reference run, docs/science.md P2)", "",
               f"Reference run of {record['date']}, commit `{record['commit']}`. Reproduce (resumable; keeps what "
-              "finished; the added seeds' command picks the arms from the first pass's table.csv):" if plan["extra_seeds"]
-              else "finished):", "", *([f"    {plan['first_pass_command']}"] if plan["extra_seeds"] else []),
+              "finished; the later command picks the arms from the first pass's table.csv):" if later_command
+              else "finished):", "", *([f"    {plan['first_pass_command']}"] if later_command else []),
               f"    {command}", "",
               f"Cost of the {record['cost']['runs']} runs, each at one torch thread on {record['machine'].get('cpus')} "
               f"cores: about {record['cost']['cpu_hours_estimated']} CPU-hours (each late run's steps × its arm's "
@@ -382,6 +410,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="", help="extra seeds of the late regime, e.g. 3,4,5")
     parser.add_argument("--arms", default="", help="with --seeds: the arms those seeds run (comma-separated names, or "
                                                    "'unresolved': those whose verdict in <out>/table.csv is unresolved)")
+    parser.add_argument("--baseline-cap", type=int, default=0, metavar="STEPS",
+                        help="also train the baseline alone at a longer cap, every late seed of the plan, into "
+                             "<work>/runs-baseline-cap<STEPS>: does AdamW wd=0.01 grok in most seeds by then? "
+                             "(<out>/calibration.csv and a README section)")
     parser.add_argument("--smoke", action="store_true", help="tiny plan, seconds: proves the plumbing")
     parser.add_argument("--aggregate-only", action="store_true", help="write <out> from the finished jobs, run none")
     parser.add_argument("--time-arms", type=int, default=0, metavar="STEPS",
@@ -398,9 +430,9 @@ def main(argv: list[str] | None = None) -> None:
             del given[given.index(flag):given.index(flag) + 1 + takes_value]
     script = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
     command = (script + shlex.join(given)).rstrip()
-    first_pass = [word for index, word in enumerate(given)  # without --seeds and --arms and their values
-                  if word not in ("--seeds", "--arms") and (index == 0 or given[index - 1] not in ("--seeds", "--arms"))
-                  and not word.startswith(("--seeds=", "--arms="))]
+    later = ("--seeds", "--arms", "--baseline-cap")  # what the first pass runs without (and their values)
+    first_pass = [word for index, word in enumerate(given) if word not in later
+                  and (index == 0 or given[index - 1] not in later) and not word.startswith(tuple(f"{w}=" for w in later))]
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     every_arm = arm_names(job_settings(late, ARMS, 0, common))
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
@@ -424,15 +456,22 @@ def main(argv: list[str] | None = None) -> None:
             jobs += [Job(job_settings(regime, arms, seed, common, arm), work / "runs" / name / f"seed{seed}", arm,
                          {"regime": name, **regime}) for arm in names]
     jobs = list({job.folder: job for job in jobs}.values())  # an extra seed that is also a first-pass seed
+    late_seeds = sorted(set(seeds) | set(extra_seeds))
+    longer = [Job(job_settings(late, ARMS, seed, {**common, "steps": args.baseline_cap}, BASELINE),
+                  work / f"runs-baseline-cap{args.baseline_cap}" / "late" / f"seed{seed}", BASELINE,
+                  {"regime": "late", **late}) for seed in late_seeds] if args.baseline_cap else []
     if args.time_arms:
         out.mkdir(parents=True, exist_ok=True)
         step_cost(late, common, every_arm, args.time_arms, rounds=2).to_csv(out / "step_cost.csv", index=False)
     elif not args.aggregate_only:
-        run_jobs(jobs, args.parallel, work)
+        run_jobs(jobs + longer, args.parallel, work)
     summary, curves = collect(jobs)
     plan["finished_jobs"] = len(summary)
     plan["planned_jobs"] = len(jobs)
+    plan["baseline_cap"] = args.baseline_cap or None
     write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"], work)
+    if longer:
+        write_calibration(out, collect(longer)[0], summary, common["steps"], args.baseline_cap)
     print(f"reference results -> {out}", flush=True)
 
 

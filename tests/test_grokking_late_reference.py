@@ -120,6 +120,25 @@ def test_time_arms_measures_every_arm_side_by_side_and_runs_no_job(tmp_path):
     assert "--time-arms" not in json.loads((out / "provenance.json").read_text())["command"]
 
 
+def test_the_baseline_alone_at_a_longer_cap_goes_to_its_own_folder_table_and_readme_section(tmp_path, capsys):
+    reference = load_script()
+    out, work = tmp_path / "grokking-late", tmp_path / "work"
+    reference.main(["--smoke", "--parallel", "2", "--baseline-cap", "30", "--out", str(out), "--work", str(work)])
+    assert "0 of 11 jobs already done; running 11" in capsys.readouterr().out  # 10 of the plan + the baseline
+    summary = pd.read_csv(work / "runs-baseline-cap30" / "late" / "seed0" / "AdamW_wd_0.01" / "summary.csv")
+    assert len(summary) == 1 and summary["optimizer"].iloc[0] == "AdamW wd=0.01"
+    curves = pd.read_csv(work / "runs-baseline-cap30" / "late" / "seed0" / "AdamW_wd_0.01" / "curves.csv")
+    assert curves["step"].max() == 30  # trained to the longer cap (never reaching 95 % in the smoke plan)
+    calibration = pd.read_csv(out / "calibration.csv")
+    assert list(calibration.columns) == ["seed", "step_95_cap_20", "step_95_cap_30", "final_test_acc", "seconds"]
+    assert calibration["seed"].tolist() == [0] and calibration["step_95_cap_30"].isna().all()
+    readme = (out / "README.md").read_text()
+    section = readme.index("## AdamW wd=0.01 alone at a 30-step cap")
+    assert "reached in 0 of 1 seeds, at > 30" in readme and section < readme.index("## Does the paper's 4.9×")
+    # the main tables hold the plan's cap only
+    assert (pd.read_csv(out / "table.csv")["cap"] == 20).all() and len(pd.read_csv(out / "summary.csv")) == 10
+
+
 def test_cpu_time_is_each_late_runs_steps_times_its_arms_side_by_side_step_cost(tmp_path):
     reference = load_script()
     summary = pd.DataFrame({"regime": ["late", "late", "late", "nominal"], "seed": [0, 1, 0, 0],
