@@ -206,7 +206,8 @@ def estimated_cpu_hours(summary: pd.DataFrame, step_cost_csv: Path, cap: int) ->
     return round(float(seconds) / 3600, 2)
 
 
-def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, cap: int, longer_cap: int) -> None:
+def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, cap: int, longer_cap: int,
+                      planned: int) -> None:
     """<out>/calibration.csv (the baseline per seed: steps to 95 % at the plan's cap and at the longer one) and its
     README section, inserted before the verdicts' heading (which the report reads as the run's question)."""
     base = summary[(summary["regime"] == "late") & (summary["optimizer"] == BASELINE)].set_index("seed")["step_95"]
@@ -220,6 +221,8 @@ def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, ca
     section = [f"## {BASELINE} alone at a {longer_cap:,}-step cap", "",
                f"Does the baseline grok in most seeds by {longer_cap:,} steps? Each late seed of the plan trained again "
                f"to {longer_cap:,} steps, stopping at 95 %: "
+               + ("" if len(table) == planned else f"{len(table)} of {planned} seeds finished so far (rerun the "
+                  "command to resume); ")
                + (f"95 % held-out reached in {int(steps.notna().sum())} of {len(table)} seeds, at "
                   f"{steps_text(steps, longer_cap)} (seeds {', '.join(map(str, table['seed']))}). "
                   if len(table) else "nothing finished yet. ")
@@ -471,7 +474,7 @@ def main(argv: list[str] | None = None) -> None:
     plan["baseline_cap"] = args.baseline_cap or None
     write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"], work)
     if longer:
-        write_calibration(out, collect(longer)[0], summary, common["steps"], args.baseline_cap)
+        write_calibration(out, collect(longer)[0], summary, common["steps"], args.baseline_cap, len(longer))
     print(f"reference results -> {out}", flush=True)
 
 
