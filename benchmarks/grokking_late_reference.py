@@ -226,7 +226,12 @@ def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, ca
                + (f"95 % held-out reached in {int(steps.notna().sum())} of {len(table)} seeds, at "
                   f"{steps_text(steps, longer_cap)} (seeds {', '.join(map(str, table['seed']))}). "
                   if len(table) else "nothing finished yet. ")
-               + "The arms were not trained to this cap: their speed-ups stay judged at the plan's cap.", "",
+               + "The arms were not trained to this cap: their speed-ups stay judged at the plan's cap. "
+               + (("So this cap would give a baseline to compare against in most seeds: training every arm to it "
+                   "would make the claim testable." if 2 * int(steps.notna().sum()) > len(table) else
+                   "So the baseline stays censored in most seeds even at this cap: training every arm to it would "
+                   "not make the claim testable here; that needs a regime, calibrated over several seeds, where "
+                   f"{BASELINE} groks in most of them.") if len(table) == planned else ""), "",
                table.to_markdown(index=False) if len(table) else "", ""]
     readme = (out / "README.md").read_text(encoding="utf-8").splitlines()
     at = max(index for index, line in enumerate(readme) if line.startswith("## "))
@@ -249,7 +254,8 @@ def baseline_note(table: pd.DataFrame, cap: int, step_cost_csv: Path) -> list[st
             "steps). The steps per seed above still say which arms grokked where it did not. Deciding the claim here "
             "needs a cap at which the baseline reaches 95 % in more than half its seeds, for every arm (censoring is "
             f"only comparable at one cap): the calibration saw one seed still below 95 % at {CALIBRATION_STEPS:,} steps "
-            "(docs/science.md, P2)" + cost + ".", ""]
+            "(docs/science.md, P2)" + cost + ". `--baseline-cap STEPS` tries a longer cap on the baseline alone first "
+            "(its section above, where it ran).", ""]
 
 
 def bounded_note() -> str:
