@@ -41,11 +41,12 @@ import multiprocessing
 import re
 import shlex
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+
+from sweeps import disk_sampled, disk_samples
 
 BASELINE = "AdamW wd=0.01"  # the arm every speed-up is measured against
 CALIBRATION_STEPS = 40_000  # the calibration's seed 1 of the baseline was still below 95 % held-out here
@@ -126,28 +127,18 @@ def run_job(settings: dict, out: str) -> str:
 
 def run_jobs(jobs: list[Job], parallel: int, work: Path) -> None:
     """Run the unfinished jobs, `parallel` at a time, sampling the disk use of `work` (resume states included)
-    into its disk log meanwhile (`sweeps.sample_disk`)."""
-    from sweeps import sample_disk
-
+    into its disk log meanwhile (`sweeps.disk_sampled`)."""
     pending = [job for job in jobs if job.finished() is None]
     print(f"{len(jobs) - len(pending)} of {len(jobs)} jobs already done; running {len(pending)}, {parallel} at a time",
           flush=True)
     if not pending:
         return
-    work.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
-    sampler = threading.Thread(target=sample_disk, args=(work, stop), daemon=True)
-    sampler.start()
     context = multiprocessing.get_context("spawn")  # a clean torch per job
-    try:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
-            futures = {pool.submit(run_job, job.settings, str(job.folder)): job.folder for job in pending}
-            for future in concurrent.futures.as_completed(futures):
-                future.result()
-                print(f"done: {futures[future]}", flush=True)
-    finally:
-        stop.set()
-        sampler.join()
+    with disk_sampled(work), concurrent.futures.ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
+        futures = {pool.submit(run_job, job.settings, str(job.folder)): job.folder for job in pending}
+        for future in concurrent.futures.as_completed(futures):
+            future.result()
+            print(f"done: {futures[future]}", flush=True)
 
 
 def collect(jobs: list[Job]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -324,7 +315,6 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     from growcert.report.claims import ROW_COLUMNS
     from growcert.report.figures import gate_diagnostics
     from growcert.report.verdicts import LEVEL
-    from sweeps import disk_samples
 
     out.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out / "summary.csv", index=False)

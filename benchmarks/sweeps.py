@@ -4,11 +4,13 @@ with the disk use of its results folder sampled alongside, and its measured cost
 `run_sweep` appends `<unix time> <commit>` to <results>/sweep_parts.log and samples the folder's size
 every SAMPLE_SECONDS into <results>/disk_use.log; `sweep_cost` reads the Snakemake benchmark files,
 those two logs and the runs' own provenance into the cost record of a reference run's provenance.json.
-Used by benchmarks/p1_regime_reference.py and benchmarks/p3_depth_reference.py.
+Used by benchmarks/p1_regime_reference.py and benchmarks/p3_depth_reference.py; benchmarks/grokking_late_reference.py
+samples its work folder with `disk_sampled` and reads it back with `disk_samples`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -48,6 +50,20 @@ def sample_disk(results: Path, stop: threading.Event) -> None:
                 return
 
 
+@contextlib.contextmanager
+def disk_sampled(folder: Path):
+    """While the block runs, `sample_disk` appends `folder`'s size to its disk log (a first sample at once)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample_disk, args=(folder, stop), daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sampler.join()
+
+
 def run_sweep(results: Path, cores: int, config: str, targets: tuple[str, ...]) -> int:
     """The sweep (Snakemake `targets` over `config`), with the disk sampled alongside; returns Snakemake's exit
     status. Each call appends its start and commit to <results>/sweep_parts.log."""
@@ -56,19 +72,13 @@ def run_sweep(results: Path, cores: int, config: str, targets: tuple[str, ...]) 
     results.mkdir(parents=True, exist_ok=True)
     with open(results / PARTS_LOG, "a", encoding="utf-8") as parts:
         parts.write(f"{int(time.time())} {git_commit() or 'unknown'}\n")
-    stop = threading.Event()
-    sampler = threading.Thread(target=sample_disk, args=(results, stop), daemon=True)
-    sampler.start()
     # mtime only: a sweep of hours runs over several sessions and commits, and a finished job is kept even when
     # a later commit changes a rule's parameters or code (each artifact records its own settings and code hash)
     command = [os.path.join(os.path.dirname(sys.executable), "snakemake"), *targets, "--cores", str(cores),
                "--rerun-incomplete", "--rerun-triggers", "mtime", "--configfile", config, "--config",
                f"results={results}"]
-    try:
+    with disk_sampled(results):
         return subprocess.call(command)
-    finally:
-        stop.set()
-        sampler.join()
 
 
 def sweep_cost(results: Path) -> dict:
