@@ -198,9 +198,9 @@ def estimated_cpu_hours(summary: pd.DataFrame, step_cost_csv: Path, cap: int) ->
 
 
 def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, cap: int, longer_cap: int,
-                      planned: int) -> None:
-    """<out>/calibration.csv (the baseline per seed: steps to 95 % at the plan's cap and at the longer one) and its
-    README section, inserted before the verdicts' heading (which the report reads as the run's question)."""
+                      planned: int) -> list[str]:
+    """<out>/calibration.csv (the baseline per seed: steps to 95 % at the plan's cap and at the longer one); returns
+    its README section."""
     base = summary[(summary["regime"] == "late") & (summary["optimizer"] == BASELINE)].set_index("seed")["step_95"]
     rows = [{"seed": int(row.seed), f"step_95_cap_{cap}": base.get(row.seed), f"step_95_cap_{longer_cap}": row.step_95,
              "final_test_acc": row.final_test_acc, "seconds": row.seconds}
@@ -224,9 +224,7 @@ def write_calibration(out: Path, longer: pd.DataFrame, summary: pd.DataFrame, ca
                    "not make the claim testable here; that needs a regime, calibrated over several seeds, where "
                    f"{BASELINE} groks in most of them.") if len(table) == planned else ""), "",
                table.to_markdown(index=False) if len(table) else "", ""]
-    readme = (out / "README.md").read_text(encoding="utf-8").splitlines()
-    at = max(index for index, line in enumerate(readme) if line.startswith("## "))
-    (out / "README.md").write_text("\n".join(readme[:at] + section + readme[at:]) + "\n", encoding="utf-8")
+    return section
 
 
 def baseline_note(table: pd.DataFrame, cap: int, step_cost_csv: Path) -> list[str]:
@@ -308,8 +306,10 @@ def step_cost(late: dict, common: dict, names: list[str], steps: int, rounds: in
 
 
 def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, curves: pd.DataFrame, cap: int,
-                  eval_every: int, work: Path) -> None:
-    """table.csv, summary.csv, curves.csv, claims.csv, figures, provenance.json and README.md of what finished."""
+                  eval_every: int, work: Path, calibration: list[str]) -> None:
+    """table.csv, summary.csv, curves.csv, claims.csv, figures, provenance.json and README.md of what finished;
+    `calibration` is the README section of `--baseline-cap` (empty without it), placed before the verdicts' heading,
+    which the report reads as the run's question."""
     from growcert.experiments.grokking_report import grokking_claims, plot_grokking
     from growcert.provenance import git_commit, machine_record, versions
     from growcert.report.claims import ROW_COLUMNS
@@ -382,6 +382,7 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
               "## Cost per step, measured side by side", "",
               *(cost_lines(out / "step_cost.csv") if (out / "step_cost.csv").is_file() else
                 ["not measured yet (`--time-arms STEPS`)"]), "",
+              *calibration,
               "## Does the paper's 4.9× (5,950 vs 29,450 steps) reproduce where AdamW groks late?", "",
               *(verdict_lines(table, claims) if len(table) and "verdict" in table.columns else ["nothing finished"]), "",
               *baseline_note(table, cap, out / "step_cost.csv")]
@@ -397,6 +398,20 @@ def cost_lines(path: Path) -> list[str]:
             f"at the start, {first['load_average_end']:.1f} at the end; the evaluations included, and the gate's "
             "diagnostics when STEPS reaches their interval). A speed-up in steps is a speed-up in time only when it exceeds the cost ratio.", "",
             cost[["optimizer", "seconds_per_step", "cost_over_adamw"]].to_markdown(index=False, floatfmt=".3f")]
+
+
+def without(words: list[str], flags: dict[str, bool]) -> list[str]:
+    """`words` (a command line) without the given flags; a flag that takes a value (True) loses it too, given
+    as the next word or as --flag=value."""
+    kept, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in flags:
+            skip = flags[word]
+        elif not any(flags[flag] and word.startswith(f"{flag}=") for flag in flags):
+            kept.append(word)
+    return kept
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -424,14 +439,11 @@ def main(argv: list[str] | None = None) -> None:
     seeds = SMOKE["seeds"] if args.smoke else SEEDS
     # the command that reproduces the run: without --aggregate-only and --time-arms, which run no job
     given = list(argv if argv is not None else sys.argv[1:])
-    for flag, takes_value in (("--aggregate-only", False), ("--time-arms", True)):
-        while flag in given:
-            del given[given.index(flag):given.index(flag) + 1 + takes_value]
+    given = without(given, {"--aggregate-only": False, "--time-arms": True})
     script = "nice -n 19 .venv/bin/python benchmarks/grokking_late_reference.py "
     command = (script + shlex.join(given)).rstrip()
-    later = ("--seeds", "--arms", "--baseline-cap")  # what the first pass runs without (and their values)
-    first_pass = [word for index, word in enumerate(given) if word not in later
-                  and (index == 0 or given[index - 1] not in later) and not word.startswith(tuple(f"{w}=" for w in later))]
+    # what the first pass runs without
+    first_pass = without(given, {"--seeds": True, "--arms": True, "--baseline-cap": True})
     extra_seeds = [int(seed) for seed in args.seeds.split(",") if seed]
     every_arm = arm_names(job_settings(late, ARMS, 0, common))
     if args.arms == "unresolved":  # the arms whose verdict against AdamW wd=0.01 is unresolved so far
@@ -468,9 +480,10 @@ def main(argv: list[str] | None = None) -> None:
     plan["finished_jobs"] = len(summary)
     plan["planned_jobs"] = len(jobs)
     plan["baseline_cap"] = args.baseline_cap or None
-    write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"], work)
-    if longer:
-        write_calibration(out, collect(longer)[0], summary, common["steps"], args.baseline_cap, len(longer))
+    out.mkdir(parents=True, exist_ok=True)
+    calibration = write_calibration(out, collect(longer)[0], summary, common["steps"], args.baseline_cap,
+                                    len(longer)) if longer else []
+    write_outputs(out, command, plan, summary, curves, common["steps"], common["eval_every"], work, calibration)
     print(f"reference results -> {out}", flush=True)
 
 
