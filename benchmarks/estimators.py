@@ -13,13 +13,16 @@
     peak memory, next to the arithmetic of what the naive N×N covariance needs.
 (c) empirical misalignment with R replicates vs a Python loop over replicates,
     vs a dense (selection weights) @ X product, and vs its other path (gram or
-    features) on the same draws.
+    features) on the same draws; and what its compiled loops (numba) cost a
+    job once: compiling them on a machine's first use, loading them after.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -214,8 +217,34 @@ def dense_selection_misalignment(x, M, K, replicates, seed, batch=500):
     return hits / replicates
 
 
+FIRST_USE = """
+import time
+start = time.perf_counter()
+import numpy as np
+from growcert.stats import misalignment
+x = np.random.default_rng(0).standard_normal((40, 8))
+for method in ("gram", "features"):
+    misalignment(x, None, 4, 4, 100, method=method)
+print(time.perf_counter() - start)
+"""
+
+
+def first_use_seconds():
+    """(compile, load): a fresh process's first gram and features estimate, with an empty numba cache
+    and then with the cache that run left (every pipeline job is a fresh process)."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        runs = [float(subprocess.run([sys.executable, "-c", FIRST_USE], env=env, check=True, text=True,
+                                     capture_output=True).stdout) for _ in range(2)]
+    return runs[0], runs[1]
+
+
 def part_c(settings, replicates):
     print(f"\n(c) empirical misalignment, R = {replicates:,} replicates, iid mode (goal: ours >= 10x the loop)")
+    compile_s, load_s = first_use_seconds()
+    print(f"  compiled loops (growcert.stats.subset_sums): a fresh job's import and first estimate take "
+          f"{compile_s:.1f} s when they are compiled (once per machine, then cached on disk), "
+          f"{load_s:.1f} s when loaded from the cache")
     for n, dim, M, K in settings:
         rng = np.random.default_rng(2)
         x = rng.standard_normal((n, dim)) + 0.6 / np.sqrt(dim)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from growcert.stats import misalignment
-from growcert.stats import resample
+from growcert.stats import resample, subset_sums
 from growcert.stats.accumulate import SampleBlocks
 from growcert.stats.resample import draw_subsets
 
@@ -135,3 +135,17 @@ def test_float64_data_beyond_float32_range_are_summed_in_float64():
     dots = resample._feature_dots(pool, pool, both[:, :4], both[:, 4:])
     assert np.all(np.isfinite(dots))
     assert np.array_equal(dots <= 0, brute_force_dots(x, x, both[:, :4], both[:, 4:]) <= 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float64_recheck_sums_float32_rows_in_float64(dtype):
+    # rows of 1 + small parts: float32 partial sums of them would round the small parts away
+    rng = np.random.default_rng(3)
+    x = (1.0 + rng.standard_normal((64, 40)) * 2.0**-20).astype(dtype)
+    both = draw_subsets(np.random.default_rng(4), 300, len(x), 32)
+    exact = brute_force_dots(x, x, both[:, :16], both[:, 16:])
+    dots = subset_sums.float64_dots(x, x, both[:, :16], both[:, 16:])
+    assert np.allclose(dots, exact, rtol=1e-13, atol=0)
+    in_float32 = np.einsum("ij,ij->i", x.astype(np.float32)[both[:, :16]].sum(1, dtype=np.float32),
+                           x.astype(np.float32)[both[:, 16:]].sum(1, dtype=np.float32), dtype=np.float64)
+    assert not np.allclose(in_float32, exact, rtol=1e-13, atol=0)  # the data can tell the two apart

@@ -1,6 +1,6 @@
 """Offline estimators on stored activation gradients (P1; docs/science.md, "estimate-alignment (P1)").
 
-Pure numerics (numpy, dask, xarray, zarr): nothing here imports torch or the
+Pure numerics (numpy, dask, xarray, zarr; numba for the resampling loops): nothing here imports torch or the
 package's model and training code; torch tensors are accepted by duck typing.
 
     reduce_examples(x, how)            one vector per example (reduce.py)

@@ -21,9 +21,13 @@ two equivalent forms is cheaper (`_choose_path`, a cost model):
   independent of N, but each a random read that misses the cache once G
   outgrows it;
 - ``features``: each replicate sums M rows and K rows of X, (M+K)·N values read
-  in order, as a sparse (selection) @ X product in **float32**, then one float64
-  dot product; X is cut into column panels of ≤ 1 MiB so that the rows a batch
-  sums stay in a core's cache.  The float32 sums are checked, not trusted.  With
+  in order, in **float32**, then one float64 dot product; X is cut into column
+  panels of ≤ 1 MiB so that the rows a batch sums stay in a core's cache.
+
+The gathers and sums of both paths, and the draws, are compiled loops
+(`growcert.stats.subset_sums`): numpy would first materialise every gathered
+index or a sparse selection matrix, which cost 3-10x the loops' time.  The
+float32 sums are checked, not trusted.  With
   u = 2⁻²⁴, γ_k = k u/(1 − k u), A = Σ_{i∈M} ‖x_i‖ and B = Σ_{j∈K} ‖x_j‖, the
   float32 sum of the M rows is within e_M = ε_M A + M √N 2⁻¹⁵⁰ of the exact one
   in norm, where ε_M = u_in + γ_{M−1}(1 + u_in), u_in = u when float64 data are
@@ -49,28 +53,25 @@ bounded by the batch, not by R; both paths see the same draws.
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
 from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES, SampleBlocks, gram_matrix, row_norms_sq
 from growcert.stats.intervals import wilson_interval
 
 DEFAULT_BATCH_BYTES = 64 * 2**20
-# Beyond ~1000 replicates per batch the gathers and the shuffle state fall out of cache
-# (measured: 35 ms per 10,000 replicates at 500 rows, 78 ms at 2,000).
+# The batch sets the draws (one call to the generator per batch), so this number is part of what a
+# seed means: 1024 since the draws were first vectorised (a batch's draws, ≤ 1024·(M+K) indices, stay
+# in cache).
 MAX_BATCH_REPLICATES = 1024
-# The gram path gathers a batch in slices of this many replicates: its index and value
-# arrays (M·K entries per replicate) then stay in a core's cache.
-GATHER_REPLICATES = 64
 DEFAULT_MAX_BYTES = 4 * 2**30  # the Gram matrix or the in-memory pools, whichever path
 GRAM, FEATURES = "gram", "features"
-# Rough costs in ns, measured on a 2-core AVX2 machine at one BLAS thread (R = 10,000, M = K = 32,
-# n = 256-2,000, N = 128-4,096), only used to pick the cheaper path: a float64 multiply-add of the
-# Gram product (a syrk in the iid mode, half the products of a gemm); a random read of G, 2.3 ns
-# while G fits in a core's cache (2 MiB), 6 ns at 8 MiB and 13 ns at 32 MiB, which 2.5 ns times
-# (size / 2 MiB)^0.6 follows; a float32 row element summed by the sparse selection product.
-_NS_PER_MAC, _NS_PER_CACHED_GATHER, _NS_PER_ROW_ELEMENT = 0.04, 2.5, 0.22
+# Rough costs in ns, measured on a 2-core AVX-512 machine (R = 10,000, M = K = 32, n = 512-2,000,
+# N = 1,024-4,096), only used to pick the cheaper path: a float64 multiply-add of the Gram product
+# (a syrk in the iid mode, half the products of a gemm); a random read of G by the compiled loop,
+# 1.0 ns while G fits in a core's cache (2 MiB) and 3.6 ns at 32 MiB, which 1.0 ns times
+# (size / 2 MiB)^0.46 follows; a float32 row element summed by the compiled loop.
+_NS_PER_MAC, _NS_PER_CACHED_GATHER, _NS_PER_ROW_ELEMENT = 0.04, 1.0, 0.065
 _CACHED_GRAM_BYTES = 2 * 2**20
-PANEL_BYTES = 2**20  # one float32 column panel of a pool, features path
+PANEL_BYTES = 2**20  # one float32 column panel of a pool, features path: half a core's L2 cache (best of 0.25-4 MiB)
 UNIT_ROUNDOFF = 2.0**-24  # float32
 UNIT_ROUNDOFF_64 = 2.0**-53
 FLOAT32_UNDERFLOW = 2.0**-150  # the largest error of rounding a float64 into float32's subnormal range
@@ -80,21 +81,11 @@ def draw_subsets(rng: np.random.Generator, rows: int, n: int, m: int) -> np.ndar
     """(rows, m) indices: each row the first m entries of an independent uniform permutation of n."""
     if m > n:
         raise ValueError(f"cannot draw {m} distinct examples from a pool of {n}")
-    # The smallest index type keeps the shuffle state in cache: int16 is ~1.4x faster than int32.
-    # The state is stored position-major, (n, rows): step t reads and writes row t whole.
-    dtype = np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
-    perm = np.empty((n, rows), dtype=dtype)
-    perm[:] = np.arange(n, dtype=dtype)[:, None]
-    flat = perm.reshape(-1)
+    from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
+
     steps = np.arange(m)[:, None]
-    # Step t swaps position t with t + U{0..n−t−1}; one call draws every step's integers, the very
-    # numbers (and generator state) that one call per step would give.
-    at_j = (steps + rng.integers(0, n - steps, size=(m, rows))) * rows + np.arange(rows)
-    for t in range(m):  # step t of Fisher–Yates for every replicate at once
-        picked = flat[at_j[t]]
-        flat[at_j[t]] = perm[t]
-        perm[t] = picked
-    return perm[:m].T.astype(np.intp, order="C")
+    # Step t swaps position t with t + U{0..n−t−1}; one call draws every step's integers of the batch.
+    return subset_sums.partial_shuffles(n, rng.integers(0, n - steps, size=(m, rows)))
 
 
 def _gamma(k: int, unit_roundoff: float) -> float:
@@ -106,7 +97,7 @@ def _choose_path(n_train: int, n_test: int, dim: int, M: int, K: int, replicates
                  max_bytes: int, method: str, symmetric: bool = False) -> str:
     gram_bytes, feature_bytes = 8 * n_train * n_test, 12 * (n_train + n_test) * dim
     if method == "auto":
-        gather = _NS_PER_CACHED_GATHER * max(1.0, (gram_bytes / _CACHED_GRAM_BYTES) ** 0.6)
+        gather = _NS_PER_CACHED_GATHER * max(1.0, (gram_bytes / _CACHED_GRAM_BYTES) ** 0.46)
         macs = n_train * n_test * dim / (2 if symmetric else 1)
         gram_ns = macs * _NS_PER_MAC + replicates * M * K * gather
         feature_ns = replicates * (M + K) * dim * _NS_PER_ROW_ELEMENT
@@ -125,7 +116,10 @@ def _choose_path(n_train: int, n_test: int, dim: int, M: int, K: int, replicates
 
 
 def _load(blocks: SampleBlocks) -> np.ndarray:
-    return np.concatenate(list(blocks)) if len(blocks) else np.zeros((0, blocks.dim), blocks.dtype)
+    parts = list(blocks)
+    if len(parts) == 1:  # the whole pool already (a view, when the data are in memory)
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros((0, blocks.dim), blocks.dtype)
 
 
 class _Pool:
@@ -137,24 +131,19 @@ class _Pool:
         in_range = self.exact.dtype == np.float32 or not self.exact.size or (
             max(-self.exact.min(), self.exact.max()) < np.finfo(np.float32).max)
         dtype = np.float32 if in_range else np.float64
-        self.panels = [np.ascontiguousarray(self.exact[:, start:start + panel_width], dtype=dtype)
-                       for start in range(0, blocks.dim, panel_width)]
+        from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
+
+        # (panels, n, width), the last panel zero-padded: zeros add nothing to a sum or a dot
+        count = -(-blocks.dim // panel_width)
+        self.panels = subset_sums.cache_aligned_zeros((count, len(self.exact), panel_width), dtype)
+        for p in range(count):
+            part = self.exact[:, p * panel_width:(p + 1) * panel_width]
+            self.panels[p, :, :part.shape[1]] = part
         self.norms = np.sqrt(row_norms_sq(self.exact))
         self.unit_roundoff = UNIT_ROUNDOFF if in_range else UNIT_ROUNDOFF_64
         rounded = self.exact.dtype != dtype
         self.input_roundoff = self.unit_roundoff if rounded else 0.0
         self.row_underflow = FLOAT32_UNDERFLOW * np.sqrt(blocks.dim) if rounded else 0.0
-
-    def selection(self, picks: np.ndarray) -> sparse.csr_array:
-        """The (rows, n) 0/1 matrix that sums the picked examples of each replicate."""
-        rows, m = picks.shape
-        return sparse.csr_array((np.ones(rows * m, np.float32), picks.reshape(-1),
-                                 np.arange(0, rows * m + 1, m)), shape=(rows, len(self.exact)))
-
-    def exact_sums(self, picks: np.ndarray) -> np.ndarray:
-        """The same sums in float64, as float64 data would give them."""
-        rows, m = picks.shape
-        return self.exact[picks.reshape(-1)].astype(np.float64, copy=False).reshape(rows, m, -1).sum(axis=1)
 
     def sum_error(self, picks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, e) per replicate: A = Σ‖x_i‖ over its picks, e the bound on ‖computed sum − exact sum‖."""
@@ -166,28 +155,15 @@ class _Pool:
 
 def _feature_dots(first: _Pool, second: _Pool, pick_m: np.ndarray, pick_k: np.ndarray) -> np.ndarray:
     """Σ_{i∈M} x_i · Σ_{j∈K} x_j per replicate, with the sign of float64 sums (module docstring)."""
-    select_m, select_k = first.selection(pick_m), second.selection(pick_k)
-    dots = np.zeros(len(pick_m))
-    for panel_m, panel_k in zip(first.panels, second.panels):  # float32 sums, one sparse product each
-        # float32 products are exact in float64; the sum over panels and columns is float64
-        dots += np.einsum("ij,ij->i", select_m @ panel_m, select_k @ panel_k, dtype=np.float64)
+    from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
+
+    dots = subset_sums.panel_dots(first.panels, second.panels, pick_m, pick_k)
     (a, e_m), (b, e_k) = first.sum_error(pick_m), second.sum_error(pick_k)
     dot_error = _gamma(first.exact.shape[1], UNIT_ROUNDOFF_64)
     bound = 2.0 * (e_m * (b + e_k) + a * e_k + dot_error * (a + e_m) * (b + e_k))
     unsure = np.flatnonzero(np.abs(dots) <= bound)
     if len(unsure):
-        dots[unsure] = np.einsum("ij,ij->i", first.exact_sums(pick_m[unsure]), second.exact_sums(pick_k[unsure]))
-    return dots
-
-
-def _gram_dots(gram: np.ndarray, n_test: int, pick_m: np.ndarray, pick_k: np.ndarray) -> np.ndarray:
-    """Σ_{i∈M, j∈K} G_ij per replicate, gathered from the flattened float64 Gram matrix."""
-    dots = np.empty(len(pick_m))
-    for start in range(0, len(pick_m), GATHER_REPLICATES):
-        part = slice(start, start + GATHER_REPLICATES)
-        # Flat indices into G: one 1-D take is ~10x faster than 2-D fancy indexing.
-        flat = (pick_m[part] * n_test)[:, :, None] + pick_k[part][:, None, :]
-        dots[part] = gram.take(flat).reshape(len(flat), -1).sum(axis=1)  # the same sums as axis=(1, 2)
+        dots[unsure] = subset_sums.float64_dots(first.exact, second.exact, pick_m[unsure], pick_k[unsure])
     return dots
 
 
@@ -221,10 +197,11 @@ def misalignment(train, test, M: int, K: int, replicates: int,
     rng = np.random.default_rng(seed)
 
     if path == GRAM:
-        gram = gram_matrix(first, None if iid else second).ravel()
+        gram = gram_matrix(first, None if iid else second)
         per_replicate = 8 * (2 * M * K + first.n + (0 if iid else second.n))
     else:
-        panel_width = max(64, PANEL_BYTES // (4 * max(first.n, second.n)))
+        # a multiple of 16 float32s (one AVX-512 register), no wider than the data needs
+        panel_width = min(max(16, PANEL_BYTES // (4 * max(first.n, second.n)) // 16 * 16), -(-first.dim // 16) * 16)
         train_pool = _Pool(first, panel_width)
         test_pool = train_pool if iid else _Pool(second, panel_width)
         # two float32 sums of N, the selection's indices, the shuffle state
@@ -242,7 +219,9 @@ def misalignment(train, test, M: int, K: int, replicates: int,
         else:
             pick_m, pick_k = draw_subsets(rng, rows, first.n, M), draw_subsets(rng, rows, second.n, K)
         if path == GRAM:
-            dots = _gram_dots(gram, second.n, pick_m, pick_k)
+            from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
+
+            dots = subset_sums.gram_block_sums(gram, pick_m, pick_k)
         else:
             dots = _feature_dots(train_pool, test_pool, pick_m, pick_k)
         misaligned += int(np.count_nonzero(dots <= 0))
