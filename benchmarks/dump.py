@@ -1,25 +1,32 @@
 """Dump cost vs plain forward-backward passes, side by side in one run on the same examples.
 
-For each model: (1) plain forward + backward of the summed per-example loss to the parameters,
-batch by batch (what a training step costs, without the optimizer); (2) the full `growcert dump`
-of the same examples (capture at every insertion point + Zarr write + compression), as float32 and as
-bfloat16 with shards of 8 chunks. Prints both times and their ratio (goal <= 1.2, docs/design.md §5), the
-CPU seconds of both (the dump's split into its capturing thread and every other thread: the store's writer,
-zarr's event loop and thread pool, compression) and their ratio, the MB/s of q+z (float32 bytes) through the
-whole dump and the compression ratio. Runs alternate and the best of each is kept, so drift on a shared
-machine hits all alike. The CPU ratio is the work the dump does over the passes' work, whatever else runs:
-with one core the wall-clock ratio is about the same, with an idle core for the writer's threads it can fall
-below it (down to the capturing thread's share), and on a core shared with other jobs it can exceed it.
+For each model: (1) plain forward + backward of the summed per-example loss to the parameters, batch by batch
+(what a training step costs, without the optimizer); (2) the full `growcert dump` of the same examples
+(capture at every insertion point + Zarr write + compression), as float32 and as bfloat16 with shards of 8
+chunks. Prints both times and their ratio (goal <= 1.2, docs/design.md §5), the CPU seconds of both (the
+dump's split into its capturing thread and every other thread: the store's writer and its workers, which
+compress and write the chunks, and zarr's, which write the template) and their ratio, the MB/s of q+z (float32
+bytes) through the whole dump and the compression ratio. Runs alternate and the best of each is kept, so drift
+on a shared machine hits all alike. The CPU ratio is the work the dump does over the passes' work, whatever
+else runs: with one core the wall-clock ratio is about the same, with an idle core for the writer's threads it
+can fall below it (down to the capturing thread's share), and on a core shared with other jobs it can exceed
+it.
 
-`--threads` is torch's threads and zarr's workers, 1 by default as in the pipeline (rule dump_gradients);
+`--threads` is torch's threads and the store's workers, 1 by default as in the pipeline (rule dump_gradients);
 on a 2-core machine shared with other jobs, 2 torch threads make the plain passes themselves 3-30x slower and
 erratic (OpenMP waits on a thread the other jobs hold the core of).
 
 Then the write alone: the float32 store's own q and z written again by `StoreWriter` (its chunks,
-compressors and CRC32C; zarr's thread pool at --threads workers) against a plain `np.save` of the same bytes
+compressors and CRC32C; --threads workers) against a plain `np.save` of the same bytes
 in the same temporary folder (same disk), in MB/s, both without fsync.
 
-    PYTHONPATH=$PWD/src .venv/bin/python benchmarks/dump.py [--examples 256] [--repeats 3] [--threads 1]
+The dump of a store whose groups fit in a few chunks cannot hide much of its writing: chunks are ≥ 1 MiB
+(docs/design.md §5), a chunk is compressed once it is whole, and the last chunk of every group is whole only
+after the last batch. By default the benchmark dumps what the pipeline dumps (the schema's dump.train_examples
++ dump.test_examples, 1,024 examples: 8 chunks per resnet group); `--examples 256` shows the small case, where
+half of every group is written after the last batch.
+
+    PYTHONPATH=$PWD/src .venv/bin/python benchmarks/dump.py [--examples 1024] [--repeats 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import numpy as np
 import torch
 import zarr
 
+from growcert.config import stage_settings
 from growcert.data.batches import fixed_examples
 from growcert.store.checkpoint import save_checkpoint
 from growcert.data import load_prepared, prepare_dataset
@@ -61,10 +69,13 @@ def plain_passes(model, examples, batch_size):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=256, help="examples per dump (half train, half test)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    defaults = stage_settings("dump", {})
+    parser.add_argument("--examples", type=int, default=defaults["train_examples"] + defaults["test_examples"],
+                        help="examples per dump, half train, half test (default: the pipeline's, dump.train_examples "
+                             "+ dump.test_examples)")
+    parser.add_argument("--batch-size", type=int, default=defaults["batch_size"])
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats; the best of each is kept")
-    parser.add_argument("--threads", type=int, default=1, help="the job's cores: torch threads and zarr workers")
+    parser.add_argument("--threads", type=int, default=1, help="the job's cores: torch threads and the store's workers")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="growcert-bench-dump-"))
@@ -111,7 +122,7 @@ def main() -> None:
                       f"{f'{main_cpu:.2f}+{other_cpu:.2f}':>11}{(main_cpu + other_cpu) / plain_cpu:>7.2f}"
                       f"{logical / 1e6 / best_dump:>8.1f}{logical / on_disk:>8.2f}")
             writes.append((family, write_alone(work, work / f"{family}-float32.zarr", args.threads, args.repeats)))
-        print(f"\nwrite alone (q+z of the float32 store, {args.threads} zarr workers):")
+        print(f"\nwrite alone (q+z of the float32 store, {args.threads} store workers):")
         for family, (store_rate, save_rate) in writes:
             print(f"  {family:<8} StoreWriter {store_rate:8.1f} MB/s   np.save {save_rate:8.1f} MB/s   "
                   f"ratio {store_rate / save_rate:.2f}")
@@ -133,7 +144,8 @@ def write_alone(work: Path, store: Path, threads: int, repeats: int) -> tuple[fl
         copy = work / "rewrite.zarr"
         shutil.rmtree(copy, ignore_errors=True)
         with zarr.config.set({"threading.max_workers": threads}):
-            writer = StoreWriter(copy, specs, split.astype(object), index, label, {}, options=StoreOptions())
+            writer = StoreWriter(copy, specs, split.astype(object), index, label, {}, options=StoreOptions(),
+                                 workers=threads)
             started = time.perf_counter()
             for group in groups:
                 writer.write(group, 0, values[group])

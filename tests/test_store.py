@@ -17,7 +17,7 @@ from helpers import relative_error
 from growcert.stages.dump import dump_gradients
 from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
                             open_group, open_store, sample_chunk)
-from growcert.store.encoding import StoreOptions, write_unit
+from growcert.store.encoding import StoreOptions, shard_samples
 from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
@@ -66,7 +66,7 @@ def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk
                        "complete": False})
     for spec in SPECS:
         chunk = sample_chunk(spec, n, min_chunk_bytes, options.itemsize)
-        shard = (lambda *rest: (write_unit(chunk, n, options), *rest)) if options.shards else (lambda *rest: None)
+        shard = (lambda *rest: (shard_samples(chunk, n, options), *rest)) if options.shards else (lambda *rest: None)
         group = root.create_group(spec.name, attributes={**attrs, **options.attrs, "insertion_point": spec.name,
                                                          "complete": False})
         for variable in options.variables:
@@ -86,12 +86,15 @@ def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk
     root.attrs["complete"] = True
 
 
-@pytest.mark.parametrize("options", [StoreOptions(), StoreOptions(("q",), "bfloat16", 2)], ids=["float32", "bf16-q-shards"])
-def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, options):
-    """StoreWriter builds its template in memory, writes it in one batch, writes many chunks per zarr call and
-    skips zarr's empty-chunk scan: none of it may change a byte of the store."""
-    n = 80
-    split = np.array(["train"] * 50 + ["test"] * 30, dtype=object)
+@pytest.mark.parametrize("n", [80, 83])
+@pytest.mark.parametrize("options", [StoreOptions(), StoreOptions(("q",), "bfloat16", 2), StoreOptions(shards=8)],
+                         ids=["float32", "bf16-q-shards", "float32-shards"])
+def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, options, n):
+    """StoreWriter builds its template in memory, writes it in one batch, and writes the chunks and shards
+    itself (store.chunks), a shard once all its chunks have come: none of it may change a byte of the store,
+    a last chunk or shard past the end included (83 samples; 8 chunks per shard leave inner chunks wholly past
+    the end, which zarr does not write)."""
+    split = np.array(["train"] * 50 + ["test"] * (n - 50), dtype=object)
     index, label = np.arange(n) * 3, np.arange(n) % 10
     rng = np.random.default_rng(1)
     values = {spec.name: {"q": rng.standard_normal((n, *spec.shape), dtype=np.float32),
@@ -99,9 +102,10 @@ def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, op
                           "loss": rng.random(n, dtype=np.float32)} for spec in SPECS}
     writer = StoreWriter(tmp_path / "ours.zarr", SPECS, split, index, label, {"family": "resnet"},
                          min_chunk_bytes=4096, options=options)
-    unit = {name: writer.units[name] for name in writer.units}
-    writer.write_many([(group, start, {v: a[start:start + unit[group]] for v, a in variables.items()})
-                       for group, variables in values.items() for start in range(0, n, unit[group])])
+    chunk = writer.chunks
+    # chunks in reverse order: a shard's file is written once all its chunks have come, in any order
+    writer.write_many([(group, start, {v: a[start:start + chunk[group]] for v, a in variables.items()})
+                       for group, variables in values.items() for start in reversed(range(0, n, chunk[group]))])
     writer.finish()
     node_by_node(tmp_path / "theirs.zarr", n, split, index, label, {"family": "resnet"}, options, values)
     ours, theirs = ({str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}

@@ -40,9 +40,9 @@ def test_sharded_bfloat16_q_only_writer_round_trip_and_files(tmp_path):
     options = StoreOptions(variables=("q",), dtype="bfloat16", shards=4)
     writer = StoreWriter(tmp_path / "s.zarr", [SPEC], split, np.arange(n), np.zeros(n), {"family": "resnet"},
                          min_chunk_bytes=1024, options=options)
-    assert writer.chunks == {"block0": 2} and writer.units == {"block0": 8}  # 1024 B / 512 B a bfloat16 sample
-    with pytest.raises(ValueError, match="not aligned to shards of 8"):
-        writer.write("block0", 2, {"q": q[2:4], "loss": np.zeros(2, np.float32)})
+    assert writer.chunks == {"block0": 2} and writer.shards == {"block0": 8}  # 1024 B / 512 B a bfloat16 sample
+    with pytest.raises(ValueError, match="not aligned to chunks of 2"):
+        writer.write("block0", 3, {"q": q[3:5], "loss": np.zeros(2, np.float32)})
     for start in range(0, n, 8):
         writer.write("block0", start, {"q": q[start:start + 8], "z": q[start:start + 8],
                                        "loss": np.ones(len(q[start:start + 8]), np.float32)})
@@ -68,7 +68,7 @@ def test_a_group_shorter_than_one_shard_and_not_whole_chunks_is_one_shard_of_who
     writer = StoreWriter(tmp_path / "s.zarr", [SPEC], np.array(["test"] * n, dtype=object), np.arange(n),
                          np.zeros(n), {}, min_chunk_bytes=4096, options=StoreOptions(shards=4))
     chunk = writer.chunks["block0"]
-    assert chunk == 4 and writer.units["block0"] == chunk * -(-n // chunk)
+    assert chunk == 4 and writer.shards["block0"] == chunk * -(-n // chunk)
     q = np.random.default_rng(3).standard_normal((n, *SPEC.shape)).astype(np.float32)
     writer.write("block0", 0, {"q": q, "z": -q, "loss": np.zeros(n, np.float32)})
     writer.finish()

@@ -27,7 +27,7 @@ from growcert.config import stage_settings
 from growcert.provenance import provenance
 from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
-from growcert.store.encoding import StoreOptions, write_unit
+from growcert.store.encoding import StoreOptions
 from growcert.training import text_context, to_device
 
 class ChunkBuffer:
@@ -65,15 +65,16 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
     """
     settings = stage_settings("dump", settings)
-    # Compression and writes run in zarr's thread pool: as many workers as the job's cores (zarr's default
-    # would take every core of a shared node).
+    # The template's writes run in zarr's thread pool and the chunks' compression on the store's own workers:
+    # as many as the job's cores (zarr's default would take every core of a shared node).
     with torch_runtime(threads, device=device) as runtime, zarr.config.set({"threading.max_workers": threads}):
-        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device, progress or (lambda *_: None))
+        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device, progress or (lambda *_: None),
+                     threads)
 
 
 def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: dict[str, Any],
           log: Callable[[str], None], hf: dict[str, Any] | None, device,
-          progress: Callable[[int, int], None]) -> Path:
+          progress: Callable[[int, int], None], workers: int) -> Path:
     model, meta, data = load_model(checkpoint, data, hf)
     model = model.to(device)
     family = meta["family"]
@@ -104,16 +105,16 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
         f"of {checkpoint} -> {out} (chunks of {min(chunks.values())}-{max(chunks.values())} samples; "
         f"{'+'.join(options.variables)} as {options.dtype}, shards of {options.shards or 1} chunks)")
-    # Buffers hand out whole write units (a shard when sharded), the writer's alignment rule.
-    buffers = {name: ChunkBuffer(name, write_unit(chunks[name], len(examples), options)) for name in points}
+    # Buffers hand out whole chunks, the writer's alignment rule (also when sharded).
+    buffers = {name: ChunkBuffer(name, chunks[name]) for name in points}
     started = time.perf_counter()
     # One background writer: it creates the store's template, then compresses and writes whole chunks
-    # (zarr and blosc release the GIL) while the next batches are captured. At most one batch of chunks
-    # waits for it, so memory stays at a few chunks; each batch is one `write_many` (zarr's thread pool
-    # compresses its chunks concurrently), in capture order, and `finish` runs only after the last one.
+    # (blosc and file writes release the GIL) while the next batches are captured. At most one batch of
+    # chunks waits for it, so memory stays at a few chunks; each batch is one `write_many` (on the store's
+    # workers), in capture order, and `finish` runs only after the last one.
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growcert-dump-writer")
     creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs,
-                                 options=options)
+                                 options=options, workers=workers)
     writing: list[Future] = []
 
     def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:

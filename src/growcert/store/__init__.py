@@ -15,8 +15,9 @@ How a store is written, so that nothing half-written is ever read as data:
 1. the whole store is built in a sibling `<name>.partial` folder and renamed into place at the end;
 2. the full-size template comes first: every array with its Zarr v3 `dimension_names` (what
    xarray reads as dims) and the small per-sample variables known before any forward pass;
-   q, z and loss are then written straight into the Zarr arrays in sample ranges that are
-   whole chunks (the last one may be short): xarray's region writes without their pitfalls
+   q, z and loss are then written straight into the Zarr arrays' folders in sample ranges that
+   are whole chunks (the last one may be short), each file byte for byte what zarr writes
+   (`store.chunks`): xarray's region writes without their pitfalls
    (https://github.com/pydata/xarray/issues/8371, .../8882, .../9767) or their per-call overhead;
 3. `complete = true` goes into each group's attrs and, last of all, the root attrs.
 The template (every node's metadata and the small per-sample arrays) is built in a zarr MemoryStore, in one
@@ -41,6 +42,7 @@ import asyncio
 import math
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +57,8 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, MemoryStore, StorePath
 
 from growcert.errors import GrowcertError, StoreError
-from growcert.store.encoding import StoreOptions, decode_block, decode_dataset, write_unit
+from growcert.store.chunks import ArrayChunks
+from growcert.store.encoding import StoreOptions, decode_block, decode_dataset, shard_samples
 
 FORMAT = "growcert-gradient-store-1"
 MIN_CHUNK_BYTES = 1 << 20
@@ -94,15 +97,15 @@ class StoreWriter:
 
     def __init__(self, path: str | Path, specs: list[GroupSpec], split: np.ndarray, index: np.ndarray,
                  label: np.ndarray, attrs: dict[str, Any], group_attrs: dict[str, dict[str, Any]] | None = None,
-                 min_chunk_bytes: int = MIN_CHUNK_BYTES, options: StoreOptions | None = None):
-        self.path = Path(path)
+                 min_chunk_bytes: int = MIN_CHUNK_BYTES, options: StoreOptions | None = None, workers: int = 1):
+        """workers: threads that encode and write the chunks of one `write_many` (the job's cores)."""
+        self.path, self.workers = Path(path), workers
         self.partial = self.path.with_name(self.path.name + ".partial")
         self.specs = {spec.name: spec for spec in specs}
         self.n = len(split)
         self.options = options or StoreOptions()
         self.chunks = {spec.name: sample_chunk(spec, self.n, min_chunk_bytes, self.options.itemsize) for spec in specs}
-        # What one write must cover: a chunk, or a whole shard when sharded.
-        self.units = {name: write_unit(chunk, self.n, self.options) for name, chunk in self.chunks.items()}
+        self.shards = {name: shard_samples(chunk, self.n, self.options) for name, chunk in self.chunks.items()}
         self.attrs = {**attrs, **self.options.attrs}
         self.group_attrs = group_attrs or {}
         self._create(np.asarray(split), np.asarray(index, dtype=np.int64), np.asarray(label, dtype=np.int64))
@@ -113,12 +116,9 @@ class StoreWriter:
             shutil.rmtree(self.partial)  # a previous writer was killed: start over
         self.store = LocalStore(self.partial)
         arrays = sync(self._template(split, index, label))
-        # q, z and loss are written on disk, without zarr's scan for chunks that are all fill value (NaN; a
-        # few passes over every chunk, 10-25 % of the compression's time), which it would not write. The
-        # dump stores finite numbers only, so its files are the same; any other writer reads the same values.
-        self.arrays = {name: {variable: zarr.Array(zarr.AsyncArray(metadata=array.metadata,
-                                                                   store_path=StorePath(self.store, f"{name}/{variable}"),
-                                                                   config={"write_empty_chunks": True}))
+        # q, z and loss are written chunk by chunk (or shard by shard) into their folders, as zarr would write
+        # them but without its per-chunk machinery (store.chunks).
+        self.arrays = {name: {variable: ArrayChunks(array.metadata, self.partial / name / variable)
                               for variable, array in group.items()}
                        for name, group in arrays.items()}
 
@@ -134,7 +134,7 @@ class StoreWriter:
         for name, spec in self.specs.items():
             chunk, options = self.chunks[name], self.options
             # A shard is `options.shards` chunks along sample (the whole group when that is more).
-            shard = (lambda *rest: (self.units[name], *rest)) if options.shards else (lambda *rest: None)
+            shard = (lambda *rest: (self.shards[name], *rest)) if options.shards else (lambda *rest: None)
             group = await root.create_group(name, attributes={**self.attrs, **self.group_attrs.get(name, {}),
                                                               "insertion_point": name, "complete": False})
             self.groups[name] = group.metadata
@@ -157,30 +157,36 @@ class StoreWriter:
     def write(self, group: str, start: int, values: dict[str, np.ndarray]) -> None:
         """Write samples [start, start + len) of one group: values = {"q": ..., "z": ..., "loss": ...}.
 
-        `start` must be a boundary of the group's write units (chunks, or shards when sharded) and the range
-        whole units unless it ends the store. Variables the store does not keep (z of a q-only store) are dropped.
+        `start` must be a chunk boundary of the group and the range whole chunks unless it ends the store (in a
+        sharded store, a shard's file is written once all its chunks are). Variables the store does not keep (z of a q-only store) are dropped.
         """
         self.write_many([(group, start, values)])
 
     def write_many(self, items: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
-        """Several `write`s (group, start, values) as one batch: zarr compresses and stores all their chunks
-        concurrently in its thread pool. Every range is checked before anything is written; when a chunk
-        fails, the others finish and the first error is raised (the store stays unfinished)."""
+        """Several `write`s (group, start, values) as one batch, on `workers` threads (Blosc and the file
+        writes release the GIL). Every range is checked before anything is written; when a chunk fails, the
+        first error is raised (the store stays unfinished)."""
         ranges = []
         for group, start, values in items:
-            unit = self.units[group]
+            chunk = self.chunks[group]
             stop = start + len(next(iter(values.values())))
-            if start % unit or (stop % unit and stop != self.n) or stop > self.n:
-                what = "shards" if self.options.shards else "chunks"
-                raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to {what} of {unit}")
+            if start % chunk or (stop % chunk and stop != self.n) or stop > self.n:
+                raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks of {chunk}")
             ranges.append((group, start, stop, values))
-        writes = [(self.arrays[group][variable].async_array, slice(start, stop),
-                   self.options.encode(array) if variable != "loss" else array)
-                  for group, start, stop, values in ranges for variable, array in values.items()
-                  if variable in self.arrays[group]]
-        sync(_set_all(writes))
-        for group, _, stop, _ in ranges:
-            self.written[group] = max(self.written[group], stop)
+        writes = [(self.arrays[group][variable], start, values[variable], variable != "loss")
+                  for group, start, stop, values in ranges for variable in values if variable in self.arrays[group]]
+
+        def write(chunks: ArrayChunks, start: int, array: np.ndarray, encoded: bool) -> None:
+            chunks.write(start, self.options.encode(array) if encoded else array)
+        if self.workers > 1:
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="growcert-store") as pool:
+                for done in [pool.submit(write, *arguments) for arguments in writes]:
+                    done.result()
+        else:
+            for arguments in writes:
+                write(*arguments)
+        for group, start, stop, _ in ranges:
+            self.written[group] += stop - start
 
     def finish(self) -> Path:
         """Mark complete (groups first, root last) and move the store into place."""
@@ -188,6 +194,10 @@ class StoreWriter:
         if short:
             name, count = next(iter(short.items()))
             raise StoreError(f"store {self.path}: only {count} of {self.n} samples written to {name}")
+        unwritten = [f"{name}/{variable}" for name, group in self.arrays.items()
+                     for variable, chunks in group.items() if chunks.pending]
+        if unwritten:  # cannot happen once every sample is written; a bug here must not pass as a store
+            raise StoreError(f"store {self.path}: shards of {', '.join(unwritten)} not written")
         sync(_mark_complete(self.store, self.groups))
         if self.path.exists():
             shutil.rmtree(self.path)
@@ -200,15 +210,6 @@ async def _copy_keys(source: MemoryStore, target: LocalStore) -> None:
     keys = [key async for key in source.list()]
     values = await asyncio.gather(*(source.get(key, default_buffer_prototype()) for key in keys))
     await asyncio.gather(*(target.set(key, value) for key, value in zip(keys, values)))
-
-
-async def _set_all(writes: list[tuple[zarr.AsyncArray, slice, np.ndarray]]) -> None:
-    """All region writes at once; after a failure the others still finish, then the first error is raised."""
-    results = await asyncio.gather(*(array.setitem(region, values) for array, region, values in writes),
-                                   return_exceptions=True)
-    failed = next((result for result in results if isinstance(result, BaseException)), None)
-    if failed is not None:
-        raise failed
 
 
 async def _mark_complete(store: LocalStore, groups: dict[str, Any]) -> None:

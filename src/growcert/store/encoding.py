@@ -114,10 +114,9 @@ def decode_dataset(dataset: xr.Dataset) -> xr.Dataset:
     return dataset
 
 
-def write_unit(chunk: int, n_samples: int, options: StoreOptions) -> int:
-    """Samples per write: a whole shard when sharded (a partial shard would be read back and rewritten on
-    every chunk), else a chunk. A shard is a whole number of chunks (Zarr requires it): `shards` chunks, or
-    as few as cover every sample when there are fewer, the last one reaching past the end."""
+def shard_samples(chunk: int, n_samples: int, options: StoreOptions) -> int | None:
+    """Samples per shard, None when not sharded. A shard is a whole number of chunks (Zarr requires it):
+    `shards` chunks, or as few as cover every sample when there are fewer, the last one reaching past the end."""
     if not options.shards:
-        return min(n_samples, chunk)
+        return None
     return chunk * min(options.shards, -(-n_samples // chunk))
