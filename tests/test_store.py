@@ -284,11 +284,11 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
     dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", settings, log=lambda _: None)
     real_write_many, calls = StoreWriter.write_many, []
 
-    def full_on_the_second_batch(self, items):
+    def full_on_the_second_batch(self, items, workers=None):
         calls.append(len(items))
         if len(calls) == 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_write_many(self, items)
+        real_write_many(self, items, workers)
 
     monkeypatch.setattr(StoreWriter, "write_many", full_on_the_second_batch)
     store, failed = tmp_path / "x.zarr", []

@@ -117,12 +117,12 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
                                  options=options, workers=workers)
     writing: list[Future] = []
 
-    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
+    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]], workers: int | None = None) -> None:
         if not ready:
             return
         while writing:
             writing.pop().result()  # waits for the previous batch; re-raises a failed write here
-        writing.append(background.submit(lambda: creating.result().write_many(ready)))
+        writing.append(background.submit(lambda: creating.result().write_many(ready, workers)))
 
     # q and z of every stored point, float32, are what one batch captures on the device
     captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)
@@ -141,7 +141,8 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
             if number % max(1, total_batches // 10) == 0 or number == total_batches:
                 log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                     f"examples captured, {time.perf_counter() - started:.1f}s")
-        submit([item for name in points for item in buffers[name].drain()])  # the last chunks of every group
+        # The last chunks of every group, once capturing is over: its core is free, so one more worker.
+        submit([item for name in points for item in buffers[name].drain()], workers + 1)
         while writing:
             writing.pop().result()
         path = creating.result().finish()

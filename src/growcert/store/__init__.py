@@ -162,9 +162,9 @@ class StoreWriter:
         """
         self.write_many([(group, start, values)])
 
-    def write_many(self, items: list[tuple[str, int, dict[str, np.ndarray]]]) -> None:
-        """Several `write`s (group, start, values) as one batch, on `workers` threads (Blosc and the file
-        writes release the GIL). Every range is checked before anything is written; when a chunk fails, the
+    def write_many(self, items: list[tuple[str, int, dict[str, np.ndarray]]], workers: int | None = None) -> None:
+        """Several `write`s (group, start, values) as one batch, on `workers` threads (default: the writer's;
+        Blosc and the file writes release the GIL). Every range is checked before anything is written; when a chunk fails, the
         first error is raised (the store stays unfinished)."""
         ranges = []
         for group, start, values in items:
@@ -178,8 +178,9 @@ class StoreWriter:
 
         def write(chunks: ArrayChunks, start: int, array: np.ndarray, encoded: bool) -> None:
             chunks.write(start, self.options.encode(array) if encoded else array)
-        if self.workers > 1:
-            with ThreadPoolExecutor(self.workers, thread_name_prefix="growcert-store") as pool:
+        workers = workers or self.workers
+        if workers > 1:
+            with ThreadPoolExecutor(workers, thread_name_prefix="growcert-store") as pool:
                 for done in [pool.submit(write, *arguments) for arguments in writes]:
                     done.result()
         else:
