@@ -45,9 +45,9 @@ float32 sums are checked, not trusted.  With
   recomputed.  float64 data beyond float32's range are summed in float64.
 
 Only the sign matters, so the 1/(MK) scale is dropped.  Subsets are drawn by a
-partial Fisher–Yates shuffle vectorised over the replicates of a batch (a
-uniformly random ordered prefix of each row's permutation), so memory is
-bounded by the batch, not by R; both paths see the same draws.
+partial Fisher–Yates shuffle of each replicate (a uniformly random ordered
+prefix of its permutation), from integers drawn for a whole batch in one call,
+so memory is bounded by the batch, not by R; both paths see the same draws.
 """
 
 from __future__ import annotations

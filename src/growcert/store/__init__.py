@@ -158,20 +158,22 @@ class StoreWriter:
         """Write samples [start, start + len) of one group: values = {"q": ..., "z": ..., "loss": ...}.
 
         `start` must be a chunk boundary of the group and the range whole chunks unless it ends the store (in a
-        sharded store, a shard's file is written once all its chunks are). Variables the store does not keep (z of a q-only store) are dropped.
+        sharded store, a shard's file is written once all its chunks are). Variables the store does not keep
+        (z of a q-only store) are dropped.
         """
         self.write_many([(group, start, values)])
 
     def write_many(self, items: list[tuple[str, int, dict[str, np.ndarray]]], workers: int | None = None) -> None:
         """Several `write`s (group, start, values) as one batch, on `workers` threads (default: the writer's;
-        Blosc and the file writes release the GIL). Every range is checked before anything is written; when a chunk fails, the
-        first error is raised (the store stays unfinished)."""
+        Blosc and the file writes release the GIL). Every range is checked before anything is written; when a
+        chunk fails, the first error is raised (the store stays unfinished)."""
         ranges = []
         for group, start, values in items:
             chunk = self.chunks[group]
             stop = start + len(next(iter(values.values())))
             if start % chunk or (stop % chunk and stop != self.n) or stop > self.n:
-                raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks of {chunk}")
+                raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks "
+                                 f"of {chunk}")
             ranges.append((group, start, stop, values))
         writes = [(self.arrays[group][variable], start, values[variable], variable != "loss")
                   for group, start, stop, values in ranges for variable in values if variable in self.arrays[group]]
