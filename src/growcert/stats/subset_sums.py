@@ -1,7 +1,7 @@
 """Compiled loops of the empirical misalignment (docs/science.md, "estimate-misalignment (P1)").
 
 `growcert.stats.resample` holds the estimator, its two paths and their error
-analysis; this module holds only the three loops whose per-replicate work is a
+analysis; this module holds only the loops whose per-replicate work is a
 few thousand scattered reads, which numpy can only do by first materialising
 every index (measured in benchmarks/estimators.py, part (c)):
 

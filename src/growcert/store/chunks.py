@@ -45,7 +45,8 @@ def _with_crc32c(payload: bytes | np.ndarray) -> bytes:
 
 
 class ArrayChunks:
-    """Writes whole write units (chunks, or shards when sharded) of one zarr v3 array straight into its folder."""
+    """Writes whole chunks of one zarr v3 array straight into its folder: a chunk's file at once, a shard's file
+    once all its chunks have come (they wait in `pending`, compressed)."""
 
     def __init__(self, metadata: ArrayV3Metadata, folder: str | Path):
         """metadata: the array's (zarr v3); folder: the array's folder on disk."""
