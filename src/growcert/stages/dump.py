@@ -117,12 +117,12 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
                                  options=options, workers=workers)
     writing: list[Future] = []
 
-    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]], workers: int | None = None) -> None:
+    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]], batch_workers: int | None = None) -> None:
         if not ready:
             return
         while writing:
             writing.pop().result()  # waits for the previous batch; re-raises a failed write here
-        writing.append(background.submit(lambda: creating.result().write_many(ready, workers)))
+        writing.append(background.submit(lambda: creating.result().write_many(ready, batch_workers)))
 
     # q and z of every stored point, float32, are what one batch captures on the device
     captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)

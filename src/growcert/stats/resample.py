@@ -77,15 +77,21 @@ UNIT_ROUNDOFF_64 = 2.0**-53
 FLOAT32_UNDERFLOW = 2.0**-150  # the largest error of rounding a float64 into float32's subnormal range
 
 
+def _loops():
+    """`growcert.stats.subset_sums`, imported on first use: numba's import (~0.3 s) is paid only by the jobs that
+    resample, not by every user of growcert.stats."""
+    from growcert.stats import subset_sums
+
+    return subset_sums
+
+
 def draw_subsets(rng: np.random.Generator, rows: int, n: int, m: int) -> np.ndarray:
     """(rows, m) indices: each row the first m entries of an independent uniform permutation of n."""
     if m > n:
         raise ValueError(f"cannot draw {m} distinct examples from a pool of {n}")
-    from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
-
     steps = np.arange(m)[:, None]
     # Step t swaps position t with t + U{0..n−t−1}; one call draws every step's integers of the batch.
-    return subset_sums.partial_shuffles(n, rng.integers(0, n - steps, size=(m, rows)))
+    return _loops().partial_shuffles(n, rng.integers(0, n - steps, size=(m, rows)))
 
 
 def _gamma(k: int, unit_roundoff: float) -> float:
@@ -131,11 +137,9 @@ class _Pool:
         in_range = self.exact.dtype == np.float32 or not self.exact.size or (
             max(-self.exact.min(), self.exact.max()) < np.finfo(np.float32).max)
         dtype = np.float32 if in_range else np.float64
-        from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
-
         # (panels, n, width), the last panel zero-padded: zeros add nothing to a sum or a dot
         count = -(-blocks.dim // panel_width)
-        self.panels = subset_sums.cache_aligned_zeros((count, len(self.exact), panel_width), dtype)
+        self.panels = _loops().cache_aligned_zeros((count, len(self.exact), panel_width), dtype)
         for p in range(count):
             part = self.exact[:, p * panel_width:(p + 1) * panel_width]
             self.panels[p, :, :part.shape[1]] = part
@@ -155,15 +159,14 @@ class _Pool:
 
 def _feature_dots(first: _Pool, second: _Pool, pick_m: np.ndarray, pick_k: np.ndarray) -> np.ndarray:
     """Σ_{i∈M} x_i · Σ_{j∈K} x_j per replicate, with the sign of float64 sums (module docstring)."""
-    from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
-
-    dots = subset_sums.panel_dots(first.panels, second.panels, pick_m, pick_k)
+    loops = _loops()
+    dots = loops.panel_dots(first.panels, second.panels, pick_m, pick_k)
     (a, e_m), (b, e_k) = first.sum_error(pick_m), second.sum_error(pick_k)
     dot_error = _gamma(first.exact.shape[1], UNIT_ROUNDOFF_64)
     bound = 2.0 * (e_m * (b + e_k) + a * e_k + dot_error * (a + e_m) * (b + e_k))
     unsure = np.flatnonzero(np.abs(dots) <= bound)
     if len(unsure):
-        dots[unsure] = subset_sums.float64_dots(first.exact, second.exact, pick_m[unsure], pick_k[unsure])
+        dots[unsure] = loops.float64_dots(first.exact, second.exact, pick_m[unsure], pick_k[unsure])
     return dots
 
 
@@ -219,9 +222,7 @@ def misalignment(train, test, M: int, K: int, replicates: int,
         else:
             pick_m, pick_k = draw_subsets(rng, rows, first.n, M), draw_subsets(rng, rows, second.n, K)
         if path == GRAM:
-            from growcert.stats import subset_sums  # numba: imported only by the jobs that resample
-
-            dots = subset_sums.gram_block_sums(gram, pick_m, pick_k)
+            dots = _loops().gram_block_sums(gram, pick_m, pick_k)
         else:
             dots = _feature_dots(train_pool, test_pool, pick_m, pick_k)
         misaligned += int(np.count_nonzero(dots <= 0))

@@ -57,7 +57,7 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, MemoryStore, StorePath
 
 from growcert.errors import GrowcertError, StoreError
-from growcert.store.chunks import ArrayChunks
+from growcert.store.chunks import ArrayChunks, chunk_aligned
 from growcert.store.encoding import StoreOptions, decode_block, decode_dataset, shard_samples
 
 FORMAT = "growcert-gradient-store-1"
@@ -171,7 +171,7 @@ class StoreWriter:
         for group, start, values in items:
             chunk = self.chunks[group]
             stop = start + len(next(iter(values.values())))
-            if start % chunk or (stop % chunk and stop != self.n) or stop > self.n:
+            if not chunk_aligned(start, stop, chunk, self.n):
                 raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks "
                                  f"of {chunk}")
             ranges.append((group, start, stop, values))

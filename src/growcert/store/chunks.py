@@ -40,8 +40,13 @@ from zarr.core.metadata import ArrayV3Metadata
 _SHUFFLE = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE, "bitshuffle": Blosc.BITSHUFFLE}
 
 
-def _with_crc32c(payload: bytes | np.ndarray) -> bytes:
-    return bytes(payload) + np.uint32(google_crc32c.value(payload)).astype("<u4").tobytes()
+def _with_crc32c(payload: bytes) -> bytes:
+    return payload + np.uint32(google_crc32c.value(payload)).astype("<u4").tobytes()
+
+
+def chunk_aligned(start: int, stop: int, chunk: int, n: int) -> bool:
+    """Whether samples [start, stop) of an n-sample array are whole chunks (the last one may end at n)."""
+    return start % chunk == 0 and (stop % chunk == 0 or stop == n) and stop <= n
 
 
 class ArrayChunks:
@@ -74,7 +79,7 @@ class ArrayChunks:
     def write(self, start: int, values: np.ndarray) -> None:
         """Samples [start, start + len(values)): whole chunks, the last one may end at the array's end."""
         n, size = self.shape[0], self.chunk
-        if start % size or (len(values) % size and start + len(values) != n) or start + len(values) > n:
+        if not chunk_aligned(start, start + len(values), size, n):
             raise ValueError(f"write of [{start}, {start + len(values)}) is not aligned to chunks of {size}")
         for offset in range(0, len(values), size):
             first = start + offset
