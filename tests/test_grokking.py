@@ -363,3 +363,28 @@ def test_an_arm_that_is_not_configured_is_refused_naming_the_key_and_the_arms(tm
                                           r"arm \(the arms are 'AdamW wd=0.1', "):
         run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("architecture", ["llama", "classic"])
+def test_init_setting_draws_the_packages_weights_or_torchs_defaults(architecture):
+    """gpt2: every matrix N(0, 0.02²) (output projections smaller); pytorch: the modules' own draws, N(0, 1)
+    embeddings and Kaiming-uniform Linear weights U(±1/√fan_in), i.e. what Power et al.'s code trains."""
+    from growcert.experiments.grokking import build_model
+
+    def model(init):
+        torch.manual_seed(0)
+        return build_model(stage_settings("grokking", {"model": {"architecture": architecture, "init": init}}))
+
+    gpt2, pytorch = model("gpt2"), model("pytorch")
+    for name, weight in gpt2.named_parameters():
+        if weight.dim() == 2 and not name.endswith(("attn.proj.weight", "mlp.down.weight", "down.weight")):
+            assert abs(weight.std().item() - 0.02) < 0.002, name
+    embedding = pytorch.embed.weight
+    n = embedding.numel()  # the sample std of n N(0, 1) draws has standard error ≈ 1/√(2n)
+    assert abs(embedding.std().item() - 1.0) < 5 / math.sqrt(2 * n)
+    head = pytorch.head.weight
+    bound = 1 / math.sqrt(head.shape[1])
+    assert head.abs().max().item() <= bound and head.abs().max().item() > 0.95 * bound
+    assert abs(head.std().item() - bound / math.sqrt(3)) < 0.05 * bound  # U(−a, a) has std a/√3
+    with pytest.raises(ConfigError, match="grokking.model.init"):
+        stage_settings("grokking", {"model": {"init": "xavier"}})

@@ -79,9 +79,11 @@ def build_model(settings: dict[str, Any]) -> nn.Module:
         raise ValueError(f"grokking model width {model['width']} is not divisible by heads {model['heads']}")
     if model["architecture"] == "classic":
         return ClassicTransformer(ClassicConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
-                                                heads=model["heads"], mlp_hidden=model["mlp_hidden"], context=4))
+                                                heads=model["heads"], mlp_hidden=model["mlp_hidden"], context=4,
+                                                init=model["init"]))
     return Llama(LlamaConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
-                             head_dim=model["width"] // model["heads"], mlp_hidden=model["mlp_hidden"], context=4))
+                             head_dim=model["width"] // model["heads"], mlp_hidden=model["mlp_hidden"], context=4,
+                             init=model["init"]))
 
 
 def answer_loss(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

@@ -9,8 +9,9 @@ both architectures:
 - causal multi-head self-attention with biases;
 - a GELU MLP of hidden size 4·width (`mlp_hidden`), with biases;
 - a final LayerNorm and an untied linear head.
-Initialisation follows GPT-2: normal(0, 0.02) for matrices and embeddings, output projections scaled by
-1/sqrt(2·depth), zero biases, LayerNorm gains one.
+Initialisation (`init`) follows GPT-2 by default: normal(0, 0.02) for matrices and embeddings, output
+projections scaled by 1/sqrt(2·depth), zero biases, LayerNorm gains one; `pytorch` keeps torch's module
+defaults instead (N(0, 1) embeddings, Kaiming-uniform Linear layers), as Power et al.'s code does.
 
 The position embedding is an `nn.Embedding` looked up with the positions expanded over the batch, so
 the per-example hooks of `growcert.optim.square_sums` see one row per example for it too.
@@ -25,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from growcert.models.llama import INITS
+
 
 @dataclass
 class ClassicConfig:
@@ -35,6 +38,7 @@ class ClassicConfig:
     mlp_hidden: int | None = None   # GELU MLP hidden size; None -> 4·width
     context: int = 4                # positions the learned embedding covers
     norm_eps: float = 1e-5          # LayerNorm epsilon
+    init: str = "gpt2"              # gpt2: N(0, 0.02²), output projections scaled, biases 0; pytorch: module defaults
 
     def __post_init__(self):
         for key in ("width", "depth", "vocab_size", "heads", "context"):
@@ -43,6 +47,8 @@ class ClassicConfig:
                 raise ValueError(f"classic transformer {key} must be an integer >= 1, got {key}={value!r}")
         if self.width % self.heads:
             raise ValueError(f"classic transformer width {self.width} is not divisible by heads {self.heads}")
+        if self.init not in INITS:
+            raise ValueError(f"classic transformer init must be one of {', '.join(INITS)}, got init={self.init!r}")
 
     @property
     def hidden(self) -> int:
@@ -90,7 +96,11 @@ class ClassicTransformer(nn.Module):
         self.blocks = nn.ModuleList(ClassicBlock(config) for _ in range(config.depth))
         self.norm = nn.LayerNorm(config.width, eps=config.norm_eps)
         self.head = nn.Linear(config.width, config.vocab_size, bias=False)
-        out_std = 0.02 / math.sqrt(2 * config.depth)
+        if config.init == "gpt2":  # "pytorch" keeps what each module drew when it was built
+            self._init_weights()
+
+    def _init_weights(self):
+        out_std = 0.02 / math.sqrt(2 * self.config.depth)
         for name, p in self.named_parameters():
             if name.endswith("bias"):
                 nn.init.zeros_(p)

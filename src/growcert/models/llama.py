@@ -31,6 +31,9 @@ from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
 
 
+INITS = ("gpt2", "pytorch")  # the initialisations a config may name (`init`): the package's, or torch's defaults
+
+
 @dataclass
 class LlamaConfig:
     width: int                      # d_model, the width of the residual stream
@@ -41,6 +44,7 @@ class LlamaConfig:
     context: int = 64               # longest sequence the model accepts (RoPE tables are this long)
     rope_base: float = 10000.0      # RoPE frequency base θ (Su et al. 2021)
     norm_eps: float = 1e-6          # RMSNorm epsilon
+    init: str = "gpt2"              # gpt2: N(0, 0.02²), output projections scaled; pytorch: the modules' own defaults
 
     def __post_init__(self):
         for key in ("width", "depth", "vocab_size", "head_dim", "context"):
@@ -55,6 +59,8 @@ class LlamaConfig:
                              f"head_dim={self.head_dim}")
         if self.mlp_hidden is not None and (not isinstance(self.mlp_hidden, Integral) or self.mlp_hidden < 1):
             raise ValueError(f"llama mlp_hidden must be None or an integer >= 1, got mlp_hidden={self.mlp_hidden!r}")
+        if self.init not in INITS:
+            raise ValueError(f"llama init must be one of {', '.join(INITS)}, got init={self.init!r}")
 
     @property
     def n_heads(self) -> int:
@@ -165,7 +171,8 @@ class Llama(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-        self._init_weights()
+        if config.init == "gpt2":  # "pytorch" keeps what each module drew when it was built
+            self._init_weights()
 
     def _init_weights(self):
         out_std = 0.02 / math.sqrt(2 * self.config.depth)
