@@ -48,8 +48,8 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
     from growcert.report.verdicts import percent
 
     return [f"- {row.claim}: **{row.verdict}**: slope {row.estimate:+.2f} [{row.low:+.2f}, {row.high:+.2f}] "
-            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect}; {row.why}"
-            for row in claims.itertuples()]
+            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} (SESOI {row.sesoi}); "
+            f"{row.role}; direction {row.direction}; {row.why}" for row in claims.itertuples()]
 
 
 def copy_outputs(results: Path, out: Path) -> None:

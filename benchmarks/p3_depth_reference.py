@@ -108,7 +108,7 @@ def depth_lines(profile: pd.DataFrame) -> list[str]:
 
 def recommended_lines(recommended: pd.DataFrame) -> list[str]:
     across = recommended[recommended["view"] == "across_depth"]
-    return [f"- {row.criterion}: {row.status}" + (f", from depth {row.recommended:g} [{row.recommended_lo:g}–"
+    return [f"- {row.criterion} ({row.seeds} seeds): {row.status}" + (f", from depth {row.recommended:g} [{row.recommended_lo:g}–"
                                                  f"{row.recommended_hi:g}]" if str(row.status).startswith("saturated")
                                                  else "") for row in across.itertuples()] or ["no depth grid"]
 
@@ -124,8 +124,8 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
     from growcert.report.verdicts import percent
 
     return [f"- {row.claim}: **{row.verdict}**: {row.estimate:.4g} [{row.low:.4g}, {row.high:.4g}] "
-            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} ({row.paper_value}); "
-            f"{row.why}" for row in claims.itertuples()]
+            f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} ({row.paper_value}; "
+            f"SESOI {row.sesoi}); {row.role}; direction {row.direction}; {row.why}" for row in claims.itertuples()]
 
 
 def write_readme(out: Path, record: dict) -> None:
@@ -154,7 +154,9 @@ def write_readme(out: Path, record: dict) -> None:
                "Raw: the unbiased ‖E[q hᵀ]‖²; scale-invariant: value × mean‖z‖²/mean‖h‖², the form saturation is "
                "judged on. Each seed is one trained model; the interval is Student t over seeds. Every point of "
                "every depth: `table.csv`.", "", *depth_lines(profile), "",
-               "## Recommended depth (the plateau test of stats/depth.py over the seed means)", "",
+               "## Recommended depth (the plateau test of stats/depth.py on between-seed intervals)", "",
+               "Each depth's mean over seeds with its standard error sd/√n, widened by t/z so the test's normal "
+               "quantile gives a Student t interval; a store's own standard error never enters.", "",
                *recommended_lines(pd.read_csv(out / "recommended.csv")), "",
                "## Grown against scratch (final held-out loss, same budget)", "", *growth_lines(pd.read_csv(out / "growth.csv")),
                "",

@@ -73,6 +73,8 @@ rule summarize_interventions:
         summary=report_output(f"{RESULTS}/tables/p1_interventions_summary.csv", "p1_interventions_summary", "p1",
                               "interventions", "table: first-order accuracy per cell"),
         checks=f"{RESULTS}/checks/p1_interventions.csv",
+        claims=report_output(f"{RESULTS}/claims/p1_interventions.csv", "p1_interventions_claims", "p1", "interventions",
+                             "claims: observed / predicted at the paper's step scale"),
         figure=figure_output(figures.INTERVENTIONS),
     log:
         f"{RESULTS}/logs/summarize_interventions.log",
@@ -82,4 +84,4 @@ rule summarize_interventions:
         "../envs/growcert.yaml"
     shell:
         "growcert summarize-interventions {input.tables} --out-table {output.table} --out-summary {output.summary} "
-        "--out-checks {output.checks} --figure {output.figure} > {log} 2>&1"
+        "--out-checks {output.checks} --out-claims {output.claims} --figure {output.figure} > {log} 2>&1"

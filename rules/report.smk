@@ -27,6 +27,7 @@ rule report:
         checks=[f"{RESULTS}/checks/p1_interventions.csv", f"{RESULTS}/checks/p1_alignment.csv"]
         + [experiment_outputs(name)["checks"] for name in P2_EXPERIMENTS if re.fullmatch(p2_tasks(gated=False), name)],
         claims=[f"{RESULTS}/claims/p1_alignment.csv",
+                f"{RESULTS}/claims/p1_interventions.csv",
                 f"{RESULTS}/claims/p1_regime.csv",
                 f"{RESULTS}/claims/p3_depth.csv"]
         + [experiment_outputs(name)["claims"] for name in P2_EXPERIMENTS],

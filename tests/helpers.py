@@ -37,7 +37,13 @@ BROWSER_PROBE = """<script>window.addEventListener("load", function () {
       var box = c.getBoundingClientRect();
       return {text: c.textContent, top: box.top, bottom: box.bottom, visible: box.bottom <= window.innerHeight}; })(),
     broken: links.filter(function (a) { return !document.getElementById(a.getAttribute("href").slice(1)); })
-                 .map(function (a) { return a.getAttribute("href"); })};
+                 .map(function (a) { return a.getAttribute("href"); }),
+    claims: (function () { var t = document.getElementById("claims-at-a-glance"); if (!t) { return null; }
+      var rows = Array.from(t.querySelectorAll("tr.claim-row")), box = t.getBoundingClientRect();
+      var after = Array.from(document.querySelectorAll("h3")).find(function (h) { return h.textContent === "This run's rows"; }) || null;
+      return {rows: rows.length, top: box.top, first_screen: box.top < window.innerHeight,
+              before_scopes: after !== null && box.bottom <= after.getBoundingClientRect().top,
+              words: rows.map(function (r) { var v = r.querySelector(".verdict"); return v ? v.textContent : ""; })}; })()};
   var pre = document.createElement("pre"); pre.id = "browser-check"; pre.textContent = JSON.stringify(result);
   document.body.appendChild(pre);
 });</script>"""

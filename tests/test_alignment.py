@@ -5,6 +5,8 @@ import pandas as pd
 
 from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
 import pytest
+
+from growcert.report.claims import PAPER_WIDTH_SLOPE
 from scipy import stats as scipy_stats
 
 from growcert.stages.alignment import estimate_alignment, estimate_misalignment
@@ -117,9 +119,10 @@ def test_a_noisy_trend_is_unresolved_and_says_how_many_seeds_would_resolve_it():
     assert np.isclose(claim["estimate"], 0.5) and claim["verdict"] == "unresolved"
     assert claim["low"] < 0 and claim["high"] > 0.25
     # at the observed per-seed spread (sd of 1.2, -0.6, 0.9) the t interval needs n seeds to exclude 0
-    sd = np.std([1.2, -0.6, 0.9], ddof=1)
-    n = next(n for n in range(4, 500) if scipy_stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) < 0.5)
-    assert f"about {n} seeds would resolve it" in claim["why"]
+    sd, distance = np.std([1.2, -0.6, 0.9], ddof=1), 0.5 - PAPER_WIDTH_SLOPE / 2  # the estimate's distance to the SESOI
+    n = next(n for n in range(4, 500)
+             if scipy_stats.nct.sf(scipy_stats.t.ppf(0.975, n - 1), n - 1, distance * np.sqrt(n) / sd) >= 0.8)
+    assert f"{n} seeds would give 80 % power" in claim["why"]
 
 
 def test_certificate_rows_count_point_estimates_and_need_a_non_vacuous_bound():
@@ -146,10 +149,13 @@ def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tabl
     sweep = synthetic([16, 32], slope=-1.0, p_slope=0.0)[0].assign(context=128)
     alignment = pd.concat([fixed.assign(context=np.nan), sweep], ignore_index=True)
     rows = alignment_claims(alignment, misalignment, (8, 8))
-    claim = _claim(rows, "d_align increases with width")
-    # two series, the fixed-context one rising, the context-128 one falling: Bonferroni over both
-    assert "Bonferroni over 2 series" in claim["why"] and claim["verdict"] == "reproduced"
-    assert "ctx 128" in claim["this_run"] and "contradicted" in claim["this_run"]
+    (claim,) = [row for row in rows if row.get("claim_id") == "p1_dalign_width" and row["role"] == "primary"]
+    # two primary series (the last point, sum_positions), the fixed-context one rising, the context-128 one
+    # falling: each a part, the claim with Holm over both, the disagreement named
+    assert "Holm over 2 testable primary series" in claim["why"] and claim["verdict"] == "reproduced"
+    assert "primary series disagree: contradicted by llama/shakespeare ctx 128" in claim["why"]
+    parts = [row for row in rows if row.get("claim_id") == "p1_dalign_width" and row["role"] == "part"]
+    assert sorted(row["verdict"] for row in parts) == ["contradicted", "reproduced"]
     assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "reproduced"
 
 

@@ -59,7 +59,7 @@ CASES = {
                          "{O}/k.csv --out-map {O}/m.json --figures {O}", None, "{A}"),
     "intervene": ("--checkpoint {C} --store {S} --data {D} --out {O}/i.csv", {}, "{C}"),
     "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-checks {O}/c.csv "
-                                "--figure {O}/f.png", None, "{A}"),
+                                "--out-claims {O}/k.csv --figure {O}/f.png", None, "{A}"),
     "grokking": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
     "pinn": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
     "theory": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),

@@ -200,16 +200,22 @@ def test_recommend_depth_reports_raw_and_scale_invariant_decisions():
     """The P3 pilot's shape: raw falls 40× without a plateau, value × ‖z‖² stays flat."""
     rows = []
     for depth, raw, scaled in ((1, 341.0, 3000.0), (2, 81.0, 3100.0), (4, 20.0, 2900.0), (8, 8.2, 3050.0)):
-        for seed in (0, 1):
+        for seed, (factor, shift) in enumerate(((0.9, -150.0), (1.0, 0.0), (1.1, 150.0))):
+            # within each store a tiny standard error: only the spread between seeds may decide
             rows.append({"family": "llama", "dataset": "text", "width": 64, "step": 600, "pool": "test",
                          "depth": depth, "seed": seed, "point": f"block{depth}", "point_index": depth,
-                         "value": raw, "value_se": raw / 11, "scaled_value": scaled, "scaled_value_se": 150.0})
-    decision = recommend_depth(pd.DataFrame(rows), draws=200).set_index("criterion")
+                         "value": raw * factor, "value_se": raw / 1e4, "scaled_value": scaled + shift,
+                         "scaled_value_se": 1.0})
+    table = pd.DataFrame(rows)
+    decision = recommend_depth(table, draws=200).set_index("criterion")
     assert decision.loc["value", "status"] == stats.NOT_SATURATED and decision.loc["value", "falls"]
     assert decision.loc["scaled_value", "status"] == stats.SATURATED_PLATEAU
     assert decision.loc["scaled_value", "recommended"] == 1 and not decision.loc["scaled_value", "falls"]
     assert decision.loc["scaled_value", "decided_fraction"] > 0.5
-    assert decision.loc["value", "levels"] == "1,2,4,8"
+    assert decision.loc["value", "levels"] == "1,2,4,8" and (decision["seeds"] == 3).all()
+    # one seed: no between-seed interval, so no decision, whatever the stores' own standard errors say
+    single = recommend_depth(table[table["seed"] == 0], draws=200)
+    assert single["status"].str.startswith("not decided: 1 seed").all() and single["recommended"].isna().all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

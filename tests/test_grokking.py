@@ -12,7 +12,7 @@ from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.report.claims import ROW_COLUMNS
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, bonferroni_level
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
@@ -60,7 +60,7 @@ def test_grokfast_filter_is_the_published_ema():
 
 TINY = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 30, "batch_size": 16, "eval_every": 10,
         "stop_at_test_acc": None, "model": {"width": 32, "depth": 1, "heads": 2},
-        "adamw": {"weight_decays": [0.1], "baseline_weight_decay": 0.1},
+        "adamw": {"weight_decays": [0.0, 0.1]},
         "grokfast": {"weight_decay": 0.005},
         "poprisk": {"weight_decays": [0.0, 0.1], "gates": ["update"], "variances": ["streaming"]}}
 
@@ -69,9 +69,10 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     run_grokking(TINY, tmp_path, log=lambda _: None, threads=1)
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
-    names = ["AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-streaming-wd0", "poprisk-update-streaming-wd0.1"]
+    names = ["AdamW wd=0", "AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-streaming-wd0",
+             "poprisk-update-streaming-wd0.1"]
     assert summary["optimizer"].tolist() == names
-    assert summary["weight_decay"].tolist() == [0.1, 0.005, 0.0, 0.1]
+    assert summary["weight_decay"].tolist() == [0.0, 0.1, 0.005, 0.0, 0.1]
     for name in names:
         assert curves[curves["optimizer"] == name]["step"].tolist() == [0, 10, 20, 30]
     # every optimizer starts from the same initial weights: identical step-0 evaluations
@@ -87,10 +88,10 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     assert (tmp_path / "grokking.png").stat().st_size > 10_000
 
     rows = grokking_claims(tmp_path / "summary.csv", TINY)
-    # the sweep is reported whole: one row per variant, then the claim over both with Bonferroni
+    # the sweep is reported whole: one row per variant, then the claim over both with Holm
     assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [
         "poprisk-update-streaming-wd0)", "poprisk-update-streaming-wd0.1)",
-        f"every variant, Bonferroni; deciding: {rows[-1]['claim'].rsplit(': ', 1)[1]}"]
+        f"every reading, Holm; deciding: {rows[-1]['claim'].rsplit(': ', 1)[1]}"]
     assert all(row["claim_id"] == "p2_grokking" and list(row) == ROW_COLUMNS for row in rows)
     assert all(name in rows[0]["note"] for name in names)  # every optimizer's median step, Grokfast too
     # one seed: no interval over seeds can be formed, whatever the steps
@@ -98,15 +99,14 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
 
 
 CLAIM_SETTINGS = {"steps": 4000, "eval_every": 100,
-                  "adamw": {"weight_decays": [0.01, 1.0], "baseline_weight_decay": 0.01}}
-EXACT = "poprisk-update-exact-wd0"
+                  "adamw": {"weight_decays": [0.01, 1.0]}}
+EXACT = "poprisk-update-exact-wd0.01"
 
 
 def summary_of(adamw_steps, variants, seeds=None):
-    """A summary table: AdamW at the baseline decay 0.01 with `adamw_steps` per seed (None: not reached by the
-    cap), AdamW wd=1 at 500 steps in every seed, and {variant: steps per seed}. Seeds are labelled `seeds`
-    (default 0, 1, ...) and each variant's rows are listed in reverse seed order, so pairing by row position
-    would pair the wrong runs."""
+    """A summary table: AdamW at decay 0.01 with `adamw_steps` per seed (None: not reached by the cap), AdamW wd=1
+    at 500 steps in every seed, and {variant: steps per seed}. Seeds are labelled `seeds` (default 0, 1, ...) and
+    each variant's rows are listed in reverse seed order, so pairing by row position would pair the wrong runs."""
     seeds = list(range(len(adamw_steps))) if seeds is None else seeds
     rows = [{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
             for name, wd, steps in (("AdamW wd=0.01", 0.01, adamw_steps), ("AdamW wd=1", 1.0, [500] * len(seeds)))
@@ -117,44 +117,49 @@ def summary_of(adamw_steps, variants, seeds=None):
     return pd.DataFrame(rows).astype({"step_95": "float64"})
 
 
-def t_speed_up(baseline, variant, level=0.95):
-    """By hand: the geometric-mean speed-up baseline/variant and its Student t interval on the log ratios."""
-    logs = np.log(np.asarray(baseline, float) / np.asarray(variant, float))
-    half = scipy_stats.t.ppf(0.5 + level / 2, len(logs) - 1) * logs.std(ddof=1) / np.sqrt(len(logs))
-    return tuple(np.exp([logs.mean(), logs.mean() - half, logs.mean() + half]))
+def bounded_speed_up(baseline, variant, every=100, level=0.95):
+    """By hand: the geometric-mean speed-up baseline/variant and its interval from the steps' bounds (each reached
+    step s lies in (s − every, s]): the lower end a Student t bound on log((b − every)/v), the upper end on
+    log(b/(v − every))."""
+    b, v = np.asarray(baseline, float), np.asarray(variant, float)
+    t = scipy_stats.t.ppf(0.5 + level / 2, len(b) - 1)
+
+    def end(logs, sign):
+        return logs.mean() + sign * t * logs.std(ddof=1) / np.sqrt(len(logs))
+
+    return (math.exp(np.log(b / v).mean()), math.exp(end(np.log((b - every) / v), -1)),
+            math.exp(end(np.log(b / (v - every)), +1)))
 
 
 @pytest.mark.parametrize("adamw, variant, verdict, why", [
     # clearly faster in every seed, tight, about 4.9x as in the paper
-    ([3000, 3200, 2800, 3100], [600, 650, 580, 620], REPRODUCED, "excludes the null on the paper's side"),
-    # slower in every seed, tight: the paper's speed-up is excluded
-    ([1000, 1050, 980, 1020], [3000, 3100, 2950, 3050], CONTRADICTED, "excludes the paper's effect"),
-    # AdamW censored at the cap in 3 of 4 seeds: nothing to compare against
-    ([None, None, 3000, None], [600, 650, 580, 620], NOT_TESTED,
-     "AdamW wd=0.01 reached the target in 1 of 4 seeds by the 4,000-step cap"),
-    # both censored in every seed: still the baseline that is missing
-    ([None, None], [None, None], NOT_TESTED, "AdamW wd=0.01 reached the target in 0 of 2 seeds by the 4,000-step cap"),
+    ([3000, 3200, 2800, 3100], [600, 650, 580, 620], REPRODUCED, "at or beyond the SESOI"),
+    # slower in every seed, tight: the size that matters is excluded
+    ([1000, 1050, 980, 1020], [3000, 3100, 2950, 3050], CONTRADICTED, "falls short of the SESOI"),
+    # AdamW censored at the cap in 3 of 4 seeds: bounds, but 4 seeds give a median interval no finite end
+    ([None, None, 3000, None], [600, 650, 580, 620], UNRESOLVED, "no finite end at 95 % below 6 seeds"),
+    # both censored in every seed: no seed says anything about the ratio
+    ([None, None], [None, None], NOT_TESTED, "0 seed(s) where either run reached the target by the 4,000-step cap"),
     # one seed: no interval over seeds
     ([3000], [600], NOT_TESTED, "1 seed(s)"),
     # one of three variant seeds censored: the order-statistic interval of 3 seeds is unbounded
-    ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 censored at the 4,000-step cap"),
+    ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 of 3 variant runs at the 4,000-step cap"),
 ], ids=["faster", "slower", "adamw_capped", "both_capped", "one_seed", "variant_censored"])
 def test_claim_verdict_follows_the_seeds(adamw, variant, verdict, why):
     rows = grokking_claims(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20][:len(adamw)]), CLAIM_SETTINGS)
-    assert [row["claim"].rsplit("(", 1)[1].split(";")[0] for row in rows] == [f"{EXACT})", "every variant, Bonferroni"]
+    assert [row["claim"].rsplit("(", 1)[1].split(";")[0] for row in rows] == [f"{EXACT})", "every reading, Holm"]
+    assert [row["role"] for row in rows] == ["part", "primary"]
     row = rows[0]
     assert list(row) == ROW_COLUMNS and row["claim_id"] == "p2_grokking" and row["verdict"] == verdict
     assert why in row["why"], row["why"]
     assert "AdamW wd=1: 500" in row["note"]  # the fast large-decay regime is reported, not hidden
     assert f"{len(adamw)} seed(s)" in row["note"] and row["level"] == 0.95
     if len(adamw) > 1 and all(step is not None for step in adamw + variant):
-        estimate, low, high = t_speed_up(adamw, variant)
-        assert (row["estimate"], row["low"], row["high"]) == pytest.approx((estimate, low, high), rel=1e-9)
+        assert (row["estimate"], row["low"], row["high"]) == pytest.approx(bounded_speed_up(adamw, variant), rel=1e-9)
         assert row["seeds"] == len(adamw)
-    if verdict == NOT_TESTED:  # no interval, and no estimate without a baseline to divide
-        assert (row["estimate"], row["low"], row["high"]) == (None, None, None)
-        assert row["seeds"] == len(adamw)
-    # one variant: the Bonferroni row is the variant's own judgement at the same level
+    if verdict == NOT_TESTED:  # no interval
+        assert (row["low"], row["high"]) == (None, None)
+    # one variant: the claim's row is the variant's own judgement at the same level
     assert rows[1]["verdict"] == verdict and rows[1]["level"] == pytest.approx(0.95)
 
 
@@ -164,60 +169,56 @@ def test_the_claims_row_text_names_both_medians():
     assert row["this_run"] == f"{EXACT}: 1,000 vs AdamW wd=0.01: not by 4,000 (median steps)", row["this_run"]
 
 
-def test_a_censored_baseline_seed_enters_as_censored_not_as_the_cap():
-    """AdamW misses the cap in 1 of 6 seeds: the order-statistic interval for the median log ratio, whose upper
-    end is +inf (the censored seed's ratio), never the ratio to the cap."""
+def test_a_censored_baseline_seed_is_a_lower_bound_never_the_cap():
+    """AdamW misses the cap in 1 of 6 seeds: the order-statistic interval for the median of the per-seed bounds,
+    whose upper end is +inf (the censored seed), the lower end the smallest lower bound (b − 100)/v."""
     adamw = [3000, None, 2900, 3100, 3050, 2950]
     variant = [600, 610, 590, 605, 595, 600]
     [row, family] = grokking_claims(summary_of(adamw, {EXACT: variant}), CLAIM_SETTINGS)
     ratios = sorted([a / v for a, v in zip(adamw, variant) if a is not None]) + [math.inf]
+    lower = [(a - 100) / v if a is not None else 4000 / v for a, v in zip(adamw, variant)]
     assert row["verdict"] == REPRODUCED and row["seeds"] == 6
     assert row["estimate"] == pytest.approx((ratios[2] * ratios[3]) ** 0.5)  # median of the log ratios
-    assert row["low"] == pytest.approx(ratios[0]) and row["high"] == math.inf  # [x_(1), x_(6)] at 96.9 %
-    assert "order-statistic interval for the median over seeds, 1 censored at the 4,000-step cap" in row["why"]
-    # at the Bonferroni level of one variant the same, but 6 seeds cover at most 96.9 % for a median
+    assert row["low"] == pytest.approx(min(lower)) and row["high"] == math.inf  # [x_(1), x_(6)] at 96.9 %
+    assert "order-statistic interval for the median of per-seed ratio bounds" in row["why"]
+    assert "1 of 6 AdamW wd=0.01 runs" in row["why"]
     assert family["verdict"] == REPRODUCED
 
 
 def test_a_variant_that_never_reaches_the_target_over_six_seeds_is_contradicted():
     adamw = [3000, 3100, 2900, 3050, 2950, 3000]
     [row, _] = grokking_claims(summary_of(adamw, {EXACT: [None] * 6}), CLAIM_SETTINGS)
-    assert row["verdict"] == CONTRADICTED and (row["estimate"], row["low"], row["high"]) == (0.0, 0.0, 0.0)
-    assert "6 censored at the 4,000-step cap" in row["why"]
+    # each seed's ratio is at most b / 4,000 (the variant took more than the cap): the upper end 3,100 / 4,000
+    assert row["verdict"] == CONTRADICTED and (row["estimate"], row["low"]) == (0.0, 0.0)
+    assert row["high"] == pytest.approx(3100 / 4000)
+    assert "6 of 6 variant runs at the 4,000-step cap" in row["why"]
     # with three seeds the same pattern cannot be resolved: the median interval is unbounded
     [row, _] = grokking_claims(summary_of(adamw[:3], {EXACT: [None] * 3}), CLAIM_SETTINGS)
     assert row["verdict"] == UNRESOLVED and (row["low"], row["high"]) == (0.0, math.inf)
 
 
-def test_one_lucky_variant_does_not_turn_the_claim_green():
-    """Per-seed log speed-ups 1.9, 0.5, 1.6, 0.8 (mean 1.2, SE 0.33): the 95 % t interval [0.15, 2.25] excludes
-    the null and reaches half the paper's 4.95x (log 0.80), but at the Bonferroni level 97.5 % of two
-    variants it is [-0.17, 2.57]: unresolved. The other variant is slower: contradicted."""
+def test_readings_are_parts_judged_at_holm_levels_and_the_claim_row_is_primary():
     adamw = [3000.0] * 4
     lucky = [3000.0 / math.exp(r) for r in (1.9, 0.5, 1.6, 0.8)]
     slow = [6000.0, 6100.0, 5900.0, 6050.0]
-    names = ["poprisk-update-exact-wd0", "poprisk-gradient-exact-wd0"]
+    names = ["poprisk-update-exact-wd0.01", "poprisk-gradient-exact-wd0.01"]
     rows = grokking_claims(summary_of(adamw, {names[0]: lucky, names[1]: slow}), CLAIM_SETTINGS)
-    assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, UNRESOLVED]
-    assert [row["level"] for row in rows] == [0.95, 0.95, pytest.approx(bonferroni_level(0.95, 2))]
-    family = rows[-1]
-    assert family["claim"].endswith(f"(every variant, Bonferroni; deciding: {names[0]})")
-    estimate, low, high = t_speed_up(adamw, lucky, level=0.975)
-    assert (family["estimate"], family["low"], family["high"]) == pytest.approx((estimate, low, high), rel=1e-9)
-    assert low < 1 < high and family["this_run"] == "2 variants against AdamW wd=0.01"
-    assert (rows[0]["low"], rows[0]["high"]) == pytest.approx(t_speed_up(adamw, lucky)[1:], rel=1e-9)
+    assert [row["role"] for row in rows] == ["part", "part", "primary"]
+    assert rows[1]["verdict"] == CONTRADICTED and rows[0]["verdict"] == UNRESOLVED
+    assert sorted(row["level"] for row in rows[:2]) == pytest.approx([0.95, 0.975])
+    assert rows[2]["verdict"] == UNRESOLVED and "Holm over 2 testable readings" in rows[2]["why"]
+    assert rows[2]["this_run"] == "2 readings, each against AdamW at its own decay"
 
 
-def test_the_baseline_is_adamw_at_the_papers_small_decay_only():
-    """A variant beats AdamW wd=0.01 but not AdamW wd=1 (500 steps): the claim is against the small decay
-    (the comparison at the variant's own decay is gone), and the large-decay runs stay in the note."""
+def test_each_variant_is_compared_with_adamw_at_its_own_decay():
+    """A variant at decay 1 beats AdamW wd=0.01 by 5× but not AdamW wd=1 (500 steps): judged against AdamW wd=1,
+    it is slower. A variant at a decay with no AdamW run is refused."""
     rows = grokking_claims(summary_of([3000, 3100, 2900], {"poprisk-update-exact-wd1": [610, 620, 600]}),
                            CLAIM_SETTINGS)
-    assert rows[0]["verdict"] == REPRODUCED and "AdamW wd=1: 500" in rows[0]["note"]
-    assert rows[0]["estimate"] == pytest.approx(t_speed_up([3000, 3100, 2900], [610, 620, 600])[0])
-    with pytest.raises(ValueError, match="baseline weight decay 0.1"):
-        grokking_claims(summary_of([3000], {EXACT: [600]}),
-                        {**CLAIM_SETTINGS, "adamw": {"weight_decays": [0.1], "baseline_weight_decay": 0.1}})
+    assert rows[0]["verdict"] == CONTRADICTED and "AdamW wd=1: 500" in rows[0]["this_run"]
+    assert rows[0]["estimate"] == pytest.approx(bounded_speed_up([500] * 3, [610, 620, 600])[0])
+    with pytest.raises(ValueError, match="no AdamW run at weight decay 0.1"):
+        grokking_claims(summary_of([3000], {"poprisk-update-exact-wd0.1": [600]}), CLAIM_SETTINGS)
 
 
 def test_unknown_setting_is_refused():
@@ -231,7 +232,7 @@ def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path
     # 0.17-0.55 with weight decay 1.0 against 0.05-0.08 without (chance 1/31 = 0.03).
     settings = {"p": 31, "steps": 1000, "batch_size": 128, "eval_every": 500, "stop_at_test_acc": None, "lr": 3e-3,
                 "model": {"width": 64, "depth": 1, "heads": 2},
-                "adamw": {"weight_decays": [0.0, 1.0], "baseline_weight_decay": 1.0},
+                "adamw": {"weight_decays": [0.0, 1.0]},
                 "grokfast": {"enabled": False}, "poprisk": {"weight_decays": []}}
     curves = run_grokking(settings, tmp_path, log=lambda _: None, threads=1)["curves"]
     final = curves[curves["step"] == 1000].set_index("optimizer")
@@ -331,7 +332,7 @@ def test_a_microbatch_count_that_does_not_divide_the_batch_is_a_config_error_nam
     from growcert.experiments.common import Arm
     from growcert.experiments.grokking import make_optimizer
 
-    settings = stage_settings("grokking", {**TINY, "poprisk": {"gates": ["update"], "variances": ["microbatch"],
+    settings = stage_settings("grokking", {**TINY, "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["microbatch"],
                                                                "microbatches": 4}})
     arm = Arm("poprisk-update-microbatch-wd0", "poprisk", weight_decay=0.0, gate="update", variance="microbatch",
               microbatches=5)
@@ -347,8 +348,8 @@ def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path)
     run_grokking(settings, tmp_path / "all", log=lambda _: None, threads=1)
     every = pd.read_csv(tmp_path / "all" / "curves.csv"), pd.read_csv(tmp_path / "all" / "summary.csv")
     names = every[1]["optimizer"].tolist()
-    assert len(names) == 6
-    for name in (names[1], names[-1]):  # Grokfast and a microbatch arm (its own RNG use), alone
+    assert len(names) == 7
+    for name in (names[2], names[-1]):  # Grokfast and a microbatch arm (its own RNG use), alone
         out = tmp_path / name.replace(" ", "_")
         run_grokking({**settings, "only_arms": [name]}, out, log=lambda _: None, threads=1)
         for alone, table in zip((pd.read_csv(out / "curves.csv"), pd.read_csv(out / "summary.csv")), every):
@@ -360,7 +361,7 @@ def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path)
 
 def test_an_arm_that_is_not_configured_is_refused_naming_the_key_and_the_arms(tmp_path):
     with pytest.raises(ConfigError, match=r"^config key 'grokking.only_arms': 'AdamW wd=1' is not a configured "
-                                          r"arm \(the arms are 'AdamW wd=0.1', "):
+                                          r"arm \(the arms are 'AdamW wd=0', 'AdamW wd=0.1', "):
         run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1)
     assert not (tmp_path / "out").exists()
 

@@ -41,9 +41,9 @@ def test_smoke_reference_run_writes_its_folder_and_resumes(tmp_path, capsys):
     assert (table["reached"] == 0).all() and (table["steps_per_seed"] == "> 20").all()
     judged = table[table["verdict"].notna()]
     assert len(judged) == len(arms) - 1 and (judged["verdict"] == "not tested at this scale").all()
-    assert judged["why"].str.contains("reached the target in 0 of 1 seeds by the 20-step cap").all()
+    assert judged["why"].str.contains("0 seed(s) where either run reached the target by the 20-step cap", regex=False).all()
     claims = pd.read_csv(out / "claims.csv")
-    assert set(claims["verdict"]) == {"not tested at this scale"} and claims["claim"].str.contains("Bonferroni").any()
+    assert set(claims["verdict"]) == {"not tested at this scale"} and claims["claim"].str.contains("Holm").any()
     record = json.loads((out / "provenance.json").read_text())
     assert {"date", "commit", "command", "plan", "versions", "machine", "cost"} <= set(record)
     # the work folder's disk use was sampled while the jobs ran (a first sample at the start)
@@ -183,8 +183,9 @@ def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     slow = table.loc["AdamW wd=1"]
     assert slow["steps_per_seed"] == "> 15,000, > 15,000, 500" and slow["median_step_95"] == "not by 15,000"
     assert slow["verdict"] == "unresolved" and "censored" in slow["why"]
-    # one finite ratio and one +inf: the 95 % order-statistic interval needs 6 such seeds to have an end
-    assert slow["seeds_needed"] == 6 and "at least 6" in slow["why"]
+    # one finite ratio and one +inf: the 95 % order-statistic interval needs 6 seeds to have an end at all, and
+    # more for 80 % power (simulated from the seeds' bounds)
+    assert slow["seeds_needed"] > 6 and "no finite end at 95 % below 6 seeds" in slow["why"]
     assert pd.isna(table.loc["AdamW wd=0.01", "verdict"])
 
 

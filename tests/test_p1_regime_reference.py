@@ -79,7 +79,7 @@ def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_
     # every claim row a verdict line, with its word, interval and reason
     for row in claims.itertuples():
         assert f"- {row.claim}: **{row.verdict}**: slope {row.estimate:+.2f} [{row.low:+.2f}, {row.high:+.2f}]" in readme
-    assert list(claims["verdict"]) == ["reproduced", "contradicted"] * 2
+    assert list(claims["verdict"]) == ["reproduced", "contradicted", "reproduced"] * 2  # two contexts, then Holm
     # the cell table names point and reduction, and the counts per word
     cells = pd.read_csv(out / "table.csv")
     assert "| point " in readme and "| reduction " in readme and "| verdict " in readme
@@ -106,7 +106,7 @@ def test_rejudge_judges_a_committed_map_again_without_its_results_folder(tmp_pat
     record = json.loads((out / "provenance.json").read_text())
     assert record["cost"] == before["cost"] and record["commit"] == before["commit"]  # the sweep's own record kept
     assert "--rejudge" in record["rejudged"]["command"]
-    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["reproduced", "contradicted"] * 2
+    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["reproduced", "contradicted", "reproduced"] * 2
     assert (out / "table.csv").is_file() and (out / "budget.csv").is_file()
     assert "Judged again on" in (out / "README.md").read_text()
 

@@ -151,15 +151,18 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     plot_preference(tmp_path / "out" / "curves.csv", tmp_path / "preference.png")
     assert (tmp_path / "preference.png").stat().st_size > 10_000
     rows = preference_claims(tmp_path / "out" / "summary.csv", TINY)
-    # per claim: one row per variant, then the claim over every variant with Bonferroni
+    # per claim: one part per variant at its Holm level, then the claim's primary row
     assert [row["claim_id"] for row in rows] == ["p2_dpo_accuracy"] * 5 + ["p2_dpo_drift"] * 5
     assert [row["paper_value"] for row in rows] == ["0.566 → 0.641"] * 5 + ["3.05× smaller"] * 5
     scopes = [row["claim"].split("(")[-1].rstrip(")") for row in rows]
     assert scopes[:4] == scopes[5:9] == names[1:]
-    assert all(scope.startswith("every variant, Bonferroni; deciding: ") for scope in (scopes[4], scopes[9]))
+    assert all(scope.startswith("every reading, Holm; deciding: ") for scope in (scopes[4], scopes[9]))
+    assert [row["role"] for row in rows] == (["part"] * 4 + ["primary"]) * 2
     assert all(row["paper"] == "P2" and list(row) == ROW_COLUMNS and row["verdict"] in WORDS for row in rows)
     assert all(row["seeds"] == 2 for row in rows) and "2 seed(s), paired" in rows[0]["note"]
-    assert [row["level"] for row in rows] == ([0.95] * 4 + [pytest.approx(1 - 0.05 / 4)]) * 2
+    holm = sorted(1 - 0.05 / k for k in (1, 2, 3, 4))  # Holm's levels by rank over 4 testable readings
+    assert sorted(row["level"] for row in rows[:4]) == pytest.approx(holm)
+    assert sorted(row["level"] for row in rows[5:9]) == pytest.approx(holm)
 
 
 GATED, OTHER = "poprisk-update-exact-wd0", "poprisk-gradient-exact-wd0"
@@ -194,19 +197,20 @@ def test_claims_pair_seeds_and_judge_each_variant_then_the_family():
     rows = preference_claims(preference_summary({"AdamW": ADAMW, GATED: BETTER, OTHER: WORSE}), {})
     assert [(row["claim_id"], row["claim"].rsplit("(", 1)[1]) for row in rows] == [
         ("p2_dpo_accuracy", f"{GATED})"), ("p2_dpo_accuracy", f"{OTHER})"),
-        ("p2_dpo_accuracy", f"every variant, Bonferroni; deciding: {GATED})"),
+        ("p2_dpo_accuracy", f"every reading, Holm; deciding: {GATED})"),
         ("p2_dpo_drift", f"{GATED})"), ("p2_dpo_drift", f"{OTHER})"),
-        ("p2_dpo_drift", f"every variant, Bonferroni; deciding: {GATED})")]
+        ("p2_dpo_drift", f"every reading, Holm; deciding: {GATED})")]
     assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, REPRODUCED] * 2
     accuracy, _, accuracy_family, drift, _, drift_family = rows
     differences = np.subtract(BETTER[0], ADAMW[0])
-    assert (accuracy["estimate"], accuracy["low"], accuracy["high"]) == pytest.approx(t_mean(differences))
-    assert accuracy["seeds"] == 4 and accuracy["level"] == 0.95
-    assert accuracy_family["level"] == pytest.approx(0.975)
-    assert (accuracy_family["low"], accuracy_family["high"]) == pytest.approx(t_mean(differences, 0.975)[1:])
+    # each reading at its Holm level (0.975 or 0.95 by rank), its interval the t interval at that level
+    assert accuracy["seeds"] == 4 and accuracy["level"] in (pytest.approx(0.95), pytest.approx(0.975))
+    assert (accuracy["estimate"], accuracy["low"], accuracy["high"]) == pytest.approx(
+        t_mean(differences, accuracy["level"]))
+    assert accuracy_family["level"] == accuracy["level"] and "readings disagree" in accuracy_family["why"]
     log_ratios = np.log(np.divide(ADAMW[1], BETTER[1]))  # AdamW / variant, judged on the log scale
-    assert (drift["estimate"], drift["low"], drift["high"]) == pytest.approx(np.exp(t_mean(log_ratios)))
-    assert drift_family["this_run"] == "2 variants against AdamW"
+    assert (drift["estimate"], drift["low"], drift["high"]) == pytest.approx(np.exp(t_mean(log_ratios, drift["level"])))
+    assert drift_family["this_run"] == "2 readings against AdamW"
     assert accuracy["this_run"] == f"AdamW → {GATED}: accuracy 0.575 → 0.655 (medians)"
     assert drift["this_run"] == f"AdamW → {GATED}: drift 5.750 → 1.900 (medians)"
     assert "4 seed(s), paired" in accuracy["note"]
@@ -217,7 +221,7 @@ def test_unpaired_the_same_numbers_would_not_resolve_it():
     as wide as the seeds do, and the interval holds both 0 and half the paper's gain."""
     shuffled = ([BETTER[0][i] for i in (1, 2, 3, 0)], BETTER[1])
     accuracy = preference_claims(preference_summary({"AdamW": ADAMW, GATED: shuffled}), {})[0]
-    assert accuracy["verdict"] == UNRESOLVED and "seeds would resolve it" in accuracy["why"]
+    assert accuracy["verdict"] == UNRESOLVED and "80 % power" in accuracy["why"]
     assert accuracy["low"] < 0 < 0.0375 < accuracy["high"]
 
 

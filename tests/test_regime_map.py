@@ -118,19 +118,23 @@ def test_summarize_regime_judges_each_cell_and_draws_the_figures(tmp_path):
     loss = pd.read_csv(tmp_path / "p1_regime_loss.csv")
     assert set(loss.loc[loss["context"] == 64, "trend"]) == {"rises"} and len(loss) == 2 * regime.LOSS_LEVELS
     claims = pd.read_csv(tmp_path / "claims.csv")
-    # one row per comparison x context: slope ≈ 1 at context 64 (above the paper's 0.50), falling at 128
-    assert list(claims["claim_id"]) == ["p1_regime_budget"] * 2 + ["p1_regime_loss"] * 2
-    assert list(claims["claim"].str.extract(r"\((context \d+)\)")[0]) == ["context 64", "context 128"] * 2
-    assert list(claims["verdict"]) == ["reproduced", "contradicted"] * 2
-    # Bonferroni over the context's cells: 3 steps at matched budget, 4 loss levels at matched loss
-    assert (claims["seeds"] == 3).all() and np.allclose(claims["level"], [1 - 0.05 / 3] * 2 + [1 - 0.05 / 4] * 2)
-    assert claims["this_run"][0].startswith("3 cells: 3 reproduced")  # 3 steps
-    assert claims["this_run"][2].startswith("4 cells: 4 reproduced")  # 4 loss levels
-    assert "matched budget" in claims["note"][0] and "matched held-out loss" in claims["note"][2]
+    # per comparison: each context's primary cell (a part: the last step, or the lowest common loss level), then the
+    # claim with Holm across the two contexts; slope ≈ 1 at context 64 (above the SESOI 0.25), falling at 128
+    assert list(claims["claim_id"]) == ["p1_regime_budget"] * 3 + ["p1_regime_loss"] * 3
+    assert list(claims["role"]) == ["part", "part", "primary"] * 2
+    assert list(claims["claim"].str.extract(r"\((context \d+), primary cell\)")[0].dropna()) == ["context 64", "context 128"] * 2
+    assert list(claims["verdict"]) == ["reproduced", "contradicted", "reproduced"] * 2
+    assert list(claims["direction"]) == ["as the paper's", "against the paper's", "as the paper's"] * 2
+    assert "contexts disagree: contradicted by context 128" in claims["why"][2]
+    # Holm over the two contexts: 1 − 0.05/2 for the first decided, 0.95 for the second
+    assert (claims["seeds"] == 3).all() and sorted(claims["level"][:2]) == pytest.approx([0.95, 0.975])
+    assert claims["this_run"][0].startswith("step 40, block1, sum_positions")  # the last checkpoint
+    assert "matched budget" in claims["note"][0] and "matched held-out loss" in claims["note"][3]
     # d_align at width 64, context 64 is ≈ 0.05 · 64 · (step/10)^0.2 ≥ 1 at every step: three budget cells.
     assert "≥ 1 at the widest width in 3 cells" in claims["this_run"][0]
     cells = pd.read_csv(tmp_path / "cells.csv")
     assert set(cells.loc[cells["context"] == 64, "verdict"]) == {"reproduced"}
+    assert cells["primary"].sum() == 4  # two contexts x (the last step, the lowest common loss level)
     assert set(cells.loc[cells["context"] == 128, "verdict"]) == {"contradicted"}
     spread = pd.read_csv(tmp_path / "p1_regime_spread.csv")
     assert len(spread) == 2 * 3 * 3 and (spread["seeds"] == 3).all()  # contexts x widths x steps

@@ -47,7 +47,7 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     assert encoded in text  # embedded, not linked
     assert "RUN-VALUE-1" in text and "(llama/shakespeare)" in text and "NOTE-1" in text
     # the row shows the interval over seeds and its word, coloured by the word
-    assert "-1 [-1.25, -0.752] (95%), 3 seeds" in text and '<span class="verdict reproduced">reproduced' in text
+    assert "-1 [-1.25, -0.752] (95 %), 3 seeds" in text and '<span class="verdict reproduced">reproduced' in text
     # four counts on the first screen: one reproduced, one unresolved, over 2 claim rows
     counts = text[text.index('<p class="counts">'):]
     counts = counts[:counts.index("</p>")]
@@ -109,7 +109,10 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
     assert check["links"] > len(CLAIMS) and check["broken"] == [], check
-    # the first screen shows the four counts
+    # the first screen shows the table of one row per registered claim, before this run's per-scope rows
+    claims = check["claims"]
+    assert claims["rows"] == len(CLAIMS) and claims["first_screen"] and claims["before_scopes"], claims
+    # the four counts too
     counts = check["counts"]
     assert counts is not None and counts["visible"], check
     rows = len(CLAIMS)
@@ -144,13 +147,51 @@ def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_
     results.mkdir()
     build_report(results, results / "report.html", references=references)
     text = (results / "report.html").read_text()
-    row = text[text.index("d_align increases with width, on the regime map at matched budget"):]
+    # the first screen's row: p1-seeds decides this claim and is not kept here, and this run wrote no row
+    first = text[text.index('data-claim="p1_regime_budget"'):]
+    assert "not measured: reference run p1-seeds not run yet" in first[:first.index("</tr>")]
+    # this run's rows (the second table): the reference runs that measure the claim, with their words
+    rows = text[text.index("<h3>This run's rows</h3>"):]
+    row = rows[rows.index("d_align increases with width, on the regime map at matched budget"):]
     row = row[:row.index("</tr>")]
     assert '<a href="#reference-p1-regime">p1-regime</a>' in row and 'id="reference-p1-regime"' in text
     assert ">unresolved</span> 2" in row and ">contradicted</span> 1" in row
     assert "p1-seeds: planned, not run yet" in row
-    grokking = text[text.index("grokking: steps to 95 % held-out"):]
+    grokking = rows[rows.index("grokking: steps to 95 % held-out"):]
     assert "grokking-late: planned, not run yet" in grokking[:grokking.index("</tr>")]
+
+
+def test_the_first_screen_shows_one_row_per_claim_from_the_run_that_decides_it(tmp_path):
+    """A claim decided by a reference run shows that run's primary row; one without shows this run's primary row
+    (never a part or a secondary row); one measured nowhere says so."""
+    references = tmp_path / "reference-results"
+    folder = references / "p3-depth"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
+    pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
+    effect = CLAIMS["p3_depth_plateau"].effect
+    pd.DataFrame([claim_row("p3_depth_plateau", judge_samples(effect, [-3.7, -3.6, -3.8], 0.95), "r", "n"),
+                  claim_row("p3_depth_plateau", judge_samples(effect, [0.1, -0.1, 0.0], 0.95), "r", "n",
+                            role="secondary")]).to_csv(folder / "claims.csv", index=False)
+    results = tmp_path / "results"
+    (results / "claims").mkdir(parents=True)
+    slope = CLAIMS["p1_dalign_width"].effect
+    pd.DataFrame([claim_row("p1_dalign_width", judge_samples(slope, [0.2, 0.3], 0.95), "r", "n", scope="a",
+                            role="part"),
+                  claim_row("p1_dalign_width", judge_samples(slope, [0.45, 0.55, 0.5], 0.95), "r", "n")]
+                 ).to_csv(results / "claims" / "p1_alignment.csv", index=False)
+    build_report(results, results / "report.html", references=references)
+    text = (results / "report.html").read_text()
+    first = text[text.index('<table id="claims-at-a-glance">'):]
+    first = first[:first.index("</table>")]
+    assert first.count('class="claim-row"') == len(CLAIMS)
+    depth = first[first.index('data-claim="p3_depth_plateau"'):]
+    depth = depth[:depth.index("</tr>")]
+    assert "reference run p3-depth" in depth and ">reproduced</span>" in depth and "as the paper" in depth
+    width = first[first.index('data-claim="p1_dalign_width"'):]
+    width = width[:width.index("</tr>")]
+    assert "this run" in width and "0.5 [" in width and "3 seeds" in width  # the primary row, not the part
+    assert "SESOI" in text and "0.248 (half the paper" in first
 
 
 def test_a_report_without_reference_runs_says_so(tmp_path):

@@ -139,7 +139,8 @@ def cmd_intervene(args: argparse.Namespace) -> None:
 def cmd_summarize_interventions(args: argparse.Namespace) -> None:
     from growcert.report.interventions import summarize_intervention_tables
 
-    _log(summarize_intervention_tables(args.tables, args.out_table, args.out_summary, args.out_checks, args.figure))
+    _log(summarize_intervention_tables(args.tables, args.out_table, args.out_summary, args.out_checks, args.out_claims,
+                                       args.figure))
 
 
 def cmd_estimate_alignment(args: argparse.Namespace) -> None:
@@ -353,6 +354,7 @@ def _intervention_commands(stages) -> None:
     interventions.add_argument("--out-table", required=True)
     interventions.add_argument("--out-summary", required=True)
     interventions.add_argument("--out-checks", required=True, help="implementation checks (not claims)")
+    interventions.add_argument("--out-claims", required=True, help="the claim row at the paper's step scale")
     interventions.add_argument("--figure", required=True)
     interventions.set_defaults(handler=cmd_summarize_interventions)
 

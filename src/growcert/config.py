@@ -160,9 +160,12 @@ def stage_settings(stage: str, overrides: dict[str, Any] | None = None) -> dict[
 
 def _check_grokking(grokking: dict[str, Any]) -> None:
     adamw, model = grokking["adamw"], grokking["model"]
-    if adamw["baseline_weight_decay"] not in adamw["weight_decays"]:
-        raise ConfigError(f"config key 'grokking.adamw.baseline_weight_decay': {adamw['baseline_weight_decay']} is not "
-                          f"one of grokking.adamw.weight_decays {adamw['weight_decays']}")
+    if grokking["poprisk"]["gates"]:  # every gate variant is judged against AdamW at its own decay
+        missing = [decay for decay in grokking["poprisk"]["weight_decays"] if decay not in adamw["weight_decays"]]
+        if missing:
+            raise ConfigError(f"config key 'grokking.poprisk.weight_decays': {missing[0]:g} has no AdamW at that decay "
+                              f"in grokking.adamw.weight_decays {adamw['weight_decays']} (each variant is compared "
+                              "with AdamW at its own decay)")
     rope = model["architecture"] == "llama"
     if model["width"] % model["heads"] or (rope and (model["width"] // model["heads"]) % 2):
         raise ConfigError(f"config key 'grokking.model.heads': width {model['width']} / heads {model['heads']} must be "
@@ -172,6 +175,13 @@ def _check_grokking(grokking: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'grokking.batch_size': {grokking['batch_size']} is not below the "
                           f"{train_equations} training equations (the population-risk gate needs batch noise)")
     _check_microbatches("grokking", grokking["poprisk"], grokking["batch_size"] or train_equations)
+
+
+def _check_pinn(pinn: dict[str, Any]) -> None:
+    shared = sorted(set(pinn["seeds"]) & set(pinn["tuning_seeds"]))
+    if shared:
+        raise ConfigError(f"config key 'pinn.tuning_seeds': seed {shared[0]} is also in pinn.seeds (the lr is chosen on "
+                          "seeds that are never judged)")
 
 
 def _check_microbatches(section: str, poprisk: dict[str, Any], batch: int) -> None:
@@ -245,7 +255,7 @@ def _check_budget(where: str, train: dict[str, Any]) -> None:
 
 
 STAGE_CHECKS = {"grokking": _check_grokking, "preference": _check_preference, "grow": _check_grow_experiment,
-                "train": _check_train_run}
+                "train": _check_train_run, "pinn": _check_pinn}
 
 
 def _check_grow(config: dict[str, Any]) -> None:

@@ -139,9 +139,9 @@ def test_a_damaged_resume_state_stops_in_one_line(text, tmp_path):
 
 GROKKING = {"p": 11, "steps": 500, "batch_size": 16, "eval_every": 50, "stop_at_test_acc": None, "resume_every": 25,
             "model": {"width": 16, "depth": 1, "heads": 2}, "seeds": [0],
-            "adamw": {"weight_decays": [0.01], "baseline_weight_decay": 0.01}, "diagnostics_every": 10,
+            "adamw": {"weight_decays": [0.01]}, "diagnostics_every": 10,
             # the streaming arm carries its gate diagnostics (open fractions, variance ratios) in its snapshots
-            "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["streaming"]}}
+            "poprisk": {"weight_decays": [0.01], "gates": ["update"], "variances": ["streaming"]}}
 
 
 def grokking(out, settings):

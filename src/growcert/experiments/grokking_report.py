@@ -2,9 +2,10 @@
 diagnostics figure and one claim row per PopulationRiskAdam variant.
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network. Each
-variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged on its own against AdamW at the paper's small
-decay, paired by seed (`verdicts.judge_steps`), then the claim over every variant with Bonferroni; the
-other AdamW decays stay in the note. "Median steps" counts a seed that never reached 95 % as beyond
+variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged against AdamW at its own decay (the config check
+refuses a variant decay without that AdamW), paired by seed, steps as interval-censored bounds
+(`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`verdicts.holm_family`);
+the other AdamW decays stay in the note. "Median steps" counts a seed that never reached 95 % as beyond
 the cap (`experiments.common.median_steps`).
 """
 
@@ -18,7 +19,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_steps
+from growcert.report.families import holm_family
+from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 
 def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -49,39 +51,48 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
 
 def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Claim rows (claims.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
-    decay, the row's scope), its speed-up over AdamW at the paper's small decay paired by seed, censored runs
-    censored (verdicts.judge_steps); then the claim over every variant with Bonferroni."""
+    decay, the row's scope, a part), its speed-up over AdamW at the variant's own decay paired by seed, steps as
+    interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary row over every
+    variant (verdicts.holm_family)."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    baseline_wd, cap = settings["adamw"]["baseline_weight_decay"], settings["steps"]
-    baseline_name = f"AdamW wd={baseline_wd:g}"
-    baseline = table[table["optimizer"].str.startswith("AdamW") & (table["weight_decay"] == baseline_wd)]
-    if baseline.empty:
-        raise ValueError(f"no AdamW run with the baseline weight decay {baseline_wd}: add it to adamw.weight_decays")
-    baseline_steps = baseline.set_index("seed")["step_95"]
+    cap = settings["steps"]
+    adamw = table[table["optimizer"].str.startswith("AdamW")]
     sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
                       for name, frame in table.groupby("optimizer", sort=False))
     poprisk = table[table["optimizer"].str.startswith("poprisk-")]
-    variants = {name: frame.set_index("seed")["step_95"] for name, frame in poprisk.groupby("optimizer", sort=False)}
+    variants = {name: frame for name, frame in poprisk.groupby("optimizer", sort=False)}
+    baselines = {}
+    for name, frame in variants.items():
+        decay = float(frame["weight_decay"].iloc[0])
+        own = adamw[adamw["weight_decay"] == decay]
+        if own.empty:
+            raise ValueError(f"no AdamW run at weight decay {decay:g}, the decay of {name}: every variant is compared "
+                             "with AdamW at its own decay (add it to grokking.adamw.weight_decays)")
+        baselines[name] = (f"AdamW wd={decay:g}", own.set_index("seed")["step_95"])
     effect = CLAIMS["p2_grokking"].effect
 
-    def judge(level: float) -> dict[str, Judgement]:
+    def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
         judged = {}
-        for name, steps in variants.items():
+        for name, frame in variants.items():
+            baseline_name, baseline_steps = baselines[name]
+            steps = frame.set_index("seed")["step_95"]
             seeds = baseline_steps.index.intersection(steps.index)
             judged[name] = judge_steps(effect, baseline_steps[seeds].to_numpy(float), steps[seeds].to_numpy(float),
-                                       level, cap, settings["eval_every"], baseline_name)
+                                       level, cap, settings["eval_every"], baseline_name, plan=plan)
         return judged
 
     setting = (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
                f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, evaluated every {settings['eval_every']}, "
                f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
-    rows = [claim_row("p2_grokking", judgement, scope=name,
-                      this_run=f"{name}: {format_steps(median_steps(variants[name]), cap)} vs {baseline_name}: "
-                               f"{format_steps(median_steps(baseline_steps), cap)} (median steps)",
-                      note=setting) for name, judgement in judge(LEVEL).items()]
-    if variants:
-        name, judgement = family_judgement(judge, LEVEL, len(variants))
-        rows.append(claim_row("p2_grokking", judgement, scope=f"every variant, Bonferroni; deciding: {name}",
-                              this_run=f"{len(variants)} variants against {baseline_name}", note=setting))
+    if not variants:
+        return []
+    family = holm_family(judge, LEVEL)
+    rows = [claim_row("p2_grokking", judgement, scope=name, role="part",
+                      this_run=f"{name}: {format_steps(median_steps(variants[name]['step_95']), cap)} vs "
+                               f"{baselines[name][0]}: {format_steps(median_steps(baselines[name][1]), cap)} "
+                               "(median steps)", note=setting)
+            for name, judgement in family.readings.items()]
+    rows.append(claim_row("p2_grokking", family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+                          this_run=f"{len(variants)} readings, each against AdamW at its own decay", note=setting))
     return rows

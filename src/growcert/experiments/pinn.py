@@ -341,8 +341,10 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = tuple(to_device(values, device) for values in evaluation_grid(settings))
     arms = optimizer_arms(settings)
+    seeds = sorted(set(settings["seeds"]) | set(settings["tuning_seeds"]))
     log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: "
-        f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps, "
+        f"{len(arms)} optimizers x {len(seeds)} seeds ({len(settings['tuning_seeds'])} to choose each lr), "
+        f"{settings['steps']} steps, "
         f"batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
     sizes = {}
 
@@ -360,7 +362,7 @@ def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None
                          snapshot=snapshot)
 
     resume = UnitResume(out_dir, settings, settings["resume_every"], log)
-    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
+    curves, summaries = run_arms(seeds, arms, prepare_seed, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
                                                "summary": summary}, **sizes, **device_record(device))

@@ -6,7 +6,9 @@ Everything here reads the tidy tables a run writes (summary.csv, curves.csv), ne
 "Median steps to target" is over seeds, with a run that never reached the target counted as +inf,
 so an lr whose median run does not reach it is "not reached" (with an even number of seeds, half
 unreached already is). Each optimizer's best lr is chosen from its own grid by one rule: fewest
-median steps, ties to the smaller median final ℓ2, then to the smaller lr.
+median steps, ties to the smaller median final ℓ2, then to the smaller lr, on the run's tuning seeds
+(`pinn.tuning_seeds`, recorded in provenance.json beside the tables); the claim is judged on the other seeds
+at those lrs, so the choice never sees the seeds it is tested on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_steps
+from growcert.report.families import holm_family
+from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
 
@@ -36,24 +39,45 @@ def optimizers(table: pd.DataFrame) -> list[str]:
     return [name for name in names if name == "AdamW"] + [name for name in names if name != "AdamW"]
 
 
-def best_lr(summary: pd.DataFrame, optimizer: str) -> tuple[float, float, float]:
-    """(lr, median steps to target, median final ℓ2) of `optimizer`'s best grid lr (module docstring's rule)."""
+def best_lr(summary: pd.DataFrame, optimizer: str, seeds=None) -> tuple[float, float, float]:
+    """(lr, median steps to target, median final ℓ2) of `optimizer`'s best grid lr (module docstring's rule), over
+    `seeds` (the tuning seeds; None: every seed in the summary)."""
     runs = summary[summary["optimizer"] == optimizer]
+    if seeds is not None:
+        runs = runs[runs["seed"].isin(list(seeds))]
     if runs.empty:
-        raise ValueError(f"no {optimizer} runs in the summary")
+        raise ValueError(f"no {optimizer} runs in the summary" + (f" on seeds {list(seeds)}" if seeds is not None else ""))
     steps, final, lr = min((median_steps(frame["step_to_target"]), float(frame["final_l2"].median()), float(lr))
                            for lr, frame in runs.groupby("lr"))
     return lr, steps, final
 
 
-def pinn_table(summary: pd.DataFrame | str | Path) -> pd.DataFrame:
-    """One row per optimizer at its best lr: median steps to target (NaN: not reached), median final ℓ2,
-    how many seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
+def run_seeds(summary_path: str | Path | None) -> tuple[list[int] | None, list[int] | None]:
+    """(tuning seeds, judged seeds) of a run, from the provenance.json beside its tables; (None, None) when unknown."""
+    sidecar = Path(summary_path).with_name("provenance.json") if summary_path is not None else None
+    if sidecar is None or not sidecar.exists():
+        return None, None
+    settings = json.loads(sidecar.read_text())["settings"]
+    return settings.get("tuning_seeds"), settings.get("seeds")
+
+
+def pinn_table(summary: pd.DataFrame | str | Path, tuning: list[int] | None = None,
+               judged: list[int] | None = None) -> pd.DataFrame:
+    """One row per optimizer at its best lr (chosen on the `tuning` seeds; default: the run's own, from its
+    provenance.json): median steps to target over the `judged` seeds (NaN: not reached), median final ℓ2, how many
+    judged seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
+    if tuning is None and not isinstance(summary, pd.DataFrame):
+        tuning, judged = run_seeds(summary)
     summary = _read(summary)
+    if judged is not None:
+        judged_runs = summary[summary["seed"].isin(judged)]
+    else:
+        judged_runs = summary
     rows = []
     for optimizer in optimizers(summary):
-        lr, steps, final = best_lr(summary, optimizer)
-        runs = summary[(summary["optimizer"] == optimizer) & (summary["lr"] == lr)]
+        lr = best_lr(summary, optimizer, tuning)[0]
+        _, steps, final = best_lr(judged_runs[judged_runs["lr"] == lr], optimizer)
+        runs = judged_runs[(judged_runs["optimizer"] == optimizer) & (judged_runs["lr"] == lr)]
         rows.append({"optimizer": optimizer, "best_lr": lr,
                      "median_steps_to_target": steps if math.isfinite(steps) else math.nan,
                      "median_final_l2": final, "reached": int(runs["step_to_target"].notna().sum()),
@@ -85,6 +109,7 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
         known = json.loads(sidecar.read_text())["settings"] if sidecar.exists() else {}
         target_l2 = stage_settings("pinn", known)["target_l2"]
     summary = _summary_from_curves(curves, target_l2)
+    tuning, _ = run_seeds(curves_csv)
     names = optimizers(summary)
     colours = dict(zip(names, ["tab:blue", "tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown",
                                "tab:pink", "tab:olive", "tab:cyan", "tab:grey"] * 2))
@@ -92,7 +117,7 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
     figure, axis = plt.subplots(figsize=(8.5, 4.8))
     for optimizer in names:
         runs, colour = curves[curves["optimizer"] == optimizer], colours[optimizer]
-        chosen = best_lr(summary, optimizer)[0]
+        chosen = best_lr(summary, optimizer, tuning)[0]
         for lr in sorted(runs["lr"].unique()):
             band = runs[runs["lr"] == lr].groupby("step")["test_l2"].agg(["median", "min", "max"])
             if lr == chosen:
@@ -113,18 +138,21 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
 
 
 def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Claim rows (claims.ROW_COLUMNS), one per PopulationRiskAdam variant (its scope): the speed-up of the
-    variant's best lr over the best AdamW lr, paired by seed, censored runs censored (verdicts.judge_steps);
-    then the claim over every variant with Bonferroni."""
+    """Claim rows (claims.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
+    variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
+    by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
+    row over every variant (verdicts.holm_family)."""
     settings = stage_settings("pinn", settings)
-    table = _read(summary)
+    full = _read(summary)
+    tuning, judged_seeds = settings["tuning_seeds"], settings["seeds"]
+    table = full[full["seed"].isin(judged_seeds)]
     target, cap = settings["target_l2"], settings["steps"]
 
     def fmt(step: float) -> str:
         return format_steps(step, cap)
 
     def grid(optimizer: str, chosen: float) -> tuple[str, str | None]:
-        runs = table[table["optimizer"] == optimizer]
+        runs = full[(full["optimizer"] == optimizer) & full["seed"].isin(tuning)]
         text = f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame['step_to_target']))} "
                                            f"({frame['final_l2'].median():.3f})" for lr, frame in runs.groupby("lr"))
         lrs = sorted(runs["lr"].unique())
@@ -132,19 +160,27 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
                 if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]) else None)
         return text, edge
 
-    adamw_lr, adamw_steps, adamw_final = best_lr(table, "AdamW")
+    def chosen(optimizer: str) -> tuple[float, float, float]:
+        """(lr chosen on the tuning seeds, median steps and final ℓ2 at it over the judged seeds)."""
+        lr = best_lr(full, optimizer, tuning)[0]
+        _, steps, final = best_lr(table[table["lr"] == lr], optimizer)
+        return lr, steps, final
+
+    adamw_lr, adamw_steps, adamw_final = chosen("AdamW")
     adamw_grid, adamw_edge = grid("AdamW", adamw_lr)
     nx, nt = settings["test_grid"]
     setting = (f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
-               f"{table['seed'].nunique()} seed(s), evaluated every {settings['eval_every']} steps, cap {cap:,}. "
-               f"Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
+               f"{table['seed'].nunique()} judged seed(s), evaluated every {settings['eval_every']} steps, cap "
+               f"{cap:,}. Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
                f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
                f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
                f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
                f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
-               f"own grid. Median steps (final ℓ2) per lr: ")
+               f"own grid on the tuning seed(s) {tuning}, never on the judged seeds {judged_seeds}. Median steps "
+               "(final ℓ2) per lr on the tuning seeds: ")
     effect = CLAIMS["p2_pinn"].effect
-    variants = [name for name in optimizers(table) if name != "AdamW"]
+    variants = [name for name in optimizers(full) if name != "AdamW"]
+    lrs = {variant: chosen(variant)[0] for variant in variants}
 
     def per_seed(optimizer: str, lr: float) -> pd.Series:
         runs = table[(table["optimizer"] == optimizer) & (table["lr"] == lr)]
@@ -152,28 +188,29 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
 
     baseline = per_seed("AdamW", adamw_lr)
 
-    def judge(level: float) -> dict[str, Judgement]:
+    def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
         judged = {}
         for variant in variants:
-            steps = per_seed(variant, best_lr(table, variant)[0])
+            steps = per_seed(variant, lrs[variant])
             seeds = baseline.index.intersection(steps.index)
             judged[variant] = judge_steps(effect, baseline[seeds].to_numpy(), steps[seeds].to_numpy(), level, cap,
-                                          settings["eval_every"], f"AdamW (lr {adamw_lr:g})")
+                                          settings["eval_every"], f"AdamW (lr {adamw_lr:g})", plan=plan)
         return judged
 
+    if not variants:
+        return []
+    family = holm_family(judge, LEVEL)
     rows = []
-    for variant, judgement in judge(LEVEL).items():
-        gate_lr, gate_steps, gate_final = best_lr(table, variant)
+    for variant, judgement in family.readings.items():
+        gate_lr, gate_steps, gate_final = chosen(variant)
         variant_grid, variant_edge = grid(variant, gate_lr)
         edges = [edge for edge in (adamw_edge, variant_edge) if edge]
         rows.append(claim_row(
-            "p2_pinn", judgement, scope=variant,
+            "p2_pinn", judgement, scope=variant, role="part",
             this_run=(f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
                       f"{fmt(adamw_steps)} median steps; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
             note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + "."))
-    if variants:
-        name, judgement = family_judgement(judge, LEVEL, len(variants))
-        rows.append(claim_row("p2_pinn", judgement, scope=f"every variant, Bonferroni; deciding: {name}",
-                              this_run=f"{len(variants)} variants against the best AdamW lr ({adamw_lr:g})",
-                              note=setting + adamw_grid + "."))
+    rows.append(claim_row("p2_pinn", family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+                          this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
+                          note=setting + adamw_grid + "."))
     return rows

@@ -1,6 +1,6 @@
 """Reading a noisy-label DPO run (growcert.experiments.preference; docs/science.md, "preference (P2, noisy-label DPO)"): the curves figure and the
 claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against AdamW, paired by
-seed) and each claim over every variant with Bonferroni.
+seed) and each claim over every variant with Holm (`verdicts.holm_family`).
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
 """
@@ -14,7 +14,8 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.verdicts import LEVEL, Judgement, family_judgement, judge_samples
+from growcert.report.families import holm_family
+from growcert.report.verdicts import LEVEL, Judgement, judge_samples
 
 
 def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -47,7 +48,7 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
 def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
     AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
-    then each claim over every variant with Bonferroni."""
+    each variant a part judged at its Holm level, then each claim's primary row over every variant."""
     settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])
@@ -67,17 +68,19 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
     }
     rows = []
     for key, measure in measures.items():
-        def judge(level: float, key=key, measure=measure) -> dict[str, Judgement]:
-            return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level) for v in variants}
+        def judge(level: float, plan: bool = True, key=key, measure=measure) -> dict[str, Judgement]:
+            return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level, plan) for v in variants}
 
-        for variant, judgement in judge(LEVEL).items():
+        if not variants:
+            continue
+        family = holm_family(judge, LEVEL)
+        for variant, judgement in family.readings.items():
             gated = medians.loc[variant]
             this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
                         key == "p2_dpo_accuracy" else
                         f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
-            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note))
-        if variants:
-            name, judgement = family_judgement(judge, LEVEL, len(variants))
-            rows.append(claim_row(key, judgement, scope=f"every variant, Bonferroni; deciding: {name}",
-                                  this_run=f"{len(variants)} variants against AdamW", note=note))
+            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note,
+                                  role="part"))
+        rows.append(claim_row(key, family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+                              this_run=f"{len(variants)} readings against AdamW", note=note))
     return rows

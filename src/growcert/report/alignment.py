@@ -23,8 +23,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.report.claims import CLAIMS, check_row, claim_row  # noqa: E402
-from growcert.report.verdicts import Judgement, family_judgement, judge_bound, judge_slopes  # noqa: E402
+from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
+from growcert.report.families import DISAGREE_SCOPES, holm_family  # noqa: E402
+from growcert.report.verdicts import Judgement, judge_bound, judge_slopes, not_tested  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
 from growcert.files import read_csvs, write_csv  # noqa: E402
@@ -169,39 +170,44 @@ def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
 
 
 def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str) -> list[dict[str, Any]]:
-    """The claim row of a width trend over (point, reduction) series: each series' seed-level slope
-    interval (width_trend), the claim judged over every series with Bonferroni (verdicts.family_judgement)."""
+    """The claim rows of a width trend over (point, reduction) series, each series' seed-level slope interval
+    (width_trend): the primary series (claims.p1_primary_cells) decide, with Holm across them when several depths,
+    datasets or contexts have one (each a part); every other series is listed in the row as secondary."""
     effect = CLAIMS[key].effect
     series = ["family", "dataset", "context", "depth", "reduction", "point"]
 
     if "context" in table.columns:  # fixed-context runs beside a sweep have none: 0 labels them apart
         table = table.assign(context=table["context"].fillna(0))
+    primary = table[p1_primary_cells(table)]
 
-    def trends(at: float) -> pd.DataFrame:
-        return width_trend(table, "step", value, level=at, cell=series)
-
-    def judge(at: float) -> dict[str, Judgement]:
-        trend = trends(at)
+    def judge(at: float, plan: bool = True, rows: pd.DataFrame = primary) -> dict[str, Judgement]:
+        trend = width_trend(rows, "step", value, level=at, cell=series)
         labels = [_series_label(row) for _, row in trend.iterrows()]
-        return dict(zip(labels, judge_slopes(effect, trend, at)))
+        return dict(zip(labels, judge_slopes(effect, trend, at, plan)))
 
-    each = judge(level)
-    if not each:
-        return []
-    name, judgement = family_judgement(judge, level, len(each), unit="series")
-    words = pd.Series([j.verdict for j in each.values()]).value_counts()
+    others = judge(level, plan=False, rows=table[~p1_primary_cells(table)])
+    listed = "; ".join(f"{label} {j.estimate:+.2f} [{j.low:+.2f}, {j.high:+.2f}] {j.verdict}" for label, j in others.items())
     plugin = ""
     if value == "d_align":
         plugin_trend = width_trend(table, "step", "d_align_plugin", level=level, cell=series)
         plugin = (f" Plug-in d_align slopes (its finite-n floor moves with width): "
                   + ", ".join(f"{row.slope:+.2f}" for row in plugin_trend.itertuples()) + ".")
-    return [claim_row(key, judgement,
-                      this_run=f"{what}; per series: " + "; ".join(f"{label} {j.estimate:+.2f} [{j.low:+.2f}, "
-                                                                   f"{j.high:+.2f}] {j.verdict}"
-                                                                   for label, j in each.items()),
-                      note=f"deciding series: {name}; {len(each)} series: "
-                           + ", ".join(f"{count} {word}" for word, count in words.items())
-                           + f"; held-out pool, last checkpoint.{plugin}")]
+    secondary = f" Secondary series (never decide the claim): {listed or 'none'}.{plugin}"
+    each = judge(level, plan=False)
+    if not each:
+        return [claim_row(key, not_tested(f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with "
+                                          "at least two widths", level=level),
+                          this_run=what, note="held-out pool, last checkpoint." + secondary)]
+    family = holm_family(judge, level, unit="primary series", disagree=DISAGREE_SCOPES)
+    rows = []
+    if len(each) > 1:
+        rows += [claim_row(key, judgement, scope=label, role="part", this_run=what, note="primary series, Holm part.")
+                 for label, judgement in family.readings.items()]
+    rows.append(claim_row(key, family.claim, scope=None if len(each) == 1 else f"every primary series, Holm; deciding: "
+                                                                               f"{family.deciding}",
+                          this_run=f"{what}; primary: {family.deciding}",
+                          note="held-out pool, last checkpoint." + secondary))
+    return rows
 
 
 def _series_label(row: pd.Series) -> str:

@@ -9,6 +9,7 @@ tables. Never reads a network or a store.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,58 +19,75 @@ import pandas as pd
 import seaborn as sns
 
 from growcert.files import read_csvs, write_csv
-from growcert.report.claims import CLAIMS, ROW_COLUMNS, claim_row
-from growcert.report.verdicts import judge_samples, not_tested
+from growcert.report.claims import CLAIMS, GROWTH_FRACTION, ROW_COLUMNS, claim_row
+from growcert.report.families import DISAGREE_SCOPES, holm_family
+from growcert.report.verdicts import Judgement, judge_growth, judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
 from growcert.stats.intervals import normal_quantile
-from growcert.stats.seeds import t_interval
+from growcert.stats.seeds import t_interval, t_quantile
 
 # The arms of a growth comparison, in the order they are shown (growcert.stages.grow writes them).
 ARMS = ("shallow", "grown_value", "grown_uniform", "scratch", "deeper")
 
 
 def _sequences(table: pd.DataFrame):
-    """(view, keys, frame with columns rung/value/value_se/scaled_value/scaled_value_se) to decide on.
+    """(view, keys, frame with columns rung, seeds and, per criterion, its mean over seeds and between-seed standard
+    deviation) to decide on; every interval is between seeds, never a store's own.
 
-    across_depth: per (family, dataset, width, step, pool), each model depth's value at its last point,
-    averaged over seeds (SE √Σse²/m); within_model: per model, its points in stream order.
+    across_depth: per (family, dataset, width, step, pool), each model depth's value at its last point;
+    within_model: per (family, dataset, width, step, pool, model depth), its points in stream order.
     """
     base = ["family", "dataset", "width", "step", "pool"]
     model = base + ["depth", "seed"]
     last = table[table["point_index"] == table.groupby(model)["point_index"].transform("max")]
+    statistics = {"seeds": ("seed", "nunique")}
+    for criterion in CRITERIA:
+        statistics |= {criterion: (criterion, "mean"), f"{criterion}_sd": (criterion, lambda s: s.std(ddof=1))}
     for keys, frame in last.groupby(base, sort=True):
-        per_depth = frame.groupby("depth").agg(
-            value=("value", "mean"), scaled_value=("scaled_value", "mean"),
-            value_se=("value_se", lambda s: np.sqrt((s ** 2).sum()) / len(s)),
-            scaled_value_se=("scaled_value_se", lambda s: np.sqrt((s ** 2).sum()) / len(s)))
+        per_depth = frame.groupby("depth").agg(**statistics)
         if len(per_depth) >= 2:
             yield "across_depth", dict(zip(base, keys)), per_depth.reset_index().rename(columns={"depth": "rung"})
-    for keys, frame in table.groupby(model, sort=True):
+    for keys, frame in table.groupby(base + ["depth"], sort=True):
         if frame["point_index"].nunique() >= 2:
-            yield "within_model", dict(zip(model, keys)), frame.sort_values("point_index").rename(
+            per_point = frame.groupby("point_index").agg(**statistics)
+            yield "within_model", dict(zip(base + ["depth"], keys)), per_point.reset_index().rename(
                 columns={"point_index": "rung"})
 
 
-def recommend_depth(table: pd.DataFrame, level: float = 0.95, draws: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """The saturation decision (stats/depth.py's plateau test) for the raw and the scale-invariant value.
+CRITERIA = ("value", "scaled_value")
 
-    One row per view × sequence × criterion. `recommended` is a model depth (across_depth) or a point
-    index (within_model), with a percentile interval from parametric resampling; `falls` says whether the
-    deepest value is significantly below the shallowest one, `fall_ratio` by how much.
+
+def recommend_depth(table: pd.DataFrame, level: float = 0.95, draws: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The saturation decision (stats/depth.py's plateau test) for the raw and the scale-invariant value, on
+    between-seed intervals: each level's mean over seeds with its standard error sd/√n, widened by t_{n−1}/z so
+    that the test's normal quantile gives a Student t interval. Fewer than 2 seeds at some level: no decision.
+
+    One row per view × sequence × criterion. `recommended` is a model depth (across_depth) or a point index
+    (within_model), with a percentile interval from parametric resampling; `falls` says whether the deepest value
+    is significantly below the shallowest one, `fall_ratio` by how much.
     """
     z = normal_quantile(level)
     rows = []
     for view, keys, frame in _sequences(table):
-        for criterion in ("value", "scaled_value"):
-            values, ses = frame[criterion].to_numpy(float), frame[f"{criterion}_se"].to_numpy(float)
-            decision = stats.saturation(frame["rung"].to_numpy(), values, ses, level, draws, seed)
-            falls = values[0] - values[-1] > z * np.hypot(ses[0], ses[-1])
+        seeds = int(frame["seeds"].min())
+        widen = t_quantile(level, seeds) / z if seeds >= 2 else math.nan
+        for criterion in CRITERIA:
+            values = frame[criterion].to_numpy(float)
+            ses = frame[f"{criterion}_sd"].to_numpy(float) / np.sqrt(frame["seeds"].to_numpy(float)) * widen
+            if seeds >= 2:
+                decision = stats.saturation(frame["rung"].to_numpy(), values, ses, level, draws, seed)
+                falls = bool(values[0] - values[-1] > z * np.hypot(ses[0], ses[-1]))
+            else:
+                decision = {"recommended": math.nan, "status": f"not decided: {seeds} seed (between-seed intervals "
+                                                                 "need 2)", "recommended_lo": math.nan,
+                            "recommended_hi": math.nan, "decided_fraction": math.nan, "plateau_value": math.nan}
+                falls = False
             rows.append({"family": keys["family"], "dataset": keys["dataset"], "width": keys["width"],
                          "step": keys["step"], "pool": keys["pool"], "view": view,
-                         "depth": keys.get("depth", np.nan), "seed": keys.get("seed", np.nan),
+                         "depth": keys.get("depth", np.nan), "seeds": seeds,
                          "criterion": criterion, "levels": ",".join(str(int(x)) for x in frame["rung"]),
-                         **decision, "first_value": values[0], "last_value": values[-1], "falls": bool(falls),
+                         **decision, "first_value": values[0], "last_value": values[-1], "falls": falls,
                          "fall_ratio": values[0] / values[-1] if values[-1] else np.nan, "level": level})
     return pd.DataFrame(rows)
 
@@ -133,16 +151,16 @@ def plot_growth(table: pd.DataFrame, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def _seed_level_logs(held_out: pd.DataFrame, view: str) -> pd.DataFrame:
-    """log of the scale-invariant value per (seed, width) row and level column: model depths at each model's
-    last point (across_depth), or the points of the deepest model (within_model). NaN where the unbiased
+def _seed_level_logs(held_out: pd.DataFrame, view: str, criterion: str) -> pd.DataFrame:
+    """log of `criterion` (value or scaled_value) per (seed, width) row and level column: model depths at each
+    model's last point (across_depth), or the points of the deepest model (within_model). NaN where the unbiased
     estimate is ≤ 0 (undetermined: never dropped, never clipped)."""
     if view == "across_depth":
         model = ["width", "depth", "seed"]
         rows, level = held_out[held_out["point_index"] == held_out.groupby(model)["point_index"].transform("max")], "depth"
     else:
         rows, level = held_out[held_out["depth"] == held_out["depth"].max()], "point_index"
-    values = rows.pivot_table(index=["seed", "width"], columns=level, values="scaled_value", dropna=False)
+    values = rows.pivot_table(index=["seed", "width"], columns=level, values=criterion, dropna=False)
     return np.log(values.where(values > 0))
 
 
@@ -168,21 +186,30 @@ def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]
         summary = {}
         for criterion, part in frame.groupby("criterion"):
             summary[criterion] = "; ".join(
-                f"w{r.width}" + (f" s{r.seed:g}" if np.isfinite(r.seed) else "") + f": {r.status}"
+                f"w{r.width}: {r.status}"
                 + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
                    if r.status.startswith("saturated") else "")
                 + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
                 for r in part.itertuples())
-        logs = _seed_level_logs(held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)], view)
-        levels = sorted(logs.columns)
+        part = held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)]
         unit = "model depth" if view == "across_depth" else "point index"
-        where = f"{view} over {unit} (held-out pool, last checkpoint)"
-        # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
-        falls = judge_samples(CLAIMS["p3_depth_plateau"].effect, _per_seed_change(logs, levels[0], levels[-1]), level)
-        claims.append(claim_row("p3_depth_plateau", falls, scope=f"{family}/{dataset}",
-                                this_run=f"scale-invariant: {summary.get('scaled_value', '')}",
-                                note=f"{where}; the effect is the log ratio deepest / shallowest of the scale-invariant "
-                                     f"value (P3 pilot), per seed. Raw value: {summary.get('value', '')}."))
+        where = f"{view} over {unit} (held-out pool, last checkpoint; between-seed intervals)"
+        effect = CLAIMS["p3_depth_plateau"].effect
+        for criterion, role, name in (("value", "primary", "raw ‖E[q hᵀ]‖², the paper's statistic"),
+                                      ("scaled_value", "secondary", "scale-invariant value")):
+            logs = _seed_level_logs(part, view, criterion)
+            levels = sorted(logs.columns)
+            # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
+            falls = judge_samples(effect, _per_seed_change(logs, levels[0], levels[-1]), level)
+            adds = ("" if role == "primary" else
+                    " It adds whether the block's output, measured against the stream it joins, still falls: the raw "
+                    "value also falls because ‖z‖ grows with depth and the final norm shrinks q as 1/‖z‖.")
+            claims.append(claim_row("p3_depth_plateau", falls, scope=f"{family}/{dataset}, {name}", role=role,
+                                    this_run=f"{name}: {summary.get(criterion, '')}",
+                                    note=f"{where}; the effect is the per-seed log ratio deepest / shallowest of the "
+                                         f"{name}.{adds}"))
+        logs = _seed_level_logs(part, view, "scaled_value")
+        levels = sorted(logs.columns)
         settles = (judge_samples(CLAIMS["p3_depth_settles"].effect,
                                  np.exp(_per_seed_change(logs, levels[-2], levels[-1])), level)
                    if len(levels) >= 3 else
@@ -207,23 +234,51 @@ def depth_profile(depth_table: pd.DataFrame, level: float = 0.95) -> pd.DataFram
 
 
 def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
-    claims = []
+    """One part per growth experiment (verdicts.judge_growth: beats the no-growth control, closes part of its gap
+    to scratch), then the claim's primary row with Holm across the experiments."""
+    if growth_table.empty:
+        return []
     experiment = ["family", "dataset", "width", "base_depth"]  # two growth experiments may share a width
     final = growth_table[growth_table["step"] == growth_table.groupby(experiment, dropna=False)["step"].transform("max")]
+    effect = CLAIMS["p3_grown_vs_scratch"].effect
+    experiments, texts = {}, {}
     for (family, dataset, width, base_depth), frame in final.groupby(experiment, dropna=False):
         loss = frame.pivot_table(index="seed", columns="arm", values="test_loss")
         if not {"grown_value", "scratch"} <= set(loss.columns):
             continue
-        excess = (loss["grown_value"] - loss["scratch"]) / loss["scratch"]  # paired by seed: same batches, rows
-        judgement = judge_samples(CLAIMS["p3_grown_vs_scratch"].effect, excess.to_numpy(), level)
-        means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
         blocks = frame.loc[frame["arm"] == "grown_value", "blocks"].dropna()
         depths = f", base depth {base_depth:g} + {blocks.iloc[0]:g} block(s)" if pd.notna(base_depth) and len(blocks) else ""
-        claims.append(claim_row("p3_grown_vs_scratch", judgement, scope=f"{family}/{dataset} width {width}{depths}",
-                                this_run=f"(grown − scratch) / scratch held-out loss {excess.mean():+.2%} over "
-                                         f"{len(excess)} seed(s)",
-                                note=f"mean final held-out loss: {means}. Same final architecture and budget."))
-    return claims
+        scope = f"{family}/{dataset} width {width}{depths}"
+        experiments[scope] = loss
+        means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
+        texts[scope] = (f"(grown − scratch) / scratch held-out loss {((loss['grown_value'] - loss['scratch']) / loss['scratch']).mean():+.2%}"
+                        + (f", (control − scratch) / scratch {((loss['shallow'] - loss['scratch']) / loss['scratch']).mean():+.2%}"
+                           if "shallow" in loss.columns else "") + f" over {len(loss)} seed(s)",
+                        f"mean final held-out loss: {means}. Same final architecture and budget; the control is the "
+                        "shallow model trained for the same total steps.")
+    if not experiments:
+        return []
+
+    def judge(at: float, plan: bool = True) -> dict[str, Judgement]:
+        judged = {}
+        for scope, loss in experiments.items():
+            if "shallow" not in loss.columns:
+                judged[scope] = not_tested("no no-growth control (the shallow arm) in this growth experiment: without "
+                                           "it, matching scratch cannot fail", len(loss), at)
+                continue
+            paired = loss[["shallow", "grown_value", "scratch"]].dropna()
+            judged[scope] = judge_growth(paired["shallow"], paired["grown_value"], paired["scratch"], at, effect,
+                                         GROWTH_FRACTION, plan)
+        return judged
+
+    family = holm_family(judge, level, unit="growth experiments", disagree=DISAGREE_SCOPES)
+    rows = [claim_row("p3_grown_vs_scratch", judgement, scope=scope, role="part" if len(experiments) > 1 else "primary",
+                      this_run=texts[scope][0], note=texts[scope][1]) for scope, judgement in family.readings.items()]
+    if len(experiments) > 1:
+        rows.append(claim_row("p3_grown_vs_scratch", family.claim,
+                              scope=f"every growth experiment, Holm; deciding: {family.deciding}",
+                              this_run=f"{len(experiments)} growth experiments", note=texts[family.deciding][1]))
+    return rows
 
 
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:

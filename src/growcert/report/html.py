@@ -25,8 +25,8 @@ from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
 from growcert.report.figure_registry import FIGURES, section_figures
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
-from growcert.report.reference import reference_verdicts, references_html
+from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
+from growcert.report.reference import reference_claim_rows, reference_verdicts, references_html
 from growcert.report.training import final_rows
 
 # (section id, heading, figures in reading order (the figure registry's), prefix of its tables under results/tables)
@@ -55,7 +55,7 @@ def _interval(row: pd.Series) -> str:
     if pd.isna(row.get("estimate")):
         return f"{int(row['seeds']) if pd.notna(row.get('seeds')) else 0} seeds"
     interval = ("" if pd.isna(row.get("low")) else
-                f" [{number(row['low'])}, {number(row['high'])}] ({float(row['level']):.0%})")
+                f" [{number(row['low'])}, {number(row['high'])}] ({percent(float(row['level']))})")
     return f"{number(row['estimate'])}{interval}, {int(row['seeds'])} seeds"
 
 
@@ -108,6 +108,52 @@ def _reference_cell(claim, references: Path | None) -> str:
     return "<br>".join(parts)
 
 
+def deciding_row(claim, rows: pd.DataFrame, references: Path | None) -> tuple[str, pd.Series | None]:
+    """(source, primary row) that decides `claim`: the primary row of the reference run named by `decided_by` when
+    the report has it, else this run's primary row; (why not, None) when neither has one."""
+    if claim.decided_by is not None:
+        kept = reference_claim_rows(references, claim.decided_by)
+        if kept is not None and "role" in kept.columns:
+            primary = kept[(kept["claim_id"] == claim.key) & (kept["role"] == "primary")]
+            if len(primary):
+                return f"reference run {claim.decided_by}", primary.iloc[-1]
+    if "role" in rows.columns:
+        primary = rows[(rows["claim_id"] == claim.key) & (rows["role"] == "primary")]
+        if len(primary):
+            source = "this run" + (f" (reference run {claim.decided_by} not in this report or not run yet)"
+                                   if claim.decided_by else "")
+            return source, primary.iloc[-1]
+    return ("not measured: " + (f"reference run {claim.decided_by} not run yet, and " if claim.decided_by else "")
+            + f"this run's {claim.stage} wrote no primary row"), None
+
+
+def _one_row_per_claim(rows: pd.DataFrame, references: Path | None) -> str:
+    """The first screen: one row per registered claim, the verdict of the run that decides it, its interval,
+    direction and the seeds an unresolved one needs."""
+    body = []
+    for claim in CLAIMS.values():
+        source, row = deciding_row(claim, rows, references)
+        link = (f'<a href="#reference-{html.escape(claim.decided_by)}">{html.escape(source)}</a>'
+                if row is not None and source.startswith("reference") else html.escape(source))
+        if row is None:
+            cells = f'<td class="pending" colspan="4">{link}</td>'
+        else:
+            needed = row.get("seeds_needed")
+            cells = (f"<td>{link}</td><td>{html.escape(_interval(row))}</td>"
+                     f"<td>{_verdict(row['verdict'], row['why'])}</td>"
+                     f"<td>{html.escape(str(row.get('direction')) if pd.notna(row.get('direction')) else '')}"
+                     + (f"; {html.escape(str(needed))} seeds for 80 % power" if pd.notna(needed) and str(needed) else "")
+                     + "</td>")
+        body.append(f'<tr class="claim-row" data-claim="{html.escape(claim.key)}"><td>{claim.paper}</td>'
+                    f"<td>{html.escape(claim.text)}<details><summary>primary analysis</summary>"
+                    f"{html.escape(claim.primary)}</details></td><td>{html.escape(claim.paper_value)}</td>"
+                    f"<td>{html.escape(claim.effect.sesoi_text())}</td>{cells}</tr>")
+    return ('<div class="scroll"><table id="claims-at-a-glance"><thead><tr><th>paper</th><th>claim</th>'
+            "<th>paper's value</th><th>smallest effect that matters (SESOI)</th><th>decided by</th>"
+            "<th>estimate [interval] (level), seeds</th><th>verdict</th><th>direction</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
+
+
 def _summary(rows: pd.DataFrame, present: set[str], references: Path | None = None) -> str:
     """Every registered claim with this run's rows, a verdict, the reference runs that decide it and links to
     the evidence in this page."""
@@ -125,8 +171,10 @@ def _summary(rows: pd.DataFrame, present: set[str], references: Path | None = No
             continue
         for _, row in match.iterrows():
             note = html.escape(str(row["note"])) if pd.notna(row["note"]) else ""
-            body.append(f"<tr><td>{claim.paper}</td><td>{html.escape(str(row['claim']))}"
-                        f"<details><summary>how it is judged</summary>{html.escape(claim.judged)}. Effect: "
+            role = str(row.get("role", "primary"))
+            body.append(f'<tr class="role-{html.escape(role)}"><td>{claim.paper}</td><td>{html.escape(str(row["claim"]))}'
+                        + (f" <small>[{html.escape(role)}]</small>" if role != "primary" else "")
+                        + f"<details><summary>how it is judged</summary>{html.escape(claim.judged)}. Effect: "
                         f"{html.escape(claim.effect.name)}; interval: {html.escape(claim.effect.interval)}. "
                         f"{html.escape(str(row['this_run']))}. {note}</details></td>"
                         f"<td>{html.escape(claim.paper_value)} <small>(effect {html.escape(str(row['paper_effect']))})"
@@ -203,12 +251,17 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
     measured = sum(1 for claim in CLAIMS.values() if (rows["claim_id"] == claim.key).any())
     body = [header, '<section id="summary"><h2>Paper claims at a glance</h2>'
             f'<p class="counts">{len(rows)} claim rows: {_counts(rows)}</p>'
-            f"<p>{measured} of {len(CLAIMS)} registered claims measured by this run (a claim judged on several "
-            f"scopes has a row each; a claim over several variants has a Bonferroni row). Verdicts come from an "
-            f"interval over training seeds: reproduced (excludes the null, reaches half the paper's effect), "
-            f"contradicted (excludes the paper's effect), unresolved (holds both; the row says how many seeds "
-            f"would resolve it), not tested at this scale. Each row links to the figures and tables that measure "
-            f"it; “how it is judged” opens the rule and this run's details.</p>"
+            f"<p>One row per registered claim: the verdict of the run that decides it (a reference run sized for it, "
+            f"else this run), from its pre-registered primary analysis. Verdicts come from an interval over training "
+            f"seeds against the smallest effect that matters (SESOI, half the paper's effect unless the registry "
+            f"says otherwise): reproduced (the interval's near end is at or beyond the SESOI), contradicted (its far "
+            f"end falls short of it), unresolved (it straddles it; the seeds for 80 % power are given), not tested at "
+            f"this scale. The direction says whether the interval excludes the null on the paper's side.</p>"
+            + _one_row_per_claim(rows, references)
+            + f"<h3>This run's rows</h3><p>{measured} of {len(CLAIMS)} registered claims measured by this run. A "
+            f"claim judged over readings, contexts or experiments has a row per part at its Holm level and a primary "
+            f"row; secondary rows never decide a claim. Each row links to the figures and tables that measure it; "
+            f"“how it is judged” opens the rule and this run's details.</p>"
             + _summary(rows, present, references) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
         parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))

@@ -1,4 +1,4 @@
-"""P1 interventions read back: the summary table, the figure and the two claim rows (P1; docs/science.md, "intervene (P1, direct residual interventions)").
+"""P1 interventions read back: the summary table, the figure, the two checks and the claim row (P1; docs/science.md, "intervene (P1, direct residual interventions)").
 
 Reads the pooled tidy table of `growcert intervene` (one row per point × variant × draw × ε); never a
 network. `first_order_limit` says up to which relative step ε the first-order prediction holds.
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.report.claims import check_row
+from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
 from growcert.report.figures import save_figure
+from growcert.report.verdicts import LEVEL, judge_samples, not_tested
 
 
 def summarize_interventions(table: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:
@@ -89,15 +90,44 @@ def intervention_checks(table: pd.DataFrame, tolerance: float = 0.05) -> list[di
     ]
 
 
+def intervention_claim(table: pd.DataFrame, level: float = LEVEL) -> list[dict[str, Any]]:
+    """P1's "observed change is 96–99 % of the predicted one at small step scales", judged at its pre-registered
+    primary analysis (claims.CLAIMS p1_intervention_scale): variant shared, each model's last point and last
+    checkpoint, ε = INTERVENTION_EPSILON; per seed the median ratio over draws and widths; a t interval over seeds
+    against the region [0.9, 1.1]."""
+    effect = CLAIMS["p1_intervention_scale"].effect
+    number = table["point"].astype(str).str.removeprefix("block").astype(int)
+    model = ["family", "dataset", "width", "depth", "seed"]
+    last_point = number == number.groupby([table[c] for c in model]).transform("max")
+    last_step = table["step"] == table.groupby(model)["step"].transform("max")
+    primary = table[last_point & last_step & (table["variant"] == "shared")
+                    & np.isclose(table["epsilon"], INTERVENTION_EPSILON)]
+    grid = ", ".join(f"{e:g}" for e in sorted(table["epsilon"].unique()))
+    if primary.empty:
+        judgement = not_tested(f"no shared-variant row at ε = {INTERVENTION_EPSILON:g} (this run's ε grid: {grid})",
+                               int(table["seed"].nunique()), level)
+        this_run = "no primary cell"
+    else:
+        per_seed = primary.groupby("seed")["ratio"].median()
+        judgement = judge_samples(effect, per_seed.to_numpy(float), level)
+        this_run = (f"median observed / predicted at ε = {INTERVENTION_EPSILON:g}: "
+                    + ", ".join(f"seed {seed} {ratio:.1%}" for seed, ratio in per_seed.items()))
+    by_epsilon = table[table["variant"] == "shared"].groupby("epsilon")["ratio"].median()
+    return [claim_row("p1_intervention_scale", judgement, this_run=this_run,
+                      note=f"shared variant, last point, last checkpoint; median ratio per ε of the grid: "
+                           + ", ".join(f"{e:g}: {r:.1%}" for e, r in by_epsilon.items()))]
+
+
 def summarize_intervention_tables(tables: list[str | Path], out_table: str | Path, out_summary: str | Path,
-                                  out_checks: str | Path, figure: str | Path) -> str:
-    """`growcert summarize-interventions`: the pooled table, its summary, the check rows and the figure."""
+                                  out_checks: str | Path, out_claims: str | Path, figure: str | Path) -> str:
+    """`growcert summarize-interventions`: the pooled table, its summary, the check rows, the claim row and the
+    figure."""
     from growcert.files import read_csvs, write_csv
     from growcert.report.claims import write_rows
 
     table = read_csvs(tables)
     write_csv(table, out_table)
     write_csv(summarize_interventions(table), out_summary)
-    write_rows(intervention_checks(table), checks=out_checks)
+    write_rows(intervention_checks(table) + intervention_claim(table), claims=out_claims, checks=out_checks)
     plot_interventions(table, figure)
-    return f"{len(table)} intervention rows -> {out_table}, {out_summary}, {out_checks}"
+    return f"{len(table)} intervention rows -> {out_table}, {out_summary}, {out_checks}, {out_claims}"

@@ -87,6 +87,13 @@ def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str,
     return (own if len(own) else rows)["verdict"].value_counts().to_dict()
 
 
+def reference_claim_rows(root: Path | None, name: str) -> pd.DataFrame | None:
+    """Reference run `name`'s claims.csv rows; None when the run is not kept under `root` or has no claims.csv."""
+    if root is None or (folder := root / name) not in reference_folders(root) or not (folder / "claims.csv").is_file():
+        return None
+    return pd.read_csv(folder / "claims.csv")
+
+
 def references_html(root: Path | None, report_dir: Path) -> str:
     """Every reference run under `root`, or a line saying there is none."""
     folders = reference_folders(root)

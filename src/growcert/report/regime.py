@@ -30,8 +30,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
-from growcert.report.claims import CLAIMS, claim_row, write_rows  # noqa: E402
-from growcert.report.verdicts import Judgement, family_judgement, judge_slopes  # noqa: E402
+from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells, write_rows  # noqa: E402
+from growcert.report.families import DISAGREE_SCOPES, holm_family  # noqa: E402
+from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.report.figure_registry import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
@@ -97,56 +98,83 @@ def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, p
     return {"budget": width_trend(table, "step"), "matched": matched, "loss": width_trend(reached, LOSS)}
 
 
+def primary_progress(trend: pd.DataFrame, progress: str) -> pd.Series:
+    """The pre-registered progress of each context (claims.CLAIMS p1_regime_*: primary): its last checkpoint at
+    matched budget, its lowest common held-out loss level (the furthest progress every width and seed reaches)
+    at matched loss."""
+    pick = "max" if progress == "step" else "min"
+    return trend[progress] == trend.groupby("context")[progress].transform(pick)
+
+
 def cells_table(tables: dict[str, pd.DataFrame], level: float = 0.95) -> pd.DataFrame:
     """Both comparisons' cells in one table for the report, keyed by `comparison` and `progress`, each with
-    its verdict word at `level` (verdicts.judge_slopes against the paper's slope) and the reason."""
-    frames = [trend.rename(columns={column: "progress"}).assign(comparison=name)
-              for name, column in (("matched budget (step)", "step"), ("matched loss (held-out nats)", LOSS))
-              if len(trend := tables["budget" if column == "step" else "loss"])]
+    its verdict word at `level` (verdicts.judge_slopes against the paper's slope), its direction, the seeds that
+    would resolve it, whether it is the claim's primary cell of its context (the others never decide) and the
+    reason."""
+    frames = []
+    for name, column in (("matched budget (step)", "step"), ("matched loss (held-out nats)", LOSS)):
+        trend = tables["budget" if column == "step" else "loss"]
+        if len(trend):
+            primary = p1_primary_cells(trend) & primary_progress(trend, column)
+            frames.append(trend.assign(primary=primary.to_numpy()).rename(columns={column: "progress"})
+                          .assign(comparison=name))
     if not frames:
-        return pd.DataFrame(columns=["comparison", "context", "progress", "reduction", "point", "verdict"])
+        return pd.DataFrame(columns=["comparison", "context", "progress", "reduction", "point", "primary", "verdict"])
     cells = pd.concat(frames, ignore_index=True)
     judged = judge_slopes(CLAIMS["p1_regime_budget"].effect, cells, level)
-    cells = cells.assign(verdict=[j.verdict for j in judged], seeds_needed=[j.seeds_needed for j in judged],
-                         why=[j.why for j in judged])
-    first = ["comparison", "context", "progress", "reduction", "point", "verdict", "slope", "slope_lo", "slope_hi",
-             "seeds", "seeds_needed", "trend"]
+    cells = cells.assign(verdict=[j.verdict for j in judged], direction=[j.direction for j in judged],
+                         seeds_needed=[j.seeds_needed_text for j in judged], why=[j.why for j in judged])
+    first = ["comparison", "context", "progress", "reduction", "point", "primary", "verdict", "direction", "slope",
+             "slope_lo", "slope_hi", "seeds", "seeds_needed", "trend"]
     return cells[first + [c for c in cells.columns if c not in first]]
 
 
 def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95) -> list[dict[str, Any]]:
-    """One row per comparison × context (the scope): every (step or loss level, point, reduction) cell of the
-    context judged against the paper's slope, the context's claim with Bonferroni over its cells."""
+    """Per comparison: one part per context (its primary cell: the last checkpoint or the lowest common loss
+    level, the last point, sum_positions) and the claim's primary row with Holm across the contexts. Every other
+    cell is judged in `cells_table` and never decides the claim."""
     rows = []
     scope = coverage(table)
-    sources = {"budget": (table, "step"), "loss": (tables["matched"][tables["matched"]["reached"].astype(bool)]
-                                                     if len(tables["matched"]) else tables["matched"], LOSS)}
-    for key, name in (("p1_regime_budget", "budget"), ("p1_regime_loss", "loss")):
-        source, progress = sources[name]
-        if tables[name].empty:
+    for key, name, progress in (("p1_regime_budget", "budget", "step"), ("p1_regime_loss", "loss", LOSS)):
+        trend = tables[name]
+        if trend.empty:
             continue
+        primary = trend[(p1_primary_cells(trend) & primary_progress(trend, progress)).to_numpy()]
         comparison = ("matched budget: widths at the same step and tokens per step" if name == "budget" else
                       f"matched held-out loss: d_align interpolated at {LOSS_LEVELS} loss levels every width and "
                       "seed of a context reaches, log-linear between the bracketing checkpoints")
-        for context, part in source.groupby("context"):
-            def judge(at: float, part=part, progress=progress) -> dict[str, Judgement]:
-                trend = width_trend(part, progress, level=at)
-                labels = [f"{progress} {row[progress]:.4g}, {row['point']}, {row['reduction']}"
-                          for _, row in trend.iterrows()]
-                return dict(zip(labels, judge_slopes(CLAIMS[key].effect, trend, at)))
+        source = (table if name == "budget" else
+                  tables["matched"][tables["matched"]["reached"].astype(bool)])
+        cells = {f"context {int(row.context)}": row for row in primary.itertuples()}
+        if not cells:
+            continue
 
-            each = judge(level)
-            if not each:
-                continue
-            deciding, judgement = family_judgement(judge, level, len(each), unit="cells")
-            words = pd.Series([j.verdict for j in each.values()]).value_counts()
-            trend = tables[name][tables[name]["context"] == context]
-            summary = regime_summary(trend, progress)
-            rows.append(claim_row(
-                key, judgement, scope=f"context {int(context)}",
-                this_run=f"{len(each)} cells: " + ", ".join(f"{count} {word}" for word, count in words.items())
-                         + f"; {summary['this_run']}",
-                note=f"deciding cell: {deciding}; {comparison}; held-out pool, every point and reduction; {scope}"))
+        def judge(at: float, plan: bool = True, progress=progress, cells=cells) -> dict[str, Judgement]:
+            judged = {}
+            for label, row in cells.items():
+                part = source[(source["context"] == row.context) & (source["point"] == row.point)
+                              & (source["reduction"] == row.reduction) & (source[progress] == getattr(row, progress)
+                                                                         if progress == "step" else
+                                                                         np.isclose(source[progress], getattr(row, progress)))]
+                trend = width_trend(part, progress, level=at)
+                judged[label] = judge_slopes(CLAIMS[key].effect, trend, at, plan)[0] if len(trend) else \
+                    not_tested("no width trend at the primary cell", level=at)
+            return judged
+
+        family = holm_family(judge, level, unit="contexts", disagree=DISAGREE_SCOPES)
+        summary = regime_summary(trend, progress)
+        for label, judgement in family.readings.items():
+            row = cells[label]
+            rows.append(claim_row(key, judgement, scope=f"{label}, primary cell", role="part" if len(cells) > 1
+                                  else "primary",
+                                  this_run=f"{progress} {getattr(row, progress):.4g}, {row.point}, {row.reduction}; "
+                                           f"{summary['this_run']}",
+                                  note=f"{comparison}; held-out pool; every other cell: the regime cells table; "
+                                       f"{scope}"))
+        if len(cells) > 1:
+            rows.append(claim_row(key, family.claim, scope=f"every context, Holm; deciding: {family.deciding}",
+                                  this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
+                                  note=f"{comparison}; {scope}"))
     return rows
 
 

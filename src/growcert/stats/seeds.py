@@ -11,21 +11,29 @@ one run. Three forms, each stated per claim in the claims registry:
 - `paired_log_ratios`: per seed, log(baseline steps / variant steps) with censored runs as +inf steps,
   so a censored baseline gives +inf and a censored variant −inf (both censored: no information, NaN).
 
-`seeds_to_resolve` says how many seeds an interval of the same spread would need to become narrower
-than a given distance, the question an unresolved verdict leaves open. `median_interval_seeds` says how
-many samples an order-statistic interval needs before it has any finite end at all: below that count
-its coverage cannot reach the level, whatever the values, so it is (−inf, inf).
+An unresolved verdict leaves open how many seeds would resolve it. `t_power` is the closed form for a t
+interval (the noncentral t: the probability that the interval lies wholly on one side of a boundary when
+the true mean and spread are as given), `seeds_for_power` the fewest seeds at which a power function
+reaches 80 % (`POWER`), or "more than" its limit. `median_interval_seeds` says how many samples an
+order-statistic interval needs before it has any finite end at all: below that count its coverage cannot
+reach the level, whatever the values, so it is (−inf, inf).
+
+Steps to a target are interval-censored (`step_bounds`): a run that reached it at evaluation step s took between
+s − eval_every and s steps, a censored run more than the cap, so each seed's ratio baseline/variant is an
+interval; `bounds_interval` turns the seeds' bounds into an interval over seeds (docs/science.md, "Verdicts").
 """
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats as scipy_stats
 
 MAX_SEEDS = 10_000  # beyond this, "more than 10,000 seeds": the spread will not resolve it
+POWER = 0.8  # the power an unresolved verdict's seed count is sized for
 
 
 def t_quantile(level: float, seeds: int) -> float:
@@ -90,14 +98,88 @@ def paired_log_ratios(baseline: Sequence[float], variant: Sequence[float]) -> np
     return ratios
 
 
-def seeds_to_resolve(spread: float, distance: float, level: float, seeds: int) -> int | None:
-    """The fewest seeds (more than `seeds`) at which a t interval with this per-seed standard deviation
-    has a half-width below `distance`; None when no count up to MAX_SEEDS does (or nothing is known)."""
-    if not (math.isfinite(spread) and math.isfinite(distance)) or distance <= 0:
-        return None
+def t_power(mean: float, spread: float, boundary: float, seeds: int, level: float) -> float:
+    """The probability that a Student t interval at `level` over `seeds` seeds (true mean `mean`, per-seed standard
+    deviation `spread`) lies wholly on `mean`'s side of `boundary`: the noncentral t with seeds − 1 degrees of
+    freedom and noncentrality (mean − boundary)·√seeds / spread."""
+    if seeds < 2:
+        return 0.0
+    quantile = t_quantile(level, seeds)
     if spread == 0:
-        return max(seeds + 1, 2)
-    for n in range(max(seeds + 1, 2), MAX_SEEDS + 1):
-        if t_quantile(level, n) * spread / math.sqrt(n) < distance:
-            return n
-    return None
+        return 1.0 if mean != boundary else 0.0
+    noncentrality = abs(mean - boundary) * math.sqrt(seeds) / spread
+    return float(scipy_stats.nct.sf(quantile, seeds - 1, noncentrality))
+
+
+def seeds_for_power(power: Callable[[int], float], start: int, limit: int = MAX_SEEDS,
+                    target: float = POWER) -> tuple[int, bool]:
+    """(n, more): the fewest seeds n ≥ `start` with power(n) ≥ `target`, found by doubling then bisection (power is
+    taken as nondecreasing in n); (limit, True) when even `limit` seeds fall short ("more than limit")."""
+    low, high = max(start, 2), max(start, 2)
+    while power(high) < target:
+        if high >= limit:
+            return limit, True
+        low, high = high + 1, min(2 * high, limit)
+    while low < high:  # power(high) reaches the target; find the first n that does
+        middle = (low + high) // 2
+        if power(middle) >= target:
+            high = middle
+        else:
+            low = middle + 1
+    return high, False
+
+
+@dataclass(frozen=True)
+class StepBounds:
+    """Per seed, the log ratio baseline steps / variant steps: its point value (censored runs as +inf steps) and
+    its lower and upper bounds (a reached step s lies in (s − eval_every, s]; a censored run beyond the cap)."""
+
+    point: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float, eval_every: float) -> StepBounds:
+    """The seeds' `StepBounds` (NaN, None or inf steps are censored at `cap`)."""
+    def parse(values):
+        steps = np.asarray([math.inf if v is None or not math.isfinite(float(v)) else float(v) for v in values], float)
+        censored = np.isinf(steps)
+        # the first step at the target lies in (s − eval_every, s], and is at least 1 when s is
+        low = np.where(censored, float(cap), np.minimum(np.maximum(steps - eval_every, 1.0), steps))
+        return steps, low, np.where(censored, math.inf, steps)
+
+    (b, b_low, b_high), (v, v_low, v_high) = parse(baseline), parse(variant)
+    if b.shape != v.shape:
+        raise ValueError(f"paired seeds: {len(b)} baseline runs against {len(v)} variant runs")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return StepBounds(np.log(b) - np.log(v), np.log(b_low) - np.log(v_high), np.log(b_high) - np.log(v_low))
+
+
+def bounds_interval(lower: np.ndarray, upper: np.ndarray, point: np.ndarray,
+                    level: float) -> tuple[float, float, float, str]:
+    """(estimate, low, high, form) on the log scale for seeds' interval-valued ratios, over the last axis (one row
+    per replicate when 2-D): with every bound finite, Student t with its lower end from the lower bounds and its
+    upper end from the upper bounds (each covers the mean of the true ratios from its side, so together at
+    least `level`); else the order-statistic interval for the median, x_(k) of the lower bounds to x_(n−k+1)
+    of the upper bounds (each seed's lower bound is below its true ratio, so the order statistics are too)."""
+    seeds = lower.shape[-1]
+    if np.isfinite(lower).all() and np.isfinite(upper).all():
+        quantile = t_quantile(level, seeds)
+        low = lower.mean(axis=-1) - quantile * lower.std(axis=-1, ddof=1) / math.sqrt(seeds)
+        high = upper.mean(axis=-1) + quantile * upper.std(axis=-1, ddof=1) / math.sqrt(seeds)
+        return point.mean(axis=-1), low, high, "t"
+    k = _order_rank(seeds, level)
+    with np.errstate(invalid="ignore"):
+        estimate = np.median(point, axis=-1)
+    if k == 0:
+        shape = lower.shape[:-1]
+        return estimate, np.full(shape, -math.inf)[()], np.full(shape, math.inf)[()], "median"
+    return estimate, np.sort(lower, axis=-1)[..., k - 1], np.sort(upper, axis=-1)[..., seeds - k], "median"
+
+
+def _order_rank(seeds: int, level: float) -> int:
+    """The largest k with coverage of [x_(k), x_(n−k+1)] for the median at least `level` (0: none)."""
+    k = 0
+    while k + 1 <= seeds // 2 and 1.0 - 2.0 * scipy_stats.binom.cdf(k, seeds, 0.5) >= level:
+        k += 1
+    return k

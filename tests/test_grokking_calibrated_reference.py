@@ -1,0 +1,78 @@
+"""The grokking-calibrated reference run (benchmarks/grokking_calibrated_reference.py): the calibration's stopping
+and acceptance rules on hand-built seeds, and the plumbing of its three phases in seconds (--smoke)."""
+
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grokking_calibrated_reference.py"
+
+
+def load_script():
+    """Imported by name from benchmarks/ (on sys.path, which spawned job processes inherit)."""
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.insert(0, str(SCRIPT.parent))
+    return importlib.import_module(SCRIPT.stem)
+
+
+def test_a_regime_is_accepted_only_when_adamw_groks_late_in_nearly_every_seed_inside_the_cap():
+    script = load_script()
+    nan = math.nan
+    assert script.accepted([3900, 5600, 4200, 7000, 3100, nan], 15_000)[0]  # 5 of 6, median 4,900, slowest 7,000
+    assert not script.accepted([3900, 5600, nan, 7000, 3100, nan], 15_000)[0]  # 4 of 6
+    early = script.accepted([600, 1200, 900, 1000, 800, 700], 15_000)
+    assert not early[0] and "median 850 steps (< 3,000)" in early[1]  # groks, but not late
+    capped = script.accepted([3900, 5600, 4200, 12_000, 3100, 4000], 15_000)
+    assert not capped[0] and "slowest seed 12,000 steps (> cap / 1.5 = 10,000)" in capped[1]
+    # a candidate stopped after three seeds: its unrun seeds count as censored, so it cannot pass
+    assert not script.accepted([nan, 4000, nan], 15_000, seeds=6)[0]
+
+
+def test_the_latest_median_of_the_accepted_regimes_is_chosen():
+    script = load_script()
+    rows = pd.DataFrame([{"candidate": name, "weight_decay": decay, "cap": cap, "seed": seed, "status": "reached",
+                          "step_95": step}
+                         for name, decay, cap, steps in (("wd0.3", 0.3, 15_000, [3000, 3500, 4000, 4500, 5000, 5500]),
+                                                         ("wd0.2", 0.2, 20_000, [4000, 5000, 6000, 7000, 8000, 9000]),
+                                                         ("wd0.15", 0.15, 25_000, [9000, 9000, 9000, 9000, 30_000,
+                                                                                   30_000]))
+                         for seed, step in enumerate(steps)])
+    rows.loc[rows["step_95"] > 25_000, ["status", "step_95"]] = ["censored", math.nan]
+    table = script.candidate_table(rows)
+    assert list(table["accepted"]) == [True, True, False]  # wd0.15: 4 of 6
+    chosen = script.choose_regime(table)
+    assert chosen["candidate"] == "wd0.2" and chosen["median_step_95"] == 6500
+    assert script.reference_cap(chosen, rows) == 18_000 or script.reference_cap(chosen, rows) == 20_000
+    assert script.reference_cap(chosen, rows) == max(20_000, 18_000)  # twice the slowest, at least the cap
+
+
+def test_smoke_phases_write_the_folder_and_resume(tmp_path, capsys):
+    script = load_script()
+    out = tmp_path / "grokking-calibrated"
+    common = ["--smoke", "--candidates", "1.0:20", "--out", str(out), "--work", str(out)]
+    script.main(["calibrate", *common, "--parallel", "2"])
+    calibration = pd.read_csv(out / "calibration.csv")
+    # 20 steps never grok: 2 of the first 3 seeds censored stops the candidate before seed 3
+    assert list(calibration["status"]) == ["censored"] * 3 + ["not run (stopping rule)"]
+    assert not pd.read_csv(out / "candidates.csv")["accepted"].any()
+    assert "No candidate accepted yet" in (out / "README.md").read_text()
+    script.main(["reference", *common, "--regime", "1.0:20", "--parallel", "2"])
+    table = pd.read_csv(out / "table.csv")
+    assert set(table["optimizer"]) >= {"AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-exact-wd1",
+                                       "poprisk-gradient-microbatch-wd1"}
+    assert (table["seeds"] == 2).all() and (table["cpu_seconds_per_step"] > 0).all()
+    claims = pd.read_csv(out / "claims.csv")
+    assert list(claims["role"]) == ["part"] * 6 + ["primary"]
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["cost"]["cpu_hours"] >= 0 and len(record["commands"]) == 3
+    script.main(["nominal", *common, "--regime", "1.0:20"])
+    readme = (out / "README.md").read_text()
+    assert "given by hand, not by the rule" in readme and "init: pytorch" in readme and "not 95 % by 20 steps" in readme
+    # every job kept: a second reference call runs nothing
+    capsys.readouterr()
+    script.main(["reference", *common, "--regime", "1.0:20"])
+    assert "16 of 16 jobs already done; 0 to run" in capsys.readouterr().out

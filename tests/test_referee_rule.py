@@ -1,0 +1,211 @@
+"""The referee's rule (docs/science.md, "Verdicts") on hand-built seed tables, each of which the rule before it
+got wrong: the size rule against a smallest effect of interest (SESOI), steps to a target judged as
+interval-censored bounds, the no-growth control of P3, seeds needed at 80 % power checked by simulation,
+and Holm across the readings of one ambiguous claim."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from growcert.report.families import holm_family
+from growcert.report.verdicts import (AGAINST_PAPER, AS_PAPER, CONTRADICTED, NEITHER, NOT_TESTED, REPRODUCED,
+                                      UNRESOLVED, Effect, judge_interval, judge_samples, judge_steps)
+
+SLOPE = Effect("slope of log d_align on log width", paper=0.50)
+GROKKING = Effect("speed-up in steps to 95 %", paper=4.9, null=1.0, scale="log")
+PINN = Effect("speed-up in steps to the target", paper=2.4, null=1.0, scale="log")
+DPO = Effect("difference in final reward accuracy", paper=0.075)
+
+
+def t_table(mean: float, half_width: float, seeds: int, level: float = 0.95) -> np.ndarray:
+    """Per-seed values whose Student t interval at `level` is exactly mean ± half_width."""
+    noise = np.linspace(-1, 1, seeds)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)
+    sd = half_width * math.sqrt(seeds) / scipy_stats.t.ppf(0.5 + level / 2, seeds - 1)
+    return mean + sd * noise
+
+
+def test_the_sesoi_is_half_the_papers_effect_on_the_judged_scale():
+    assert SLOPE.smallest() == pytest.approx(0.25)
+    assert GROKKING.smallest() == pytest.approx(math.sqrt(4.9))  # 2.21×: half of log 4.9
+    assert Effect("x", paper=None, sesoi=-0.03, direction=-1, sesoi_reason="documented").smallest() == -0.03
+
+
+def test_an_interval_that_straddles_the_sesoi_is_unresolved_never_reproduced():
+    # [0.01, 0.30] against a paper slope of 0.50: it excludes the null but not the SESOI 0.25
+    judgement = judge_interval(SLOPE, 0.155, 0.01, 0.30, 0.95, seeds=8)
+    assert judgement.verdict == UNRESOLVED and judgement.direction == AS_PAPER
+    samples = t_table(0.155, 0.145, seeds=8)
+    judged = judge_samples(SLOPE, samples, 0.95)
+    assert (judged.low, judged.high) == pytest.approx((0.01, 0.30))
+    assert judged.verdict == UNRESOLVED and "SESOI" in judged.why
+
+
+def test_an_interval_wholly_below_the_sesoi_is_contradicted_with_the_papers_direction():
+    judged = judge_samples(SLOPE, t_table(0.11, 0.09, seeds=8), 0.95)
+    assert (judged.low, judged.high) == pytest.approx((0.02, 0.20))
+    assert judged.verdict == CONTRADICTED and judged.direction == AS_PAPER
+    # a DPO gain of [0.005, 0.040] against +0.075 (SESOI 0.0375) straddles it: unresolved, never reproduced
+    assert judge_interval(DPO, 0.0225, 0.005, 0.040, 0.95, seeds=8).verdict == UNRESOLVED
+    # the null side is contradicted too, with the direction against the paper's
+    below = judge_interval(SLOPE, -0.3, -0.5, -0.1, 0.95, seeds=8)
+    assert below.verdict == CONTRADICTED and below.direction == AGAINST_PAPER
+    assert judge_interval(SLOPE, 0.1, -0.05, 0.2, 0.95, seeds=8).direction == NEITHER
+
+
+def test_an_interval_whose_near_end_clears_the_sesoi_is_reproduced():
+    judged = judge_samples(SLOPE, t_table(0.45, 0.15, seeds=8), 0.95)
+    assert judged.verdict == REPRODUCED and judged.low == pytest.approx(0.30)
+
+
+def test_a_speed_up_of_1_5_to_3_1_over_8_seeds_is_unresolved_against_4_9():
+    # log ratios with a t interval of exactly [log 1.5, log 3.1]; steps known to the step (eval every 1)
+    logs = t_table((math.log(1.5) + math.log(3.1)) / 2, (math.log(3.1) - math.log(1.5)) / 2, seeds=8)
+    variant = np.full(8, 1000.0)
+    baseline = np.round(variant * np.exp(logs))
+    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=100_000, eval_every=1)
+    assert judged.low == pytest.approx(1.5, rel=0.01) and judged.high == pytest.approx(3.1, rel=0.01)
+    assert judged.verdict == UNRESOLVED and judged.direction == AS_PAPER
+
+
+def test_a_baseline_censored_in_5_of_8_seeds_is_a_bound_that_reproduces():
+    # AdamW past the 15,000-step cap in 5 seeds; the variant at <= 2,600 steps in every seed: each of those
+    # seeds bounds the speed-up below by 15,000 / 2,600 = 5.8×, and the other three are measured
+    baseline = [None, None, 14_000, None, 12_500, None, None, 13_000]
+    variant = [2_600, 2_400, 2_500, 2_200, 2_600, 2_300, 2_100, 2_500]
+    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=15_000, eval_every=100)
+    assert judged.verdict == REPRODUCED
+    # the lower end is the smallest per-seed lower bound (8 seeds at 95 %: [x_(1), x_(8)])
+    assert judged.low == pytest.approx((12_500 - 100) / 2_600)
+    assert judged.high == math.inf and "5 of 8 AdamW" not in judged.why
+    assert "censored: 5 of 8" in judged.why
+
+
+def test_a_censored_baseline_never_turns_small_measured_ratios_into_a_reproduction():
+    # half the baseline censored, the measured seeds only 1.08-1.10x: the lower bounds stay near 1
+    baseline = [None, 1080, None, 1100, None, 1090, None, 1085]
+    variant = [1000] * 8
+    judged = judge_steps(PINN, baseline, variant, 0.95, cap=5_000, eval_every=10)
+    assert judged.verdict != REPRODUCED and judged.low < 1.1
+
+
+@pytest.mark.parametrize("baseline, variant, every", [([20, 30, 20], [10, 20, 10], 10),
+                                                      ([200] * 8, [100] * 8, 100),
+                                                      ([1_100, 1_200, 1_150, 1_100, 1_300, 1_250], [1_000, 1_100,
+                                                                                                     1_050, 1_000,
+                                                                                                     1_200, 1_150], 100)])
+def test_a_difference_of_one_evaluation_interval_is_never_reproduced(baseline, variant, every):
+    # each seed's steps are known only to (s - every, s]: a difference of one interval may be no difference
+    judged = judge_steps(PINN, baseline, variant, 0.95, cap=10_000, eval_every=every)
+    assert judged.verdict != REPRODUCED
+    assert judged.low <= 1.0 + 1e-12
+
+
+def test_both_runs_censored_in_every_seed_is_not_tested():
+    judged = judge_steps(PINN, [None] * 4, [None] * 4, 0.95, cap=300, eval_every=10)
+    assert judged.verdict == NOT_TESTED
+
+
+def power_by_simulation(effect, mean, sd, seeds, level, rng, draws=4000):
+    """The share of simulated t intervals over `seeds` normal seeds that reach the same decided word."""
+    target = REPRODUCED if mean >= (effect.smallest() if effect.paper is not None else effect.null) else CONTRADICTED
+    hits = 0
+    for _ in range(draws):
+        sample = rng.normal(mean, sd, seeds)
+        hits += judge_samples(effect, sample, level, plan=False).verdict == target
+    return hits / draws
+
+
+def test_seeds_needed_has_80_percent_power_by_simulation():
+    samples = np.array([0.62, 0.18, 0.55, 0.41, 0.30])  # mean 0.41: above the SESOI 0.25, not yet clear of it
+    judged = judge_samples(SLOPE, samples, 0.95)
+    assert judged.verdict == UNRESOLVED and judged.seeds_needed is not None and not judged.seeds_needed_more
+    n, rng = judged.seeds_needed, np.random.default_rng(1)
+    mean, sd = samples.mean(), samples.std(ddof=1)
+    se = math.sqrt(0.8 * 0.2 / 4000)
+    assert power_by_simulation(SLOPE, mean, sd, n, 0.95, rng) >= 0.8 - 3 * se
+    assert power_by_simulation(SLOPE, mean, sd, n - 1, 0.95, rng) < 0.8 + 3 * se
+    assert f"{n} seeds" in judged.why and "80 %" in judged.why
+
+
+def test_seeds_needed_for_a_median_interval_is_simulated_from_the_seeds():
+    baseline = [None, 9_000, 12_000, None, 8_000, 11_000]
+    variant = [2_000, 2_500, 3_000, 2_200, 4_500, 2_800]
+    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=15_000, eval_every=100)
+    if judged.verdict == UNRESOLVED:
+        assert judged.seeds_needed is not None and judged.seeds_needed > 6
+        assert "simulat" in judged.why
+
+
+def test_more_than_the_largest_count_is_not_unknown():
+    # the estimate sits on the SESOI: no number of seeds gives 80 % power to either side
+    on_it = judge_samples(SLOPE, [0.25 - 0.3, 0.25, 0.25 + 0.3], 0.95)
+    assert on_it.verdict == UNRESOLVED and on_it.seeds_needed_more and "more than" in on_it.why
+    # one seed with a value: the spread is unknown
+    unknown = judge_steps(GROKKING, [None, 9000, None], [None, 1000, None], 0.95, cap=15_000, eval_every=100)
+    assert unknown.verdict == NOT_TESTED and unknown.seeds_needed is None
+
+
+def test_a_direction_only_claim_with_a_sesoi_contradicts_a_true_null():
+    falls = Effect("slope of p̂ on log width", paper=None, direction=-1, sesoi=-0.03, sesoi_reason="a choice")
+    judged = judge_samples(falls, t_table(0.0, 0.01, seeds=8), 0.95)
+    assert judged.verdict == CONTRADICTED and judged.direction == NEITHER
+    assert judge_samples(falls, t_table(-0.08, 0.02, seeds=8), 0.95).verdict == REPRODUCED
+
+
+def test_holm_across_readings_corrects_and_shows_each_readings_word():
+    # two clear of the SESOI 0.0375 by far and by a hair, four undecided near it
+    readings = {"clear": t_table(0.12, 0.02, 8), "borderline": t_table(0.06, 0.021, 8),
+                **{f"near{i}": t_table(0.03 + 0.002 * i, 0.03, 8) for i in range(4)}}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(DPO, values, level, plan=plan) for name, values in readings.items()}
+
+    # uncorrected, the borderline reading clears its SESOI 0.0375: 0.06 - 0.021 = 0.039
+    assert judge(0.95)["borderline"].verdict == REPRODUCED
+    family = holm_family(judge, 0.95, unit="readings")
+    assert family.readings["clear"].verdict == REPRODUCED and family.readings["borderline"].verdict == UNRESOLVED
+    assert family.claim.verdict == REPRODUCED and family.deciding == "clear" and "Holm" in family.claim.why
+    # the first rank is judged at Bonferroni's level, 1 - 0.05 / 6, the last at the family's own
+    levels = sorted(j.level for j in family.readings.values())
+    assert levels[-1] == pytest.approx(1 - 0.05 / 6) and levels[0] == pytest.approx(0.95)
+
+
+def test_readings_that_disagree_say_so_under_a_stated_rule():
+    readings = {"a": t_table(0.12, 0.01, 8), "b": t_table(-0.05, 0.01, 8)}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(DPO, values, level, plan=plan) for name, values in readings.items()}
+
+    family = holm_family(judge, 0.95, unit="readings")
+    assert family.readings["a"].verdict == REPRODUCED and family.readings["b"].verdict == CONTRADICTED
+    assert family.claim.verdict == REPRODUCED and "readings disagree: contradicted by b" in family.claim.why
+
+
+def growth_table(shallow: list[float], grown: list[float], scratch: list[float]) -> pd.DataFrame:
+    rows = []
+    for arm, losses in (("shallow", shallow), ("grown_value", grown), ("scratch", scratch)):
+        for seed, loss in enumerate(losses):
+            rows.append({"family": "llama", "dataset": "shakespeare", "width": 64, "base_depth": 2, "seed": seed,
+                         "arm": arm, "step": 600, "test_loss": loss, "blocks": 1})
+    return pd.DataFrame(rows)
+
+
+def test_the_ungrown_model_does_not_match_scratch_under_the_no_growth_control():
+    from growcert.report.depth import depth_claims
+
+    scratch = [1.8935, 1.8901, 1.8950, 1.8920, 1.8940, 1.8915]
+    shallow = [s * 1.0043 + d for s, d in zip(scratch, (0.0004, -0.0008, 0.0010, -0.0003, 0.0005, -0.0006))]
+    rows = depth_claims(pd.DataFrame(), growth_table(shallow, shallow, scratch))
+    assert len(rows) == 1 and rows[0]["verdict"] != REPRODUCED
+    # a grown model that beats the control clearly and closes most of the gap is reproduced
+    grown = [s * 1.0005 + d / 4 for s, d in zip(scratch, (0.0004, -0.0008, 0.0010, -0.0003, 0.0005, -0.0006))]
+    rows = depth_claims(pd.DataFrame(), growth_table(shallow, grown, scratch))
+    assert rows[0]["verdict"] == REPRODUCED
+    # without the control the claim cannot be judged
+    no_control = growth_table(shallow, grown, scratch)
+    rows = depth_claims(pd.DataFrame(), no_control[no_control["arm"] != "shallow"])
+    assert rows[0]["verdict"] == NOT_TESTED and "control" in rows[0]["why"]
