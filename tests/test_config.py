@@ -3,6 +3,7 @@
 import copy
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ from growcert.config import (SCHEMA_FILE, ConfigError, Run, load_schema, stage_s
                              validate_config)
 
 SCHEMA = load_schema(SCHEMA_FILE)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(path):
@@ -33,7 +35,9 @@ def merged(*paths):
     return config
 
 
-@pytest.mark.parametrize("files", [["config.yaml"], ["config.yaml", "configs/ci.yaml"], ["config.yaml", "configs/paper.yaml"]])
+@pytest.mark.parametrize("files", [["config.yaml"]] + [["config.yaml", f"configs/{path.name}"]
+                                                      for path in sorted((ROOT / "configs").glob("*.yaml"))],
+                         ids=lambda files: files[-1])
 def test_shipped_configs_validate(files):
     config = validate_config(merged(*files), SCHEMA)
     assert config["grids"] and all("train" in grid for grid in config["grids"])
