@@ -239,7 +239,10 @@ def accepted(steps: list[float], cap: int, seeds: int = len(CALIBRATION_SEEDS)) 
 
 
 def choose_regime(candidates: pd.DataFrame) -> pd.Series | None:
-    """Among the accepted candidates (`candidate_table`), the one with the latest median; None when none is."""
+    """Among the accepted candidates (`candidate_table`), the one with the latest median; None when none is, or
+    while any candidate still has seeds to run (a regime is chosen once, over every candidate named)."""
+    if not candidates["decided"].all():
+        return None
     passed = candidates[candidates["accepted"]]
     return None if passed.empty else passed.sort_values("median_step_95").iloc[-1]
 
@@ -272,17 +275,22 @@ def candidate_table(rows: pd.DataFrame, seeds: int = len(CALIBRATION_SEEDS)) -> 
         cap = int(frame["cap"].iloc[0])
         done = frame[frame["status"].isin(["reached", "censored"])]
         steps = done["step_95"].astype(float).tolist()
-        if (frame["status"] == "not run (stopping rule)").any():
+        stopped_early = (frame["status"] == "not run (stopping rule)").any()
+        if stopped_early:
             steps_for_rule, total = steps, seeds  # the unrun seeds count as censored
         else:
             steps_for_rule, total = steps, max(seeds, len(frame))
         ok, why = accepted(steps_for_rule, cap, total)
+        decided = bool(stopped_early or len(done) >= seeds)
+        if not decided:
+            ok, why = False, f"{len(done)} of {seeds} seeds finished so far"
         finite = sorted(v for v in steps if math.isfinite(v))
         padded = sorted(finite + [math.inf] * (total - len(finite)))
         out.append({"candidate": name, "weight_decay": float(frame["weight_decay"].iloc[0]), "cap": cap,
                     "seeds_run": len(done), "reached": len(finite),
                     "median_step_95": (padded[(total - 1) // 2] + padded[total // 2]) / 2,
-                    "slowest_step_95": max(padded) if padded else math.nan, "accepted": ok, "why": why})
+                    "slowest_step_95": max(padded) if padded else math.nan, "accepted": ok, "why": why,
+                    "decided": decided})
     return pd.DataFrame(out)
 
 
@@ -392,13 +400,15 @@ def write_outputs(out: Path, work: Path, plan: dict, calibration: pd.DataFrame, 
         curves.to_csv(out / "curves.csv", index=False)
         plot_grokking(out / "curves.csv", out / "accuracy.png")
     claims.to_csv(out / "claims.csv", index=False)
-    table.to_csv(out / "table.csv", index=False)
+    # before the reference arms land, the run's main table is the calibration's verdict per candidate
+    (table if len(table) else candidates).to_csv(out / "table.csv", index=False)
     cpu = sum(float(frame["cpu_seconds"].sum()) for frame in (calibration, reference[0], nominal[0])
               if len(frame) and "cpu_seconds" in frame)
     disk = disk_samples(work)
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "commands": plan["commands"], "table": "steps and CPU time to 95 % held-out per arm and seed, and the "
-                                                    "speed-up verdicts of the gate readings",
+                                                    "speed-up verdicts of the gate readings" if len(table) else
+              "the calibration's verdict per candidate regime (the reference arms have not landed yet)",
               "why": "P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
               "plan": {key: value for key, value in plan.items() if key != "commands"},
               "cost": {"cpu_hours": round(cpu / 3600, 2), "peak_disk_mb": round(max(b for _, b in disk) / 1e6, 1)
@@ -438,7 +448,8 @@ def readme_lines(record: dict, calibration: pd.DataFrame, candidates: pd.DataFra
              (f"**Chosen: {chosen['candidate']}** (weight decay {chosen['weight_decay']:g})"
               + (": given by hand, not by the rule." if str(chosen["candidate"]).startswith("given") else
                  ": the latest median of the accepted regimes.") if chosen is not None else
-              "**No candidate accepted yet**: the reference run waits for a calibrated regime."), "",
+              "**No regime chosen yet**: the reference run waits until every candidate named is decided "
+              "and one is accepted."), "",
              "Every seed: `calibration.csv`.", ""]
     lines += ["## The paper's nominal task with PyTorch's default initialisation", ""]
     if len(nominal):

@@ -48,6 +48,9 @@ def test_the_latest_median_of_the_accepted_regimes_is_chosen():
     assert chosen["candidate"] == "wd0.2" and chosen["median_step_95"] == 6500
     assert script.reference_cap(chosen, rows) == 18_000 or script.reference_cap(chosen, rows) == 20_000
     assert script.reference_cap(chosen, rows) == max(20_000, 18_000)  # twice the slowest, at least the cap
+    # while a named candidate still has seeds to run, no regime is chosen, even though two already pass
+    pending = rows[~((rows["candidate"] == "wd0.15") & (rows["seed"] == 5))]
+    assert script.choose_regime(script.candidate_table(pending)) is None
 
 
 def test_smoke_phases_write_the_folder_and_resume(tmp_path, capsys):

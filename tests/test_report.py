@@ -201,3 +201,19 @@ def test_a_report_without_reference_runs_says_so(tmp_path):
     text = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
     assert "No reference runs: this report was built without a reference-results folder" in text
     assert "p1-regime: not in this report (no reference-results folder given)" in text
+
+
+def test_a_reference_run_whose_first_rows_have_not_landed_still_renders(tmp_path):
+    """A resumable reference run writes its folder before its tables have rows: an empty table.csv and a claims.csv
+    with only its header. The report shows the run as having no rows yet instead of failing."""
+    import json
+
+    from helpers import reference_section
+
+    folder = tmp_path / "references" / "in-progress"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text(json.dumps({"date": "2026-12-03", "commit": "abc", "command": "run"}))
+    (folder / "table.csv").write_text("\n")
+    (folder / "claims.csv").write_text("claim_id,verdict\n")
+    section = reference_section(tmp_path / "report", tmp_path / "references")
+    assert "Reference run: in-progress" in section and "(0 rows)" in section

@@ -135,7 +135,10 @@ def table_html(table: pd.DataFrame, sortable: bool = True) -> str:
 
 def collapsed_table(path: Path, title: str, report_dir: Path, open_: bool = False) -> str:
     """A CSV under results/ as a collapsed, sortable table, with a link to the full file beside the report."""
-    table = pd.read_csv(path)
+    try:
+        table = pd.read_csv(path)
+    except pd.errors.EmptyDataError:  # a reference run whose first rows have not landed yet
+        table = pd.DataFrame()
     shown = table.head(MAX_TABLE_ROWS)
     more = f", first {MAX_TABLE_ROWS} shown" if len(table) > MAX_TABLE_ROWS else ""
     link = os.path.relpath(path, report_dir)
