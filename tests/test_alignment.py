@@ -159,6 +159,30 @@ def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tabl
     assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "reproduced"
 
 
+def test_p_hat_falls_on_its_own_scale_and_context_sweeps_are_series_of_their_own():
+    """The registry's effect is the slope of p̂ itself on log width (its SESOI: p̂ falls by 0.05 over a 6× width
+    range), not of log p̂: p̂ = 0.2, 0.1, 0.0 at widths 32, 64, 128 in every seed is a slope of −0.1/ln 2 with
+    the p̂ = 0 cell kept (a log would drop it). Misalignment rows of a context sweep (a `context` column, as
+    `estimate-misalignment` writes for a sweep's store) are judged per context, with Holm across them."""
+    from growcert.report.alignment import misalignment_width_rows
+
+    _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=0.0, noise=0.0)
+    steps = {32: 0.2, 64: 0.1, 128: 0.0}
+    falling = misalignment.assign(p_hat=misalignment["width"].map(steps) + 0.001 * misalignment["seed"])
+    (row,) = misalignment_width_rows(falling, (8, 8))
+    assert row["estimate"] == pytest.approx(-0.1 / np.log(2)) and row["seeds"] == 3
+    assert row["verdict"] == "reproduced" and row["effect"] == "slope of p̂ on log width"
+    # a fall of 0.015 per doubling is 0.039 over a 6× range: short of the SESOI's 0.05, the paper's direction
+    small = falling.assign(p_hat=0.2 - 0.015 * np.log2(falling["width"] / 32) + 0.0001 * falling["seed"])
+    (row,) = misalignment_width_rows(small, (8, 8))
+    assert row["verdict"] == "contradicted" and row["direction"] == "as the paper's"
+    sweep = pd.concat([falling.assign(context=256), falling.assign(context=512, p_hat=0.3)], ignore_index=True)
+    rows = misalignment_width_rows(sweep, (8, 8))
+    assert [row["role"] for row in rows] == ["part", "part", "primary"]
+    assert sorted(row["verdict"] for row in rows[:2]) == ["contradicted", "reproduced"]
+    assert "ctx 256" in rows[2]["why"] and rows[2]["verdict"] == "reproduced"
+
+
 def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_misalignment_tables(tmp_path):
     """configs/p1-regime.yaml: no fixed-context run, so no misalignment table reaches summarize-alignment; it
     writes the d_align figures and the d_align claim row alone, and no certificate figure."""

@@ -169,10 +169,12 @@ def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
     return held_out[columns].sort_values(["family", "reduction", "point", "width"])
 
 
-def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str) -> list[dict[str, Any]]:
+def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str,
+                log_value: bool = True) -> list[dict[str, Any]]:
     """The claim rows of a width trend over (point, reduction) series, each series' seed-level slope interval
-    (width_trend): the primary series (claims.p1_primary_cells) decide, with Holm across them when several depths,
-    datasets or contexts have one (each a part); every other series is listed in the row as secondary."""
+    (width_trend, of log `value` on log width, or of `value` itself with `log_value` False): the primary series
+    (claims.p1_primary_cells) decide, with Holm across them when several depths, datasets or contexts have one
+    (each a part); every other series is listed in the row as secondary."""
     effect = CLAIMS[key].effect
     series = ["family", "dataset", "context", "depth", "reduction", "point"]
 
@@ -181,7 +183,7 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     primary = table[p1_primary_cells(table)]
 
     def judge(at: float, plan: bool = True, rows: pd.DataFrame = primary) -> dict[str, Judgement]:
-        trend = width_trend(rows, "step", value, level=at, cell=series)
+        trend = width_trend(rows, "step", value, level=at, cell=series, log_value=log_value)
         labels = [_series_label(row) for _, row in trend.iterrows()]
         return dict(zip(labels, judge_slopes(effect, trend, at, plan)))
 
@@ -215,6 +217,20 @@ def _series_label(row: pd.Series) -> str:
     return f"{row['family']}/{row['dataset']}{context} d{row['depth']} {row['point']} {row['reduction']}"
 
 
+def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
+                            level: float = 0.95) -> list[dict[str, Any]]:
+    """The "p̂ falls with width at fixed (M, K)" rows: at each run's last checkpoint, iid mode, (M, K) =
+    `reference_mk`, the slope of p̂ itself on log width (the registry's effect, whose SESOI is a fall of p̂ by 0.05
+    over a 6× width range: a slope of log p̂ would be on another scale, and would drop every p̂ = 0), per series,
+    with a seed-level t interval; the primary series decide (Holm across them: depths, datasets, contexts).
+    Context sweeps count as series of their own (their `context` column), so the runs of a regime map can be
+    judged as well as a fixed-context grid."""
+    final = last_step(misalignment)
+    reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
+    return _slope_rows("p1_misalignment_width", reference, "p_hat", level,
+                       f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)", log_value=False)
+
+
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
                      level: float = 0.95) -> list[dict[str, Any]]:
     """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows."""
@@ -225,10 +241,8 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
                        f"{len(held_out)} cells undetermined")
     if misalignment.empty:  # every grid sweeps context: no certificates were estimated
         return rows
+    rows += misalignment_width_rows(misalignment, reference_mk, level)
     final = last_step(misalignment)
-    reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
-    rows += _slope_rows("p1_misalignment_width", reference, "p_hat", level,
-                        f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)")
     for mode in ("iid", "train_test"):
         every = final[final["mode"] == mode]
         cells = every[(every["status"] == "ok") & every["p_hat"].notna()]

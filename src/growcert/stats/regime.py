@@ -13,7 +13,8 @@ same training progress instead (P1's fifth pilot, docs/science.md, "P1: pilots")
 
     common_loss_grid(table, count)    held-out loss levels every curve of a panel passes through
     matched_loss(table, levels)       log-linear interpolation of d_align (and its interval) at them
-    width_slopes(table, progress)     per seed: OLS slope of log d_align on log width, per cell
+    width_slopes(table, progress)     per seed: OLS slope of log d_align on log width, per cell (`log_value`
+                                      False: of the value itself, e.g. a probability p̂)
     width_trend(table, progress)      per cell: seed-level t interval, trend, magnitude at the widest width
     regime_summary(trend)             counts of rising / falling / flat cells and where d_align >= 1
 
@@ -144,11 +145,12 @@ def matched_loss(table: pd.DataFrame, levels: pd.DataFrame | Sequence[float], lo
 
 
 def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_align",
-                 cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
-    """Per (cell, progress, seed): the OLS slope of log `value` on log width.
+                 cell: Sequence[str] = CELL_KEYS, log_value: bool = True) -> pd.DataFrame:
+    """Per (cell, progress, seed): the OLS slope of log `value` on log width (of `value` itself with `log_value`
+    False: a probability such as p̂, whose claim is a fall in p̂, and which may be 0).
 
-    Only determined values (finite, > 0) enter; a seed with one such width gets a NaN slope, one
-    with none gets no row (width_trend counts only finite slopes either way).
+    Only determined values (finite, and > 0 on the log scale) enter; a seed with one such width gets a NaN
+    slope, one with none gets no row (width_trend counts only finite slopes either way).
     Returns the cell keys, `progress`, seed, ``widths`` (how many entered) and ``slope``.
     """
     keys = present(cell, table) + [progress]
@@ -156,8 +158,8 @@ def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_al
     if data.duplicated(subset=keys + ["seed", "width"]).any():
         raise ValueError("two rows share a cell, seed and width: filter the table (e.g. one pool) "
                          "or name the missing key in `cell`")
-    data = data[np.isfinite(data[value]) & (data[value] > 0)]
-    data = data.assign(x=np.log(data["width"].astype(float)), y=np.log(data[value]))
+    data = data[np.isfinite(data[value]) & ((data[value] > 0) if log_value else True)]
+    data = data.assign(x=np.log(data["width"].astype(float)), y=np.log(data[value]) if log_value else data[value])
     groups = data.groupby(keys + ["seed"])
     centred_x = data["x"] - groups["x"].transform("mean")
     centred_y = data["y"] - groups["y"].transform("mean")
@@ -182,9 +184,9 @@ def _by(frame: pd.DataFrame, keys: list[str]):
 
 
 def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_align", level: float = 0.95,
-                magnitude: float = 1.0, cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
-    """Per (cell, progress): the width slope of log `value` with a seed-level interval and its direction,
-    and `value` at the cell's widest width against the paper's magnitude.
+                magnitude: float = 1.0, cell: Sequence[str] = CELL_KEYS, log_value: bool = True) -> pd.DataFrame:
+    """Per (cell, progress): the width slope of log `value` (of `value` itself with `log_value` False) with a
+    seed-level interval and its direction, and `value` at the cell's widest width against the paper's magnitude.
 
     Works on a matched-budget table (progress = "step") and on matched_loss output (progress =
     the loss column). The interval is Student's t across the per-seed slopes (width_slopes), with
@@ -209,7 +211,8 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
                       "magnitude_clear"]
     if table.empty:  # no sweep: the table still says what it would hold
         return pd.DataFrame(columns=columns)
-    slopes = {key: group["slope"].to_numpy(float) for key, group in _by(width_slopes(table, progress, value, cell), keys)}
+    slopes = {key: group["slope"].to_numpy(float)
+              for key, group in _by(width_slopes(table, progress, value, cell, log_value), keys)}
     rows = []
     for key, frame in _by(table, keys):
         mean, se, lo, hi = t_interval(slopes.get(key, np.array([])), level)
