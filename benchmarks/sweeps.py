@@ -4,8 +4,13 @@ with the disk use of its results folder sampled alongside, and its measured cost
 `run_sweep` appends `<unix time> <commit>` to <results>/sweep_parts.log and samples the folder's size
 every SAMPLE_SECONDS into <results>/disk_use.log; `sweep_cost` reads the Snakemake benchmark files,
 those two logs and the runs' own provenance into the cost record of a reference run's provenance.json.
-Used by benchmarks/p1_regime_reference.py and benchmarks/p3_depth_reference.py; benchmarks/grokking_late_reference.py
-samples its work folder with `disk_sampled` and reads it back with `disk_samples`.
+`sweep_config` is the config a sweep's jobs get (config.yaml with the sweep's file merged over it) and
+`store_tables` the per-store tables (stats/alignment, stats/misalignment) of its runs' last checkpoints, for a
+sweep that asks Snakemake for them by path; `reproduction_check` compares the rows of a retrained run with a
+committed reference run's, value for value, before a joined run reuses the committed seeds.
+Used by benchmarks/p1_regime_reference.py, benchmarks/p3_depth_reference.py and benchmarks/p2_small_reference.py;
+benchmarks/grokking_late_reference.py samples its work folder with `disk_sampled` and reads it back with
+`disk_samples`.
 """
 
 from __future__ import annotations
@@ -64,9 +69,9 @@ def disk_sampled(folder: Path):
         sampler.join()
 
 
-def run_sweep(results: Path, cores: int, config: str, targets: tuple[str, ...]) -> int:
-    """The sweep (Snakemake `targets` over `config`), with the disk sampled alongside; returns Snakemake's exit
-    status. Each call appends its start and commit to <results>/sweep_parts.log."""
+def run_sweep(results: Path, cores: int, config: str, targets: tuple[str, ...] | list[str]) -> int:
+    """The sweep (Snakemake `targets`, rule names or paths, over `config`), with the disk sampled alongside; returns
+    Snakemake's exit status. Each call appends its start and commit to <results>/sweep_parts.log."""
     from growcert.provenance import git_commit
 
     results.mkdir(parents=True, exist_ok=True)
@@ -139,3 +144,58 @@ def require_finished(results: Path, sources) -> None:
         print(f"results folder {results}: the sweep has not finished ({missing[0]} is missing); run with --run to "
               "resume it", file=sys.stderr)
         sys.exit(2)
+
+
+def sweep_config(config_file: str | Path, base: str | Path = "config.yaml") -> dict:
+    """The config a sweep's jobs get: `base` (the Snakefile's configfile) with `config_file` merged over it as
+    `snakemake --configfile` merges them (mappings merged, lists such as grids replaced), the schema's defaults
+    filled in and validated (growcert.config.validate_config). Paths are relative to the repository root."""
+    import yaml
+
+    from growcert.config import validate_config
+
+    def update(into: dict, other: dict) -> dict:
+        for key, value in other.items():
+            into[key] = update(into.get(key, {}), value) if isinstance(value, dict) and isinstance(into.get(key), dict) \
+                else value
+        return into
+
+    config: dict = {}
+    for name in (base, config_file):
+        update(config, yaml.safe_load(Path(name).read_text(encoding="utf-8")) or {})
+    return validate_config(config)
+
+
+# A store's table under the results folder: ALIGNMENT and MISALIGNMENT of rules/common.smk (kind "alignment" or
+# "misalignment").
+STORE_TABLE = "stats/{kind}/{family}/{dataset}/w{width}_d{depth}_s{seed}{context_tag}/step{step}.csv"
+
+
+def store_tables(results: Path, config: dict, kind: str, skip=frozenset()) -> list[str]:
+    """The `kind` table (alignment or misalignment) of the last checkpoint of every run `config` trains, as paths
+    under `results` that Snakemake can be asked for; runs whose (width, seed, context) is in `skip` are left out."""
+    from growcert.grids import run_steps, run_wildcards, training_runs
+
+    return [str(results / STORE_TABLE.format(kind=kind, step=run_steps(config, run)[-1], **run_wildcards(run)))
+            for run in training_runs(config) if (run.width, run.seed, run.context) not in skip]
+
+
+def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str]) -> dict:
+    """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same, value for value
+    (every numeric column both have, of the same dtype, NaN equal to NaN): `runs` (the retrained runs, by
+    `run_keys`), `rows` and `columns` compared, `identical` (False when no row is shared) and `differing_columns`."""
+    both = new.merge(committed, on=keys, suffixes=("", "_committed"))
+    numeric = [c for c in new.columns if c not in keys and pd.api.types.is_numeric_dtype(new[c])
+               and f"{c}_committed" in both.columns]
+    differing = [c for c in numeric if not both[c].equals(both[f"{c}_committed"])]
+    runs = both[run_keys].drop_duplicates().to_dict(orient="records")
+    return {"runs": [{k: _plain(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
+            "columns": len(numeric), "identical": bool(len(both)) and not differing, "differing_columns": differing}
+
+
+def _plain(value):
+    """A run key as JSON keeps it: whole numbers as int, the rest as they are."""
+    try:
+        return int(value) if float(value).is_integer() else value
+    except (TypeError, ValueError):
+        return value
