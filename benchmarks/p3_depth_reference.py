@@ -20,6 +20,16 @@ that has finished. The export holds:
 
     PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores 2 \\
         --results results-p3-depth --out docs/reference-results/p3-depth
+
+`--join <committed folder>` (with `--config configs/p3-depth-seeds.yaml`) judges the sweep's new seeds together with
+the committed run's: the sweep also retrains one committed seed-0 run of the depth grid and seed 0 of every growth
+experiment; a table's committed seeds are reused only when its retrained rows equal the committed ones value for
+value (`sweeps.reproduction_check`), else that table is judged on the new seeds alone, and the README says which.
+The figures are drawn again from the joined tables. Six seeds with the no-growth control:
+
+    PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores 2 \\
+        --config configs/p3-depth-seeds.yaml --join docs/reference-results/p3-depth \\
+        --results results-p3-depth-seeds --out docs/reference-results/p3-depth
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeps import require_finished, run_sweep, sweep_cost
+from sweeps import reproduction_check, require_finished, run_sweep, sweep_cost
 
 CONFIG = "configs/p3-depth.yaml"
 TARGETS = ("summarize_depth", "summarize_growth")
@@ -73,6 +83,85 @@ def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
+
+
+# The rows a retrained run must reproduce: the same model, step, point and pool (depth.csv); the same growth
+# experiment, seed, arm and step (growth.csv).
+DEPTH_KEYS = ["family", "dataset", "width", "depth", "seed", "step", "point", "pool"]
+GROWTH_KEYS = ["family", "dataset", "width", "base_depth", "seed", "arm", "step"]
+
+
+def joined_table(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str]) -> tuple[pd.DataFrame, dict]:
+    """(the rows to judge, the check): the sweep's rows without its retrained committed runs, plus the committed
+    rows when the retrained ones reproduce them exactly; the new rows alone otherwise."""
+    check = reproduction_check(new, committed, keys, run_keys)
+    retrained = {tuple(run[key] for key in run_keys) for run in check["runs"]}
+    own = new[[run not in retrained for run in zip(*(new[key] for key in run_keys))]]
+    rows = pd.concat([committed, own], ignore_index=True) if check["identical"] else own.reset_index(drop=True)
+    return rows, check
+
+
+def export_joined(results: Path, out: Path, command: str, config: str, committed: Path) -> None:
+    """The sweep's new seeds joined to the committed run's, judged together (module docstring): depth.csv and
+    growth.csv each joined after its own reproduction check, then the tables, claims, figures, provenance (with the
+    committed run's own record) and README of `out`. `out` may be `committed` itself (read before written)."""
+    from growcert.provenance import git_commit, machine_record, versions
+    from growcert.report.depth import plot_depth, plot_growth
+
+    require_finished(results, COPIED.values())
+    depth, depth_check = joined_table(pd.read_csv(results / COPIED["depth.csv"]), pd.read_csv(committed / "depth.csv"),
+                                      DEPTH_KEYS, ["width", "depth", "seed"])
+    growth, growth_check = joined_table(pd.read_csv(results / COPIED["growth.csv"]),
+                                        pd.read_csv(committed / "growth.csv"), GROWTH_KEYS, ["base_depth", "seed"])
+    earlier = json.loads((committed / "provenance.json").read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    depth.to_csv(out / "depth.csv", index=False)
+    growth.to_csv(out / "growth.csv", index=False)
+    plot_depth(depth, out / "p3_depth.png")
+    plot_growth(growth, out / "p3_growth.png")
+    judged_tables(out)
+    record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+              "command": command, "table": "value of an inserted block per model depth and point, mean over seeds "
+                                           "with its t interval (held-out pool, last checkpoint)",
+              "why": f"P3 at {depth['seed'].nunique()} seeds (depth grid) and {growth['seed'].nunique()} seeds (growth "
+                     "with its no-growth control): llama on Shakespeare, depths 1-8, growth 2 → 3 and 4 → 6",
+              "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": sweep_cost(results),
+              "joined": {"committed": str(committed),
+                         "depth": {"seeds": sorted(int(x) for x in depth["seed"].unique()), "reproduction": depth_check},
+                         "growth": {"seeds": sorted(int(x) for x in growth["seed"].unique()),
+                                    "reproduction": growth_check},
+                         "committed_record": {key: earlier.get(key) for key in ("date", "commit", "command", "cost",
+                                                                                "joined", "rejudged")}},
+              "versions": versions(), "machine": machine_record()}
+    (out / "provenance.json").write_text(json.dumps(record, indent=1))
+    write_readme(out, record)
+
+
+def joined_lines(record: dict) -> list[str]:
+    """What a joined run says about the committed seeds it reused, table by table, and the checks that allowed it."""
+    joined = record.get("joined")
+    if not joined:
+        return []
+    lines = ["## Seeds", ""]
+    for table, name in (("depth", "depth.csv"), ("growth", "growth.csv")):
+        part, check = joined[table], joined[table]["reproduction"]
+        runs = "; ".join(", ".join(f"{key} {value}" for key, value in run.items()) for run in check["runs"])
+        seeds = ", ".join(map(str, part["seeds"]))
+        if check["identical"]:
+            said = (f"the retrained run(s) ({runs}) reproduced the committed {check['rows']} rows of {name} exactly "
+                    f"({check['columns']} numeric columns each), so its committed seeds are reused")
+        else:
+            said = (f"the retrained run(s) ({runs or 'none finished'}) did not reproduce the committed {name} "
+                    f"(differing: {', '.join(check['differing_columns']) or 'no common rows'}), so only the new seeds "
+                    "are judged")
+        lines.append(f"- {name}: seeds {seeds}, from this sweep and `{joined['committed']}`; {said}.")
+    earlier = joined.get("committed_record") or {}
+    cost = earlier.get("cost") or {}
+    if cost:
+        lines.append(f"- The committed run's own sweep ({earlier.get('date')}, commit {str(earlier.get('commit'))[:7]}): "
+                     f"{cost.get('cpu_hours')} CPU-hours, peak disk {cost.get('peak_disk_gb')} GB; the cost stated above is "
+                     "this sweep's alone.")
+    return lines + [""]
 
 
 def rejudge(out: Path) -> None:
@@ -150,6 +239,7 @@ def write_readme(out: Path, record: dict) -> None:
                + ". Code that trained the runs (each run's own provenance): "
                + "; ".join(f"{row['runs']} run(s) at commit {str(row['commit'])[:7]} (code hash {row['code_hash']})"
                            for row in cost["trained_at"]) + ".", "",
+               *joined_lines(record),
                "## The value of an inserted zero-output block per model depth (its last point, held-out pool)", "",
                "Raw: the unbiased ‖E[q hᵀ]‖²; scale-invariant: value × mean‖z‖²/mean‖h‖², the form saturation is "
                "judged on. Each seed is one trained model; the interval is Student t over seeds. Every point of "
@@ -175,16 +265,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
     parser.add_argument("--rejudge", action="store_true", help="judge the committed run in --out again, no retraining")
+    parser.add_argument("--config", default=CONFIG, help="the sweep's config file (configs/p3-depth-seeds.yaml: seeds 3-5)")
+    parser.add_argument("--join", default=None, help="a committed run whose seeds are judged with the sweep's, after "
+                                                     "the retrained seed-0 rows reproduce it (configs/p3-depth-seeds.yaml)")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
     command = (f"PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores {args.cores} "
-               f"--results {args.results} --out {args.out}")
-    if args.run and (status := run_sweep(results, args.cores, CONFIG, TARGETS)) != 0:
+               + (f"--config {args.config} " if args.config != CONFIG else "") + (f"--join {args.join} " if args.join else "")
+               + f"--results {args.results} --out {args.out}")
+    if args.run and (status := run_sweep(results, args.cores, args.config, TARGETS)) != 0:
         sys.exit(status)
-    export(results, Path(args.out), command)
+    if args.join:
+        export_joined(results, Path(args.out), command, args.config, Path(args.join))
+    else:
+        export(results, Path(args.out), command, args.config)
 
 
 if __name__ == "__main__":

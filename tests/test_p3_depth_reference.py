@@ -1,6 +1,7 @@
 """The p3-depth reference run's export (benchmarks/p3_depth_reference.py): a finished sweep's depth and growth
 tables judged into the three P3 claim rows, with a per-depth table, cost and provenance, rendered by the report."""
 
+import dataclasses
 import importlib
 import json
 import math
@@ -130,3 +131,97 @@ def test_export_of_an_unfinished_sweep_names_the_missing_file_with_exit_2(tmp_pa
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"results folder {results}: the sweep has not finished (stats/depth.csv is missing); run with --run to resume it"]
+
+
+def with_seeds(table: pd.DataFrame, seeds: dict[int, int], factor: float = 1.0) -> pd.DataFrame:
+    """`table`'s rows of seed k relabelled as seed seeds[k] (the others dropped), numeric values times `factor`."""
+    rows = table[table["seed"].isin(list(seeds))].copy()
+    rows["seed"] = rows["seed"].map(seeds)
+    for column in ("value", "scaled_value", "test_loss"):
+        if column in rows.columns:
+            rows[column] *= factor
+    return rows
+
+
+def joined_sweep(results: Path, committed: Path, change: float = 0.0) -> None:
+    """A committed p3-depth folder with seeds 0-2 (export of `finished_sweep`), and a sweep of seeds 3-5 (the same
+    values as 0-2, so the joined table has each value twice) that also retrains seed 0 at depth 1 and seed 0 of both
+    growth experiments, whose rows equal the committed ones (times 1 + `change`)."""
+    finished_sweep(committed.parent / "first")
+    load_script().export(committed.parent / "first", committed, "python benchmarks/p3_depth_reference.py --run")
+    depth, growth = depth_table(), growth_table()
+    again = depth[(depth["seed"] == 0) & (depth["depth"] == 1)].copy()
+    for column in ("value", "scaled_value"):
+        again[column] *= 1 + change
+    grown_again = with_seeds(growth, {0: 0}, 1 + change)
+    for folder in ("stats", "tables", "figures", "benchmarks"):
+        (results / folder).mkdir(parents=True)
+    pd.concat([with_seeds(depth, {0: 3, 1: 4, 2: 5}), again]).to_csv(results / "stats" / "depth.csv", index=False)
+    pd.concat([grown_again, with_seeds(growth, {0: 3, 1: 4, 2: 5})]).to_csv(results / "tables" / "p3_growth.csv",
+                                                                             index=False)
+    for name in ("p3_depth", "p3_growth"):
+        (results / "figures" / f"{name}.png").write_bytes(b"not drawn again")
+    (results / "benchmarks" / "grow_model.tsv").write_text(BENCHMARK_HEADER + "50.0\t0:00:50\t1\t1\t1\t1\t0\t0\t90\t45.0\n")
+
+
+def test_joined_export_reuses_the_committed_seeds_only_where_the_retrained_rows_reproduce_them(tmp_path, monkeypatch):
+    monkeypatch.chdir(SCRIPT.parents[1])
+    script = load_script()
+    results, committed = tmp_path / "results-p3-depth-seeds", tmp_path / "p3-depth"
+    joined_sweep(results, committed)
+    before = json.loads((committed / "provenance.json").read_text())
+    # the kept folder is extended in place, as the documented command does (--join and --out the same folder)
+    script.main(["--config", "configs/p3-depth-seeds.yaml", "--join", str(committed), "--results", str(results),
+                 "--out", str(committed)])
+    record = json.loads((committed / "provenance.json").read_text())
+    depth_check, growth_check = (record["joined"][t]["reproduction"] for t in ("depth", "growth"))
+    assert depth_check["identical"] and depth_check["runs"] == [{"width": 64, "depth": 1, "seed": 0}]
+    assert depth_check["rows"] == 2 * 2  # block0 and block1, two pools
+    assert growth_check["identical"] and growth_check["runs"] == [{"base_depth": 2, "seed": 0}, {"base_depth": 4, "seed": 0}]
+    assert record["joined"]["depth"]["seeds"] == record["joined"]["growth"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert record["joined"]["committed_record"]["cost"] == before["cost"] and "--join" in record["command"]
+    depth = pd.read_csv(committed / "depth.csv")
+    assert not depth.duplicated(["depth", "seed", "point", "pool"]).any() and depth["seed"].nunique() == 6
+    profile = pd.read_csv(committed / "table.csv")
+    assert set(profile["seeds"]) == {6}
+    claims = pd.read_csv(committed / "claims.csv")
+    growth = claims[claims["claim_id"] == "p3_grown_vs_scratch"]
+    assert list(growth["role"]) == ["part", "part", "primary"] and set(growth["seeds"]) == {6}
+    assert claims.query("role == 'primary' and claim_id == 'p3_depth_plateau'")["seeds"].iloc[0] == 6
+    readme = (committed / "README.md").read_text()
+    assert "- depth.csv: seeds 0, 1, 2, 3, 4, 5" in readme and "reproduced the committed 4 rows of depth.csv exactly" in readme
+    assert "raw ‖E[q hᵀ]‖² [95 % t interval]" in readme and "## Recommended depth" in readme
+    assert (committed / "p3_depth.png").read_bytes() != b"not drawn again"  # drawn again from the joined tables
+
+    other = tmp_path / "differs"
+    joined_sweep(other / "results", other / "p3-depth", change=1e-12)  # one last-digit change is enough to refuse
+    script.export_joined(other / "results", other / "out", "cmd", "configs/p3-depth-seeds.yaml", other / "p3-depth")
+    record = json.loads((other / "out" / "provenance.json").read_text())
+    assert record["joined"]["depth"]["reproduction"]["differing_columns"] == ["value", "scaled_value"]
+    assert record["joined"]["depth"]["seeds"] == record["joined"]["growth"]["seeds"] == [3, 4, 5]
+    assert set(pd.read_csv(other / "out" / "table.csv")["seeds"]) == {3}
+    assert "did not reproduce the committed depth.csv (differing: value, scaled_value)" in \
+        (other / "out" / "README.md").read_text()
+
+
+def test_the_seeds_config_is_p3_depth_but_for_its_seeds(monkeypatch):
+    """configs/p3-depth-seeds.yaml trains the runs of configs/p3-depth.yaml with the same settings, seeds 3-5 and the
+    committed seed-0 depth-1 run, and grows seeds 0, 3, 4, 5 with the same experiments."""
+    monkeypatch.chdir(SCRIPT.parents[1])
+    load_script()
+    from growcert.config import grow_experiment_settings, train_settings, training_runs
+    from sweeps import sweep_config
+
+    first, seeds = sweep_config("configs/p3-depth.yaml"), sweep_config("configs/p3-depth-seeds.yaml")
+    runs = training_runs(seeds)
+    assert sorted({run.seed for run in runs}) == [0, 3, 4, 5] and [run for run in runs if run.seed == 0] == \
+        [run for run in training_runs(first) if run.seed == 0 and run.depth == 1]
+    for run in training_runs(first):
+        moved = dataclasses.replace(run, seed=run.seed + 3)
+        assert train_settings(seeds, moved) == {**train_settings(first, run), "seed": moved.seed}
+        if run.seed == 0 and run.depth == 1:  # the retrained run: the committed one's settings exactly
+            assert train_settings(seeds, run) == train_settings(first, run)
+    assert seeds["grow"]["seeds"] == [0, 3, 4, 5] and seeds["dump"] == first["dump"]
+    for index in range(2):
+        assert {**grow_experiment_settings(seeds, index), "seeds": None} == {**grow_experiment_settings(first, index),
+                                                                           "seeds": None}
