@@ -8,9 +8,9 @@ those two logs and the runs' own provenance into the cost record of a reference 
 `store_tables` the per-store tables (stats/alignment, stats/misalignment) of its runs' last checkpoints, for a
 sweep that asks Snakemake for them by path; `reproduction_check` compares the rows of a retrained run with a
 committed reference run's, value for value, before a joined run reuses the committed seeds.
-Used by benchmarks/p1_regime_reference.py, benchmarks/p3_depth_reference.py and benchmarks/p2_small_reference.py;
-benchmarks/grokking_late_reference.py samples its work folder with `disk_sampled` and reads it back with
-`disk_samples`.
+Used by benchmarks/p1_regime_reference.py, benchmarks/p3_depth_reference.py, benchmarks/p2_small_reference.py and
+benchmarks/p1_interventions_reference.py; benchmarks/grokking_late_reference.py samples its work folder with
+`disk_sampled` and reads it back with `disk_samples`.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def sweep_config(config_file: str | Path, base: str | Path = "config.yaml") -> d
 
 
 # A store's table under the results folder: ALIGNMENT and MISALIGNMENT of rules/common.smk (kind "alignment" or
-# "misalignment").
+# "misalignment"); tests/test_p1_interventions_reference.py checks with a dry run that Snakemake plans them.
 STORE_TABLE = "stats/{kind}/{family}/{dataset}/w{width}_d{depth}_s{seed}{context_tag}/step{step}.csv"
 
 
