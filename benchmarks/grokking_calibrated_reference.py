@@ -450,6 +450,13 @@ def readme_lines(record: dict, calibration: pd.DataFrame, candidates: pd.DataFra
                  ": the latest median of the accepted regimes.") if chosen is not None else
               "**No regime chosen yet**: the reference run waits until every candidate named is decided "
               "and one is accepted."), "",
+             "The candidates were tried in the order planned before any ran: decay 0.3 (cap 15,000) and 0.2 (cap "
+             "20,000) side by side; 0.5 (cap 10,000) only if 0.3 were unreliable; 0.15 (cap 25,000) only if 0.2 "
+             "passed with its slowest seed ≤ 12,000 steps.", "",
+             *([f"The reference run: every arm at weight decay {plan['weight_decay']:g}, cap {plan['cap']:,} steps "
+                "(at least twice the chosen regime's slowest calibration seed, and at least its cap), "
+                f"{len(record['plan']['reference_seeds'])} seeds, evaluated every 100 steps, stopped at 95 % held-out.",
+                ""] if (plan := record["plan"].get("reference")) else []),
              "Every seed: `calibration.csv`.", ""]
     lines += ["## The paper's nominal task with PyTorch's default initialisation", ""]
     if len(nominal):
@@ -465,7 +472,7 @@ def readme_lines(record: dict, calibration: pd.DataFrame, candidates: pd.DataFra
                        "(grokking-late, 3 seeds). One seed proves nothing; the full nominal plan is "
                        "`benchmarks/gpu_check.sh`'s for a GPU.")
     else:
-        lines.append("not run yet")
+        lines.append("not finished yet (a resumable job: its resume state is kept beside its log)")
     lines += [""]
     if len(table):
         lines += ["## Every arm at the chosen regime", "",

@@ -62,7 +62,7 @@ def test_smoke_phases_write_the_folder_and_resume(tmp_path, capsys):
     # 20 steps never grok: 2 of the first 3 seeds censored stops the candidate before seed 3
     assert list(calibration["status"]) == ["censored"] * 3 + ["not run (stopping rule)"]
     assert not pd.read_csv(out / "candidates.csv")["accepted"].any()
-    assert "No candidate accepted yet" in (out / "README.md").read_text()
+    assert "No regime chosen yet" in (out / "README.md").read_text()
     script.main(["reference", *common, "--regime", "1.0:20", "--parallel", "2"])
     table = pd.read_csv(out / "table.csv")
     assert set(table["optimizer"]) >= {"AdamW wd=1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-exact-wd1",
