@@ -79,3 +79,12 @@ def test_smoke_phases_write_the_folder_and_resume(tmp_path, capsys):
     capsys.readouterr()
     script.main(["reference", *common, "--regime", "1.0:20"])
     assert "16 of 16 jobs already done; 0 to run" in capsys.readouterr().out
+
+
+def test_the_reference_run_judges_seeds_the_calibration_never_saw():
+    """The regime is chosen for AdamW's late median on the calibration seeds; judging the same seeds would compare
+    every reading with a baseline selected for being slow."""
+    script = load_script()
+    assert len(script.REFERENCE_SEEDS) == 8
+    assert not set(script.REFERENCE_SEEDS) & set(script.CALIBRATION_SEEDS)
+    assert not set(script.SMOKE["reference_seeds"]) & set(script.SMOKE["calibration_seeds"])
