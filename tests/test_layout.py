@@ -1,4 +1,4 @@
-"""The package's layers (docs/design.md §2): which way imports run, module size, docstrings."""
+"""The package's layers (docs/design.md §2): which way imports run, no import cycles, module size, docstrings."""
 
 from __future__ import annotations
 
@@ -26,6 +26,73 @@ def imports(path: Path) -> set[str]:
             found.add(node.module)
             found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
+
+
+NAMES = {module_name(path) for path in MODULES}
+
+
+def package_imports(path: Path, local_only: bool = False) -> set[str]:
+    """The package's modules `path` imports: `from X import name` counts as X.name where that is a module, as X
+    otherwise (`local_only`: inside functions only)."""
+    tree = ast.parse(path.read_text())
+    nodes = ([node for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+              for node in ast.walk(function)] if local_only else ast.walk(tree))
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in NAMES}
+        elif isinstance(node, ast.ImportFrom) and node.module in NAMES and node.level == 0:
+            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in NAMES else node.module
+                      for alias in node.names}
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """{module: the package's modules it imports}, anywhere in it."""
+    return {module_name(path): package_imports(path) for path in MODULES}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of `graph`: its strongly connected components of more than one module, and modules that
+    import themselves (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph.get(node, ()):
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}, "b": set()}) == [["a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
 
 
 def layer(name: str) -> str:

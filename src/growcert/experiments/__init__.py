@@ -15,7 +15,7 @@ and, where it has them, GATE_TITLE (the task compares optimizer arms: `run_exper
 diagnostics figure, `report.figures.gate_diagnostics`, from out/curves.csv, and the Snakemake rule
 p2_experiment runs it; without one, rule p2_ungated, which also writes its checks file) and INPUTS (extra
 keyword arguments of `run` given on the command line; such a task needs its own rule, as preference has).
-The arm loop the gated tasks share is `experiments.common` (`Arm`, `run_arm`).
+The arm loop the gated tasks share is `experiments.arms` (`run_arm`; the `Arm` itself is `experiments.common`'s).
 
 The registry maps a task's name to its module's *name*, resolved by `task(name)`. Names, not imported
 modules: importing the registry (the Snakefile, `growcert --help`) then imports no task, and a task added

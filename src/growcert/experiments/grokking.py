@@ -35,9 +35,9 @@ from torch import nn
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments.arms import DIAGNOSTIC_COLUMNS, hook_square_sums, make_poprisk, poprisk_arms, variance_step
-from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, select_arms, step_columns,
-                                        steps_to_target, write_tables)
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_sums, make_poprisk, poprisk_arms,
+                                      run_arm, run_arms, variance_step)
+from growcert.experiments.common import Arm, select_arms, step_columns, steps_to_target, write_tables
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.resume import UnitResume
@@ -166,7 +166,7 @@ def check_arm_batch(arm: Arm, settings: dict[str, Any], batch: int, train_size: 
 
 def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state` (`common.run_arm`); returns its curve rows and its summary row.
+    """Train one optimizer from `initial_state` (`arms.run_arm`); returns its curve rows and its summary row.
     With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
     snapshots itself (Grokfast's average included)."""
     train_tokens, train_answers, test_tokens, test_answers = data

@@ -58,10 +58,9 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, make_poprisk, poprisk_arms, square_sums_from_rows,
-                                      uses_microbatches)
-from growcert.experiments.common import (Arm, ArmLoop, run_arm, run_arms, step_columns, steps_to_target,
-                                        write_tables)
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, make_poprisk, poprisk_arms, run_arm, run_arms,
+                                      square_sums_from_rows, uses_microbatches)
+from growcert.experiments.common import Arm, step_columns, steps_to_target, write_tables
 from growcert.optim import SquareSums
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
@@ -288,7 +287,7 @@ def exact_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float) -
 
 def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
-    """Train one optimizer from `initial_state` (`common.run_arm`); returns its curve rows and its summary row.
+    """Train one optimizer from `initial_state` (`arms.run_arm`); returns its curve rows and its summary row.
     With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
     snapshots itself."""
     model.load_state_dict(initial_state)

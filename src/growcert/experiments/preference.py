@@ -49,8 +49,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.arms import DIAGNOSTIC_COLUMNS, hook_square_sums, make_poprisk, poprisk_arms, variance_step
-from growcert.experiments.common import Arm, ArmLoop, run_arm, run_arms, write_tables
+from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_sums, make_poprisk, poprisk_arms,
+                                      run_arm, run_arms, variance_step)
+from growcert.experiments.common import Arm, write_tables
 from growcert.errors import ConfigError
 from growcert.models.llama import Llama
 from growcert.resume import UnitResume
@@ -128,7 +129,7 @@ def pair_losses(prompt_length: int, beta: float) -> Callable[..., torch.Tensor]:
 def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
               settings: dict[str, Any], seed: int, log: Callable[[str], None] = print, resume=None,
               snapshot=None) -> tuple[nn.Module, list[dict], dict]:
-    """DPO from the reference weights with optimizer `arm` (`common.run_arm`); returns the policy, curve rows,
+    """DPO from the reference weights with optimizer `arm` (`arms.run_arm`); returns the policy, curve rows,
     summary row. With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
 
     `train` and `test` hold token ids "chosen" and "rejected" (n, P + L), the reference's log-probs

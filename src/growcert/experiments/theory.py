@@ -31,7 +31,8 @@ import pandas as pd
 import torch
 
 from growcert.config import stage_settings
-from growcert.experiments.common import run_arms, write_tables
+from growcert.experiments.arms import run_arms
+from growcert.experiments.common import write_tables
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.stats.kernels import split_channel

@@ -81,45 +81,18 @@ import numpy as np
 import xarray as xr
 
 from growcert.stats.reduce import SAMPLE_DIM, as_array
+from growcert.stats.u_statistics import FLOAT32, FLOAT64, PerExample, PowerSums, unbiased_moments  # noqa: F401
 
 DEFAULT_BLOCK_BYTES = 128 * 2**20  # one block as read; the Gram path holds two
 COVARIANCE = "covariance"
 GRAM = "gram"
 METHODS = ("auto", COVARIANCE, GRAM)
-FLOAT32, FLOAT64 = "float32", "float64"
 PRODUCTS = ("auto", FLOAT32, FLOAT64)
 FLOAT32_TOLERANCE = 1e-6  # the largest relative change float32 products may make to an estimate
 FLOAT32_SAFETY = 4.0  # the factor the predicted change must clear the tolerance by
 FLOAT32_MIN_PRODUCTS = 2**34  # n N² multiply-adds below which float32 products do not pay for the check
 CHECK_BYTES = 16 * 2**20  # rows of C and E at a time in the check's sums (few BLAS calls, small temporaries)
 CHECK_FRACTION, MIN_CHECK_ROWS = 8, 256  # the check's product: the first block's first eighth (≥ 256 rows)
-
-
-@dataclass(frozen=True)
-class PowerSums:
-    """The sums behind the U-statistics (scalars, or arrays of leave-one-out values)."""
-
-    n: int | np.ndarray
-    dim: int
-    s_sq: float | np.ndarray  # ‖s‖²
-    a2: float | np.ndarray  # Σ ‖x_i‖²
-    a4: float | np.ndarray  # Σ ‖x_i‖⁴
-    c_frob_sq: float | np.ndarray  # ‖C‖_F² = ‖G‖_F²
-    s_c_s: float | np.ndarray  # sᵀ C s
-    w_s: float | np.ndarray  # wᵀ s, w = Σ ‖x_i‖² x_i
-    method: str = ""
-    products: str = FLOAT64  # the precision of the block products behind ‖C‖_F² and sᵀCs
-
-
-@dataclass(frozen=True)
-class PerExample:
-    """Per-example terms for leave-one-out updates, each of length n."""
-
-    norm_sq: np.ndarray  # ‖x_i‖²
-    x_s: np.ndarray  # x_i·s
-    x_w: np.ndarray  # x_i·w
-    x_c_x: np.ndarray  # x_iᵀ C x_i = Σ_j G_ij²
-    x_c_s: np.ndarray  # x_iᵀ C s
 
 
 class SampleBlocks:
@@ -355,8 +328,6 @@ def _check_sample(x: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, Power
 
 def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _CovariancePass:
     """C, s, w, a2, a4 in one pass; block products in float32 when asked (and, with check, allowed)."""
-    from growcert.stats.moments import unbiased_moments  # moments.py imports this module
-
     dim = blocks.dim
     c = np.zeros((dim, dim))
     product = np.empty((dim, dim))  # reused: one N×N temporary, not one per block

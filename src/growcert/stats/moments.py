@@ -32,108 +32,18 @@ small n; nothing here clips them (certificates.py decides what to present).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from growcert.stats.accumulate import (DEFAULT_BLOCK_BYTES, FLOAT64, PerExample, PowerSums, SampleBlocks,
-                                       accumulate)
-
-MIN_EXAMPLES = 4  # ‖μ‖⁴ is a U-statistic of order 4
-
-
-@dataclass(frozen=True)
-class Moments:
-    """Estimates (or true values) of the four quantities of P1's certificates.
-
-    kind: "unbiased" (U-statistics), "plugin" (sample mean and covariance) or
-    "population" (exact values from a known mean and covariance; n is None).
-    Fields are floats, or arrays when built from leave-one-out sums.
-    """
-
-    n: int | None
-    mu_sq: float  # ‖μ‖²
-    mu_4: float  # ‖μ‖⁴ (estimated on its own, not as the square of mu_sq)
-    mu_sigma_mu: float  # μᵀ Σ μ
-    tr_sigma2: float  # tr(Σ²) = ‖Σ‖_F²
-    dim: int | None = None
-    kind: str = "unbiased"
-    products: str = FLOAT64  # precision of the block products behind them (accumulate.py)
-
-
-def _check_n(n: int) -> None:
-    if n < MIN_EXAMPLES:
-        raise ValueError(
-            f"the unbiased moment estimators need at least {MIN_EXAMPLES} examples "
-            f"(‖μ‖⁴ is a U-statistic over 4 distinct examples); got n={n}"
-        )
-
-
-def _value(v):
-    """A plain float for scalar results (readable repr, JSON-able); arrays stay arrays."""
-    return float(v) if np.ndim(v) == 0 else v
-
+from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES, PerExample, PowerSums, SampleBlocks, accumulate
+from growcert.stats.u_statistics import (MIN_EXAMPLES, Moments, check_n, leave_one_out,  # noqa: F401 (the public API)
+                                         plugin_from_sums, unbiased_moments)
 
 def power_sums(x, *, method: str = "auto", per_example: bool = False,
                block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto") -> tuple[PowerSums, PerExample | None]:
     """One streaming pass over `x` (two with per_example=True): see accumulate.py."""
     blocks = SampleBlocks(x, block_bytes)
-    _check_n(blocks.n)
+    check_n(blocks.n)
     return accumulate(blocks, method=method, per_example=per_example, products=products)
-
-
-def unbiased_moments(sums: PowerSums) -> Moments:
-    """The U-statistics from the power sums (vectorised over leave-one-out arrays)."""
-    n = np.asarray(sums.n, dtype=np.float64)
-    t1 = sums.s_sq - sums.a2
-    f = sums.c_frob_sq - sums.a4
-    r = sums.s_c_s - 2.0 * sums.w_s + sums.a4
-    t3 = r - f
-    t4 = t1 * t1 - 4.0 * t3 - 2.0 * f
-    n2 = n * (n - 1.0)
-    n3 = n2 * (n - 2.0)
-    n4 = n3 * (n - 3.0)
-    mu_4 = t4 / n4
-    tr_sigma2 = (f + t1 * t1 / ((n - 1.0) * (n - 2.0)) - 2.0 * r / (n - 2.0)) / (n * (n - 3.0))
-    return Moments(n=sums.n, mu_sq=_value(t1 / n2), mu_4=_value(mu_4),
-                   mu_sigma_mu=_value(t3 / n3 - mu_4), tr_sigma2=_value(tr_sigma2), dim=sums.dim,
-                   kind="unbiased", products=sums.products)
-
-
-def plugin_from_sums(sums: PowerSums) -> Moments:
-    """Plug-in values: m = s/n, Σ̂ = (C − s sᵀ/n)/(n − 1), then ‖m‖², ‖m‖⁴, mᵀΣ̂m, ‖Σ̂‖_F²."""
-    n = np.asarray(sums.n, dtype=np.float64)
-    mean_sq = sums.s_sq / n**2
-    mean_sigma_mean = (sums.s_c_s / n**2 - sums.s_sq**2 / n**3) / (n - 1.0)
-    sigma_frob_sq = (sums.c_frob_sq - 2.0 * sums.s_c_s / n + sums.s_sq**2 / n**2) / (n - 1.0) ** 2
-    return Moments(n=sums.n, mu_sq=_value(mean_sq), mu_4=_value(mean_sq**2),
-                   mu_sigma_mu=_value(mean_sigma_mean), tr_sigma2=_value(sigma_frob_sq), dim=sums.dim,
-                   kind="plugin", products=sums.products)
-
-
-def leave_one_out(sums: PowerSums, per: PerExample) -> PowerSums:
-    """The power sums with example i removed, for every i at once (arrays of length n).
-
-    Removing x from s, C, w: s' = s − x, C' = C − x xᵀ, w' = w − ‖x‖² x, so
-      ‖s'‖²  = ‖s‖² − 2 x·s + ‖x‖²
-      ‖C'‖²  = ‖C‖² − 2 xᵀCx + ‖x‖⁴
-      s'ᵀC's' = sᵀCs − 2 xᵀCs + xᵀCx − (x·s − ‖x‖²)²
-      w'·s'  = w·s − x·w − ‖x‖² x·s + ‖x‖⁴
-    which costs O(n) once the per-example terms are known.
-    """
-    d, d2 = per.norm_sq, per.norm_sq**2
-    return PowerSums(
-        n=np.full(d.shape, sums.n - 1),
-        dim=sums.dim,
-        s_sq=sums.s_sq - 2.0 * per.x_s + d,
-        a2=sums.a2 - d,
-        a4=sums.a4 - d2,
-        c_frob_sq=sums.c_frob_sq - 2.0 * per.x_c_x + d2,
-        s_c_s=sums.s_c_s - 2.0 * per.x_c_s + per.x_c_x - (per.x_s - d) ** 2,
-        w_s=sums.w_s - per.x_w - d * per.x_s + d2,
-        method=sums.method,
-        products=sums.products,
-    )
 
 
 def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
