@@ -1,6 +1,7 @@
 # growcert: when does growing a trained residual network help on unseen data?
-# Thin workflow: configuration and helpers live in rules/common.smk, the stages in
-# rules/*.smk, and every rule shells out to the `growcert` command line.
+# Thin workflow: rules/common.smk validates the config and takes the plan, the paths and the wildcard
+# constraints from the package (growcert.pipeline), the stages live in rules/*.smk, and every rule shells out
+# to the `growcert` command line.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -10,7 +11,7 @@ configfile: "config.yaml"
 
 
 # `snakemake --report results/snakemake-report.zip`: this page, then every output the rules mark with report_output
-# (rules/common.smk).
+# (growcert.pipeline.rules).
 report: "src/growcert/resources/report/workflow.rst"
 
 

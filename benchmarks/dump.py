@@ -43,7 +43,7 @@ import zarr
 
 from growcert.config import stage_settings
 from growcert.data.batches import fixed_examples
-from growcert.store.checkpoint import save_checkpoint
+from growcert.models.checkpoint import save_checkpoint
 from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.dump import dump_gradients
 from growcert.store.inspect import _stored_bytes

@@ -149,10 +149,11 @@ def require_finished(results: Path, sources) -> None:
 def sweep_config(config_file: str | Path, base: str | Path = "config.yaml") -> dict:
     """The config a sweep's jobs get: `base` (the Snakefile's configfile) with `config_file` merged over it as
     `snakemake --configfile` merges them (mappings merged, lists such as grids replaced), the schema's defaults
-    filled in and validated (growcert.config.validate_config). Paths are relative to the repository root."""
+    filled in and validated as the pipeline validates it (growcert.pipeline.plan.validate_config). Paths are
+    relative to the repository root."""
     import yaml
 
-    from growcert.config import validate_config
+    from growcert.pipeline.plan import validate_config
 
     def update(into: dict, other: dict) -> dict:
         for key, value in other.items():
@@ -166,17 +167,16 @@ def sweep_config(config_file: str | Path, base: str | Path = "config.yaml") -> d
     return validate_config(config)
 
 
-# A store's table under the results folder: ALIGNMENT and MISALIGNMENT of rules/common.smk (kind "alignment" or
-# "misalignment"); tests/test_p1_interventions_reference.py checks with a dry run that Snakemake plans them.
-STORE_TABLE = "stats/{kind}/{family}/{dataset}/w{width}_d{depth}_s{seed}{context_tag}/step{step}.csv"
-
-
 def store_tables(results: Path, config: dict, kind: str, skip=frozenset()) -> list[str]:
-    """The `kind` table (alignment or misalignment) of the last checkpoint of every run `config` trains, as paths
-    under `results` that Snakemake can be asked for; runs whose (width, seed, context) is in `skip` are left out."""
-    from growcert.grids import run_steps, run_wildcards, training_runs
+    """The `kind` table (alignment or misalignment: growcert.pipeline.artifacts.ALIGNMENT, MISALIGNMENT) of the last
+    checkpoint of every run `config` trains, as paths under `results` that Snakemake can be asked for; runs whose
+    (width, seed, context) is in `skip` are left out. tests/test_p1_interventions_reference.py checks with a dry run
+    that Snakemake plans them."""
+    from growcert.pipeline import artifacts
+    from growcert.pipeline.grids import run_steps, run_wildcards, training_runs
 
-    return [str(results / STORE_TABLE.format(kind=kind, step=run_steps(config, run)[-1], **run_wildcards(run)))
+    table = {"alignment": artifacts.ALIGNMENT, "misalignment": artifacts.MISALIGNMENT}[kind]
+    return [table.path(str(results), step=run_steps(config, run)[-1], **run_wildcards(run))
             for run in training_runs(config) if (run.width, run.seed, run.context) not in skip]
 
 

@@ -1,46 +1,46 @@
 rule estimate_alignment:
     input:
-        store=STORE_INPUT,
+        store=STORE_FILE,
     output:
-        table=ALIGNMENT,
+        table=artifacts.ALIGNMENT.path(RESULTS),
     params:
-        store=lambda wildcards, input: store_folder(input.store),
-        settings=alignment_settings,
+        store=input_store(),
+        settings=PLAN.settings("alignment"),
     log:
-        f"{RESULTS}/logs/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
+        log(RESULTS, "estimate_alignment", artifacts.STORE_NAME),
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_alignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+        benchmark(RESULTS, "estimate_alignment", artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=store_runtime,
+        mem_mb=per_attempt(2000),
+        runtime=PLAN.store_runtime,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert estimate-alignment --store {params.store} --settings {params.settings:q} --out {output.table} > {log} 2>&1"
 
 
 rule estimate_misalignment:
     input:
-        store=STORE_INPUT,
-        alignment=ALIGNMENT,
+        store=STORE_FILE,
+        alignment=artifacts.ALIGNMENT.path(RESULTS),
     output:
-        table=MISALIGNMENT,
+        table=artifacts.MISALIGNMENT.path(RESULTS),
     params:
-        store=lambda wildcards, input: store_folder(input.store),
-        settings=alignment_settings,
+        store=input_store(),
+        settings=PLAN.settings("alignment"),
     log:
-        f"{RESULTS}/logs/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
+        log(RESULTS, "estimate_misalignment", artifacts.STORE_NAME),
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_misalignment/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+        benchmark(RESULTS, "estimate_misalignment", artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 2000 * attempt,
-        runtime=store_runtime,
+        mem_mb=per_attempt(2000),
+        runtime=PLAN.store_runtime,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert estimate-misalignment --store {params.store} --alignment {input.alignment} "
         "--settings {params.settings:q} --out {output.table} > {log} 2>&1"
@@ -52,27 +52,26 @@ localrules:
 
 rule summarize_alignment:
     input:
-        alignment=per_store(ALIGNMENT),
+        alignment=PLAN.per_store(artifacts.ALIGNMENT),
         # a context sweep feeds d_align only
-        misalignment=per_store(MISALIGNMENT, fixed_context_runs(), config["alignment"]["analyse_misalignment"]),
+        misalignment=PLAN.per_store(artifacts.MISALIGNMENT, PLAN.fixed_context_runs(),
+                                    config["alignment"]["analyse_misalignment"]),
     output:
-        alignment=f"{RESULTS}/stats/alignment.csv",
-        misalignment=f"{RESULTS}/stats/misalignment.csv",
-        summary=report_output(f"{RESULTS}/tables/p1_alignment_summary.csv", "p1_alignment_summary", "p1", "alignment",
-                              "table: d_align per cell"),
-        claims=report_output(f"{RESULTS}/claims/p1_alignment.csv", "p1_alignment_claims", "p1", "alignment",
-                             "claims: width trends and certificates"),
-        checks=f"{RESULTS}/checks/p1_alignment.csv",
-        figures=[figure_output(figure) for figure in p1_figures()],
+        alignment=f"{RESULTS}/{artifacts.POOLED_ALIGNMENT}",
+        misalignment=f"{RESULTS}/{artifacts.POOLED_MISALIGNMENT}",
+        summary=report_output(artifacts.ALIGNMENT_SUMMARY),
+        claims=report_output(artifacts.ALIGNMENT_CLAIMS),
+        checks=artifacts.ALIGNMENT_CHECKS.path(RESULTS),
+        figures=[report_output(figure) for figure in PLAN.p1_figures()],
     params:
-        settings=alignment_settings,
-        figures=lambda wildcards, output: os.path.dirname(output.figures[0]),
+        settings=PLAN.settings("alignment"),
+        figures=output_folder("figures"),
     log:
-        f"{RESULTS}/logs/summarize_alignment.log",
+        log(RESULTS, "summarize_alignment"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_alignment.tsv"
+        benchmark(RESULTS, "summarize_alignment")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-alignment --alignment {input.alignment} --misalignment {input.misalignment} "
         "--settings {params.settings:q} --out-alignment {output.alignment} --out-misalignment {output.misalignment} "
@@ -86,28 +85,26 @@ localrules:
 # The P1 regime map of a context sweep (grids[].contexts): width trends at matched budget and matched loss.
 rule summarize_regime:
     input:
-        alignment=f"{RESULTS}/stats/alignment.csv",
-        training=f"{RESULTS}/stats/training.csv",
+        alignment=f"{RESULTS}/{artifacts.POOLED_ALIGNMENT}",
+        training=f"{RESULTS}/{artifacts.TRAINING_TABLE}",
     output:
-        budget=f"{RESULTS}/stats/p1_regime_budget.csv",
-        loss=f"{RESULTS}/stats/p1_regime_loss.csv",
-        matched=f"{RESULTS}/stats/p1_regime_matched.csv",
-        spread=f"{RESULTS}/stats/p1_regime_spread.csv",
-        map=f"{RESULTS}/stats/p1_regime_map.json",
-        cells=report_output(f"{RESULTS}/tables/p1_regime_cells.csv", "p1_regime_cells", "p1", "regime map",
-                            "table: width trend per (context, progress) cell"),
-        claims=report_output(f"{RESULTS}/claims/p1_regime.csv", "p1_regime_claims", "p1", "regime map",
-                             "claims: width trend on the regime map"),
-        figures=[figure_output(figure) for figure in regime_figures()],
+        budget=f"{RESULTS}/{artifacts.REGIME_STATS['budget']}",
+        loss=f"{RESULTS}/{artifacts.REGIME_STATS['loss']}",
+        matched=f"{RESULTS}/{artifacts.REGIME_STATS['matched']}",
+        spread=f"{RESULTS}/{artifacts.REGIME_STATS['spread']}",
+        map=f"{RESULTS}/{artifacts.REGIME_MAP}",
+        cells=report_output(artifacts.REGIME_CELLS),
+        claims=report_output(artifacts.REGIME_CLAIMS),
+        figures=[report_output(figure) for figure in PLAN.regime_figures()],
     params:
-        stats=lambda wildcards, output: os.path.dirname(output.budget),
-        figures=lambda wildcards, output: os.path.join(os.path.dirname(os.path.dirname(output.claims)), "figures"),
+        stats=output_folder("budget"),
+        figures=results_subfolder("claims", artifacts.FIGURES_FOLDER),
     log:
-        f"{RESULTS}/logs/summarize_regime.log",
+        log(RESULTS, "summarize_regime"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_regime.tsv"
+        benchmark(RESULTS, "summarize_regime")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-regime --alignment {input.alignment} --training {input.training} --out-stats {params.stats} "
         "--out-cells {output.cells} --out-claims {output.claims} --out-map {output.map} --figures {params.figures} "

@@ -1,18 +1,18 @@
 rule prepare_dataset:
     output:
         arrays=f"{PREPARED}/{{dataset}}/arrays.npz",
-        info=f"{PREPARED}/{{dataset}}/info.json",
+        info=INFO,
     params:
-        settings=dataset_settings,
-        out_dir=lambda wildcards, output: os.path.dirname(output.info),
+        settings=PLAN.settings("prepare"),
+        out_dir=output_folder("info"),
     log:
-        f"{RESULTS}/logs/prepare_dataset/{{dataset}}.log",
+        log(RESULTS, "prepare_dataset", "{dataset}"),
     benchmark:
-        f"{RESULTS}/benchmarks/prepare_dataset/{{dataset}}.tsv"
+        benchmark(RESULTS, "prepare_dataset", "{dataset}")
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 20 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(20),
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert prepare --dataset {wildcards.dataset} --settings {params.settings:q} --out {params.out_dir} > {log} 2>&1"

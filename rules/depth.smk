@@ -1,24 +1,24 @@
 rule estimate_depth:
     input:
-        store=STORE_INPUT,
+        store=STORE_FILE,
     output:
-        table=DEPTH,
+        table=artifacts.DEPTH_VALUES.path(RESULTS),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        store=lambda wildcards, input: store_folder(input.store),
-        settings=depth_settings,
+        device=DEVICE,
+        store=input_store(),
+        settings=PLAN.settings("depth"),
     log:
-        f"{RESULTS}/logs/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
+        log(RESULTS, "estimate_depth", artifacts.STORE_NAME),
     benchmark:
-        f"{RESULTS}/benchmarks/estimate_depth/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+        benchmark(RESULTS, "estimate_depth", artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
-        mem_mb=depth_mem_mb,
-        runtime=store_runtime,
+        mem_mb=PLAN.depth_mem_mb,
+        runtime=PLAN.store_runtime,
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert estimate-depth --store {params.store} --settings {params.settings:q} --out {output.table} "
         "--threads {threads} --device {params.device} > {log} 2>&1"
@@ -26,24 +26,24 @@ rule estimate_depth:
 
 rule grow_model:
     input:
-        info=grow_dataset,
+        info=PLAN.grow_info,
     output:
-        run=directory(GROW),
+        run=directory(artifacts.grow_folder(RESULTS)),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=grow_settings_json,
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        settings=PLAN.settings("grow"),
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/grow_model/{{experiment}}.log",
+        log(RESULTS, "grow_model", "{experiment}"),
     benchmark:
-        f"{RESULTS}/benchmarks/grow_model/{{experiment}}.tsv"
+        benchmark(RESULTS, "grow_model", "{experiment}")
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(60),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert grow --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
         "--threads {threads} --device {params.device} > {log} 2>&1"
@@ -56,20 +56,19 @@ localrules:
 
 rule summarize_depth:
     input:
-        tables=per_store(DEPTH, fixed_context_runs(), config["depth"]["analyse"]),
+        tables=PLAN.per_store(artifacts.DEPTH_VALUES, PLAN.fixed_context_runs(), config["depth"]["analyse"]),
     output:
-        table=f"{RESULTS}/stats/depth.csv",
-        decision=report_output(f"{RESULTS}/tables/p3_recommended_depth.csv", "p3_recommended_depth", "p3", "depth",
-                               "table: saturation decision"),
-        figure=figure_output(figures.DEPTH),
+        table=f"{RESULTS}/{artifacts.POOLED_DEPTH}",
+        decision=report_output(artifacts.RECOMMENDED_DEPTH),
+        figure=report_output(artifacts.DEPTH),
     params:
-        settings=lambda wildcards: json.dumps(config["depth"], sort_keys=True),
+        settings=PLAN.settings("depth"),
     log:
-        f"{RESULTS}/logs/summarize_depth.log",
+        log(RESULTS, "summarize_depth"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_depth.tsv"
+        benchmark(RESULTS, "summarize_depth")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-depth {input.tables} --settings {params.settings:q} --out-table {output.table} "
         "--out-decision {output.decision} --figure {output.figure} > {log} 2>&1"
@@ -77,20 +76,18 @@ rule summarize_depth:
 
 rule summarize_growth:
     input:
-        runs=expand(GROW, experiment=grow_experiments()),
-        depth=f"{RESULTS}/stats/depth.csv",
+        runs=[artifacts.grow_folder(RESULTS, experiment) for experiment in PLAN.grow_experiments()],
+        depth=f"{RESULTS}/{artifacts.POOLED_DEPTH}",
     output:
-        table=report_output(f"{RESULTS}/tables/p3_growth.csv", "p3_growth_table", "p3", "growth",
-                            "table: held-out loss per arm and step"),
-        claims=report_output(f"{RESULTS}/claims/p3_depth.csv", "p3_depth_claims", "p3", "growth",
-                             "claims: depth plateau and grown vs scratch"),
-        figure=figure_output(figures.GROWTH),
+        table=report_output(artifacts.GROWTH_TABLE),
+        claims=report_output(artifacts.DEPTH_CLAIMS),
+        figure=report_output(artifacts.GROWTH),
     log:
-        f"{RESULTS}/logs/summarize_growth.log",
+        log(RESULTS, "summarize_growth"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_growth.tsv"
+        benchmark(RESULTS, "summarize_growth")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-growth {input.runs} --depth {input.depth} --out-table {output.table} "
         "--out-claims {output.claims} --figure {output.figure} > {log} 2>&1"

@@ -1,28 +1,28 @@
 rule dump_gradients:
     wildcard_constraints:
-        family="resnet|llama",
+        family=family_pattern(trained_families()),
     input:
         run=RUN_DIR,
-        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+        info=INFO,
     output:
         store=STORE_OUTPUT,
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        store=lambda wildcards, output: store_folder(output.store),
-        settings=dump_settings,
-        checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        store=output_store(),
+        settings=PLAN.settings("dump"),
+        checkpoint=input_checkpoint(),
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
+        log(RESULTS, "dump_gradients", artifacts.STORE_NAME),
     benchmark:
-        f"{RESULTS}/benchmarks/dump_gradients/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+        benchmark(RESULTS, "dump_gradients", artifacts.STORE_NAME)
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(30),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert dump --checkpoint {params.checkpoint} --data {params.data_dir} --settings {params.settings:q} "
         "--out {params.store} --threads {threads} --device {params.device} > {log} 2>&1"
@@ -31,28 +31,28 @@ rule dump_gradients:
 # A pretrained Hugging Face model (config key pretrained): the same dump, from its checkpoint folder.
 rule dump_pretrained:
     input:
-        info=lambda wildcards: prepared_dataset(wildcards.dataset),
-        checkpoint=pretrained_input,
+        info=INFO,
+        checkpoint=PLAN.pretrained_input,
     output:
         store=PRETRAINED_STORE_OUTPUT,
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        store=lambda wildcards, output: store_folder(output.store),
-        settings=pretrained_dump_settings,
-        hf=pretrained_hf_settings,
-        checkpoint=pretrained_folder,
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        store=output_store(),
+        settings=PLAN.settings("dump", pretrained=True),
+        hf=PLAN.settings("pretrained_model"),
+        checkpoint=PLAN.pretrained_folder,
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/dump_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        log(RESULTS, "dump_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
     benchmark:
-        f"{RESULTS}/benchmarks/dump_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        benchmark(RESULTS, "dump_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
     threads: config["pretrained"]["threads"]
     resources:
-        mem_mb=pretrained_mem_mb(4),
-        runtime=pretrained_runtime,
+        mem_mb=PLAN.pretrained_mem_mb(4),
+        runtime=PLAN.pretrained_runtime,
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert dump --checkpoint {params.checkpoint:q} --hf {params.hf:q} --data {params.data_dir} "
         "--settings {params.settings:q} --out {params.store} --threads {threads} --device {params.device} > {log} 2>&1"

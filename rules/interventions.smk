@@ -1,30 +1,30 @@
 rule intervene:
     wildcard_constraints:
-        family="resnet|llama",
+        family=family_pattern(trained_families()),
     input:
         run=RUN_DIR,
-        store=STORE_INPUT,
-        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+        store=STORE_FILE,
+        info=INFO,
     output:
-        table=INTERVENTIONS,
+        table=artifacts.INTERVENTION_TABLE.path(RESULTS),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        store=lambda wildcards, input: store_folder(input.store),
-        settings=intervene_settings,
-        checkpoint=lambda wildcards, input: f"{input.run}/step{wildcards.step}.pt",
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        store=input_store(),
+        settings=PLAN.settings("intervene"),
+        checkpoint=input_checkpoint(),
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.log",
+        log(RESULTS, "intervene", artifacts.STORE_NAME),
     benchmark:
-        f"{RESULTS}/benchmarks/intervene/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}/step{{step}}.tsv"
+        benchmark(RESULTS, "intervene", artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 30 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(30),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert intervene --checkpoint {params.checkpoint} --store {params.store} --data {params.data_dir} "
         "--settings {params.settings:q} --out {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
@@ -33,29 +33,29 @@ rule intervene:
 # The same interventions on a pretrained Hugging Face model (config pretrained.intervene).
 rule intervene_pretrained:
     input:
-        store=PRETRAINED_STORE_INPUT,
-        info=lambda wildcards: prepared_dataset(wildcards.dataset),
-        checkpoint=pretrained_input,
+        store=PRETRAINED_STORE_FILE,
+        info=INFO,
+        checkpoint=PLAN.pretrained_input,
     output:
-        table=PRETRAINED_INTERVENTIONS,
+        table=artifacts.INTERVENTION_TABLE.path(RESULTS, **PRETRAINED),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        store=lambda wildcards, input: store_folder(input.store),
-        settings=intervene_settings,
-        hf=pretrained_hf_settings,
-        checkpoint=pretrained_folder,
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        store=input_store(),
+        settings=PLAN.settings("intervene"),
+        hf=PLAN.settings("pretrained_model"),
+        checkpoint=PLAN.pretrained_folder,
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/intervene_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.log",
+        log(RESULTS, "intervene_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
     benchmark:
-        f"{RESULTS}/benchmarks/intervene_pretrained/hf/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}/step{{step}}.tsv"
+        benchmark(RESULTS, "intervene_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
     threads: config["pretrained"]["threads"]
     resources:
-        mem_mb=pretrained_mem_mb(8),
-        runtime=pretrained_runtime,
+        mem_mb=PLAN.pretrained_mem_mb(8),
+        runtime=PLAN.pretrained_runtime,
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert intervene --checkpoint {params.checkpoint:q} --hf {params.hf:q} --store {params.store} "
         "--data {params.data_dir} --settings {params.settings:q} --out {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
@@ -67,21 +67,19 @@ localrules:
 
 rule summarize_interventions:
     input:
-        tables=intervention_targets(),
+        tables=PLAN.intervention_targets(),
     output:
-        table=f"{RESULTS}/stats/interventions.csv",
-        summary=report_output(f"{RESULTS}/tables/p1_interventions_summary.csv", "p1_interventions_summary", "p1",
-                              "interventions", "table: first-order accuracy per cell"),
-        checks=f"{RESULTS}/checks/p1_interventions.csv",
-        claims=report_output(f"{RESULTS}/claims/p1_interventions.csv", "p1_interventions_claims", "p1", "interventions",
-                             "claims: observed / predicted at the paper's step scale"),
-        figure=figure_output(figures.INTERVENTIONS),
+        table=f"{RESULTS}/{artifacts.POOLED_INTERVENTIONS}",
+        summary=report_output(artifacts.INTERVENTIONS_SUMMARY),
+        checks=artifacts.INTERVENTIONS_CHECKS.path(RESULTS),
+        claims=report_output(artifacts.INTERVENTIONS_CLAIMS),
+        figure=report_output(artifacts.INTERVENTIONS),
     log:
-        f"{RESULTS}/logs/summarize_interventions.log",
+        log(RESULTS, "summarize_interventions"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_interventions.tsv"
+        benchmark(RESULTS, "summarize_interventions")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-interventions {input.tables} --out-table {output.table} --out-summary {output.summary} "
         "--out-checks {output.checks} --out-claims {output.claims} --figure {output.figure} > {log} 2>&1"

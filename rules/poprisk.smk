@@ -1,29 +1,31 @@
-# The self-contained P2 experiments of the growcert.experiments registry; outputs from experiment_outputs and
-# the tasks each rule runs from p2_tasks (common.smk). This one: the tasks with optimizer arms (a gate figure).
+# The self-contained P2 experiments of the growcert.experiments registry: each trains its own small models from
+# its config section (none: {}) and writes its folder, figure, claim rows and report table. A task with INPUTS
+# (preference) has a rule of its own; the others run in p2_experiment when they draw a gate figure (GATE_TITLE),
+# else in p2_ungated (which writes a checks file). This one: the tasks with optimizer arms (a gate figure).
 rule p2_experiment:
     output:
-        summary=experiment_outputs("{task}")["summary"],
-        figure=figure_output(figures.task_figure("{task}")),
-        claims=task_report_output("claims"),
-        table=task_report_output("table"),
-        gate=figure_output(figures.gate_figure("{task}")),
+        summary=artifacts.task_summary(RESULTS, "{task}"),
+        figure=report_output(artifacts.task_figure("{task}")),
+        claims=report_output(artifacts.task_claims("{task}")),
+        table=report_output(artifacts.task_table("{task}")),
+        gate=report_output(artifacts.gate_figure("{task}")),
     wildcard_constraints:
-        task=p2_tasks(gated=True),
+        task=PLAN.task_pattern(gated=True),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=p2_settings,
-        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+        device=DEVICE,
+        settings=PLAN.task_settings,
+        out_dir=output_folder("summary"),
     log:
-        f"{RESULTS}/logs/{{task}}.log",
+        log(RESULTS, "{task}"),
     benchmark:
-        f"{RESULTS}/benchmarks/{{task}}.tsv"
-    threads: p2_threads
+        benchmark(RESULTS, "{task}")
+    threads: PLAN.task_threads
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 120 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(120),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
         "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
@@ -33,65 +35,63 @@ rule p2_experiment:
 # results/checks/, a header-only file for a task that has none.
 rule p2_ungated:
     output:
-        summary=experiment_outputs("{task}")["summary"],
-        figure=figure_output(figures.task_figure("{task}")),
-        claims=task_report_output("claims"),
-        checks=experiment_outputs("{task}")["checks"],
-        table=task_report_output("table"),
+        summary=artifacts.task_summary(RESULTS, "{task}"),
+        figure=report_output(artifacts.task_figure("{task}")),
+        claims=report_output(artifacts.task_claims("{task}")),
+        checks=artifacts.task_checks("{task}").path(RESULTS),
+        table=report_output(artifacts.task_table("{task}")),
     wildcard_constraints:
-        task=p2_tasks(gated=False),
+        task=PLAN.task_pattern(gated=False),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=p2_settings,
-        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
+        device=DEVICE,
+        settings=PLAN.task_settings,
+        out_dir=output_folder("summary"),
     log:
-        f"{RESULTS}/logs/{{task}}.log",
+        log(RESULTS, "{task}"),
     benchmark:
-        f"{RESULTS}/benchmarks/{{task}}.tsv"
-    threads: p2_threads
+        benchmark(RESULTS, "{task}")
+    threads: PLAN.task_threads
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 120 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(120),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
         "--claims {output.claims} --checks {output.checks} --table {output.table} --threads {threads} "
         "--device {params.device} > {log} 2>&1"
 
 
-# DPO starts from a llama the pipeline pretrained on Shakespeare (config preference.reference), or from a
-# local Hugging Face checkpoint (config preference.hf_model), which then replaces that input.
+# DPO starts from a language model the pipeline pretrained on Shakespeare (config preference.reference), or from
+# a local Hugging Face checkpoint (config preference.hf_model), which then replaces that input.
 rule preference:
     input:
-        reference=preference_reference,
-        info=lambda wildcards: prepared_dataset("shakespeare"),
+        reference=PLAN.preference_reference,
+        info=PLAN.prepared_info(PREFERENCE_DATASET),
     output:
-        summary=experiment_outputs("preference")["summary"],
-        figure=figure_output(figures.task_figure("preference")),
-        claims=report_output(experiment_outputs("preference")["claims"], "p2_preference_claims", "p2", "preference",
-                             "claims: reward accuracy and drift"),
-        table=report_output(experiment_outputs("preference")["table"], "p2_preference_table", "p2", "preference",
-                            "table: medians per optimizer"),
-        gate=figure_output(figures.gate_figure("preference")),
+        summary=artifacts.task_summary(RESULTS, "preference"),
+        figure=report_output(artifacts.task_figure("preference")),
+        claims=report_output(artifacts.task_claims("preference")),
+        table=report_output(artifacts.task_table("preference")),
+        gate=report_output(artifacts.gate_figure("preference")),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=lambda wildcards: json.dumps(config["preference"], sort_keys=True),
-        out_dir=lambda wildcards, output: os.path.dirname(output.summary),
-        reference=lambda wildcards, input: f"--reference {input.reference}" if input.reference else "",
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        settings=PLAN.settings("preference"),
+        out_dir=output_folder("summary"),
+        reference=PLAN.reference_option,
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/preference.log",
+        log(RESULTS, "preference"),
     benchmark:
-        f"{RESULTS}/benchmarks/preference.tsv"
+        benchmark(RESULTS, "preference")
     threads: config["threads"]["preference"]
     resources:
-        mem_mb=lambda wildcards, attempt: 8000 * attempt,
-        runtime=lambda wildcards, attempt: 120 * attempt,
+        mem_mb=per_attempt(8000),
+        runtime=per_attempt(120),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert preference --settings {params.settings:q} {params.reference} --data {params.data_dir} --out {params.out_dir} "
         "--figure {output.figure} --gate-figure {output.gate} --claims {output.claims} --table {output.table} "

@@ -1,23 +1,23 @@
 rule train_model:
     input:
-        info=lambda wildcards: prepared_dataset(wildcards.dataset),
+        info=INFO,
     output:
         run=directory(RUN_DIR),
     params:
-        device=DEVICE,  # where the job runs; outputs are device-free but not bit-identical across devices
-        settings=run_settings,
-        data_dir=lambda wildcards, input: os.path.dirname(input.info),
+        device=DEVICE,
+        settings=PLAN.settings("train"),
+        data_dir=input_folder("info"),
     log:
-        f"{RESULTS}/logs/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}.log",
+        log(RESULTS, "train_model", artifacts.RUN),
     benchmark:
-        f"{RESULTS}/benchmarks/train_model/{{family}}/{{dataset}}/w{{width}}_d{{depth}}_s{{seed}}{{context_tag}}.tsv"
+        benchmark(RESULTS, "train_model", artifacts.RUN)
     threads: config["threads"]["train"]
     resources:
-        mem_mb=lambda wildcards, attempt: 4000 * attempt,
-        runtime=lambda wildcards, attempt: 60 * attempt,
+        mem_mb=per_attempt(4000),
+        runtime=per_attempt(60),
         gpu=GPUS,
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert train --data {params.data_dir} --settings {params.settings:q} --out {output.run} "
         "--threads {threads} --device {params.device} > {log} 2>&1"
@@ -29,14 +29,14 @@ localrules:
 
 rule summarize_training:
     input:
-        runs=all_run_dirs(),
+        runs=PLAN.run_folders(),
     output:
-        table=f"{RESULTS}/stats/training.csv",
+        table=f"{RESULTS}/{artifacts.TRAINING_TABLE}",
     log:
-        f"{RESULTS}/logs/summarize_training.log",
+        log(RESULTS, "summarize_training"),
     benchmark:
-        f"{RESULTS}/benchmarks/summarize_training.tsv"
+        benchmark(RESULTS, "summarize_training")
     conda:
-        "../envs/growcert.yaml"
+        CONDA_ENV
     shell:
         "growcert summarize-training {input.runs} --out {output.table} > {log} 2>&1"

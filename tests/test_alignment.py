@@ -232,7 +232,7 @@ def test_replicates_default_is_the_schema_default_alone(small_store):
     none of its own (it had 10,000), and the stage draws the schema's number when the settings omit it."""
     import inspect
 
-    from growcert.config import load_schema
+    from growcert.schema import load_schema
     from growcert.stats import misalignment
 
     default = load_schema()["properties"]["alignment"]["properties"]["replicates"]["default"]

@@ -6,7 +6,7 @@ import torch
 
 from growcert.data.batches import fixed_examples
 from growcert.models.capture import capture_batch
-from growcert.store.checkpoint import load_checkpoint
+from growcert.models.checkpoint import load_checkpoint
 from growcert.stages.dump import dump_gradients
 from growcert.store import open_group
 from helpers import relative_error, single_example

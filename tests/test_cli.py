@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from growcert.cli import SETTINGS_STAGE, build_parser, main
+from growcert.cli import build_parser, main, settings_stages
 from growcert.config import stage_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ CASES = {
 def test_every_subcommand_has_a_case():
     commands = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
     assert set(CASES) == set(commands)
-    assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(SETTINGS_STAGE) | {"prepare"}
+    assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(settings_stages()) | {"prepare"}
 
 
 def run(argv: list[str], capsys) -> tuple[int, list[str]]:
@@ -124,7 +124,7 @@ DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokki
 @pytest.mark.skipif(torch_sees_cuda(), reason="asserts the refusal on a machine without CUDA")
 @pytest.mark.parametrize("stage", DEVICE_STAGES)
 def test_device_cuda_without_cuda_is_one_line_naming_the_key_and_nothing_is_written(stage, inputs, tmp_path, capsys):
-    from growcert.config import top_level_default
+    from growcert.schema import top_level_default
 
     out = tmp_path / "out"
     argv = argv_of(stage, inputs, out, CASES[stage][1])
@@ -179,7 +179,7 @@ def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
         shared = {key: value for key, value in section.items() if key != "experiments"}
         experiments = section.get("experiments")
         if experiments is None:  # the schema's default experiments
-            from growcert.config import load_schema
+            from growcert.schema import load_schema
 
             experiments = load_schema()["properties"]["grow"]["properties"]["experiments"]["default"]
         entry = next(e for e in experiments if all(e[key] == settings[key] for key in GROW_RUN))
@@ -202,16 +202,16 @@ def test_a_bare_stage_runs_the_pipeline_settings(files, tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     raw = merged_config(*files)
-    checked = set()
+    checked, stages = set(), settings_stages()
     for line in (result.stdout + result.stderr).splitlines():
         command = line.removeprefix("Shell command: ").strip()
         words = shlex.split(command.split(" > ", 1)[0]) if command.startswith("growcert ") else []
-        if len(words) < 2 or words[1] not in SETTINGS_STAGE or "--settings" not in words:
+        if len(words) < 2 or words[1] not in stages or "--settings" not in words:
             continue
         stage, pipeline = words[1], json.loads(words[words.index("--settings") + 1])
         if stage in ("estimate-alignment", "estimate-depth", "estimate-misalignment") and "/hf/" in line:
             continue  # pretrained models' depth overrides: config pretrained.depth, tested in test_hf
-        section = SETTINGS_STAGE[stage]
+        section = stages[stage]
         assert stage_settings(section, pipeline) == stage_settings(section, explicit_settings(stage, raw, pipeline)), stage
         if not explicit_settings(stage, raw, pipeline) and stage not in ("train", "grow"):
             assert stage_settings(section, pipeline) == stage_settings(section, {}), stage

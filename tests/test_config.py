@@ -1,4 +1,8 @@
-"""Config validation: defaults filled in, one-line errors naming the key, grid expansion."""
+"""Config validation: defaults filled in, one-line errors naming the key, grid expansion.
+
+`validate_config` here is the pipeline's (growcert.pipeline.plan): growcert.config's validation and stage checks,
+then the grids' and families' rules.
+"""
 
 import copy
 import subprocess
@@ -8,8 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from growcert.config import (SCHEMA_FILE, ConfigError, Run, load_schema, stage_settings, train_settings, training_runs,
-                             validate_config)
+from growcert.config import stage_settings
+from growcert.errors import ConfigError
+from growcert.pipeline.grids import Run, train_settings, training_runs
+from growcert.pipeline.plan import validate_config
+from growcert.schema import SCHEMA_FILE, load_schema
 
 SCHEMA = load_schema(SCHEMA_FILE)
 ROOT = Path(__file__).resolve().parents[1]

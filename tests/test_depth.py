@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from growcert.store.checkpoint import load_checkpoint
+from growcert.models.checkpoint import load_checkpoint
 from growcert.block_features import block_features
 from growcert.data.batches import dump_examples
 from growcert.report.depth import plot_depth, recommend_depth

@@ -1,9 +1,10 @@
-"""The figure registry (growcert.report.figure_registry) is the one place a figure's stem is spelled.
+"""The figure registry (growcert.pipeline.artifacts) is the one place a figure's stem is spelled.
 
 Every registered stem appears exactly once in src/ and rules/ (and the Snakefile): in the registry. An
 occurrence is the stem as a whole token (no letter, digit or _ on either side) not followed by `.csv`: a
 table, claims or checks file may share a figure's name (results/claims/p3_depth.csv,
-results/checks/p1_interventions.csv) and is another artifact. So is a claim whose id equals a figure's stem
+results/checks/p1_interventions.csv) and is another artifact, registered as such (`Table("…"`,
+`Claims("…"`, `Checks("…"` are not counted). So is a claim whose id equals a figure's stem
 (the claims p2_grokking and p2_pinn, written into results/claims/*.csv as claim_id): its uses
 `Claim("…"`, `CLAIMS["…"]` and `claim_row("…"` are not counted. Every consumer (the stages that draw, the
 claims, the HTML report, the rules) then reads the registry, and renaming a figure is one line there (and
@@ -20,9 +21,10 @@ import sys
 from pathlib import Path
 
 from growcert.experiments import EXPERIMENTS
-from growcert.report import figure_registry
+from growcert.pipeline import artifacts as figure_registry
+from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure
+from growcert.pipeline.artifacts import task_table
 from growcert.report.claims import CHECKS, CLAIMS
-from growcert.report.figure_registry import FIGURES, gate_figure, task_figure
 from growcert.report.html import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +34,7 @@ CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
 
 def occurrences(stem: str, text: str) -> int:
     """How often `text` spells figure `stem`: as a whole token, not as a .csv name nor as a claim id."""
-    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[)"{re.escape(stem)}"', "", text)
+    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
     return len(re.findall(rf"(?<!\w){re.escape(stem)}(?!\w)(?!\.csv)", text))
 
 
@@ -52,6 +54,7 @@ def test_the_counter_counts_what_it_should():
     assert occurrences("p3_depth", 'f"{RESULTS}/claims/p3_depth.csv"; "p3_depth_claims"; DEPTH.stem') == 0
     assert occurrences("p2_pinn", 'Claim("p2_pinn", ...); CLAIMS["p2_pinn"]; claim_row(\n   "p2_pinn", j)') == 0
     assert occurrences("p2_pinn", '("p2_pinn", "p2_pinn_gate")') == 1
+    assert occurrences("p3_growth", 'Table("p3_growth", "p3"); Claims( "p3_growth"); Checks("p3_growth")') == 0
 
 
 def test_every_figure_stem_is_spelled_once_in_src_and_rules_in_the_registry():
@@ -63,10 +66,10 @@ def test_every_figure_stem_is_spelled_once_in_src_and_rules_in_the_registry():
 
 
 def test_every_figure_has_its_caption_file_and_every_figure_caption_is_registered():
-    rules = "\n".join(path.read_text() for path in (ROOT / "rules").glob("*.smk"))
-    # tables and claims go through report_output(path, "<caption>", ...) or task_report_output("<kind>")
-    tables = set(re.findall(r'report_output\(\s*[^,]+,\s*"(\w+)"', rules))
-    tables |= {f"p2_experiment_{kind}" for kind in re.findall(r'task_report_output\("(\w+)"\)', rules)}
+    # tables and claims are marked through their records too (report_output(artifact, ...))
+    marked = [*TABLES, *CLAIMS_FILES, task_table("{task}"), task_claims("{task}"),
+              *[task_table(name) for name in EXPERIMENTS], *[task_claims(name) for name in EXPERIMENTS]]
+    tables = {artifact.caption for artifact in marked}
     figures = {figure.caption for figure in FIGURES.values()} | {task_figure("{task}").caption,
                                                                  gate_figure("{task}").caption}
     assert all((CAPTIONS / f"{caption}.rst").is_file() for caption in figures | tables)
@@ -74,18 +77,20 @@ def test_every_figure_has_its_caption_file_and_every_figure_caption_is_registere
     assert {path.stem for path in CAPTIONS.glob("*.rst")} - {"workflow"} == figures | tables
 
 
-def test_the_rules_mark_outputs_for_the_report_through_the_two_helpers_only():
-    calls = {path.name: len(re.findall(r"(?<![\w.])report\(", path.read_text())) for path in (ROOT / "rules").glob("*.smk")}
-    assert calls == {name: int(name == "common.smk") for name in calls}, calls
-    assert len(re.findall(r"(?<![\w.])report\(", (ROOT / "Snakefile").read_text())) == 0
+def test_the_rules_mark_outputs_for_the_report_through_the_registry_only():
+    """No rule calls Snakemake's report() itself: every mark is growcert.pipeline.rules.report_output(artifact)."""
+    for path in [*(ROOT / "rules").glob("*.smk"), ROOT / "Snakefile"]:
+        assert re.findall(r"(?<![\w.])report\(", path.read_text()) == [], path
+    rules = "\n".join(path.read_text() for path in (ROOT / "rules").glob("*.smk"))
+    assert "report_output(" in rules
 
 
 def test_the_report_and_the_claims_read_the_registry():
     assert [stem for _, _, stems, _ in SECTIONS for stem in stems] == list(FIGURES)
     evidence = {stem for entry in [*CLAIMS.values(), *CHECKS.values()] for stem in entry.evidence}
-    # the rest are tables (results/tables/<stem>.csv), out of the registry's scope
-    assert evidence - set(FIGURES) == {"p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells",
-                                       "p3_recommended_depth"}
+    # the rest are the registered tables (results/tables/<stem>.csv)
+    assert evidence - set(FIGURES) == {table.stem for table in TABLES} - set(FIGURES) == {
+        "p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells", "p3_recommended_depth"}
 
 
 def test_a_p2_task_figure_is_p2_task_as_the_wildcard_rules_derive_it():
@@ -103,7 +108,7 @@ def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
     evidence and the rules' outputs (a dry run of the ci DAG) all follow."""
     package = tmp_path / "src" / "growcert"
     shutil.copytree(ROOT / "src" / "growcert", package, ignore=shutil.ignore_patterns("__pycache__"))
-    registry = package / "report" / "figure_registry.py"
+    registry = package / "pipeline" / "artifacts.py"
     text = registry.read_text()
     assert text.count('"p1_dalign_vs_width"') == 1
     registry.write_text(text.replace('"p1_dalign_vs_width"', '"p1_renamed"'))

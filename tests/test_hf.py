@@ -14,8 +14,8 @@ import transformers
 import yaml
 
 from growcert.models.capture import capture_batch
-from growcert.store.checkpoint import load_model
-from growcert.config import validate_config
+from growcert.models.checkpoint import load_model
+from growcert.pipeline.plan import validate_config
 from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.dump import dump_gradients
 from growcert.errors import CheckpointError, ConfigError

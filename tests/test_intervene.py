@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from growcert.report.claims import CHECK_COLUMNS
-from growcert.store.checkpoint import load_checkpoint
+from growcert.models.checkpoint import load_checkpoint
 from growcert.stages.dump import dump_gradients
 from growcert.config import stage_settings
 from growcert.errors import StoreError

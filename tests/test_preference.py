@@ -13,7 +13,7 @@ import transformers
 from scipy import stats as scipy_stats
 from torch import nn
 
-from growcert.store.checkpoint import load_checkpoint
+from growcert.models.checkpoint import load_checkpoint
 from growcert.report.claims import ROW_COLUMNS
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.errors import CheckpointError, ConfigError

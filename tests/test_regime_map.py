@@ -11,7 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from growcert.config import ConfigError, run_wildcards, train_settings, training_runs, validate_config
+from growcert.errors import ConfigError
+from growcert.pipeline.grids import run_wildcards, train_settings, training_runs
+from growcert.pipeline.plan import validate_config
 from growcert.report import regime
 from pathlib import Path
 

@@ -10,7 +10,9 @@ import pytest
 import torch
 import zarr
 
-from growcert.config import ConfigError, load_schema, validate_config
+from growcert.errors import ConfigError
+from growcert.pipeline.plan import validate_config
+from growcert.schema import load_schema
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
 from growcert.stages.dump import dump_gradients

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from growcert.config import ConfigError, validate_config
+from growcert.errors import ConfigError
+from growcert.pipeline.plan import validate_config
 from growcert.data import DatasetError, load_prepared, prepare_dataset
 from growcert.data import text
 from growcert.data.batches import TrainingBatches

@@ -265,7 +265,7 @@ def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe
     from growcert.stages.alignment import estimate_alignment
     from growcert.stages.depth import estimate_depth
     from growcert.store import open_group
-    from growcert.store.checkpoint import load_model
+    from growcert.models.checkpoint import load_model
 
     data = prepare(tmp_path / "prepared", corpus)
     checkpoint = save_tiny(tmp_path / "model", "gpt_neox", vocab_size=len(bpe))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from growcert.data.batches import TrainingBatches, examples_at, window_count
-from growcert.store.checkpoint import CheckpointError, load_checkpoint
+from growcert.models.checkpoint import CheckpointError, load_checkpoint
 from growcert.config import stage_settings
 from growcert.stages.train import train_model
 from growcert.training import warmup_factor

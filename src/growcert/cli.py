@@ -5,6 +5,10 @@ hand with the same code the pipeline uses. User errors (bad settings, a missing
 dataset or checkpoint) end in one line on stderr and exit status 2.
 """
 
+# Imports of the package sit inside the functions below, so that `growcert --help` and a command that reads only
+# tables never import torch (a few seconds per job); this is the one module where that holds, and the only reason
+# for a function-local import in the package (tests/test_layout.py).
+
 from __future__ import annotations
 
 import argparse
@@ -12,14 +16,6 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-
-
-# The settings each subcommand's --settings holds: a stage of growcert.config.stage_settings. main() resolves
-# them (schema defaults filled, validated) before the stage reads any input, so a bad key fails first.
-SETTINGS_STAGE = {"train": "train", "dump": "dump", "estimate-alignment": "alignment",
-                  "estimate-misalignment": "alignment", "summarize-alignment": "alignment", "intervene": "intervene",
-                  "estimate-depth": "depth", "summarize-depth": "depth", "grow": "grow", "grokking": "grokking",
-                  "pinn": "pinn", "preference": "preference", "theory": "theory", "advise": "advise"}
 
 
 def parse_settings(text: str) -> dict[str, Any]:
@@ -44,14 +40,29 @@ def parse_settings(text: str) -> dict[str, Any]:
 
 
 def _resolve_settings(args: argparse.Namespace) -> None:
+    """The command's settings, resolved once for the whole job (growcert.config.stage_settings), before any input
+    is read, so a bad key fails first."""
     from growcert.config import stage_settings
 
-    if args.stage in SETTINGS_STAGE:
-        args.settings = stage_settings(SETTINGS_STAGE[args.stage], parse_settings(args.settings))
+    if args.settings_stage is not None:
+        args.settings = stage_settings(args.settings_stage, parse_settings(args.settings))
     elif isinstance(getattr(args, "settings", None), str):
         args.settings = parse_settings(args.settings)
-    if getattr(args, "hf", None) is not None:
-        args.hf = stage_settings("hf", parse_settings(args.hf))
+    if getattr(args, "pretrained_model", None) is not None:
+        args.pretrained_model = stage_settings("pretrained_model", parse_settings(args.pretrained_model))
+
+
+def _settings_argument(parser: argparse.ArgumentParser, stage: str | None, help: str) -> None:
+    """--settings, resolved as the settings of `stage` of growcert.config.stage_settings (None: parsed only)."""
+    parser.add_argument("--settings", default="{}", help=help)
+    parser.set_defaults(settings_stage=stage)
+
+
+def settings_stages() -> dict[str, str]:
+    """{subcommand: the stage of growcert.config.stage_settings its --settings holds}."""
+    commands = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
+    return {name: command.get_default("settings_stage") for name, command in commands.items()
+            if command.get_default("settings_stage") is not None}
 
 
 def _log(message: str) -> None:
@@ -73,34 +84,33 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
-    from growcert.data import load_prepared
     from growcert.stages.train import train_model
 
-    train_model(args.settings, load_prepared(args.data), args.out, threads=args.threads, log=_log,
-                device=args.device)
+    train_model(args.settings, args.data, args.out, threads=args.threads, log=_log, device=args.device)
 
 
 def _torch_arguments(parser: argparse.ArgumentParser) -> None:
     """--threads and --device, which every stage that runs torch takes."""
-    from growcert.config import top_level_default
+    from growcert.schema import top_level_default
 
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default=top_level_default("device"),
                         help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)")
 
 
-def _checkpoint_arguments(parser: argparse.ArgumentParser, settings_help: str, out_help: str) -> None:
+def _checkpoint_arguments(parser: argparse.ArgumentParser, stage: str, settings_help: str, out_help: str) -> None:
     """--checkpoint, --data, --settings, --out, --hf and the torch arguments of a stage that reads a checkpoint."""
     parser.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
     parser.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
-    parser.add_argument("--settings", default="{}", help=settings_help)
+    _settings_argument(parser, stage, settings_help)
     parser.add_argument("--out", required=True, help=out_help)
-    parser.add_argument("--hf", default=None, help=HF_HELP)
+    parser.add_argument("--hf", dest="pretrained_model", default=None, help=HF_HELP)
     _torch_arguments(parser)
 
 
 HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
-           "with these settings as JSON or @file, '{}' for the defaults (growcert.models.hf.HFSettings)")
+           "with these settings as JSON or @file, '{}' for the defaults (stage pretrained_model of "
+           "growcert.config.stage_settings: growcert.models.hf.HFSettings)")
 
 
 def cmd_dump(args: argparse.Namespace) -> None:
@@ -108,7 +118,7 @@ def cmd_dump(args: argparse.Namespace) -> None:
     from growcert.stages.dump import dump_gradients
 
     dump_gradients(args.checkpoint, load_prepared(args.data), args.out, args.settings,
-                   threads=args.threads, log=_log, hf=args.hf, device=args.device)
+                   threads=args.threads, log=_log, hf=args.pretrained_model, device=args.device)
 
 
 def cmd_inspect(args: argparse.Namespace) -> None:
@@ -132,7 +142,7 @@ def cmd_intervene(args: argparse.Namespace) -> None:
     from growcert.stages.interventions import run_interventions
 
     table = run_interventions(args.checkpoint, args.store, load_prepared(args.data), args.settings,
-                              log=_log, hf=args.hf, threads=args.threads, device=args.device)
+                              log=_log, hf=args.pretrained_model, threads=args.threads, device=args.device)
     _write_csv(table, args.out)
 
 
@@ -193,11 +203,9 @@ def cmd_summarize_depth(args: argparse.Namespace) -> None:
 
 
 def cmd_grow(args: argparse.Namespace) -> None:
-    from growcert.data import load_prepared
     from growcert.stages.grow import grow_and_compare
 
-    grow_and_compare(args.settings, load_prepared(args.data), args.out, log=_log, threads=args.threads,
-                     device=args.device)
+    grow_and_compare(args.settings, args.data, args.out, log=_log, threads=args.threads, device=args.device)
 
 
 def cmd_summarize_growth(args: argparse.Namespace) -> None:
@@ -244,29 +252,15 @@ def _progress(label: str):
 
 
 def cmd_advise(args: argparse.Namespace) -> None:
-    from growcert.advice_inputs import advice_inputs, describe, prepared_data, work_folder
-    from growcert.provenance import provenance
-    from growcert.report import advice
-    from growcert.stages.alignment import estimate_alignment
-    from growcert.stages.depth import estimate_depth
-    from growcert.stages.dump import dump_gradients
+    from growcert.stages.advise import advise
 
-    inputs = advice_inputs(args.model, args.data, args.settings, args.examples, args.growth_dims)
-    quiet, level = (lambda _: None), inputs.depth["level"]
-    with work_folder(args.out) as work:
-        store = dump_gradients(inputs.model, prepared_data(inputs, work), work / "store.zarr", inputs.dump,
-                               threads=args.threads, log=quiet, hf=inputs.hf, device=args.device,
-                               progress=_progress(f"dumping {args.model}"))
-        table = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
-                                    estimate_depth(store, inputs.depth, log=quiet, threads=args.threads, device=args.device),
-                                    inputs.M, inputs.K, level, inputs.alignment["detect_threshold"])
-        line = advice.recommendation(table, level)
-        advice.write_advice(args.out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
-    _log(f"{advice.terminal_table(table)}\n\n{line}\n-> {args.out}/advice.md")
+    _log(advise(args.model, args.data, args.settings, args.out, examples=args.examples, growth_dims=args.growth_dims,
+                threads=args.threads, device=args.device, progress=_progress(f"dumping {args.model}")))
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="growcert", description=__doc__.splitlines()[0])
+    parser.set_defaults(settings_stage=None)
     stages = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
     for add_commands in (_training_commands, _store_commands, _alignment_commands, _intervention_commands,
                          _experiment_commands, _depth_commands, _advise_command, _report_commands):
@@ -278,13 +272,14 @@ def _training_commands(stages) -> None:
     """prepare, train."""
     prepare = stages.add_parser("prepare", help="prepare a dataset (arrays, split, provenance)")
     prepare.add_argument("--dataset", required=True)
-    prepare.add_argument("--settings", default="{}", help="dataset settings as JSON, or @file")
+    _settings_argument(prepare, None, "dataset settings as JSON, or @file")
     prepare.add_argument("--out", required=True, help="output folder (arrays.npz + info.json)")
     prepare.set_defaults(handler=cmd_prepare)
 
     train = stages.add_parser("train", help="train one model of a grid, saving checkpoints and metrics.json")
     train.add_argument("--data", required=True, help="prepared dataset folder")
-    train.add_argument("--settings", default="{}", help="one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, train (stage train of growcert.config.stage_settings)")
+    _settings_argument(train, "train", "one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, "
+                       "train (stage train of growcert.config.stage_settings)")
     train.add_argument("--out", required=True, help="run folder (step{N}.pt, metrics.json)")
     _torch_arguments(train)
     train.set_defaults(handler=cmd_train)
@@ -293,7 +288,8 @@ def _training_commands(stages) -> None:
 def _store_commands(stages) -> None:
     """dump, inspect, compare-results."""
     dump = stages.add_parser("dump", help="store per-example activations and activation gradients of a checkpoint")
-    _checkpoint_arguments(dump, "config key dump as JSON, or @file (schema defaults fill the rest)", "store path (PATH.zarr)")
+    _checkpoint_arguments(dump, "dump", "config key dump as JSON, or @file (schema defaults fill the rest)",
+                          "store path (PATH.zarr)")
     dump.set_defaults(handler=cmd_dump)
 
     inspect = stages.add_parser("inspect", help="describe a gradient store: groups, dims, chunks, compression, attrs, q summary")
@@ -312,21 +308,21 @@ def _alignment_commands(stages) -> None:
     """estimate-alignment, estimate-misalignment, summarize-alignment, summarize-regime."""
     estimate = stages.add_parser("estimate-alignment", help="d_align, intervals, detectability per point x reduction x pool")
     estimate.add_argument("--store", required=True)
-    estimate.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
+    _settings_argument(estimate, "alignment", "config key alignment, as JSON or @file")
     estimate.add_argument("--out", required=True)
     estimate.set_defaults(handler=cmd_estimate_alignment)
 
     misaligned = stages.add_parser("estimate-misalignment", help="empirical misalignment and certificates over an (M, K) grid")
     misaligned.add_argument("--store", required=True)
     misaligned.add_argument("--alignment", required=True, help="the store's estimate-alignment table")
-    misaligned.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
+    _settings_argument(misaligned, "alignment", "config key alignment, as JSON or @file")
     misaligned.add_argument("--out", required=True)
     misaligned.set_defaults(handler=cmd_estimate_misalignment)
 
     pooled = stages.add_parser("summarize-alignment", help="pool alignment tables: figures, summary, claims")
     pooled.add_argument("--alignment", nargs="+", required=True)
     pooled.add_argument("--misalignment", nargs="*", default=[], help="none when every grid sweeps context")
-    pooled.add_argument("--settings", default="{}", help="config key alignment, as JSON or @file")
+    _settings_argument(pooled, "alignment", "config key alignment, as JSON or @file")
     pooled.add_argument("--out-alignment", required=True)
     pooled.add_argument("--out-misalignment", required=True)
     pooled.add_argument("--out-summary", required=True)
@@ -345,7 +341,7 @@ def _intervention_commands(stages) -> None:
     """intervene, summarize-interventions."""
     intervene = stages.add_parser("intervene", help="residual interventions: predicted vs observed held-out loss change")
     intervene.add_argument("--store", required=True, help="the checkpoint's gradient store")
-    _checkpoint_arguments(intervene, "config key intervene, as JSON or @file",
+    _checkpoint_arguments(intervene, "intervene", "config key intervene, as JSON or @file",
                           "tidy CSV, one row per point x variant x draw x epsilon")
     intervene.set_defaults(handler=cmd_intervene)
 
@@ -362,12 +358,15 @@ def _intervention_commands(stages) -> None:
 def _experiment_commands(stages) -> None:
     """One command per P2 experiment of the registry (growcert.experiments), all of one shape."""
     from growcert.experiments import EXPERIMENTS, task
+    from growcert.schema import load_schema
+
+    sections = load_schema()["properties"]  # a task without a section of its own gets {} (parsed only)
 
     for name in EXPERIMENTS:  # grokking, pinn, preference, theory: one shape of command
         experiment = task(name)
         inputs = getattr(experiment, "INPUTS", ())
         command = stages.add_parser(name, help=experiment.HELP)
-        command.add_argument("--settings", default="{}", help=f"config key {name}, as JSON or @file")
+        _settings_argument(command, name if name in sections else None, f"config key {name}, as JSON or @file")
         command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json")
         command.add_argument("--figure", required=True)
         command.add_argument("--claims", required=True)
@@ -389,14 +388,14 @@ def _depth_commands(stages) -> None:
     """estimate-depth, summarize-depth, grow, summarize-growth."""
     depth = stages.add_parser("estimate-depth", help="first-order value of a zero-output block at every point of a store")
     depth.add_argument("--store", required=True)
-    depth.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
+    _settings_argument(depth, "depth", "config key depth, as JSON or @file")
     depth.add_argument("--out", required=True)
     _torch_arguments(depth)
     depth.set_defaults(handler=cmd_estimate_depth)
 
     depth_summary = stages.add_parser("summarize-depth", help="pool depth tables: saturation decision and figure")
     depth_summary.add_argument("tables", nargs="+")
-    depth_summary.add_argument("--settings", default="{}", help="config key depth, as JSON or @file")
+    _settings_argument(depth_summary, "depth", "config key depth, as JSON or @file")
     depth_summary.add_argument("--out-table", required=True)
     depth_summary.add_argument("--out-decision", required=True)
     depth_summary.add_argument("--figure", required=True)
@@ -404,7 +403,8 @@ def _depth_commands(stages) -> None:
 
     grow = stages.add_parser("grow", help="grow a shallow net with zero-output blocks vs training from scratch")
     grow.add_argument("--data", required=True)
-    grow.add_argument("--settings", default="{}", help="one growth experiment as JSON or @file: an entry of config grow.experiments with the section's shared keys (stage grow of growcert.config.stage_settings)")
+    _settings_argument(grow, "grow", "one growth experiment as JSON or @file: an entry of config grow.experiments with "
+                       "the section's shared keys (stage grow of growcert.config.stage_settings)")
     grow.add_argument("--out", required=True, help="folder for growth.csv and selection.csv")
     _torch_arguments(grow)
     grow.set_defaults(handler=cmd_grow)
@@ -425,7 +425,7 @@ def _advise_command(stages) -> None:
     advise.add_argument("--model", required=True, help="a growcert checkpoint step*.pt or a Hugging Face causal-LM folder")
     advise.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
     advise.add_argument("--out", required=True, help="folder for advice.csv, advice.md, advice.png, provenance.json")
-    advise.add_argument("--settings", default="{}", help="config key advise, as JSON or @file")
+    _settings_argument(advise, "advise", "config key advise, as JSON or @file")
     advise.add_argument("--examples", type=int, default=None, help="training and held-out examples each "
                         "(advise.train_examples and test_examples)")
     advise.add_argument("--growth-dims", type=int, default=None, help="M new directions of the certificates "

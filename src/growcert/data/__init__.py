@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from growcert import __version__
 from growcert.data import cifar, digits, fashion_mnist, shakespeare, text
 from growcert.data.common import BuiltDataset, DatasetError, Setting, channel_stats, resolve_settings
 from growcert.data.prepared import (
@@ -82,8 +83,6 @@ def default_settings(name: str) -> dict[str, Any]:
 
 
 def _versions() -> dict[str, str]:
-    from growcert import __version__
-
     return {"growcert": __version__, "numpy": np.__version__}
 
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from growcert.data import PreparedDataset, load_prepared, prepare_dataset
 from growcert.errors import ConfigError
 
 VOWELS = np.frombuffer(b"aeiouAEIOU", dtype=np.uint8)
@@ -55,8 +56,6 @@ def swap_labels(count: int, rate: float, seed: int) -> torch.Tensor:
 def load_text(data: Any, data_settings: dict[str, Any]):
     """The Shakespeare splits as a PreparedDataset: `data` itself, a prepared folder, or (None) prepared
     afresh, in a temporary folder, with the reference's dataset settings."""
-    from growcert.data import PreparedDataset, load_prepared, prepare_dataset
-
     if isinstance(data, PreparedDataset):
         prepared = data
     elif data is not None:

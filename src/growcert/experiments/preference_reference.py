@@ -3,7 +3,7 @@
 Two sources, one interface (a module mapping token ids (b, T) to logits (b, T, vocab), plus `byte_to_id`,
 the token id of each of the 256 byte values, because prompts, continuations and the reward are bytes):
 
-- the pipeline's own byte-level llama pretrained on Shakespeare (`growcert.store.checkpoint.load_checkpoint`):
+- the pipeline's own byte-level llama pretrained on Shakespeare (`growcert.models.checkpoint.load_checkpoint`):
   a run folder (its highest `step{N}.pt`) or one checkpoint file; byte b is token b;
 - a local Hugging Face causal-LM checkpoint (the paper's Qwen2.5-0.5B-Instruct, for users who have its
   weights), read by the shared loader `growcert.models.hf.load_byte_level_lm` (nothing is downloaded),
@@ -20,6 +20,8 @@ import torch
 from torch import nn
 
 from growcert.errors import CheckpointError
+from growcert.models.checkpoint import load_checkpoint
+from growcert.models.hf import load_byte_level_lm
 
 STEP_FILE = re.compile(r"step(\d+)\.pt")
 IDENTITY = "identity (token id = byte value)"
@@ -39,8 +41,6 @@ def checkpoint_file(path: str | Path) -> Path:
 
 def load_hf_reference(path: str | Path) -> tuple[nn.Module, torch.Tensor, dict[str, Any]]:
     """(model, byte_to_id, description) of a local Hugging Face causal-LM checkpoint (needs transformers)."""
-    from growcert.models.hf import load_byte_level_lm
-
     reference = load_byte_level_lm(path)
     model = reference.model
     description = {"kind": "huggingface", "path": str(path), "architecture": type(model.lm).__name__,
@@ -52,8 +52,6 @@ def load_hf_reference(path: str | Path) -> tuple[nn.Module, torch.Tensor, dict[s
 def load_pipeline_reference(path: str | Path) -> tuple[nn.Module, torch.Tensor, dict[str, Any], dict[str, Any]]:
     """(model, byte_to_id, description, dataset settings) of a byte-level llama the pipeline trained
     (a run folder or a `stepN.pt`)."""
-    from growcert.store.checkpoint import load_checkpoint
-
     file = checkpoint_file(path)
     model, metadata = load_checkpoint(file)
     info = metadata["data_info"]

@@ -66,6 +66,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, jvp, vmap
 
+from growcert.data.digits import load_digits_arrays  # the project's checked loader of the digits
 from growcert.stats.kernels import (coupling_bound, coupling_residual, fit_exponent, invisibility, invisibility_bound,
                                     root_mean_square, split_channel)
 
@@ -92,8 +93,6 @@ class Task:
 def digits_task(settings: dict[str, Any]) -> Task:
     """A seeded subset of sklearn digits, pixels/16 projected on the training subset's top principal
     directions (fewer inputs, fewer parameters: the point is a model smaller than n·C)."""
-    from growcert.data.digits import load_digits_arrays  # the project's checked loader of the same data
-
     config = settings["digits"]
     images, labels, _, _ = load_digits_arrays()
     pixels = torch.tensor(images.reshape(len(images), -1), dtype=torch.float64) / 16.0

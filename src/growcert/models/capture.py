@@ -19,6 +19,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from growcert.models import family_of
+
 
 @dataclass
 class Captured:
@@ -71,8 +73,6 @@ def capture_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
 
 def native_dims(family: str, shape: tuple[int, ...]) -> tuple[str, ...]:
     """Dim names of one example's activation at a point: the family's (docs/design.md §5)."""
-    from growcert.models import family_of
-
     dims = family_of(family).native_dims
     if len(dims) != len(shape):
         raise ValueError(f"family {family!r} streams have dims {dims}; got an activation of shape {shape}")

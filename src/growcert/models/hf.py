@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from growcert.config import settings_hash, stage_settings
 from growcert.errors import CheckpointError, ConfigError, GrowcertError
 from growcert.models.llama import Llama
 from growcert.models import Family
@@ -56,7 +57,7 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 @dataclass
 class HFSettings:
-    """How one pretrained checkpoint is read (stage `hf` of `config.stage_settings`: the keys of config
+    """How one pretrained checkpoint is read (stage `pretrained_model` of `config.stage_settings`: the keys of config
     `pretrained` every model shares, and one entry of `pretrained.models`; defaults in the schema)."""
 
     context: int             # tokens per sequence the dump cuts from the text
@@ -72,9 +73,7 @@ class HFSettings:
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any] | None) -> "HFSettings":
-        from growcert.config import stage_settings
-
-        return cls(**stage_settings("hf", settings))
+        return cls(**stage_settings("pretrained_model", settings))
 
 
 def _quiet_transformers() -> None:
@@ -224,8 +223,6 @@ class HFCausalLM(nn.Module):
 
 def load_pretrained(path: str | Path, settings: dict[str, Any] | None = None) -> tuple[HFCausalLM, dict[str, Any]]:
     """The `hf` model of a checkpoint and its metadata (what `checkpoint.load_checkpoint` returns for `.pt` files)."""
-    from growcert.config import settings_hash
-
     resolved = HFSettings.from_dict(settings)
     source = checkpoint_folder(path, resolved.repo, resolved.allow_download)
     lm = _load_from(source, path)
@@ -327,4 +324,4 @@ def load_byte_level_lm(path: str | Path, allow_download: bool = False, repo: str
 FAMILY = Family(name="hf", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.width,
-                depth_problem=lambda depth: None)
+                depth_problem=lambda depth: None, context=True)

@@ -214,8 +214,9 @@ class Llama(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def width_problem(width: int, head_dim: int) -> str | None:
-    """Why `width` cannot be split into heads of `head_dim` features, or None."""
+def width_problem(width: int, options: dict) -> str | None:
+    """Why `width` cannot be split into heads of the options' `head_dim` features, or None."""
+    head_dim = options.get("head_dim", 1)
     return f"llama width {width} is not a multiple of models.llama.head_dim={head_dim}" if width % head_dim else None
 
 
@@ -226,4 +227,4 @@ def build(width: int, depth: int, data_info: dict, options: dict) -> Llama:
 FAMILY = Family(name="llama", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.config.width,
-                depth_problem=lambda depth: None, width_problem=width_problem, build=build)
+                depth_problem=lambda depth: None, width_problem=width_problem, build=build, context=True)

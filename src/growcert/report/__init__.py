@@ -1,7 +1,7 @@
-"""The report layer: claims registry, figures and the HTML report, built from tidy tables only.
+"""The report layer: claims registry, figures and the HTML report, built from tidy tables only (the figures'
+stems, titles and captions, and every file's name, are growcert.pipeline.artifacts').
 
     claims.py         every paper claim and its row type (the report reads this registry)
-    figure_registry.py  every figure: stem, title, label, caption (the rules, the stages and the report read it)
     figures.py        one figure saver; the trained-grid figure
     training.py       the tidy training table gathered from run folders
     alignment.py      P1 alignment and misalignment: summary table, figures, claim rows

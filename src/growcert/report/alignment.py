@@ -30,8 +30,8 @@ from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
 from growcert.files import read_csvs, write_csv  # noqa: E402
 from growcert.report.claims import write_rows  # noqa: E402
-from growcert.report.figure_registry import (DALIGN_VS_WIDTH, MISALIGNMENT_VS_MK,  # noqa: E402
-                                             MISALIGNMENT_VS_WIDTH, PLUGIN_VS_UNBIASED)
+from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, MISALIGNMENT_VS_MK,  # noqa: E402
+                                         MISALIGNMENT_VS_WIDTH, PLUGIN_VS_UNBIASED)
 
 PANEL = ["family", "dataset"]
 

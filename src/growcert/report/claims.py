@@ -36,11 +36,12 @@ from typing import Any
 import pandas as pd
 
 from growcert.files import write_csv
-from growcert.report.figure_registry import (DALIGN_VS_WIDTH, DEPTH, GROKKING, GROKKING_GATE, GROWTH, INTERVENTIONS,
-                                             MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH, PINN, PINN_GATE,
-                                             PLUGIN_VS_UNBIASED, PREFERENCE, PREFERENCE_GATE, REGIME_DALIGN_VS_CONTEXT,
-                                             REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED,
-                                             REGIME_SPREAD, THEORY)
+from growcert.pipeline.artifacts import (ALIGNMENT_SUMMARY, DALIGN_VS_WIDTH, DEPTH, GROKKING, GROKKING_GATE, GROWTH,
+                                         INTERVENTIONS, INTERVENTIONS_SUMMARY, MISALIGNMENT_VS_MK,
+                                         MISALIGNMENT_VS_WIDTH, PINN, PINN_GATE, PLUGIN_VS_UNBIASED, PREFERENCE,
+                                         PREFERENCE_GATE, RECOMMENDED_DEPTH, REGIME_CELLS, REGIME_DALIGN_VS_CONTEXT,
+                                         REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED,
+                                         REGIME_SPREAD, THEORY)
 from growcert.report.verdicts import Effect, Judgement, equivalence_region
 
 ROW_COLUMNS = ["claim_id", "paper", "claim", "role", "paper_value", "effect", "paper_effect", "sesoi", "estimate", "low",
@@ -124,7 +125,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
     Claim("p1_dalign_width", "P1", "d_align increases with width", "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "the slope of log d_align on log width with a seed-level t interval in the primary series; Holm across "
           "primary series when several depths or contexts have one", "summarize-alignment",
-          DALIGN_SLOPE, P1_PRIMARY, (DALIGN_VS_WIDTH.stem, PLUGIN_VS_UNBIASED.stem, "p1_alignment_summary"),
+          DALIGN_SLOPE, P1_PRIMARY, (DALIGN_VS_WIDTH.stem, PLUGIN_VS_UNBIASED.stem, ALIGNMENT_SUMMARY.stem),
           references=('p1-regime', 'p1-seeds')),
     Claim("p1_regime_budget", "P1", "d_align increases with width, on the regime map at matched budget",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
@@ -132,7 +133,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "Holm across contexts", "summarize-regime", DALIGN_SLOPE,
           "per context: " + P1_PRIMARY.replace("the llama family (the paper's headline numbers are LLaMA-style); ", ""),
           (REGIME_DALIGN_VS_WIDTH.stem, REGIME_DALIGN_VS_CONTEXT.stem, REGIME_DIMS_VS_WIDTH.stem,
-           REGIME_PLUGIN_VS_UNBIASED.stem, REGIME_SPREAD.stem, "p1_regime_cells"), references=('p1-regime', 'p1-seeds'),
+           REGIME_PLUGIN_VS_UNBIASED.stem, REGIME_SPREAD.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
           decided_by="p1-seeds"),
     Claim("p1_regime_loss", "P1", "d_align increases with width, on the regime map at matched held-out loss",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
@@ -141,7 +142,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "summarize-regime", DALIGN_SLOPE,
           "per context: the lowest held-out loss level every width and seed reaches (the furthest common progress), "
           "held-out pool, the last insertion point, reduction sum_positions; other levels, points and reductions are "
-          "secondary", (REGIME_DALIGN_VS_WIDTH.stem, "p1_regime_cells"), references=('p1-regime', 'p1-seeds'),
+          "secondary", (REGIME_DALIGN_VS_WIDTH.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
           decided_by="p1-seeds"),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
           "the slope of p̂ on log width with a seed-level t interval in the primary series, iid mode, at the "
@@ -178,7 +179,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           f"variant shared (a bias-like vector: it sees Σ_t q_t, P1's primary reduction), the last insertion point, "
           f"last checkpoint, relative step ε = {INTERVENTION_EPSILON:g} (an added output one-tenth of the stream's "
           "norm: a real growth step, where second-order terms of a few percent can show; at ε → 0 the ratio is 1 by "
-          "construction, the check)", (INTERVENTIONS.stem, "p1_interventions_summary"), references=('p1-interventions',),
+          "construction, the check)", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem), references=('p1-interventions',),
           decided_by="p1-interventions"),
     Claim("p2_grokking", "P2", "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW",
           "5,950 vs 29,450 (4.9×)", "per reading (the row's scope), the speed-up over AdamW at the reading's own "
@@ -225,7 +226,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  sesoi_reason="a documented choice, the paper gives no number: the deepest value at most half the "
                               "shallowest, the smallest fall that reads as 'falls steadily'"),
           "the raw unbiased ‖E[q hᵀ]‖² at each model's last point, held-out pool, last checkpoint, across the depth "
-          "grid (mean over widths of the per-seed log ratio)", (DEPTH.stem, "p3_recommended_depth"),
+          "grid (mean over widths of the per-seed log ratio)", (DEPTH.stem, RECOMMENDED_DEPTH.stem),
           references=('p3-depth',), decided_by="p3-depth"),
     Claim("p3_depth_settles", "P3", "first-order value of an inserted block settles on a plateau",
           "settles on a low plateau",
@@ -238,7 +239,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  sesoi_reason="two levels within 10 % of each other read as one plateau"),
           "the scale-invariant value (the block's output relative to the stream it joins: saturation is judged on "
           "it, docs/science.md P3) at each model's last point, held-out pool, last checkpoint, the two deepest model "
-          "depths", (DEPTH.stem, "p3_recommended_depth"), references=('p3-depth',), decided_by="p3-depth"),
+          "depths", (DEPTH.stem, RECOMMENDED_DEPTH.stem), references=('p3-depth',), decided_by="p3-depth"),
     Claim("p3_grown_vs_scratch", "P3", "grown networks match networks trained from scratch", "match or beat",
           "per growth experiment (a part), paired by seed: the grown model beats the no-growth control (the shallow "
           f"model trained for the same total steps) beyond noise and closes at least {1 - GROWTH_FRACTION:.0%} of the "
@@ -256,9 +257,9 @@ CHECKS: dict[str, Check] = {check.key: check for check in [
           "summarize-alignment", (MISALIGNMENT_VS_WIDTH.stem,)),
     Check("p1_intervention_ratio", "P1", "observed/predicted held-out change at the smallest ε",
           "within 5 % of 1 (first order, by construction as ε → 0)", "summarize-interventions",
-          (INTERVENTIONS.stem, "p1_interventions_summary")),
+          (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem)),
     Check("p1_intervention_sign", "P1", "the predicted sign of the held-out change at the smallest ε",
-          "≥ 95 % agreement (first order)", "summarize-interventions", (INTERVENTIONS.stem, "p1_interventions_summary")),
+          "≥ 95 % agreement (first order)", "summarize-interventions", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem)),
     Check("p2_reservoir_invisible", "P2", "reservoir is invisible to the test set (G_Q on ker W_S)",
           "0 (Prop. 3.2), below 1e-2 of the channel", "theory", (THEORY.stem,)),
     Check("p2_benign_noise", "P2", "label noise in the reservoir is benign",

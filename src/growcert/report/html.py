@@ -24,7 +24,8 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
-from growcert.report.figure_registry import FIGURES, section_figures
+from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
+                                         TRAINING_TABLE, section_figures)
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
 from growcert.report.reference import reference_claim_rows, reference_verdicts, references_html
 from growcert.report.training import final_rows
@@ -66,7 +67,7 @@ def _counts(rows: pd.DataFrame) -> str:
 
 
 def _checks(results: Path) -> str:
-    files = sorted((results / "checks").glob("*.csv")) if (results / "checks").is_dir() else []
+    files = sorted((results / CHECKS_FOLDER).glob("*.csv")) if (results / CHECKS_FOLDER).is_dir() else []
     checks = pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
         pd.DataFrame(columns=CHECK_COLUMNS)
     if checks.empty:
@@ -87,7 +88,7 @@ def _title(stem: str) -> str:
 
 
 def _claim_rows(results: Path) -> pd.DataFrame:
-    files = sorted((results / "claims").glob("*.csv"))
+    files = sorted((results / CLAIMS_FOLDER).glob("*.csv"))
     return pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
         pd.DataFrame(columns=ROW_COLUMNS)
 
@@ -201,7 +202,7 @@ def _shows(stem: str, rows: pd.DataFrame) -> str:
 
 
 def _training(results: Path, report_dir: Path) -> str:
-    table_path = results / "stats" / "training.csv"
+    table_path = results / TRAINING_TABLE
     if not table_path.is_file():
         return "<p>No training table in this run.</p>"
     final = final_rows(pd.read_csv(table_path))
@@ -216,7 +217,7 @@ def _training(results: Path, report_dir: Path) -> str:
 
 def _regime_map(results: Path) -> str:
     """What the P1 regime map covers in this run (whole map or slice) and which figures it could not draw."""
-    path = results / "stats" / "p1_regime_map.json"
+    path = results / REGIME_MAP
     if not path.is_file():
         return ""
     facts = json.loads(path.read_text())
@@ -227,8 +228,8 @@ def _regime_map(results: Path) -> str:
 
 
 def _present(results: Path) -> set[tuple[str, str]]:
-    figures = {("fig", path.stem) for path in (results / "figures").glob("*.png")}
-    return figures | {("table", path.stem) for path in (results / "tables").glob("*.csv")}
+    figures = {("fig", path.stem) for path in (results / FIGURES_FOLDER).glob("*.png")}
+    return figures | {("table", path.stem) for path in (results / TABLES_FOLDER).glob("*.csv")}
 
 
 def build_report(results: str | Path, out: str | Path, references: str | Path | None = None) -> None:
@@ -264,7 +265,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
             f"“how it is judged” opens the rule and this run's details.</p>"
             + _summary(rows, present, references) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
-        parts = [page.figure(results / "figures" / f"{stem}.png", _title(stem), _shows(stem, rows))
+        parts = [page.figure(results / FIGURES_FOLDER / FIGURES[stem].file, _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]
         if key == "training":
             parts.append(_training(results, report_dir))
@@ -272,7 +273,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
             parts.append(_regime_map(results))
         if prefix:
             parts += [page.collapsed_table(path, path.stem.replace("_", " "), report_dir)
-                      for path in sorted((results / "tables").glob(f"{prefix}*.csv"))]
+                      for path in sorted((results / TABLES_FOLDER).glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
     body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(references, report_dir)

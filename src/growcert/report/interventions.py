@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
+from growcert.files import read_csvs, write_csv
+from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.report.verdicts import LEVEL, judge_samples, not_tested
 
@@ -122,9 +123,6 @@ def summarize_intervention_tables(tables: list[str | Path], out_table: str | Pat
                                   out_checks: str | Path, out_claims: str | Path, figure: str | Path) -> str:
     """`growcert summarize-interventions`: the pooled table, its summary, the check rows, the claim row and the
     figure."""
-    from growcert.files import read_csvs, write_csv
-    from growcert.report.claims import write_rows
-
     table = read_csvs(tables)
     write_csv(table, out_table)
     write_csv(summarize_interventions(table), out_summary)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from growcert.report.figure_registry import FIGURES, TASK_CAPTION
+from growcert.pipeline.artifacts import FIGURES, TASK_CAPTION
 
 CAPTIONS = Path(str(resources.files("growcert") / "resources" / "report"))  # the workflow's captions, package data
 MAX_TABLE_ROWS = 500  # rows shown inline per table; the full CSV is linked

@@ -35,9 +35,9 @@ from growcert.report.families import DISAGREE_SCOPES, holm_family  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.report.figure_registry import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
-                                             REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
-                                             REGIME_SPREAD)
+from growcert.pipeline.artifacts import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
+                                         REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
+                                         REGIME_SPREAD)
 from growcert.stats.regime import (LOSS, common_loss_grid, matched_loss, regime_summary, seed_spread,  # noqa: E402
                                    width_trend)
 

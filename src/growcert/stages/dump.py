@@ -17,13 +17,13 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from growcert.data.batches import dump_examples
-from growcert.models.capture import capture_batch, native_dims
-from growcert.store.checkpoint import load_model
+from growcert.config import stage_settings
 from growcert.data import PreparedDataset
+from growcert.data.batches import dump_examples
 from growcert.errors import NumericalError
 from growcert.models import family_of
-from growcert.config import stage_settings
+from growcert.models.capture import capture_batch, native_dims
+from growcert.models.checkpoint import load_model
 from growcert.provenance import provenance
 from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
@@ -62,7 +62,7 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     q, z and the losses are captured in the checkpoint's fp32 and copied to the host before they are stored.
     `progress(captured, total)`, if given, is called after every batch (a progress bar's feed).
 
-    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`models.checkpoint.load_model`).
     """
     settings = stage_settings("dump", settings)
     # The template's writes run in zarr's thread pool and the chunks' compression on the store's own workers:

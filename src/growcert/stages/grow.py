@@ -38,11 +38,11 @@ from torch import nn
 
 from growcert.block_features import PointArrays
 from growcert.config import stage_settings
-from growcert.data import PreparedDataset
+from growcert.data import PreparedDataset, load_prepared
 from growcert.data.batches import examples_at, fixed_examples, split_size
 from growcert.errors import ConfigError
 from growcert.files import write_csv
-from growcert.models import build_model
+from growcert.models import build_model, check_growth
 from growcert.models.blocks import insert_blocks, make_block, stream_features
 from growcert.models.capture import capture_batch
 from growcert.resume import UnitResume, termination_requests
@@ -149,11 +149,13 @@ class GrowthArm:
             tick(step)
 
 
-def grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path,
+def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path,
                      log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
-    """Run every arm for every seed on `device` (a `device` setting); write growth.csv and selection.csv to
-    out_dir; return the growth table."""
+    """Run every arm for every seed on `device` (a `device` setting) on `data` (a prepared dataset, or its folder,
+    read once the settings are checked); write growth.csv and selection.csv to out_dir; return the growth table."""
     settings = stage_settings("grow", settings)
+    check_growth(settings)  # the family's rules on this experiment (depths, width, data kind, blocks)
+    data = data if isinstance(data, PreparedDataset) else load_prepared(data)
     # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps ~2x
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         log(f"growing on {runtime.device}")

@@ -33,12 +33,12 @@ import xarray as xr
 from torch import nn
 
 from growcert.config import stage_settings
+from growcert.data import PreparedDataset
 from growcert.data.batches import Examples, dump_examples, examples_at
 from growcert.errors import ConfigError, StoreError
-from growcert.store.checkpoint import load_model
-from growcert.data import PreparedDataset
 from growcert.models import family_of
 from growcert.models.blocks import make_block
+from growcert.models.checkpoint import load_model
 from growcert.models.residual import ResidualParameter
 from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.stats import reduce_examples
@@ -192,7 +192,7 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
                       hf: dict[str, Any] | None = None, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
     """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
 
-    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`store.checkpoint.load_model`).
+    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`models.checkpoint.load_model`).
     Points: `max_points` of the store's groups, evenly spaced from block0 to the last. The forward passes
     run on `device` (a `device` setting) in float64 there too; the predictions come from the store on the CPU.
     """

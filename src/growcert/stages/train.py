@@ -24,21 +24,24 @@ from typing import Any, Callable
 import torch
 
 from growcert.config import stage_settings
-from growcert.data import PreparedDataset
+from growcert.data import PreparedDataset, load_prepared
 from growcert.files import write_text
-from growcert.models import build_model
+from growcert.models import build_model, check_run
+from growcert.models.checkpoint import save_checkpoint
 from growcert.provenance import provenance
 from growcert.resume import Interrupted, ResumeFolder, termination_requests
 from growcert.runtime import device_record, torch_runtime
-from growcert.store.checkpoint import save_checkpoint
 from growcert.training import Trainer, evaluate, evaluation_sets, text_context
 
 
-def train_model(settings: dict[str, Any], data: PreparedDataset, out_dir: str | Path, threads: int = 1,
+def train_model(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path, threads: int = 1,
                 log: Callable[[str], None] = print, device: str = "cpu") -> dict[str, Any]:
-    """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) into `out_dir`,
-    on `device` (a `device` setting: auto, cpu, cuda, cuda:N)."""
+    """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) on `data` (a
+    prepared dataset, or its folder, read once the settings are checked) into `out_dir`, on `device` (a `device`
+    setting: auto, cpu, cuda, cuda:N)."""
     settings = stage_settings("train", settings)
+    check_run(settings)  # the family's rules on this run (width, depth, data kind, context)
+    data = data if isinstance(data, PreparedDataset) else load_prepared(data)
     # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, slowing
     # steps ~2x without changing results (growcert.runtime)
     with torch_runtime(threads, seed=settings["seed"], flush_denormal=True, device=device,

@@ -1,7 +1,13 @@
-"""The inputs of `growcert advise`, checked before anything is computed, and the work folder it dumps into.
+"""`growcert advise`: should this model grow, and where? Its inputs, checked before anything is computed, the
+work folder it dumps into, and the three stages it runs on them.
+
+`advise(model, data, settings, out, ...)` is the dump of a sample of the model's examples into the work folder,
+then `estimate-alignment` and `estimate-depth` on that store, then the decision of `growcert.report.advice`
+(advice.csv, advice.md, advice.png, provenance.json in `out`). It is the one stage made of other stages: it
+imports dump, alignment and depth (tests/test_layout.py), and only the command line imports it.
 
 `advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert checkpoint
-`step*.pt`, or a Hugging Face causal-LM folder: family `hf`), checks the data against it (a prepared folder of
+`step*.pt`, or a pretrained Hugging Face causal-LM folder), checks the data against it (a prepared folder of
 the kind the family reads, or, for a language model, a plain text file long enough for one context on each
 side), checks the proposed growth against the stream's width, and resolves the settings of the three stages
 `advise` wires together (dump, alignment, depth: their schema defaults, with the `advise` section's sample,
@@ -15,6 +21,7 @@ the command created it and left it empty.
 
 from __future__ import annotations
 
+import json
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +29,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from growcert.config import stage_settings
+from growcert.data import INFO_FILE, load_prepared, prepare_dataset
+from growcert.data.batches import window_count
 from growcert.errors import CheckpointError, ConfigError, DatasetError
+from growcert.models import family_of
+from growcert.models.blocks import stream_features
+from growcert.models.checkpoint import load_checkpoint
+from growcert.models.hf import load_pretrained
+from growcert.provenance import provenance
+from growcert.report import advice
+from growcert.stages.alignment import estimate_alignment
+from growcert.stages.depth import estimate_depth
+from growcert.stages.dump import dump_gradients
+from growcert.store import open_store
 
 WORK = ".advise-work"
 
@@ -37,7 +56,7 @@ class AdviceInputs:
     family: str
     context: int | None       # tokens per example (None for images)
     width: int                # the narrowest stream of the model's insertion points (features)
-    hf: dict[str, Any] | None  # settings of a Hugging Face model (stage hf), None for a growcert checkpoint
+    hf: dict[str, Any] | None  # settings of a Hugging Face model (stage pretrained_model), None for a growcert checkpoint
     advise: dict[str, Any]
     dump: dict[str, Any]
     alignment: dict[str, Any]
@@ -48,21 +67,14 @@ class AdviceInputs:
 
 def _load(model: Path, hf: dict[str, Any] | None):
     """(model, metadata) through the loader every stage uses; refusals name --model."""
-    from growcert.store.checkpoint import load_checkpoint
-
     if hf is None:
         return load_checkpoint(model)
-    from growcert.models.hf import load_pretrained
-
     return load_pretrained(model, hf)
 
 
 def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
                   examples: int | None = None, growth_dims: int | None = None) -> AdviceInputs:
     """The checked inputs (see the module docstring); `examples` and `growth_dims` override the settings."""
-    from growcert.models import family_of
-    from growcert.models.blocks import stream_features
-
     advise = stage_settings("advise", {**settings, "model": str(model), "data": str(data),
                                        **({"train_examples": examples, "test_examples": examples}
                                           if examples is not None else {}),
@@ -73,7 +85,7 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
                               "Hugging Face causal-LM folder with its config.json)")
     hf = None
     if model.is_dir():
-        hf = stage_settings("hf", {} if advise["context"] is None else {"context": advise["context"]})
+        hf = stage_settings("pretrained_model", {} if advise["context"] is None else {"context": advise["context"]})
     network, metadata = _load(model, hf)
     family = metadata["family"]
     width = min(stream_features(network, point) for point in network.points)
@@ -108,10 +120,6 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
 
 def _prepared_kind(folder: Path) -> str:
     """The kind (image or text) of a prepared dataset folder, from its info.json; one line naming --data otherwise."""
-    import json
-
-    from growcert.data import INFO_FILE
-
     try:
         return json.loads((folder / INFO_FILE).read_text())["kind"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -131,9 +139,6 @@ def _check_text_length(path: Path, context: int) -> None:
 def prepared_data(inputs: AdviceInputs, work: Path):
     """The data as the dump reads it: the prepared folder, or the text file split into `work`/text (chunks of
     advise.text_chunk_bytes, a quarter of the file when that is smaller, so a short file still splits)."""
-    from growcert.data import load_prepared, prepare_dataset
-    from growcert.data.batches import window_count
-
     if not inputs.text_file:
         return load_prepared(inputs.data_path)
     size = inputs.data_path.stat().st_size
@@ -172,10 +177,26 @@ def work_folder(out: str | Path) -> Iterator[Path]:
 
 def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
     """What advice.md and provenance.json say was measured: model, data, sample, reduction, (M, K), level."""
-    from growcert.store import open_store
-
     attrs = open_store(store).attrs
     return {"model": str(inputs.model), "data": str(inputs.data_path), "family": inputs.family,
             "n_train": int(attrs["n_train"]), "n_test": int(attrs["n_test"]), "seed": inputs.dump["seed"],
             "reduction": inputs.advise["reduction"], "M": inputs.M, "K": inputs.K, "level": inputs.depth["level"],
             "context": inputs.context, "stream_width": inputs.width}
+
+
+def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,
+           examples: int | None = None, growth_dims: int | None = None, threads: int = 1, device: str = "cpu",
+           progress=lambda done, total: None) -> str:
+    """Dump a sample of `model` on `data`, estimate every point and decide: writes advice.csv, advice.md, advice.png
+    and provenance.json into `out`; returns the terminal summary (the table and the recommendation)."""
+    inputs = advice_inputs(model, data, settings, examples, growth_dims)
+    quiet, level = (lambda _: None), inputs.depth["level"]
+    with work_folder(out) as work:
+        store = dump_gradients(inputs.model, prepared_data(inputs, work), work / "store.zarr", inputs.dump,
+                               threads=threads, log=quiet, hf=inputs.hf, device=device, progress=progress)
+        table = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
+                                    estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
+                                    inputs.M, inputs.K, level, inputs.alignment["detect_threshold"])
+        line = advice.recommendation(table, level)
+        advice.write_advice(out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
+    return f"{advice.terminal_table(table)}\n\n{line}\n-> {out}/advice.md"

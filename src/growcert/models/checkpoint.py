@@ -1,4 +1,5 @@
-"""Model checkpoints: weights plus everything needed to rebuild the model and trace it.
+"""Model checkpoints: weights plus everything needed to rebuild the model and trace it (the store knows
+arrays, not networks: loading a network is the models layer's).
 
 A checkpoint is one `torch.save` file holding the state dict, the family, width, depth,
 the prepared dataset's `info`, the family options, the training step and the
@@ -16,9 +17,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from growcert.data.tokenized import encoder, tokenized, tokenizer_identity
 from growcert.errors import CheckpointError, ConfigError
 from growcert.files import atomic_path
 from growcert.models import build_model
+from growcert.models.hf import load_pretrained
 
 
 def save_checkpoint(path: str | Path, model: nn.Module, *, family: str, width: int, depth: int,
@@ -77,10 +80,6 @@ def load_model(checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = No
     if hf is None:
         model, metadata = load_checkpoint(checkpoint)
         return model, metadata, data
-    # imported here: only pretrained models need them (and the optional transformers behind them)
-    from growcert.data.tokenized import encoder, tokenized, tokenizer_identity
-    from growcert.models.hf import load_pretrained
-
     if data.kind != "text":
         raise ConfigError(f"family 'hf' reads text; dataset {data.name!r} is {data.kind}")
     model, metadata = load_pretrained(checkpoint, hf)

@@ -7,7 +7,7 @@ sequences per step so that every context sees the same tokens per step (P1's fif
 A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
 Several grids may train one family on one dataset (e.g. a width grid and a depth grid, each with its
 own budget) as long as no two train the same (width, depth, seed, context) cell.
-Validation of the config as a whole lives in `growcert.config`.
+`check_grids` checks the grids of a config (growcert.pipeline.plan.validate_config runs it).
 """
 
 from __future__ import annotations
@@ -16,16 +16,11 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from growcert.config import check_budget
+from growcert.data.text import grid_budget_problem
 from growcert.errors import ConfigError
-
-# Families whose model takes a sequence length (config key models.<family>.context).
-CONTEXT_FAMILIES = ("llama", "hf")
-
-
-def check_context_family(where: str, family: str) -> None:
-    if family not in CONTEXT_FAMILIES:
-        raise ConfigError(f"config key '{where}': family {family} has no context length (only "
-                          f"{', '.join(CONTEXT_FAMILIES)} do)")
+from growcert.models import check_context_family, check_family, check_model
+from growcert.pipeline.artifacts import RUN, fill
 
 
 def check_contexts(where: str, grid: dict[str, Any]) -> None:
@@ -48,9 +43,36 @@ def check_contexts(where: str, grid: dict[str, Any]) -> None:
                               f"tokens_per_step {tokens} (batch = tokens_per_step / context)")
 
 
+def check_grids(config: dict[str, Any]) -> None:
+    """Every grid of a validated config: its family's rules on its dataset, widths and depths, its contexts and
+    budget (a text corpus's side of the budget too), and one run folder per (family, dataset, width, depth, seed,
+    context): two grids may share a family/dataset (a width grid and a depth grid) but not a cell, which would
+    be two runs in one folder."""
+    seen: dict[tuple[str, str, int, int, int, int | None], int] = {}
+    for position, grid in enumerate(config["grids"]):
+        where = f"grids[{position}]"
+        options = config["models"].get(grid["family"], {})
+        check_family(where, grid["family"])
+        check_contexts(where, grid)
+        for cell in sorted(grid_cells(grid), key=str):
+            key = (grid["family"], grid["dataset"], *cell)
+            if key in seen and seen[key] != position:
+                width, depth, seed, context = cell
+                raise ConfigError(f"config key '{where}': family/dataset {key[0]}/{key[1]} at width {width}, depth "
+                                  f"{depth}, seed {seed}" + (f", context {context}" if context else "")
+                                  + f" is already used by grids[{seen[key]}]")
+            seen[key] = position
+        check_budget(f"{where}.train", grid["train"])
+        if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
+            if problem := grid_budget_problem(grid["train"], options["context"], config["datasets"]["text"]):
+                raise ConfigError(f"config key '{where}.train': {problem}")
+        check_model(where, grid["family"], grid["dataset"],
+                    {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
+                    {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])}, options)
+
+
 def sweeps_context(grid: dict[str, Any]) -> bool:
     return grid.get("contexts") is not None
-
 
 
 @dataclass(frozen=True)
@@ -77,9 +99,20 @@ def context_of_tag(tag: str) -> int | None:
 
 
 def run_wildcards(run: Run) -> dict[str, Any]:
-    """The wildcards of a run's paths in rules/common.smk: the run's fields, context as its folder tag."""
+    """The wildcards of a run's paths (growcert.pipeline.artifacts): the run's fields, context as its folder tag."""
     fields = {key: value for key, value in vars(run).items() if key != "context"}
     return {**fields, "context_tag": context_tag(run.context)}
+
+
+def run_of(wildcards: Any) -> Run:
+    """The run a job's wildcards name (family, dataset, width, depth, seed, context_tag)."""
+    return Run(wildcards.family, wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed),
+               context_of_tag(wildcards.context_tag))
+
+
+def run_name(run: Run) -> str:
+    """family/dataset/w<width>_d<depth>_s<seed><context_tag>: where a run's files lie in each folder of results."""
+    return fill(RUN, **run_wildcards(run))
 
 
 def training_runs(config: dict[str, Any]) -> list[Run]:
@@ -117,7 +150,7 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
     grid = grid_of(config, run)
     settings = {
         "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
-        "model": dict(config["models"][run.family]),
+        "model": dict(config["models"].get(run.family, {})),
         "train": dict(grid["train"]),
     }
     if run.context is not None:

@@ -1,0 +1,10 @@
+"""The pipeline's wiring facts, read by the rules (rules/*.smk) and tested here.
+
+    artifacts.py   every file the pipeline writes, named once: figures, tables, claims and checks files, the run
+                   folder, the per-store files, logs and benchmarks (standard library only: the report reads it too)
+    grids.py       the training grids: runs, their settings and their folders' wildcards
+    plan.py        what a config plans: runs per store, analysed steps, tasks and figures, each job's settings
+                   (`Plan.settings_json`), resource models, the checks only the pipeline needs
+
+Nothing here is imported by a stage: `growcert <stage>` gets explicit paths and settings on its command line.
+"""

@@ -1,0 +1,341 @@
+"""Every artifact the pipeline writes, named once: figures, tables, claims and checks files, the per-run
+and per-store files, the run folder, logs and benchmarks.
+
+Figures. A `Figure` is a PNG under results/figures/<stem>.png with the title the HTML report gives it, the
+label and the category/subcategory `snakemake --report` files it under, and its caption file,
+src/growcert/resources/report/<caption>.rst (default: the stem's own; the P2 task figures share one file
+with a branch per task, the gate figures another). The section (`training`, `p1`, `p2`, `p3`) is where
+the HTML report shows it, and gives its paper and its `snakemake --report` category. Renaming a figure is
+its one line here, and its caption file when that is the stem's own. A P2 task's figure is p2_<task> (and
+p2_<task>_gate): the wildcard rules derive the path from the task name, so the registered ones follow that
+pattern, and a task that is not registered (a test's toy task) gets a generic Figure from `task_figure` /
+`gate_figure`.
+
+Tables, claims and checks. A `Table` is results/tables/<stem>.csv (shown collapsed in its report section),
+a `Claims` file results/claims/<stem>.csv (claim rows, `growcert.report.claims`), a `Checks` file
+results/checks/<stem>.csv (implementation checks). Tables and claims are also marked for `snakemake
+--report`, with a caption file and a label like figures. A P2 task's are p2_<task> (`task_table`, ...).
+
+Per run and per store. A trained run's folder is `RUN` (family/dataset/`RUN_FOLDER` and the context tag,
+under models/), and every file made from one of its checkpoints sits at the same place under its own kind's
+folder (`StoreArtifact`: grads/, stats/alignment/, ...), step{step} in it. `log` and `benchmark` give every
+rule's log and benchmark file.
+
+Every consumer reads the constants or the lookups below: the stages that draw a figure (the file name),
+the claims registry (a claim's figure and table evidence), the HTML report (its sections' figures in reading
+order, the titles, the captions, the folders) and the rules (paths, `snakemake --report` entries).
+Light on purpose: the Snakefile imports it, so it imports nothing beyond the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+# snakemake --report category and paper of each report section
+CATEGORIES = {"training": "Training", "p1": "P1 width and alignment", "p2": "P2 population-risk training",
+              "p3": "P3 depth sufficiency"}
+PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3"}
+TASK_CAPTION = "p2_experiment_figure"  # the P2 task figures' caption, a branch per task
+GATE_CAPTION = "p2_gate"  # every gate diagnostics figure's caption
+
+# The folders of a results folder that the report reads whole
+FIGURES_FOLDER, TABLES_FOLDER, CLAIMS_FOLDER, CHECKS_FOLDER, STATS_FOLDER = "figures", "tables", "claims", "checks", "stats"
+
+
+class Artifact:
+    """A file of a results folder, <folder>/<stem><suffix>. One with a section is marked for `snakemake
+    --report`: filed under that section's category and its `subcategory`, labelled "<kind>: <label>" and
+    captioned by resources/report/<caption>.rst (default: the stem's own)."""
+
+    folder: ClassVar[str]
+    suffix: ClassVar[str] = ".csv"
+    kind: ClassVar[str]
+    stem: str
+    section: str | None
+    label: str
+    subcategory: str
+    caption: str
+
+    def __post_init__(self) -> None:
+        if not self.caption:
+            object.__setattr__(self, "caption", self.stem)
+
+    @property
+    def file(self) -> str:
+        return f"{self.stem}{self.suffix}"
+
+    def path(self, results: str) -> str:
+        """Where it lies in results folder `results`."""
+        return f"{results}/{self.folder}/{self.file}"
+
+    @property
+    def paper(self) -> str | None:
+        return PAPERS[self.section] if self.section else None
+
+    @property
+    def category(self) -> str:
+        return CATEGORIES[self.section]
+
+    @property
+    def report_label(self) -> str:
+        """Its `snakemake --report` label."""
+        return f"{self.kind}: {self.label}"
+
+
+@dataclass(frozen=True)
+class Figure(Artifact):
+    """One figure: file stem, report section, HTML title, snakemake --report label and subcategory, caption."""
+
+    folder: ClassVar[str] = FIGURES_FOLDER
+    suffix: ClassVar[str] = ".png"
+    kind: ClassVar[str] = "figure"
+    stem: str
+    section: str  # training, p1, p2, p3 (CATEGORIES)
+    title: str  # its title in results/report.html
+    label: str  # snakemake --report: "figure: <label>"
+    subcategory: str  # snakemake --report subcategory (the stage)
+    caption: str = ""  # the caption file's stem under resources/report; "" for the figure's own stem
+
+
+@dataclass(frozen=True)
+class Table(Artifact):
+    """A report table, results/tables/<stem>.csv."""
+
+    folder: ClassVar[str] = TABLES_FOLDER
+    kind: ClassVar[str] = "table"
+    stem: str
+    section: str | None = None
+    label: str = ""
+    subcategory: str = ""
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class Claims(Table):
+    """A claim-rows file, results/claims/<stem>.csv (growcert.report.claims.ROW_COLUMNS)."""
+
+    folder: ClassVar[str] = CLAIMS_FOLDER
+    kind: ClassVar[str] = "claims"
+
+
+@dataclass(frozen=True)
+class Checks(Table):
+    """An implementation-checks file, results/checks/<stem>.csv (growcert.report.claims.CHECK_COLUMNS)."""
+
+    folder: ClassVar[str] = CHECKS_FOLDER
+    kind: ClassVar[str] = "checks"
+
+
+TRAINING_GRID = Figure("training_grid", "training",
+                       "Held-out loss and accuracy at the end of training, against width",
+                       "held-out loss and accuracy vs width", "training grid")
+DALIGN_VS_WIDTH = Figure("p1_dalign_vs_width", "p1",
+                         "d_align against width, per insertion point (unbiased, with intervals)",
+                         "d_align vs width", "alignment")
+PLUGIN_VS_UNBIASED = Figure("p1_plugin_vs_unbiased", "p1", "Plug-in against unbiased d_align",
+                            "plug-in vs unbiased d_align", "alignment")
+MISALIGNMENT_VS_WIDTH = Figure("p1_misalignment_vs_width", "p1",
+                               "Empirical misalignment and both certificates against width",
+                               "misalignment vs width", "alignment")
+MISALIGNMENT_VS_MK = Figure("p1_misalignment_vs_MK", "p1", "Empirical misalignment against the sample sizes (M, K)",
+                            "misalignment vs M = K", "alignment")
+INTERVENTIONS = Figure("p1_interventions", "p1", "Residual interventions: observed against predicted held-out change",
+                       "observed vs predicted loss change", "interventions")
+REGIME_DALIGN_VS_WIDTH = Figure(
+    "p1_regime_dalign_vs_width", "p1",
+    "Regime map: d_align against width per context, at matched budget and matched loss",
+    "d_align vs width per context, matched budget and matched loss", "regime map")
+REGIME_DALIGN_VS_CONTEXT = Figure("p1_regime_dalign_vs_context", "p1",
+                                  "Regime map: d_align against context at the widest width",
+                                  "d_align vs context at the widest width", "regime map")
+REGIME_DIMS_VS_WIDTH = Figure("p1_regime_dims_vs_width", "p1", "Regime map: d_∥ and d_2 against width per context",
+                              "d_par and d_2 vs width per context", "regime map")
+REGIME_PLUGIN_VS_UNBIASED = Figure("p1_regime_plugin_vs_unbiased", "p1",
+                                   "Regime map: plug-in beside unbiased d_align",
+                                   "plug-in vs unbiased d_align per context", "regime map")
+REGIME_SPREAD = Figure("p1_regime_spread", "p1",
+                       "Regime map: d_align's spread between training seeds against within one store",
+                       "between-seed vs within-store spread of d_align", "regime map")
+GROKKING = Figure("p2_grokking", "p2", "Grokking a/b mod p: accuracy along training per optimizer",
+                  "grokking", "grokking", TASK_CAPTION)
+GROKKING_GATE = Figure("p2_grokking_gate", "p2",
+                       "Grokking: gate open fraction and variance ratio per PopulationRiskAdam variant",
+                       "grokking gate diagnostics", "grokking", GATE_CAPTION)
+PINN = Figure("p2_pinn", "p2", "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
+              "pinn", "pinn", TASK_CAPTION)
+PINN_GATE = Figure("p2_pinn_gate", "p2", "PINN: gate open fraction and variance ratio per PopulationRiskAdam variant",
+                   "pinn gate diagnostics", "pinn", GATE_CAPTION)
+PREFERENCE = Figure("p2_preference", "p2", "Noisy-label DPO: held-out reward accuracy and drift along training",
+                    "noisy-label DPO curves", "preference")
+PREFERENCE_GATE = Figure("p2_preference_gate", "p2",
+                         "Noisy-label DPO: gate open fraction and variance ratio per PopulationRiskAdam variant",
+                         "preference gate diagnostics", "preference", GATE_CAPTION)
+THEORY = Figure("p2_theory", "p2", "Signal channel and reservoir, coupling and drift–diffusion",
+                "theory", "theory", TASK_CAPTION)
+DEPTH = Figure("p3_depth", "p3", "First-order value of an inserted block against depth",
+               "value of a new block vs depth", "depth")
+GROWTH = Figure("p3_growth", "p3", "Grown networks against networks trained from scratch", "grown vs scratch",
+                "growth")
+
+# Every figure, in the HTML report's reading order within each section.
+FIGURES: dict[str, Figure] = {figure.stem: figure for figure in [
+    TRAINING_GRID,
+    DALIGN_VS_WIDTH, PLUGIN_VS_UNBIASED, MISALIGNMENT_VS_WIDTH, MISALIGNMENT_VS_MK, INTERVENTIONS,
+    REGIME_DALIGN_VS_WIDTH, REGIME_DALIGN_VS_CONTEXT, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED, REGIME_SPREAD,
+    GROKKING, GROKKING_GATE, PINN, PINN_GATE, PREFERENCE, PREFERENCE_GATE, THEORY,
+    DEPTH, GROWTH,
+]}
+
+# summarize-alignment's figures: d_align ones always, misalignment ones when a fixed-context run gave tables
+P1_DALIGN_FIGURES = (DALIGN_VS_WIDTH, PLUGIN_VS_UNBIASED)
+P1_MISALIGNMENT_FIGURES = (MISALIGNMENT_VS_WIDTH, MISALIGNMENT_VS_MK)
+# summarize-regime's figures by the axis of the map each needs more than one of (growcert.report.regime.drawable)
+REGIME_FIGURES = {"widths": (REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED),
+                  "contexts": (REGIME_DALIGN_VS_CONTEXT,), "seeds": (REGIME_SPREAD,)}
+TASK_FIGURES = {figure.subcategory: figure for figure in (GROKKING, PINN, PREFERENCE, THEORY)}
+GATE_FIGURES = {figure.subcategory: figure for figure in (GROKKING_GATE, PINN_GATE, PREFERENCE_GATE)}
+
+# The report tables, claims and checks files of the summarising stages (the P2 tasks': task_table, ...).
+ALIGNMENT_SUMMARY = Table("p1_alignment_summary", "p1", "d_align per cell", "alignment")
+INTERVENTIONS_SUMMARY = Table("p1_interventions_summary", "p1", "first-order accuracy per cell", "interventions")
+REGIME_CELLS = Table("p1_regime_cells", "p1", "width trend per (context, progress) cell", "regime map")
+RECOMMENDED_DEPTH = Table("p3_recommended_depth", "p3", "saturation decision", "depth")
+GROWTH_TABLE = Table("p3_growth", "p3", "held-out loss per arm and step", "growth", "p3_growth_table")
+TABLES = (INTERVENTIONS_SUMMARY, ALIGNMENT_SUMMARY, REGIME_CELLS, RECOMMENDED_DEPTH, GROWTH_TABLE)
+ALIGNMENT_CLAIMS = Claims("p1_alignment", "p1", "width trends and certificates", "alignment", "p1_alignment_claims")
+INTERVENTIONS_CLAIMS = Claims("p1_interventions", "p1", "observed / predicted at the paper's step scale", "interventions",
+                              "p1_interventions_claims")
+REGIME_CLAIMS = Claims("p1_regime", "p1", "width trend on the regime map", "regime map", "p1_regime_claims")
+DEPTH_CLAIMS = Claims("p3_depth", "p3", "depth plateau and grown vs scratch", "growth", "p3_depth_claims")
+CLAIMS_FILES = (ALIGNMENT_CLAIMS, INTERVENTIONS_CLAIMS, REGIME_CLAIMS, DEPTH_CLAIMS)
+INTERVENTIONS_CHECKS = Checks("p1_interventions")
+ALIGNMENT_CHECKS = Checks("p1_alignment")
+CHECKS_FILES = (INTERVENTIONS_CHECKS, ALIGNMENT_CHECKS)
+# The pooled tables under results/stats/ of the summarising stages (what the report, the regime map and the
+# growth summary read besides results/tables/), relative to a results folder
+TRAINING_TABLE = f"{STATS_FOLDER}/training.csv"
+POOLED_ALIGNMENT = f"{STATS_FOLDER}/alignment.csv"
+POOLED_MISALIGNMENT = f"{STATS_FOLDER}/misalignment.csv"
+POOLED_INTERVENTIONS = f"{STATS_FOLDER}/interventions.csv"
+POOLED_DEPTH = f"{STATS_FOLDER}/depth.csv"
+REGIME_MAP = f"{STATS_FOLDER}/p1_regime_map.json"
+# the regime map's own tables beside it (growcert.report.regime.summarize_regime writes them into the folder)
+REGIME_STATS = {part: f"{STATS_FOLDER}/p1_regime_{part}.csv" for part in ("budget", "loss", "matched", "spread")}
+
+
+def section_figures(section: str) -> list[Figure]:
+    """The figures of a report section, in reading order."""
+    return [figure for figure in FIGURES.values() if figure.section == section]
+
+
+def task_stem(task: str) -> str:
+    """The stem of P2 task `task`'s figure, table, claims and checks files: p2_<task>."""
+    return f"p2_{task}"
+
+
+def task_figure(task: str) -> Figure:
+    """The figure of P2 task `task` (a name, or the rules' "{task}" wildcard): registered, or a generic one."""
+    return TASK_FIGURES.get(task) or Figure(task_stem(task), "p2", f"P2 {task}", task, task, TASK_CAPTION)
+
+
+def gate_figure(task: str) -> Figure:
+    """The gate diagnostics figure of P2 task `task` (a name, or "{task}"): registered, or a generic one."""
+    return GATE_FIGURES.get(task) or Figure(f"{task_figure(task).stem}_gate", "p2", f"P2 {task}: gate diagnostics",
+                                            f"{task} gate diagnostics", task, GATE_CAPTION)
+
+
+# A task whose table and claims have captions of their own (the others share one file with a branch per task)
+TASK_TABLES = {"preference": Table(task_stem("preference"), "p2", "medians per optimizer", "preference",
+                                   "p2_preference_table")}
+TASK_CLAIMS = {"preference": Claims(task_stem("preference"), "p2", "reward accuracy and drift", "preference",
+                                    "p2_preference_claims")}
+
+
+def task_table(task: str) -> Table:
+    """The report table of P2 task `task` (a name, or "{task}")."""
+    return TASK_TABLES.get(task) or Table(task_stem(task), "p2", task, task, "p2_experiment_table")
+
+
+def task_claims(task: str) -> Claims:
+    """The claim rows of P2 task `task` (a name, or "{task}")."""
+    return TASK_CLAIMS.get(task) or Claims(task_stem(task), "p2", task, task, "p2_experiment_claims")
+
+
+def task_checks(task: str) -> Checks:
+    """The check rows of P2 task `task` (a name, or "{task}"): written by the tasks without optimizer arms."""
+    return Checks(task_stem(task))
+
+
+def task_folder(results: str, task: str) -> str:
+    """P2 task `task`'s own folder: its CSVs and provenance.json."""
+    return f"{results}/{task}"
+
+
+def task_summary(results: str, task: str) -> str:
+    """The summary table in P2 task `task`'s folder (written last: the task is done when it is there)."""
+    return f"{task_folder(results, task)}/summary.csv"
+
+
+# A trained run's folder under models/ (and the place of everything made from its checkpoints under the
+# other folders): family/dataset/w<width>_d<depth>_s<seed><context_tag>. context_tag is "" for a grid without
+# contexts, "_c<context>" in a context sweep (growcert.pipeline.grids.context_tag).
+RUN_FOLDER = "w{width}_d{depth}_s{seed}"
+RUN = "{family}/{dataset}/" + RUN_FOLDER + "{context_tag}"
+STORE_NAME = RUN + "/step{step}"  # one checkpoint of a run: what a store and its tables are named by
+CHECKPOINT_FILE = "step{step}.pt"  # a checkpoint in its run folder
+
+
+def run_folder(results: str, **wildcards: str) -> str:
+    """results/models/<run>: a run's folder, `wildcards` filled in (a template: the rest left as wildcards)."""
+    return f"{results}/models/{fill(RUN, **wildcards)}"
+
+
+class _Wildcards(dict):
+    """Format values that leave a wildcard not given as it is ({name})."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill(template: str, **wildcards) -> str:
+    """`template` with the wildcards given filled in and the others left as {name}."""
+    return template.format_map(_Wildcards(wildcards))
+
+
+@dataclass(frozen=True)
+class StoreArtifact:
+    """A file (or store) per checkpoint of a run: <folder>/<family>/<dataset>/<run folder>/step<step><suffix>."""
+
+    folder: str
+    suffix: str
+
+    def path(self, results: str, **wildcards) -> str:
+        """Its path in results folder `results`, `wildcards` filled in (none: the rules' template)."""
+        return f"{results}/{self.folder}/{fill(STORE_NAME, **wildcards)}{self.suffix}"
+
+
+STORE = StoreArtifact("grads", ".zarr")  # the gradient store (a folder; rules name its root zarr.json)
+ALIGNMENT = StoreArtifact(f"{STATS_FOLDER}/alignment", ".csv")
+MISALIGNMENT = StoreArtifact(f"{STATS_FOLDER}/misalignment", ".csv")
+DEPTH_VALUES = StoreArtifact(f"{STATS_FOLDER}/depth", ".csv")
+INTERVENTION_TABLE = StoreArtifact("interventions", ".csv")
+STORE_ROOT_FILE = "zarr.json"  # a store's root metadata, written last when the store moves into place
+
+# A growth experiment's folder under grow/, and the wildcard pattern it matches
+GROW_EXPERIMENT = "{family}_{dataset}_w{width}_d{base_depth}"
+GROW_EXPERIMENT_PATTERN = r"[a-z]+_[a-z0-9_]+_w\d+_d\d+"
+
+
+def grow_folder(results: str, experiment: str = "{experiment}") -> str:
+    return f"{results}/grow/{experiment}"
+
+
+def log(results: str, *name: str) -> str:
+    """results/logs/<name>.log: a job's log, `name` the rule and the job's wildcards as path parts."""
+    return f"{results}/logs/{'/'.join(name)}.log"
+
+
+def benchmark(results: str, *name: str) -> str:
+    """results/benchmarks/<name>.tsv: a job's benchmark, named as its log."""
+    return f"{results}/benchmarks/{'/'.join(name)}.tsv"
