@@ -1,20 +1,24 @@
-"""The one training step and evaluation that `growcert train` and `growcert grow` share.
+"""The one training loop, step and evaluation that `growcert train` and `growcert grow` share.
 
 AdamW with matrices decayed and gains not, linear warm-up then a constant learning rate (so checkpoints
 taken along training at fixed budgets stay comparable across widths), a finite-loss check, global-norm
 clipping. The evaluation sets are seeded draws offset from the run's seed, so they do not depend on the
 training order; every arm of a growth comparison and every run of a grid is scored the same way.
 
+`Trainer.fit` is the loop: the steps in order, each followed by the evaluation due at it and by what the caller
+does after a step (train: progress lines, checkpoints, resume snapshots; grow: its unit's resume ticks), so
+a grown network and a trained one take their steps the same way.
+
 On a GPU: batches are pinned and copied without blocking, and the finite-loss check reads the device only
-every `SYNC_EVERY` steps (the first bad step is kept on the device, so the error still names it). On the
-CPU the check runs every step, as before. `train.precision: bf16` autocasts the forward and backward
-passes to bfloat16; weights, gradients and optimizer state stay fp32.
+every `SYNC_EVERY` steps (the first bad step is kept on the device, so the error still names it); on the
+CPU it reads every step, where a read costs nothing. `train.precision: bf16` autocasts the forward and
+backward passes to bfloat16; weights, gradients and optimizer state stay fp32.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable, Container
 
 import torch
 from torch import nn
@@ -126,6 +130,17 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.train["grad_clip"])
         self.optimizer.step()
         return loss.detach()
+
+    def fit(self, first: int, last: int, evaluate_at: Container[int], evaluate: Callable[[int], Any],
+            after_step: Callable[[int, torch.Tensor], None] = lambda step, loss: None) -> None:
+        """Optimiser steps `first`..`last` (1-based), the model in training mode: each step, then `evaluate(step)`
+        when the step is in `evaluate_at`, then `after_step(step, batch loss)`."""
+        self.model.train()
+        for step in range(first, last + 1):
+            loss = self.step(step)
+            if step in evaluate_at:
+                evaluate(step)
+            after_step(step, loss)
 
     def check_finite(self) -> None:
         """NumericalError naming the first step whose training loss was not finite, if any (reads the device)."""

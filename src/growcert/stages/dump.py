@@ -141,7 +141,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
             if number % max(1, total_batches // 10) == 0 or number == total_batches:
                 log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                     f"examples captured, {time.perf_counter() - started:.1f}s")
-        # The last chunks of every group, once capturing is over: its core is free, so one more worker.
+        # The last chunks of every group: no more capturing, so its core takes a writer too.
         submit([item for name in points for item in buffers[name].drain()], workers + 1)
         while writing:
             writing.pop().result()

@@ -141,12 +141,9 @@ class GrowthArm:
 
     def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[["GrowthArm", int], None],
             tick: Callable[[int], None] = lambda step: None) -> None:
-        self.model.train()
-        for step in range(first, last + 1):
-            self.trainer.step(step)
-            if step in evaluate_at:
-                record(self, step)
-            tick(step)
+        """Steps first..last through the training loop `growcert train` uses (`Trainer.fit`), recording at the
+        evaluation steps and ticking the unit's resume state after every step."""
+        self.trainer.fit(first, last, evaluate_at, lambda step: record(self, step), lambda step, loss: tick(step))
 
 
 def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path,

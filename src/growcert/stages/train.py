@@ -1,7 +1,7 @@
 """`growcert train`: one run of a training grid, for every model family.
 
-The step itself (AdamW, warm-up then constant lr, clipping, finite-loss check) and the evaluation are
-`growcert.training`'s, shared with `growcert grow`. Initialisation and batch order are seeded, kernels
+The loop, the step itself (AdamW, warm-up then constant lr, clipping, finite-loss check) and the evaluation
+are `growcert.training`'s (`Trainer.fit`), shared with `growcert grow`. Initialisation and batch order are seeded, kernels
 deterministic (`growcert.runtime`). Checkpoints are taken at the configured steps; `metrics.json`
 (train and held-out loss/accuracy curves, timing, provenance) is written last, atomically, so a folder
 with `metrics.json` is a finished run.
@@ -28,6 +28,7 @@ from growcert.data import PreparedDataset, load_prepared
 from growcert.files import write_text
 from growcert.models import build_model, check_run
 from growcert.models.checkpoint import save_checkpoint
+from growcert.pipeline.artifacts import CHECKPOINT_FILE
 from growcert.provenance import provenance
 from growcert.resume import Interrupted, ResumeFolder, termination_requests
 from growcert.runtime import device_record, torch_runtime
@@ -83,29 +84,36 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         trainer.load_state_dict(state["trainer"])
         history, first, before = state["history"], state["step"] + 1, state["elapsed"]
         log(f"resumed from {resume.state_file} at step {state['step']}")
-    model.train()
     started = time.perf_counter() - before
-    report_every = max(1, train["steps"] // 20)
+    evaluate_at = set(range(train["eval_every"], train["steps"] + 1, train["eval_every"])) | {*checkpoints, train["steps"]}
 
-    def snapshot(step: int) -> None:
-        resume.save({"trainer": trainer.state_dict(), "history": history, "step": step,
-                     "elapsed": time.perf_counter() - started})
+    def evaluation(step: int) -> None:
+        row = record_evaluation(step, time.perf_counter() - started)
+        log(f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
+            f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}")
 
     resume.path.mkdir(parents=True, exist_ok=True)
     with termination_requests() as stop:
-        for step in range(first, train["steps"] + 1):
-            _train_step(trainer, step, train, checkpoints, started, report_every, record_evaluation, log)
+        def after_step(step: int, loss: torch.Tensor) -> None:
+            """A progress line between evaluations, the checkpoint due, the resume state (always on SIGTERM)."""
+            if step not in evaluate_at and step % max(1, train["steps"] // 20) == 0:
+                elapsed = time.perf_counter() - started
+                log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, "
+                    f"~{elapsed / step * (train['steps'] - step):.0f}s left")
             if step in checkpoints:
-                save_checkpoint(resume.path / f"step{step}.pt", model, family=settings["family"],
+                save_checkpoint(resume.path / CHECKPOINT_FILE.format(step=step), model, family=settings["family"],
                                 width=settings["width"], depth=settings["depth"], data_info=data.info,
                                 model_options=settings["model"], step=step, provenance=record)
             if stop.requested or (step % train["resume_every"] == 0 and step < train["steps"]):
-                snapshot(step)
+                resume.save({"trainer": trainer.state_dict(), "history": history, "step": step,
+                             "elapsed": time.perf_counter() - started})
             if stop.requested:
                 raise Interrupted(f"train {run}: stopped by SIGTERM after step {step}; resume state saved to "
                                   f"{resume.state_file}, a rerun continues from it")
+
+        trainer.fit(first, train["steps"], evaluate_at, evaluation, after_step)
     for step in checkpoints:
-        os.replace(resume.path / f"step{step}.pt", out_dir / f"step{step}.pt")
+        os.replace(resume.path / CHECKPOINT_FILE.format(step=step), out_dir / CHECKPOINT_FILE.format(step=step))
 
     seconds = time.perf_counter() - started
     metrics = {
@@ -114,25 +122,10 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "seconds": round(seconds, 3), "seconds_per_step": round(seconds / train["steps"], 5),
-        "checkpoints": {str(step): f"step{step}.pt" for step in checkpoints},
+        "checkpoints": {str(step): CHECKPOINT_FILE.format(step=step) for step in checkpoints},
         "history": history, "provenance": record,
     }
     write_text(out_dir / "metrics.json", json.dumps(metrics, indent=1))
     resume.clear()
     log(f"done in {seconds:.1f}s ({metrics['seconds_per_step'] * 1000:.1f} ms/step)")
     return metrics
-
-
-def _train_step(trainer: Trainer, step: int, train: dict[str, Any], checkpoints: list[int], started: float,
-                report_every: int, record_evaluation: Callable[[int, float], dict[str, float]],
-                log: Callable[[str], None]) -> None:
-    """One optimiser step, then the evaluation or progress line that step is due."""
-    loss = trainer.step(step)
-    elapsed = time.perf_counter() - started
-    if step % train["eval_every"] == 0 or step in checkpoints or step == train["steps"]:
-        row = record_evaluation(step, elapsed)
-        log(f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
-            f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}")
-    elif step % report_every == 0:
-        eta = elapsed / step * (train["steps"] - step)
-        log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, ~{eta:.0f}s left")

@@ -22,9 +22,8 @@ How a store is written, so that nothing half-written is ever read as data:
 3. `complete = true` goes into each group's attrs and, last of all, the root attrs.
 The template (every node's metadata and the small per-sample arrays) is built in a zarr MemoryStore, in one
 call to zarr's event loop, and then written to the folder with one concurrent `Store.set` per key: the same
-files byte for byte as creating it node by node on disk, where zarr's existence checks and parent-group
-writes cost a round trip through its thread pool each (~4 ms per array: 0.25 s for a 10-point store against
-~0.1 s, on a shared 2-core machine).
+files byte for byte as creating it node by node on disk, without the round trip through zarr's thread pool
+that each node's existence checks and parent-group writes take there (docs/science.md, "Cost").
 Readers (`open_store`, `open_group`) refuse a store without `complete`, with a different format
 version, or whose groups disagree with their attrs, in one line naming the store.
 
