@@ -1,5 +1,5 @@
 """Plain helpers shared by several test files (imported as `from helpers import ...`; pytest puts tests/
-on the path): exactness checks against single-example autograd."""
+on the path): exactness checks against single-example autograd, a toy module added to a registry."""
 
 import numpy as np
 import torch
@@ -16,6 +16,17 @@ def single_example(model, inputs, target, point):
     finally:
         handle.remove()
     return kept["z"][0].detach(), gradient[0]
+
+
+def toy_site(folder, monkeypatch, module: str, source: str, registry_import: str, registry_line: str):
+    """`folder` holding toy module `module` (its `source`) and a sitecustomize that runs its one registry line, put on
+    sys.path: any Python started with `folder` on PYTHONPATH has the toy registered (the caller registers it in
+    this process)."""
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(source)
+    (folder / "sitecustomize.py").write_text(f"{registry_import}\n{registry_line}\n")
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
 
 
 def relative_error(a, b):

@@ -19,6 +19,7 @@ import pytest
 import growcert.experiments as experiments
 from growcert import cli
 from growcert.report.html import build_report
+from helpers import toy_site
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -78,11 +79,8 @@ REGISTRY_LINE = 'experiments.EXPERIMENTS["toy"] = "toy_task"'
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """The toy task's module on sys.path and its one registry line (this process and any Python it starts)."""
-    folder = tmp_path / "site"
-    folder.mkdir()
-    (folder / "toy_task.py").write_text(TOY_TASK)
-    (folder / "sitecustomize.py").write_text(f"import growcert.experiments as experiments\n{REGISTRY_LINE}\n")
-    monkeypatch.syspath_prepend(str(folder))
+    folder = toy_site(tmp_path / "site", monkeypatch, "toy_task", TOY_TASK, "import growcert.experiments as experiments",
+                      REGISTRY_LINE)
     monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "toy_task")
     return folder
 

@@ -17,13 +17,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, local_only: bool = False) -> set[str]:
-    """Every module `path` imports, at top level or inside functions (`local_only`: inside functions only)."""
+def import_nodes(path: Path, local_only: bool = False) -> list[ast.AST]:
+    """The import statements of `path`, at top level or inside functions (`local_only`: inside functions only)."""
     tree = ast.parse(path.read_text())
     nodes = ([node for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
               for node in ast.walk(function)] if local_only else ast.walk(tree))
+    return [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]
+
+
+def imports(path: Path) -> set[str]:
+    """Every module `path` imports, at top level or inside functions."""
     found = set()
-    for node in nodes:
+    for node in import_nodes(path):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -38,11 +43,8 @@ NAMES = {module_name(path) for path in MODULES}
 def package_imports(path: Path, local_only: bool = False) -> set[str]:
     """The package's modules `path` imports: `from X import name` counts as X.name where that is a module, as X
     otherwise (`local_only`: inside functions only)."""
-    tree = ast.parse(path.read_text())
-    nodes = ([node for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for node in ast.walk(function)] if local_only else ast.walk(tree))
     found = set()
-    for node in nodes:
+    for node in import_nodes(path, local_only):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name in NAMES}
         elif isinstance(node, ast.ImportFrom) and node.module in NAMES and node.level == 0:

@@ -27,6 +27,7 @@ from growcert import models
 from growcert.models import FAMILIES, family_of, pretrained_family, trained_families
 from growcert.pipeline import artifacts
 from growcert.schema import load_schema
+from helpers import toy_site
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -189,11 +190,8 @@ REGISTRY_LINE = 'models.FAMILIES["toy"] = "toy_family"'
 @pytest.fixture
 def toy_family(tmp_path, monkeypatch):
     """The toy family's module on sys.path and its one registry line (this process and any Python it starts)."""
-    folder = tmp_path / "site"
-    folder.mkdir()
-    (folder / "toy_family.py").write_text(TOY_FAMILY)
-    (folder / "sitecustomize.py").write_text(f"import growcert.models as models\n{REGISTRY_LINE}\n")
-    monkeypatch.syspath_prepend(str(folder))
+    folder = toy_site(tmp_path / "site", monkeypatch, "toy_family", TOY_FAMILY, "import growcert.models as models",
+                      REGISTRY_LINE)
     monkeypatch.setitem(models.FAMILIES, "toy", "toy_family")
     return folder
 
