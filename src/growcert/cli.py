@@ -6,8 +6,11 @@ dataset or checkpoint) end in one line on stderr and exit status 2.
 """
 
 # Imports of the package sit inside the functions below, so that `growcert --help` and a command that reads only
-# tables never import torch (a few seconds per job); this is the one module where that holds, and the only reason
-# for a function-local import in the package (tests/test_layout.py).
+# tables never import torch (a few seconds per job). That is the one reason for a function-local import of the
+# package, and these are its places (tests/test_layout.py keeps them): this module; what `--help` reads besides it,
+# the experiments registry (growcert.experiments) and its task modules (growcert.experiments.tasks); an experiment's
+# report module where it draws (matplotlib, which a claims-only call does not need); and the misalignment's compiled
+# loops (stats.resample imports stats.subset_sums, numba, only in the jobs that resample).
 
 from __future__ import annotations
 

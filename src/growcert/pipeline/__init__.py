@@ -5,6 +5,9 @@
     grids.py       the training grids: runs, their settings and their folders' wildcards
     plan.py        what a config plans: runs per store, analysed steps, tasks and figures, each job's settings
                    (`Plan.settings_json`), resource models, the checks only the pipeline needs
+    rules.py       what only makes sense inside Snakemake (the one module that imports it): `snakemake --report`
+                   marks, a parameter's folder derived from a job's own files
 
-Nothing here is imported by a stage: `growcert <stage>` gets explicit paths and settings on its command line.
+Of these, a stage or the report imports only `artifacts` (a figure's file, a checkpoint's name): `growcert <stage>`
+gets explicit paths and settings on its command line.
 """
