@@ -27,7 +27,6 @@ only exports a sweep that has finished. The export holds:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import sweeps
 from sweeps import require_finished, run_sweep, store_tables, sweep_config, sweep_cost
 
 CONFIG = "configs/p1-interventions.yaml"
@@ -198,21 +198,13 @@ def write_readme(out: Path, record: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default="results-p1-interventions", help="the sweep's results folder")
-    parser.add_argument("--out", default="docs/reference-results/p1-interventions")
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--config", default=CONFIG, help="the sweep's config file (a smaller one for a smoke run)")
-    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
-    parser.add_argument("--rejudge", action="store_true", help="judge the committed run in --out again, no retraining")
+    parser = sweeps.reference_arguments(__doc__, "p1-interventions", CONFIG, "a smaller one for a smoke run")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
-    command = (f"PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p1_interventions_reference.py --run "
-               f"--cores {args.cores} --results {args.results} --out {args.out}"
-               + (f" --config {args.config}" if args.config != CONFIG else ""))
+    command = sweeps.reference_command(__file__, args, CONFIG)
     if args.run and (status := run_sweep(results, args.cores, args.config, targets(results, args.config))) != 0:
         sys.exit(status)
     export(results, Path(args.out), command, args.config)

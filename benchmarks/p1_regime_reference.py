@@ -24,7 +24,6 @@ finished. The export holds:
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import sweeps
 from sweeps import require_finished, run_sweep, sweep_cost
 
 CONFIG = "configs/p1-regime.yaml"
@@ -244,23 +244,15 @@ def write_readme(out: Path, record: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default="results-p1-regime", help="the sweep's results folder")
-    parser.add_argument("--out", default="docs/reference-results/p1-regime")
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--config", default=CONFIG, help="the sweep's config file (configs/p1-seeds.yaml: more seeds)")
-    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
-    parser.add_argument("--rejudge", action="store_true", help="judge the committed map in --out again, no retraining")
-    parser.add_argument("--join", default=None, help="a committed map whose seeds at the sweep's contexts and steps are "
-                                                     "judged with the sweep's (configs/p1-seeds.yaml)")
+    parser = sweeps.reference_arguments(__doc__, "p1-regime", CONFIG, "configs/p1-seeds.yaml: more seeds",
+                                        join_help="a committed map whose seeds at the sweep's contexts and steps "
+                                                  "are judged with the sweep's (configs/p1-seeds.yaml)")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
-    command = (f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores {args.cores} "
-               f"--results {args.results} --out {args.out}" + (f" --config {args.config}" if args.config != CONFIG else "")
-               + (f" --join {args.join}" if args.join else ""))
+    command = sweeps.reference_command(__file__, args, CONFIG)
     if args.run and (status := run_sweep(results, args.cores, args.config, ("summarize_regime",))) != 0:
         sys.exit(status)
     if args.join:

@@ -34,7 +34,6 @@ The figures are drawn again from the joined tables. Six seeds with the no-growth
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
@@ -44,6 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import sweeps
 from sweeps import reproduction_check, require_finished, run_sweep, sweep_cost
 
 CONFIG = "configs/p3-depth.yaml"
@@ -259,23 +259,15 @@ def write_readme(out: Path, record: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default="results-p3-depth", help="the sweep's results folder")
-    parser.add_argument("--out", default="docs/reference-results/p3-depth")
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
-    parser.add_argument("--rejudge", action="store_true", help="judge the committed run in --out again, no retraining")
-    parser.add_argument("--config", default=CONFIG, help="the sweep's config file (configs/p3-depth-seeds.yaml: seeds 3-5)")
-    parser.add_argument("--join", default=None, help="a committed run whose seeds are judged with the sweep's, after "
-                                                     "the retrained seed-0 rows reproduce it (configs/p3-depth-seeds.yaml)")
+    parser = sweeps.reference_arguments(__doc__, "p3-depth", CONFIG, "configs/p3-depth-seeds.yaml: seeds 3-5",
+                                        join_help="a committed run whose seeds are judged with the sweep's, "
+                                                  "after the retrained seed-0 rows reproduce it (configs/p3-depth-seeds.yaml)")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
-    command = (f"PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores {args.cores} "
-               + (f"--config {args.config} " if args.config != CONFIG else "") + (f"--join {args.join} " if args.join else "")
-               + f"--results {args.results} --out {args.out}")
+    command = sweeps.reference_command(__file__, args, CONFIG)
     if args.run and (status := run_sweep(results, args.cores, args.config, TARGETS)) != 0:
         sys.exit(status)
     if args.join:

@@ -15,6 +15,7 @@ benchmarks/p1_interventions_reference.py; benchmarks/grokking_late_reference.py 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as dt
 import json
@@ -199,3 +200,28 @@ def _plain(value):
         return int(value) if float(value).is_integer() else value
     except (TypeError, ValueError):
         return value
+
+
+def reference_arguments(doc: str, name: str, config: str, config_help: str, join_help: str | None = None
+                        ) -> argparse.ArgumentParser:
+    """The command line every sweep-backed reference runner shares (--results, --out, --cores, --config, --run,
+    --rejudge, and --join where the runner can judge new seeds with a committed run's)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--results", default=f"results-{name}", help="the sweep's results folder")
+    parser.add_argument("--out", default=f"docs/reference-results/{name}")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--config", default=config, help=f"the sweep's config file ({config_help})")
+    parser.add_argument("--run", action="store_true", help="run (or resume) the sweep before exporting it")
+    parser.add_argument("--rejudge", action="store_true", help="judge the committed run in --out again, no retraining")
+    if join_help:
+        parser.add_argument("--join", default=None, help=join_help)
+    return parser
+
+
+def reference_command(script: str, args: argparse.Namespace, config: str) -> str:
+    """The command that reproduces a reference runner's sweep, for its README and provenance."""
+    runner = Path("benchmarks") / Path(script).name  # the command runs from the repository's root
+    return (f"PYTHONPATH=src nice -n 19 .venv/bin/python {runner} --run --cores {args.cores} "
+            + (f"--config {args.config} " if args.config != config else "")
+            + (f"--join {args.join} " if getattr(args, "join", None) else "")
+            + f"--results {args.results} --out {args.out}")

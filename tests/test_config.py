@@ -164,8 +164,9 @@ def test_grid_expansion_and_settings():
     runs = training_runs(config)
     resnet = [run for run in runs if run.family == "resnet"]
     llama = [run for run in runs if run.family == "llama"]
-    assert len({run.width for run in resnet}) >= 3 and len({run.depth for run in resnet}) >= 3
+    # width scaling on P1's primary family (three llama widths); the ResNet shows two widths at three depths
     assert len({run.width for run in llama}) >= 3
+    assert len({run.width for run in resnet}) >= 2 and len({run.depth for run in resnet}) >= 3
     assert len(set(runs)) == len(runs)
     settings = train_settings(config, Run("llama", "shakespeare", 64, 2, 0))
     assert settings["model"]["context"] == config["models"]["llama"]["context"]
