@@ -109,14 +109,9 @@ def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None
 def rejudge(out: Path) -> None:
     """Judge a committed folder again from its interventions.csv; the provenance keeps the sweep's record and adds
     when, at which commit and with which command it was judged again."""
-    from growcert.provenance import git_commit
-
     judged_tables(out)
     record = json.loads((out / "provenance.json").read_text())
-    record["rejudged"] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                          "commit": git_commit(),
-                          "command": f"PYTHONPATH=src .venv/bin/python benchmarks/p1_interventions_reference.py "
-                                     f"--rejudge --out {out}"}
+    record["rejudged"] = sweeps.rejudged_record(__file__, out)
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
 

@@ -85,7 +85,6 @@ def rejudge(out: Path) -> None:
     sweep's record and adds when, at which commit and with which command it was re-judged."""
     import tempfile
 
-    from growcert.provenance import git_commit
     from growcert.report.regime import summarize_regime
 
     record = json.loads((out / "provenance.json").read_text())
@@ -98,10 +97,7 @@ def rejudge(out: Path) -> None:
                                results / "stats", results / COPIED["table.csv"], results / COPIED["claims.csv"],
                                results / COPIED["map.json"], results / "figures"))
         copy_outputs(results, out)
-    record["rejudged"] = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                          "commit": git_commit(),
-                          "command": f"PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --rejudge "
-                                     f"--out {out}"}
+    record["rejudged"] = sweeps.rejudged_record(__file__, out)
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
 

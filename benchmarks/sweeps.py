@@ -225,3 +225,12 @@ def reference_command(script: str, args: argparse.Namespace, config: str) -> str
             + (f"--config {args.config} " if args.config != config else "")
             + (f"--join {args.join} " if getattr(args, "join", None) else "")
             + f"--results {args.results} --out {args.out}")
+
+
+def rejudged_record(script: str, out: Path) -> dict:
+    """When, at which commit and by which command a kept run in `out` was judged again from its own tables."""
+    from growcert.provenance import git_commit
+
+    runner = Path("benchmarks") / Path(script).name
+    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+            "command": f"PYTHONPATH=src .venv/bin/python {runner} --rejudge --out {out}"}
