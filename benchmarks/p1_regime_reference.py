@@ -16,16 +16,28 @@ finished. The export holds:
   (CPU time and wall time per rule from the Snakemake benchmark files, peak disk from the log);
 - README.md: how to reproduce it, its cost, the seed spread, the cells, and the claim rows with their verdicts.
 
-`--rejudge` judges a committed map again from its alignment.csv and training.csv, without retraining.
+`--rejudge` judges a committed map again from its alignment.csv and training.csv (and misalignment.csv, where it
+has one), without retraining.
 
     PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores 2 \\
         --results results-p1-regime --out docs/reference-results/p1-regime
+
+`--join <committed map>` judges the sweep's new seeds with the committed map's at the same steps (configs/p1-seeds.yaml
+and configs/p1-seeds-16-c512.yaml say how): the sweep retrains one of the map's runs, and the map's rows are reused
+only if that run reproduces them value for value. `--contexts 256,512` keeps the map's rows at those contexts (by
+default only at the sweep's own), so seeds can be added one context at a time. `--misalignment` also asks Snakemake
+for the empirical misalignment table of the last checkpoint of each new run (a context sweep's stores get none
+otherwise: summarize-alignment reads misalignment for fixed-context runs only), kept as misalignment.csv and judged
+into the "p̂ falls with width" rows (report.alignment.misalignment_width_rows), per context with Holm; a committed
+map's misalignment.csv is carried over under the same reproduction check. The README gives, for every unresolved
+primary row, the power its seeds have at the observed effect and spread and the seeds that 80 % power needs.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import sys
@@ -34,7 +46,7 @@ from pathlib import Path
 import pandas as pd
 
 import sweeps
-from sweeps import require_finished, run_sweep, sweep_cost
+from sweeps import require_finished, run_sweep, store_tables, sweep_config, sweep_cost
 
 CONFIG = "configs/p1-regime.yaml"
 COPIED = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
@@ -47,7 +59,12 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
     """One verdict line per claim row: comparison and scope, the verdict word, the estimate and why."""
     from growcert.report.verdicts import percent
 
-    return [f"- {row.claim}: **{row.verdict}**: slope {row.estimate:+.2f} [{row.low:+.2f}, {row.high:+.2f}] "
+    def slope(row) -> str:  # p̂'s slopes are hundredths (its SESOI −0.0279); d_align's are tenths
+        digits = ".3f" if row.claim_id == "p1_misalignment_width" else ".2f"
+        return (f"slope {row.estimate:+{digits}} [{row.low:+{digits}}, {row.high:+{digits}}]" if pd.notna(row.low)
+                else f"slope {row.estimate:+{digits}}")
+
+    return [f"- {row.claim}: **{row.verdict}**: {slope(row)} "
             f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} (SESOI {row.sesoi}); "
             f"{row.role}; direction {row.direction}; {row.why}" for row in claims.itertuples()]
 
@@ -64,16 +81,25 @@ def copy_outputs(results: Path, out: Path) -> None:
         shutil.copyfile(figure, out / figure.name)
 
 
-def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None:
-    """Copy a finished sweep's tables and figures to `out`, with provenance and a README."""
+def export(results: Path, out: Path, command: str, config: str = CONFIG, misalignment: bool = False) -> None:
+    """Copy a finished sweep's tables and figures to `out`, with provenance and a README (and, with `misalignment`,
+    its runs' misalignment tables as misalignment.csv with the "p̂ falls with width" rows)."""
+    from growcert.files import read_csvs
     from growcert.provenance import git_commit, machine_record, versions
 
     copy_outputs(results, out)
+    reference_mk = tuple(sweep_config(config)["alignment"]["reference_mk"])
+    if misalignment:
+        paths = misalignment_targets(results, config, None)
+        require_finished(results, [str(Path(path).relative_to(results)) for path in paths])
+        read_csvs(paths).to_csv(out / "misalignment.csv", index=False)
+        add_misalignment_claims(out, reference_mk)
     cost, coverage = sweep_cost(results), json.loads((results / COPIED["map.json"]).read_text())["coverage"]
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "command": command, "table": "width trend per (comparison, context, progress, point, reduction) cell",
               "why": f"The P1 regime map over context, training progress and width ({coverage})",
               "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": cost,
+              "misalignment": {"reference_mk": list(reference_mk)} if misalignment else {},
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
@@ -81,7 +107,8 @@ def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None
 
 def rejudge(out: Path) -> None:
     """Judge a committed map again from its own alignment.csv and training.csv (no retraining): summarize-regime
-    into a temporary results folder, its outputs copied over the committed ones; the provenance keeps the
+    into a temporary results folder, its outputs copied over the committed ones, then the "p̂ falls with width" rows
+    from its misalignment.csv where it has one; the provenance keeps the
     sweep's record and adds when, at which commit and with which command it was re-judged."""
     import tempfile
 
@@ -97,6 +124,7 @@ def rejudge(out: Path) -> None:
                                results / "stats", results / COPIED["table.csv"], results / COPIED["claims.csv"],
                                results / COPIED["map.json"], results / "figures"))
         copy_outputs(results, out)
+    add_misalignment_claims(out, tuple((record.get("misalignment") or {}).get("reference_mk") or (32, 32)))
     record["rejudged"] = sweeps.rejudged_record(__file__, out)
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
@@ -108,22 +136,48 @@ REPRODUCTION_KEYS = ["family", "dataset", "width", "depth", "seed", "step", "con
 def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame) -> dict:
     """Whether the runs of `new` that the committed map also holds (the same model, step, point, reduction and
     pool) gave the same alignment rows, value for value (every numeric column, NaN equal to NaN)."""
-    both = new.merge(committed, on=REPRODUCTION_KEYS, suffixes=("", "_map"))
-    numeric = [c for c in new.columns if c not in REPRODUCTION_KEYS and pd.api.types.is_numeric_dtype(new[c])
-               and f"{c}_map" in both.columns]
-    differing = [c for c in numeric if not both[c].equals(both[f"{c}_map"])]
-    runs = both[["width", "seed", "context"]].drop_duplicates().to_dict(orient="records")
-    return {"runs": [{k: int(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
-            "columns": len(numeric), "identical": bool(len(both)) and not differing, "differing_columns": differing}
+    return sweeps.reproduction_check(new, committed, REPRODUCTION_KEYS, ["width", "seed", "context"])
 
 
-def export_joined(results: Path, out: Path, command: str, config: str, committed: Path) -> None:
-    """The sweep's new seeds joined to the committed map's seeds at the same contexts and steps, judged together.
+def committed_runs(committed: Path) -> set[tuple[int, int, int]]:
+    """(width, seed, context) of every run the committed map holds (a sweep's retrained ones among them)."""
+    runs = pd.read_csv(committed / "alignment.csv")[["width", "seed", "context"]].dropna().drop_duplicates()
+    return {(int(w), int(s), int(c)) for w, s, c in runs.itertuples(index=False)}  # the file's order is another
+
+
+def misalignment_targets(results: Path, config: str, committed: Path | None) -> list[str]:
+    """The misalignment table of the last checkpoint of every run of the sweep that the committed map lacks."""
+    skip = committed_runs(committed) if committed is not None else set()
+    return store_tables(results, sweep_config(config), "misalignment", skip)
+
+
+def add_misalignment_claims(out: Path, reference_mk: tuple[int, int] = (32, 32), level: float = 0.95) -> int:
+    """Append the "p̂ falls with width" rows judged on `out`'s misalignment.csv to its claims.csv; how many."""
+    from growcert.report.alignment import misalignment_width_rows
+    from growcert.report.claims import ROW_COLUMNS
+
+    if not (out / "misalignment.csv").is_file():
+        return 0
+    rows = misalignment_width_rows(pd.read_csv(out / "misalignment.csv"), tuple(reference_mk), level)
+    claims = pd.read_csv(out / "claims.csv", dtype={"seeds_needed": str})
+    pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(out / "claims.csv",
+                                                                                        index=False)
+    return len(rows)
+
+
+def export_joined(results: Path, out: Path, command: str, config: str, committed: Path,
+                  contexts: list[int] | None = None, misalignment: bool = False) -> None:
+    """The sweep's new seeds joined to the committed map's seeds at `contexts` (default: the sweep's own) and the
+    sweep's steps, judged together.
 
     The sweep also retrains one of the map's runs (configs/p1-seeds.yaml); the map's rows are used only if that
-    run reproduces them exactly. Without that, the new seeds are judged alone and the README says why."""
+    run reproduces them exactly. Without that, the new seeds are judged alone and the README says why. With
+    `misalignment`, the new runs' misalignment tables (`misalignment_targets`) join the map's misalignment.csv (under
+    the same check) into misalignment.csv and the "p̂ falls with width" rows. `out` may be `committed` itself: every
+    committed file is read before anything is written."""
     import tempfile
 
+    from growcert.files import read_csvs
     from growcert.provenance import git_commit, machine_record, versions
     from growcert.report.regime import summarize_regime
 
@@ -133,7 +187,8 @@ def export_joined(results: Path, out: Path, command: str, config: str, committed
     new_training = pd.read_csv(results / "stats" / "training.csv")
     map_alignment, map_training = pd.read_csv(committed / "alignment.csv"), pd.read_csv(committed / "training.csv")
     check = reproduction_check(new_alignment, map_alignment)
-    contexts, steps = sorted(new_alignment["context"].unique()), sorted(new_alignment["step"].unique())
+    steps = sorted(new_alignment["step"].unique())
+    contexts = sorted(new_alignment["context"].unique()) if contexts is None else sorted(set(contexts))
     def new_runs(table: pd.DataFrame) -> pd.DataFrame:  # the sweep's own runs, without the retrained map runs
         retrained = {(run["width"], run["seed"], run["context"]) for run in check["runs"]}
         return table[[run not in retrained for run in zip(table["width"], table["seed"], table["context"])]]
@@ -144,6 +199,15 @@ def export_joined(results: Path, out: Path, command: str, config: str, committed
                                alignment], ignore_index=True)
         training = pd.concat([map_training[map_training["context"].isin(contexts) & (map_training["step"] <= max(steps))],
                               training], ignore_index=True)
+    misaligned = []
+    if check["identical"] and (committed / "misalignment.csv").is_file():
+        kept = pd.read_csv(committed / "misalignment.csv")
+        misaligned.append(kept[kept["context"].isin(contexts)])
+    if misalignment:
+        paths = misalignment_targets(results, config, committed)
+        require_finished(results, [str(Path(path).relative_to(results)) for path in paths])
+        misaligned.append(read_csvs(paths))
+    earlier = json.loads((committed / "provenance.json").read_text()) if (committed / "provenance.json").is_file() else {}
     with tempfile.TemporaryDirectory() as folder:
         joined = Path(folder)
         (joined / "stats").mkdir()
@@ -153,12 +217,27 @@ def export_joined(results: Path, out: Path, command: str, config: str, committed
                                joined / COPIED["table.csv"], joined / COPIED["claims.csv"], joined / COPIED["map.json"],
                                joined / "figures"))
         copy_outputs(joined, out)
+    reference_mk = tuple(sweep_config(config)["alignment"]["reference_mk"])
+    if misaligned:
+        pd.concat(misaligned, ignore_index=True).to_csv(out / "misalignment.csv", index=False)
+        add_misalignment_claims(out, reference_mk)
+    elif (out / "misalignment.csv").is_file():  # a committed table the check did not allow to reuse
+        (out / "misalignment.csv").unlink()
+    by_context = {str(int(context)): sorted(int(x) for x in frame["seed"].unique())
+                  for context, frame in alignment.groupby("context")}
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
               "command": command, "table": "width trend per (comparison, context, progress, point, reduction) cell",
-              "why": f"P1's decisive cells with {alignment['seed'].nunique()} seeds per cell",
+              "why": "P1's decisive cells with " + ", ".join(f"{len(seeds)} seeds at context {context}"
+                                                             for context, seeds in by_context.items()),
               "config_file": config, "config": Path(config).read_text(encoding="utf-8"), "cost": sweep_cost(results),
               "joined": {"committed": str(committed), "seeds": sorted(int(x) for x in alignment["seed"].unique()),
-                         "reproduction": check},
+                         "seeds_by_context": by_context, "reproduction": check,
+                         "committed_record": {key: earlier.get(key) for key in ("date", "commit", "command", "cost",
+                                                                                "joined", "rejudged")}},
+              "misalignment": {"reference_mk": list(reference_mk),
+                               "seeds_by_context": {str(int(c)): sorted(int(x) for x in f["seed"].unique())
+                                                    for c, f in pd.concat(misaligned).groupby("context")}
+                               if misaligned else {}},
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1))
     write_readme(out, record)
@@ -178,8 +257,67 @@ def joined_lines(record: dict) -> list[str]:
         said = (f"The retrained run ({runs or 'none finished'}) did not reproduce the committed map's rows "
                 f"(differing: {', '.join(check['differing_columns']) or 'no common rows'}), so only the new seeds "
                 "are judged.")
-    return ["## Seeds", "", f"Seeds {', '.join(map(str, joined['seeds']))} per cell, from this sweep and "
-            f"`{joined['committed']}`. {said}", ""]
+    by_context = joined.get("seeds_by_context") or {}
+    if len({tuple(seeds) for seeds in by_context.values()}) > 1:
+        seeds = "Seeds per cell: " + "; ".join(f"context {context}: {seed_text(seeds)}"
+                                              for context, seeds in by_context.items())
+    else:
+        seeds = f"Seeds {', '.join(map(str, joined['seeds']))} per cell"
+    lines = ["## Seeds", "", f"{seeds}, from this sweep and `{joined['committed']}`. {said}", ""]
+    earlier = (joined.get("committed_record") or {})
+    if earlier.get("cost"):
+        lines += [f"The committed map's own sweep ({earlier.get('date')}, commit {str(earlier.get('commit'))[:7]}, "
+                  f"`{earlier.get('command')}`): {earlier['cost'].get('cpu_hours')} CPU-hours, peak disk "
+                  f"{earlier['cost'].get('peak_disk_gb')} GB; the cost above is this sweep's alone.", ""]
+    return lines + misalignment_lines(record)
+
+
+def seed_text(seeds: list[int]) -> str:
+    """0–7, or 0, 2, 5: a run of consecutive seeds as a range."""
+    seeds = sorted(seeds)
+    return f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2 \
+        else ", ".join(map(str, seeds))
+
+
+def misalignment_lines(record: dict) -> list[str]:
+    """Which seeds the "p̂ falls with width" rows are judged on, and why not the others."""
+    by_context = (record.get("misalignment") or {}).get("seeds_by_context") or {}
+    if not by_context:
+        return []
+    mk = record["misalignment"]["reference_mk"]
+    return [f"Empirical misalignment p̂ (iid, M = {mk[0]}, K = {mk[1]}, each run's last checkpoint) is judged on "
+            + "; ".join(f"context {context}: seeds {seed_text(seeds)}" for context, seeds in by_context.items())
+            + ": the runs whose stores a sweep kept until `estimate-misalignment` ran (this sweep asked for it with "
+              "`--misalignment`). The earlier seeds' stores were removed once their d_align was estimated "
+              "(temporary_stores) and their checkpoints are not kept, so their p̂ needs those models trained again.",
+            ""]
+
+
+def power_lines(claims: pd.DataFrame) -> list[str]:
+    """For every unresolved primary or part row: the power its seeds have (a t interval at its level clearing its
+    SESOI, at the observed effect and per-seed spread, noncentral t) and the seeds 80 % power needs."""
+    from growcert.report.claims import CLAIMS
+    from growcert.report.verdicts import boundaries, percent
+    from growcert.stats.seeds import t_power, t_quantile
+
+    lines = []
+    for row in claims[(claims["verdict"] == "unresolved") & claims["role"].isin(["primary", "part"])].itertuples():
+        effect, seeds = CLAIMS[row.claim_id].effect, int(row.seeds)
+        edges = boundaries(effect)
+        if seeds < 2 or len(edges) != 1 or effect.scale != "linear":
+            continue
+        spread = (row.high - row.low) / (2 * t_quantile(row.level, seeds)) * math.sqrt(seeds)
+        power = t_power(row.estimate, spread, edges[0], seeds, row.level)
+        needed = row.seeds_needed if isinstance(row.seeds_needed, str) and row.seeds_needed else "an unknown number of"
+        lines.append(f"- {row.claim}: with {seeds} seeds, power {percent(power)} at the observed {row.estimate:+.3g} "
+                     f"and per-seed spread {spread:.3g} (the chance that a {percent(row.level)} t interval lies wholly "
+                     f"on the estimate's side of the SESOI {edges[0]:+.3g}, which decides the row); {needed} seeds for "
+                     f"{percent(0.8)} power.")
+    if not lines:
+        return []
+    return ["## Power of the unresolved rows", "",
+            "The seeds an unresolved row has, and those it would need if the effect and its spread are as observed "
+            "(`seeds_needed`, noncentral t; `stats/seeds.py`):", "", *lines, ""]
 
 
 def unjudged_loss_lines(out: Path, claims: pd.DataFrame) -> list[str]:
@@ -197,7 +335,7 @@ def write_readme(out: Path, record: dict) -> None:
     cost, command = record["cost"], record["command"]
     facts = json.loads((out / "map.json").read_text())
     cells = pd.read_csv(out / "table.csv")
-    claims = pd.read_csv(out / "claims.csv")
+    claims = pd.read_csv(out / "claims.csv", dtype={"seeds_needed": str})  # "108", "> 10,000"
     shown = ["comparison", "context", "progress", "point", "reduction", "verdict", "slope", "slope_lo", "slope_hi",
              "seeds", "seeds_needed"]
     counts = cells["verdict"].value_counts()
@@ -233,7 +371,10 @@ def write_readme(out: Path, record: dict) -> None:
                "Cells: " + ", ".join(f"{int(counts.get(word, 0))} {word}" for word in
                                      ("reproduced", "contradicted", "unresolved", "not tested at this scale")) + ".", "",
                cells[[c for c in shown if c in cells.columns]].to_markdown(index=False), "",
-               "## Does d_align rise with width (P1), at matched budget and at matched loss, per context?", "",
+               *power_lines(claims),
+               ("## Does d_align rise with width (P1), at matched budget and at matched loss, per context, and does p̂ "
+                "fall with width?" if (claims["claim_id"] == "p1_misalignment_width").any() else
+                "## Does d_align rise with width (P1), at matched budget and at matched loss, per context?"), "",
                *claim_lines(claims), *unjudged_loss_lines(out, claims), ""]
     (out / "README.md").write_text("\n".join(readme), encoding="utf-8")
     print(f"kept the regime map in {out}: {len(cells)} cells, {cost['cpu_hours']} CPU-hours")
@@ -243,18 +384,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = sweeps.reference_arguments(__doc__, "p1-regime", CONFIG, "configs/p1-seeds.yaml: more seeds",
                                         join_help="a committed map whose seeds at the sweep's contexts and steps "
                                                   "are judged with the sweep's (configs/p1-seeds.yaml)")
+    parser.add_argument("--contexts", default=None, help="with --join: the contexts whose committed rows are kept, e.g. "
+                                                         "256,512 (default: the sweep's own)")
+    parser.add_argument("--misalignment", action="store_true",
+                        help="also estimate p̂ at the last checkpoint of each new run and judge 'p̂ falls with width'")
     args = parser.parse_args(argv)
     if args.rejudge:
         rejudge(Path(args.out))
         return
     results = Path(args.results)
-    command = sweeps.reference_command(__file__, args, CONFIG)
-    if args.run and (status := run_sweep(results, args.cores, args.config, ("summarize_regime",))) != 0:
+    contexts = [int(context) for context in args.contexts.split(",")] if args.contexts else None
+    command = (sweeps.reference_command(__file__, args, CONFIG) + (f" --contexts {args.contexts}" if args.contexts else "")
+               + (" --misalignment" if args.misalignment else ""))
+    committed = Path(args.join) if args.join else None
+    targets = ["summarize_regime"] + (misalignment_targets(results, args.config, committed) if args.misalignment else [])
+    if args.run and (status := run_sweep(results, args.cores, args.config, targets)) != 0:
         sys.exit(status)
     if args.join:
-        export_joined(results, Path(args.out), command, args.config, Path(args.join))
+        export_joined(results, Path(args.out), command, args.config, committed, contexts, args.misalignment)
     else:
-        export(results, Path(args.out), command, args.config)
+        export(results, Path(args.out), command, args.config, args.misalignment)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def export_joined(results: Path, out: Path, command: str, config: str, committed
                                       DEPTH_KEYS, ["width", "depth", "seed"])
     growth, growth_check = joined_table(pd.read_csv(results / COPIED["growth.csv"]),
                                         pd.read_csv(committed / "growth.csv"), GROWTH_KEYS, ["base_depth", "seed"])
-    earlier = json.loads((committed / "provenance.json").read_text())
+    earlier = json.loads((committed / "provenance.json").read_text()) if (committed / "provenance.json").is_file() else {}
     out.mkdir(parents=True, exist_ok=True)
     depth.to_csv(out / "depth.csv", index=False)
     growth.to_csv(out / "growth.csv", index=False)

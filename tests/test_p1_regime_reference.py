@@ -186,3 +186,83 @@ def test_the_readme_says_matched_loss_is_not_tested_when_no_loss_level_is_shared
     (tmp_path / "loss.csv").write_text(columns)
     judged = pd.DataFrame({"claim": ["d_align increases with width, on the regime map at matched held-out loss (context 64)"]})
     assert reference.unjudged_loss_lines(tmp_path, judged) == []
+
+
+def sweep_config_file(path: Path) -> Path:
+    """The config of joined_sweep's sweep: seeds 3-5 at widths 16-64, depth 1, context 64, steps 10 and 20, and the
+    retrained map run (width 16, seed 0)."""
+    train = {"steps": 20, "lr": 0.003, "weight_decay": 0.0, "warmup_steps": 2, "save_steps": [10, 20],
+             "eval_every": 10, "eval_examples": 16, "single_pass": True}
+    grid = {"family": "llama", "dataset": "shakespeare", "depths": [1], "contexts": [64], "tokens_per_step": 256,
+            "train": train}
+    path.write_text(json.dumps({"grids": [{**grid, "widths": [16, 32, 64], "seeds": [3, 4, 5]},
+                                          {**grid, "widths": [16], "seeds": [0]}]}))
+    return path
+
+
+def write_misalignment_tables(paths: list[str], p_slope: float, mk: list[int]) -> None:
+    """A misalignment table (the columns of `synthetic` in test_alignment.py) at each path the runner asks Snakemake for,
+    its run read back from the path (w<width>_d<depth>_s<seed>_c<context>/step<step>.csv): p̂ = 0.4 (w/32)^p_slope
+    at (M, K) = `mk`."""
+    import re
+
+    from test_alignment import synthetic
+
+    for path in paths:
+        width, depth, seed, context, step = map(int, re.search(r"w(\d+)_d(\d+)_s(\d+)_c(\d+)/step(\d+)", path).groups())
+        _, table = synthetic([width], slope=1.0, p_slope=p_slope, seeds=(seed,), noise=0.0)
+        table = table.assign(p_hat=table["p_hat"] + 0.001 * seed, depth=depth, context=context, step=step, M=mk[0], K=mk[1])
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(path, index=False)
+
+
+def test_joined_export_keeps_the_contexts_asked_for_and_judges_p_hat_on_the_new_runs(tmp_path, monkeypatch):
+    """--contexts 64,128 keeps the map's context-128 rows (3 seeds) beside context 64's joined seeds (6); with
+    --misalignment the new runs' p̂ tables (not the retrained map run's) become misalignment.csv and the "p̂ falls
+    with width" rows, and a re-judge keeps them."""
+    monkeypatch.chdir(SCRIPT.parents[1])
+    script = load_script()
+    results, committed, out = tmp_path / "results", tmp_path / "map", tmp_path / "out"
+    joined_sweep(results, committed)
+    config = str(sweep_config_file(tmp_path / "sweep.yaml"))
+    targets = script.misalignment_targets(results, config, committed)
+    assert len(targets) == 9 and not any("w16_d1_s0_" in path for path in targets)  # the map's own run is skipped
+    write_misalignment_tables(targets, p_slope=-1.0, mk=script.sweep_config(config)["alignment"]["reference_mk"])
+    script.export_joined(results, out, "cmd", config, committed, contexts=[64, 128], misalignment=True)
+    table = pd.read_csv(out / "table.csv")
+    assert dict(table.groupby("context")["seeds"].max()) == {64: 6, 128: 3}
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["joined"]["seeds_by_context"] == {"64": [0, 1, 2, 3, 4, 5], "128": [0, 1, 2]}
+    assert record["misalignment"]["seeds_by_context"] == {"64": [3, 4, 5]}
+    p_hat = pd.read_csv(out / "claims.csv")
+    p_hat = p_hat[p_hat["claim_id"] == "p1_misalignment_width"]
+    assert len(p_hat) == 1 and p_hat["seeds"].item() == 3 and p_hat["verdict"].item() == "reproduced"
+    readme = (out / "README.md").read_text()
+    assert "Seeds per cell: context 64: 0–5; context 128: 0–2" in readme
+    assert "and does p̂ fall with width?" in readme and "context 64: seeds 3–5" in readme
+    script.main(["--rejudge", "--out", str(out)])
+    assert (pd.read_csv(out / "claims.csv")["claim_id"] == "p1_misalignment_width").sum() == 1
+
+
+def test_power_lines_give_the_power_a_monte_carlo_of_the_t_interval_finds(tmp_path):
+    """An unresolved primary row (slope +0.40 [−0.10, +0.90], 8 seeds, SESOI 0.248): its power line's value is
+    the share of simulated 8-seed samples (mean 0.40, the spread the interval implies) whose 95 % t interval lies
+    wholly above 0.248, within four standard errors of 4,000 draws; decided rows get no line."""
+    import re
+
+    import numpy as np
+    from scipy import stats
+
+    script = load_script()
+    rows = pd.DataFrame([{"claim_id": "p1_regime_budget", "claim": "rises (context 512)", "role": "primary",
+                          "verdict": verdict, "estimate": 0.40, "low": -0.10, "high": 0.90, "level": 0.95, "seeds": 8,
+                          "seeds_needed": "40"} for verdict in ("unresolved", "reproduced")])
+    (line,) = script.power_lines(rows)[-2:-1]
+    power = float(re.search(r"power ([\d.]+) %", line).group(1)) / 100
+    q = stats.t.ppf(0.975, 7)
+    spread = 0.5 / q * np.sqrt(8)
+    draws = np.random.default_rng(0).normal(0.40, spread, size=(4000, 8))
+    low = draws.mean(1) - q * draws.std(1, ddof=1) / np.sqrt(8)
+    simulated = float((low > 0.2485).mean())
+    assert abs(power - simulated) < 4 * np.sqrt(simulated * (1 - simulated) / 4000) + 0.01
+    assert "40 seeds for 80 % power" in line and len(script.power_lines(rows.iloc[1:])) == 0
