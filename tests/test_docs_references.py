@@ -36,8 +36,6 @@ ALLOWED = {
     "profiles/mycluster": "the copy of profiles/slurm that the README tells a user to make",
     "src/growcert/stats/__pycache__": "numba's cache of the compiled misalignment loops, written on their first "
                                       "compile (README.md says where it goes)",
-    "docs/reference-results/p1-interventions": "written by benchmarks/p1_interventions_reference.py once its sweep "
-                                               "has run",
 }
 # File names that commands write, wherever they are told to (a path ending in one is an output, not a reference)
 OUTPUT_NAMES = {"advice.md": "the page `growcert advise` writes into the folder it is given (--out)"}
