@@ -20,7 +20,10 @@ Three phases, each its own command (all resumable: a job with a summary.csv is d
 
 Each job (one regime, seed and arm) runs `run_grokking` in its own folder under <work>/runs-<phase>/..., and
 records its process CPU time in cpu_seconds.log (one line per session part: the CPU-hours of provenance are CPU
-time, not wall time). `--aggregate-only` writes <out> (calibration.csv, summary.csv, table.csv, claims.csv,
+time, not wall time). A part killed without warning (a session's end) leaves its CPU time so far in
+cpu_seconds.part, refreshed every HEARTBEAT_S seconds, which the next part folds into the log. CPU seconds per step
+come from each job's last part alone, the one that finished it (its CPU over the steps it ran from where it resumed):
+an earlier part may have left no record, or have redone steps after its last resume point. `--aggregate-only` writes <out> (calibration.csv, summary.csv, table.csv, claims.csv,
 curves, figures, provenance.json, README.md) from whatever has finished.
 
     nice -n 19 .venv/bin/python benchmarks/grokking_calibrated_reference.py calibrate --candidates 0.3:15000,0.2:20000 --parallel 2
@@ -34,6 +37,7 @@ import argparse
 import concurrent.futures
 import math
 import multiprocessing
+import re
 import shlex
 import sys
 import time
@@ -58,6 +62,8 @@ STOP_CENSORED = 2
 # CALIBRATION_SEEDS, so those seeds' AdamW runs would be a baseline selected for being slow.
 REFERENCE_SEEDS = list(range(len(CALIBRATION_SEEDS), len(CALIBRATION_SEEDS) + 8))
 CONTROL_DECAY = 1.0
+HEARTBEAT_S = 30  # how often a running job refreshes cpu_seconds.part
+RESUMED = re.compile(r"resumed unit .* at step (\d+)")
 # The acceptance rule of a calibrated regime (fixed before the runs; README):
 MIN_REACHED = 5        # AdamW reaches 95 % in at least 5 of the 6 seeds
 MIN_MEDIAN = 3_000     # late: the median is at least 3,000 steps (censored seeds as beyond the cap)
@@ -108,30 +114,77 @@ class Job:
         if not (self.folder / "summary.csv").is_file():
             return None
         summary, curves = (pd.read_csv(self.folder / name) for name in ("summary.csv", "curves.csv"))
-        summary = summary.assign(cpu_seconds=cpu_seconds(self.folder))
+        ran = pd.to_numeric(summary["step_95"], errors="coerce").fillna(self.settings["steps"])
+        summary = summary.assign(cpu_seconds=cpu_seconds(self.folder),
+                                 cpu_seconds_per_step=[last_part_rate(self.folder, steps) for steps in ran])
         return summary.assign(**self.facts), curves.assign(**self.facts)
 
 
 def cpu_seconds(folder: Path) -> float:
-    """The process CPU seconds a job spent, summed over the session parts that ran it (cpu_seconds.log)."""
+    """The process CPU seconds a job spent, summed over the session parts that recorded it (cpu_seconds.log)."""
     log = folder / "cpu_seconds.log"
     return sum(float(line) for line in log.read_text().split()) if log.is_file() else math.nan
 
 
+def last_part_rate(folder: Path, steps: float) -> float:
+    """CPU seconds per step of the part that finished a job that ran `steps` steps: the last line of
+    cpu_seconds.log over the steps since the last part's resume point (log.txt: each part starts with the stage's
+    "grokking a/b mod" line, and a resumed one says "resumed unit ... at step N")."""
+    log = folder / "cpu_seconds.log"
+    if not log.is_file() or not log.read_text().split():
+        return math.nan
+    last = (folder / "log.txt").read_text().split("\ngrokking a/b mod")[-1]
+    resumed = RESUMED.search(last)
+    ran = steps - (int(resumed.group(1)) if resumed else 0)
+    return float(log.read_text().split()[-1]) / ran if ran > 0 else math.nan
+
+
+def unrecorded_parts(work: Path) -> int:
+    """Session parts of the jobs under `work` that left no CPU record (killed before cpu_seconds.part existed): the
+    parts log.txt shows ("grokking a/b mod" lines) beyond the lines of cpu_seconds.log."""
+    missing = 0
+    for log in work.glob("runs-*/**/log.txt"):
+        record = log.parent / "cpu_seconds.log"
+        recorded = len(record.read_text().split()) if record.is_file() else 0
+        missing += max(0, log.read_text().count("grokking a/b mod") - recorded)
+    return missing
+
+
+def fold_killed_part(folder: Path) -> None:
+    """A part killed without warning left its CPU time so far in cpu_seconds.part: append it to the log."""
+    pending = folder / "cpu_seconds.part"
+    if pending.is_file():
+        with open(folder / "cpu_seconds.log", "a") as record:
+            record.write(pending.read_text().strip() + "\n")
+        pending.unlink()
+
+
 def run_job(settings: dict, out: str) -> str:
     """One job, in a fresh process (resumes inside its arm when its resume state is there); appends the process's
-    CPU time to <out>/cpu_seconds.log, whether it finished or was stopped."""
+    CPU time to <out>/cpu_seconds.log, whether it finished or was stopped, and keeps it in cpu_seconds.part while it
+    runs, for a kill that skips the `finally` (fold_killed_part)."""
+    import threading
+
     from growcert.experiments.grokking import run_grokking
 
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
-    started = time.process_time()
+    fold_killed_part(folder)
+    started, done = time.process_time(), threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            (folder / "cpu_seconds.part").write_text(f"{time.process_time() - started:.2f}\n")
+
+    threading.Thread(target=heartbeat, daemon=True).start()
     try:
         with open(folder / "log.txt", "a") as log:
             run_grokking(settings, folder, log=lambda line: print(line, file=log, flush=True), threads=1)
     finally:
+        done.set()
         with open(folder / "cpu_seconds.log", "a") as record:
             record.write(f"{time.process_time() - started:.2f}\n")
+        (folder / "cpu_seconds.part").unlink(missing_ok=True)
     return out
 
 
@@ -353,11 +406,11 @@ def arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: floa
         frame = frame.sort_values("seed")
         steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
         ran = steps.fillna(cap)
-        per_step = frame["cpu_seconds"].astype(float) / ran
+        per_step = frame["cpu_seconds_per_step"].astype(float)
         time_to = [f"{t:,.0f}" if pd.notna(s) else f"> {t:,.0f}" for s, t in zip(steps, per_step * ran)]
         row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
                "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
-               "cpu_seconds_per_step": float(frame["cpu_seconds"].sum() / ran.sum()),
+               "cpu_seconds_per_step": float((per_step * ran).sum() / ran.sum()),
                "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}
         part = claims[claims["claim"].str.endswith(f"({arm})")] if len(claims) else claims
         if len(part):
@@ -414,7 +467,7 @@ def write_outputs(out: Path, work: Path, plan: dict, calibration: pd.DataFrame, 
               "why": "P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
               "plan": {key: value for key, value in plan.items() if key != "commands"},
               "cost": {"cpu_hours": round(cpu / 3600, 2), "peak_disk_mb": round(max(b for _, b in disk) / 1e6, 1)
-                       if disk else None, "disk_samples": len(disk)},
+                       if disk else None, "disk_samples": len(disk), "unrecorded_parts": unrecorded_parts(work)},
               "versions": versions(), "machine": machine_record()}
     (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str))
     (out / "README.md").write_text("\n".join(readme_lines(record, calibration, candidates, chosen, table, claims,
@@ -433,7 +486,10 @@ def readme_lines(record: dict, calibration: pd.DataFrame, candidates: pd.DataFra
              f"Reference run of {record['date']}, commit `{record['commit']}`. Reproduce (each command resumable; a "
              "finished job is kept):", "", *[f"    {command}" for command in record["commands"]], "",
              f"Cost: {record['cost']['cpu_hours']} CPU-hours measured as process CPU time over every finished job "
-             "(each job one torch thread), peak disk "
+             "(each job one torch thread"
+             + (f"; a lower bound: {record['cost']['unrecorded_parts']} session part(s) killed before the jobs kept "
+                "their CPU time while running left no record" if record["cost"].get("unrecorded_parts") else "")
+             + "), peak disk "
              + (f"{record['cost']['peak_disk_mb']} MB ({record['cost']['disk_samples']} samples of the work folder, "
                 "resume states included)" if record['cost']['peak_disk_mb'] else "not sampled") + ".", "",
              "## Calibration: AdamW alone, 6 seeds per candidate", "",

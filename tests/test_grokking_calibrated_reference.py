@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grokking_calibrated_reference.py"
 
@@ -88,3 +89,35 @@ def test_the_reference_run_judges_seeds_the_calibration_never_saw():
     assert len(script.REFERENCE_SEEDS) == 8
     assert not set(script.REFERENCE_SEEDS) & set(script.CALIBRATION_SEEDS)
     assert not set(script.SMOKE["reference_seeds"]) & set(script.SMOKE["calibration_seeds"])
+
+
+def test_cpu_per_step_comes_from_the_part_that_finished_a_job_and_a_killed_part_is_folded_in(tmp_path):
+    """A job killed at the end of a session (no `finally`: no CPU line) and resumed at step 5,000 that reached 95 %
+    at 5,800 in 51.14 CPU-seconds costs 51.14 / 800 per step, not 51.14 / 5,800; a killed part's heartbeat
+    (cpu_seconds.part) joins the log on the next start, so the CPU-hours count it."""
+    script = load_script()
+    folder = tmp_path / "runs-reference" / "seed6" / "poprisk-gradient-exact-wd0.15"
+    folder.mkdir(parents=True)
+    (folder / "log.txt").write_text(
+        "grokking a/b mod 47: 1081 train / 1081 held-out equations, 1 optimizers x 1 seeds, up to 32000 steps\n"
+        "  step 2000: train acc 0.993  held-out acc 0.063  (209s)\n"
+        "grokking a/b mod 47: 1081 train / 1081 held-out equations, 1 optimizers x 1 seeds, up to 32000 steps\n"
+        "resumed unit (0, 0) at step 5000 from state.pt\n")
+    (folder / "cpu_seconds.log").write_text("51.14\n")
+    pd.DataFrame([{"optimizer": "poprisk-gradient-exact-wd0.15", "weight_decay": 0.15, "seed": 6,
+                   "memorised_step": 300, "step_95": 5800, "step_99": None, "final_test_acc": 0.96,
+                   "seconds": 650.0}]).to_csv(folder / "summary.csv", index=False)
+    pd.DataFrame({"step": [5800], "test_acc": [0.96]}).to_csv(folder / "curves.csv", index=False)
+    assert script.unrecorded_parts(tmp_path) == 1  # the killed first part; the README calls the CPU-hours a bound
+    job = script.Job({"steps": 32_000, "seeds": [6]}, folder, "poprisk-gradient-exact-wd0.15")
+    summary, _ = job.finished()
+    assert summary["cpu_seconds_per_step"].item() == pytest.approx(51.14 / 800)
+    table = script.arm_table(summary, pd.DataFrame(), 32_000, 0.15)
+    assert table["cpu_seconds_per_step"].item() == pytest.approx(51.14 / 800)
+    assert table["cpu_seconds_to_95_per_seed"].item() == f"{51.14 / 800 * 5800:,.0f}"
+    # a censored job ran to the cap: its last part's steps run from its resume point to the cap
+    assert script.last_part_rate(folder, 32_000) == pytest.approx(51.14 / 27_000)
+    (folder / "cpu_seconds.part").write_text("400.00\n")
+    script.fold_killed_part(folder)
+    assert not (folder / "cpu_seconds.part").exists()
+    assert script.cpu_seconds(folder) == pytest.approx(451.14)
