@@ -7,7 +7,8 @@ those two logs and the runs' own provenance into the cost record of a reference 
 `sweep_config` is the config a sweep's jobs get (config.yaml with the sweep's file merged over it) and
 `store_tables` the per-store tables (stats/alignment, stats/misalignment) of its runs' last checkpoints, for a
 sweep that asks Snakemake for them by path; `reproduction_check` compares the rows of a retrained run with a
-committed reference run's, value for value, before a joined run reuses the committed seeds.
+committed reference run's (value for value, and within a relative tolerance where the caller gives one) before a
+joined run reuses the committed seeds.
 Used by benchmarks/p1_regime_reference.py, benchmarks/p3_depth_reference.py, benchmarks/p2_small_reference.py and
 benchmarks/p1_interventions_reference.py; benchmarks/grokking_late_reference.py samples its work folder with
 `disk_sampled` and reads it back with `disk_samples`.
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 DISK_LOG = "disk_use.log"
@@ -181,17 +183,35 @@ def store_tables(results: Path, config: dict, kind: str, skip=frozenset()) -> li
             for run in training_runs(config) if (run.width, run.seed, run.context) not in skip]
 
 
-def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str]) -> dict:
-    """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same, value for value
-    (every numeric column both have, of the same dtype, NaN equal to NaN): `runs` (the retrained runs, by
-    `run_keys`), `rows` and `columns` compared, `identical` (False when no row is shared) and `differing_columns`."""
+def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str],
+                       rtol: float = 0.0) -> dict:
+    """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same: `runs` (the retrained
+    runs, by `run_keys`), `rows` and `columns` compared (every numeric column both have, of the same dtype),
+    `identical` (value for value, NaN equal to NaN; False when no row is shared), `differing_columns`, the largest
+    relative difference of each (`largest_relative_difference`), and `reusable`: identical, or, with `rtol` > 0,
+    every value within `rtol` of the committed one relative to its size (NaN where both are NaN)."""
     both = new.merge(committed, on=keys, suffixes=("", "_committed"))
     numeric = [c for c in new.columns if c not in keys and pd.api.types.is_numeric_dtype(new[c])
                and f"{c}_committed" in both.columns]
     differing = [c for c in numeric if not both[c].equals(both[f"{c}_committed"])]
+    largest = {c: _largest_relative_difference(both[c], both[f"{c}_committed"]) for c in differing}
     runs = both[run_keys].drop_duplicates().to_dict(orient="records")
+    identical = bool(len(both)) and not differing
+    close = bool(len(both)) and all(value <= rtol for value in largest.values())
     return {"runs": [{k: _plain(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
-            "columns": len(numeric), "identical": bool(len(both)) and not differing, "differing_columns": differing}
+            "columns": len(numeric), "identical": identical, "differing_columns": differing,
+            "largest_relative_difference": largest, "rtol": rtol, "reusable": identical or (rtol > 0 and close)}
+
+
+def _largest_relative_difference(values: pd.Series, committed: pd.Series) -> float:
+    """max |a - b| / |b| over the rows (0 where both are equal, zeros and NaN pairs among them; inf where one
+    side alone is NaN or b is 0 and a is not)."""
+    a, b = values.astype(float).to_numpy(), committed.astype(float).to_numpy()
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(same, 0.0, np.abs(a - b) / np.abs(b))
+    relative = np.where(np.isnan(relative), np.inf, relative)
+    return float(relative.max()) if len(relative) else 0.0
 
 
 def _plain(value):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from growcert.report import regime
 from helpers import reference_section
@@ -162,14 +163,77 @@ def test_joined_export_reuses_the_committed_seeds_only_when_a_retrained_run_repr
     assert set(pd.read_csv(out / "table.csv")["seeds"]) == {6}
     assert "reproduced the committed map's 4 alignment rows exactly" in (out / "README.md").read_text()
 
+    close = tmp_path / "close"  # a retrained run whose values moved by 0.1 %: reused, and the README says so
+    joined_sweep(close / "results", close / "map", change=1e-3)
+    script.export_joined(close / "results", close / "out", "cmd", "configs/p1-seeds.yaml", close / "map")
+    record = json.loads((close / "out" / "provenance.json").read_text())
+    check = record["joined"]["reproduction"]
+    assert not check["identical"] and check["reusable"] and check["differing_columns"] == ["d_align"]
+    assert abs(check["largest_relative_difference"]["d_align"] - 1e-3) < 1e-9
+    assert record["joined"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    assert "within 1% of each value, not bit for bit: 1 of" in (close / "out" / "README.md").read_text()
+
     other = tmp_path / "differs"
-    joined_sweep(other / "results", other / "map", change=1e-12)  # one last-digit change is enough to refuse
+    joined_sweep(other / "results", other / "map", change=0.02)  # beyond REUSE_RTOL: refused
     script.export_joined(other / "results", other / "out", "cmd", "configs/p1-seeds.yaml", other / "map")
     record = json.loads((other / "out" / "provenance.json").read_text())
-    assert not record["joined"]["reproduction"]["identical"]
+    assert not record["joined"]["reproduction"]["identical"] and not record["joined"]["reproduction"]["reusable"]
     assert record["joined"]["reproduction"]["differing_columns"] == ["d_align"]
     assert record["joined"]["seeds"] == [3, 4, 5] and set(pd.read_csv(other / "out" / "table.csv")["seeds"]) == {3}
     assert "did not reproduce the committed map's rows (differing: d_align)" in (other / "out" / "README.md").read_text()
+
+
+def test_relative_difference_is_zero_only_for_equal_values_and_nan_pairs():
+    load_script()
+    import sweeps
+
+    a = pd.Series([1.0, 0.0, float("nan"), 2.0])
+    assert sweeps._largest_relative_difference(a, a.copy()) == 0.0
+    assert sweeps._largest_relative_difference(a, pd.Series([1.0, 0.0, float("nan"), 2.02])) == pytest.approx(0.02 / 2.02)
+    assert sweeps._largest_relative_difference(a, pd.Series([1.0, 0.0, 1.0, 2.0])) == float("inf")
+    assert sweeps._largest_relative_difference(a, pd.Series([1.0, 1e-30, float("nan"), 2.0])) == 1.0  # 1e-30 -> 0: all of it
+    assert sweeps._largest_relative_difference(pd.Series([1e-30]), pd.Series([0.0])) == float("inf")
+
+
+def test_an_earlier_export_judged_alone_joins_the_committed_map(tmp_path, monkeypatch):
+    """A sweep exported against a map that lacked its retrained run (so judged alone, the retrained run kept as a new
+    one) joins the full map with --from-export: the check finds the retrained run, the map's seeds are reused, the
+    retrained run's p̂ is left out, and the provenance names the export."""
+    monkeypatch.chdir(SCRIPT.parents[1])
+    script = load_script()
+    results, committed = tmp_path / "results", tmp_path / "map"
+    joined_sweep(results, committed)
+    elsewhere = tmp_path / "map-128"  # the map's context-128 rows only: no row in common with the sweep
+    elsewhere.mkdir()
+    for name in ("alignment.csv", "training.csv"):
+        table = pd.read_csv(committed / name)
+        table[table["context"] == 128].to_csv(elsewhere / name, index=False)
+    config = str(sweep_config_file(tmp_path / "sweep.yaml"))
+    targets = script.misalignment_targets(results, config, elsewhere)
+    assert len(targets) == 10  # the retrained map run's too: the map it was judged against lacks it
+    write_misalignment_tables(targets, p_slope=-1.0, mk=script.sweep_config(config)["alignment"]["reference_mk"])
+    alone = tmp_path / "alone"
+    script.export_joined(results, alone, "the sweep's command", config, elsewhere, misalignment=True)
+    assert not json.loads((alone / "provenance.json").read_text())["joined"]["reproduction"]["runs"]
+
+    out = tmp_path / "out"
+    script.main(["--from-export", str(alone), "--join", str(committed), "--out", str(out), "--contexts", "64,128"])
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["joined"]["reproduction"]["identical"]
+    assert record["joined"]["seeds_by_context"] == {"64": [0, 1, 2, 3, 4, 5], "128": [0, 1, 2]}
+    assert record["misalignment"]["seeds_by_context"] == {"64": [3, 4, 5]}
+    assert record["command"] == "the sweep's command" and record["config_file"] == config
+    assert record["joined"]["from_export"]["command"] == "the sweep's command"
+    kept = pd.read_csv(out / "alignment.csv")
+    assert not kept.duplicated(["width", "seed", "context", "step", "point", "reduction", "pool"]).any()
+    assert "were read from its own export of" in (out / "README.md").read_text()
+
+
+def test_from_export_without_a_map_to_join_is_one_line_with_exit_2(tmp_path):
+    result = subprocess.run([sys.executable, str(SCRIPT), "--from-export", str(tmp_path)], capture_output=True,
+                            text=True, cwd=SCRIPT.parents[1])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"--from-export {tmp_path}: needs --join <committed map> to join it to"]
 
 
 def test_the_readme_says_matched_loss_is_not_tested_when_no_loss_level_is_shared(tmp_path):
