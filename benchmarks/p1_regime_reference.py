@@ -68,7 +68,8 @@ def claim_lines(claims: pd.DataFrame) -> list[str]:
 
     return [f"- {row.claim}: **{row.verdict}**: {slope(row)} "
             f"({percent(row.level)}, {row.seeds} seeds) against the paper's {row.paper_effect} (SESOI {row.sesoi}); "
-            f"{row.role}; direction {row.direction}; {row.why}" for row in claims.itertuples()]
+            f"{row.role}; " + (f"direction {row.direction}; " if isinstance(row.direction, str) else "") + row.why
+            for row in claims.itertuples()]
 
 
 def copy_outputs(results: Path, out: Path) -> None:

@@ -183,6 +183,28 @@ def test_p_hat_falls_on_its_own_scale_and_context_sweeps_are_series_of_their_own
     assert "ctx 256" in rows[2]["why"] and rows[2]["verdict"] == "reproduced"
 
 
+def test_p_hat_at_its_floor_is_not_tested_rather_than_contradicted():
+    """p̂ ≥ 0: a series whose p̂ at the smallest width is already below the fall the SESOI asks over its widths
+    (0.0279 × ln 4 = 0.039 for widths 32-128) cannot show the claim's effect, so a flat p̂ ≈ 0.001 is not tested
+    (a tight interval around 0 would otherwise read as contradicted); a series with room is judged as before, and
+    in a sweep the floored context drops out of Holm's family."""
+    from growcert.report.alignment import misalignment_width_rows
+
+    _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=0.0, noise=0.0)
+    floor = misalignment.assign(p_hat=0.001 + 0.0001 * misalignment["seed"])
+    (row,) = misalignment_width_rows(floor, (8, 8))
+    assert row["verdict"] == "not tested at this scale" and row["seeds"] == 3
+    assert "p̂ at its floor: at width 32 it is 0.0011 (mean over seeds), below the fall of 0.0387" in row["why"]
+    room = floor.assign(p_hat=0.04 + 0.0001 * floor["seed"])  # flat, but with room to fall: contradicted
+    (row,) = misalignment_width_rows(room, (8, 8))
+    assert row["verdict"] == "contradicted"
+    falling = misalignment.assign(p_hat=misalignment["width"].map({32: 0.2, 64: 0.1, 128: 0.0}) + 0.001 * misalignment["seed"])
+    rows = misalignment_width_rows(pd.concat([falling.assign(context=256), floor.assign(context=512)],
+                                             ignore_index=True), (8, 8))
+    assert [row["verdict"] for row in rows] == ["reproduced", "not tested at this scale", "reproduced"]
+    assert "Holm over 1 testable primary series of 2" in rows[2]["why"]
+
+
 def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_misalignment_tables(tmp_path):
     """configs/p1-regime.yaml: no fixed-context run, so no misalignment table reaches summarize-alignment; it
     writes the d_align figures and the d_align claim row alone, and no certificate figure."""

@@ -11,6 +11,8 @@ Claims are judged on this run's numbers and say how many cells were undetermined
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,11 +172,13 @@ def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
 
 
 def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str,
-                log_value: bool = True) -> list[dict[str, Any]]:
+                log_value: bool = True, no_room: Callable[[pd.DataFrame], str | None] | None = None
+                ) -> list[dict[str, Any]]:
     """The claim rows of a width trend over (point, reduction) series, each series' seed-level slope interval
     (width_trend, of log `value` on log width, or of `value` itself with `log_value` False): the primary series
     (claims.p1_primary_cells) decide, with Holm across them when several depths, datasets or contexts have one
-    (each a part); every other series is listed in the row as secondary."""
+    (each a part); every other series is listed in the row as secondary. A series for which `no_room` gives a
+    reason (its values leave no room for an effect of the SESOI's size) is not tested, with that reason."""
     effect = CLAIMS[key].effect
     series = ["family", "dataset", "context", "depth", "reduction", "point"]
 
@@ -185,7 +189,13 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     def judge(at: float, plan: bool = True, rows: pd.DataFrame = primary) -> dict[str, Judgement]:
         trend = width_trend(rows, "step", value, level=at, cell=series, log_value=log_value)
         labels = [_series_label(row) for _, row in trend.iterrows()]
-        return dict(zip(labels, judge_slopes(effect, trend, at, plan)))
+        judged = dict(zip(labels, judge_slopes(effect, trend, at, plan)))
+        for _, one in (rows.groupby([c for c in series if c in rows.columns], dropna=False)
+                       if no_room is not None and len(rows) else []):
+            label = _series_label(one.iloc[0])
+            if label in judged and (reason := no_room(one)):
+                judged[label] = not_tested(reason, judged[label].seeds, at, judged[label].estimate)
+        return judged
 
     others = judge(level, plan=False, rows=table[~p1_primary_cells(table)])
     listed = "; ".join(f"{label} {j.estimate:+.2f} [{j.low:+.2f}, {j.high:+.2f}] {j.verdict}" for label, j in others.items())
@@ -228,7 +238,25 @@ def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int,
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
     return _slope_rows("p1_misalignment_width", reference, "p_hat", level,
-                       f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)", log_value=False)
+                       f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)", log_value=False,
+                       no_room=p_hat_floor)
+
+
+def p_hat_floor(series: pd.DataFrame) -> str | None:
+    """Why a p̂ series cannot show a fall of the SESOI's size, or None: p̂ ≥ 0, so over widths w_min..w_max it
+    can fall by at most its value at w_min, and the SESOI asks for |slope| × ln(w_max / w_min). When the mean
+    over seeds at w_min is below that (p̂ at its floor of 0 already), no slope of the size that matters can
+    appear, and an interval excluding one says nothing about the paper's claim."""
+    widths = series["width"]
+    if widths.nunique() < 2:
+        return None
+    needed = -CLAIMS["p1_misalignment_width"].effect.sesoi * math.log(widths.max() / widths.min())
+    start = float(series.loc[widths == widths.min(), "p_hat"].mean())
+    if start >= needed:
+        return None
+    return (f"p̂ at its floor: at width {int(widths.min())} it is {start:.3g} (mean over seeds), below the fall of "
+            f"{needed:.3g} the SESOI asks over widths {int(widths.min())}–{int(widths.max())}; p̂ ≥ 0 leaves no "
+            "room to show it")
 
 
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],

@@ -64,7 +64,7 @@ def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: 
     readings = dict(base)  # the untestable ones keep their reason
     if not testable:
         first = names[0]
-        why = f"no testable {unit[:-1] if unit.endswith('s') else unit}: " + "; ".join(
+        why = f"no testable {unit[:-1] if unit.endswith('s') and not unit.endswith('series') else unit}: " + "; ".join(
             f"{name}: {base[name].why}" for name in names)
         return Family({name: base[name] for name in names}, first, replace(base[first], why=why))
     p_values = {name: decision_p_value(lambda at, name=name: judge(at, plan=False)[name]) for name in testable}
