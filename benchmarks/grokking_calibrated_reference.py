@@ -46,6 +46,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from growcert.report.claims import DESIGN_DTYPES, design_text
+
 from grokking_late_reference import arm_folder, job_settings
 from sweeps import disk_sampled
 
@@ -417,7 +419,8 @@ def arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: floa
             judged = part.iloc[0]
             row.update({"speedup": judged["estimate"], "speedup_low": judged["low"], "speedup_high": judged["high"],
                         "level": judged["level"], "verdict": judged["verdict"], "direction": judged["direction"],
-                        "seeds_needed": judged["seeds_needed"], "why": judged["why"]})
+                        "seeds_to_reproduce": judged["seeds_to_reproduce"],
+                        "seeds_to_contradict": judged["seeds_to_contradict"], "why": judged["why"]})
         rows.append(row)
     table = pd.DataFrame(rows)
     baseline = table.loc[table["optimizer"] == baseline_name(decay), "cpu_seconds_per_step"]
@@ -554,8 +557,7 @@ def readme_lines(record: dict, calibration: pd.DataFrame, candidates: pd.DataFra
             lines.append(f"- {row.claim} [{row.role}]: **{row.verdict}**{direction}: speed-up "
                          f"{number(row.estimate)} [{number(row.low)}, {number(row.high)}] at {percent(row.level)}, "
                          f"{row.seeds} paired seeds; paper 4.9× (SESOI {row.sesoi})"
-                         + (f"; {row.seeds_needed} seeds for 80 % power" if pd.notna(row.seeds_needed) and
-                            str(row.seeds_needed) else "") + f": {row.why}")
+                         + design_text(row) + f": {row.why}")
     else:
         lines.append("- not judged yet: the reference run has not finished its AdamW baseline")
     return lines + [""]

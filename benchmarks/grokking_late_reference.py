@@ -180,7 +180,8 @@ def arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: float) ->
                                     eval_every, BASELINE)
             row.update({"speedup": judgement.estimate, "speedup_low": judgement.low, "speedup_high": judgement.high,
                         "level": judgement.level, "paired_seeds": judgement.seeds, "verdict": judgement.verdict,
-                        "seeds_needed": judgement.seeds_needed, "why": judgement.why})
+                        "seeds_to_reproduce": judgement.seeds_to_reproduce,
+                        "seeds_to_contradict": judgement.seeds_to_contradict, "why": judgement.why})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -347,7 +348,7 @@ def write_outputs(out: Path, command: str, plan: dict, summary: pd.DataFrame, cu
     (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str))
     nominal = table[table["regime"] == "nominal"] if len(table) else table
     shown = ["regime", "optimizer", "seeds", "reached", "steps_per_seed", "median_step_95", "speedup", "speedup_low",
-             "speedup_high", "verdict", "seeds_needed", "seconds_per_step"]
+             "speedup_high", "verdict", "seeds_to_reproduce", "seeds_to_contradict", "seconds_per_step"]
     later_command = plan["first_pass_command"] != command  # added seeds or a longer baseline cap: two commands
     readme = ["# Grokking where the baseline groks late (reference run, docs/science.md P2)", "",
               "**The uncalibrated first attempt.** Its regime (AdamW weight decay 0.01) turned out to be a lottery "

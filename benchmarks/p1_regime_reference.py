@@ -47,6 +47,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from growcert.report.claims import DESIGN_DTYPES, design_text
+
 import sweeps
 from sweeps import require_finished, run_sweep, store_tables, sweep_config, sweep_cost
 
@@ -168,7 +170,7 @@ def add_misalignment_claims(out: Path, reference_mk: tuple[int, int] = (32, 32),
     if not (out / "misalignment.csv").is_file():
         return 0
     rows = misalignment_width_rows(pd.read_csv(out / "misalignment.csv"), tuple(reference_mk), level)
-    claims = pd.read_csv(out / "claims.csv", dtype={"seeds_needed": str})
+    claims = pd.read_csv(out / "claims.csv", dtype=DESIGN_DTYPES)
     pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(out / "claims.csv",
                                                                                         index=False)
     return len(rows)
@@ -347,8 +349,9 @@ def misalignment_lines(record: dict) -> list[str]:
 
 
 def power_lines(claims: pd.DataFrame) -> list[str]:
-    """For every unresolved primary or part row: the power its seeds have (a t interval at its level clearing its
-    SESOI, at the observed effect and per-seed spread, noncentral t) and the seeds 80 % power needs."""
+    """For every unresolved primary or part row: its design figures (seeds to reproduce it if the effect is the
+    paper's, to contradict it if nil: growcert.report.verdicts.design_of) and, labelled as an illustration only, the
+    power its own seeds have at the observed effect and per-seed spread (noncentral t), which swings with noise."""
     from growcert.report.claims import CLAIMS
     from growcert.report.verdicts import boundaries, percent
     from growcert.stats.seeds import t_power, t_quantile
@@ -361,16 +364,17 @@ def power_lines(claims: pd.DataFrame) -> list[str]:
             continue
         spread = (row.high - row.low) / (2 * t_quantile(row.level, seeds)) * math.sqrt(seeds)
         power = t_power(row.estimate, spread, edges[0], seeds, row.level)
-        needed = row.seeds_needed if isinstance(row.seeds_needed, str) and row.seeds_needed else "an unknown number of"
-        lines.append(f"- {row.claim}: with {seeds} seeds, power {percent(power)} at the observed {row.estimate:+.3g} "
-                     f"and per-seed spread {spread:.3g} (the chance that a {percent(row.level)} t interval lies wholly "
-                     f"on the estimate's side of the SESOI {edges[0]:+.3g}, which decides the row); {needed} seeds for "
-                     f"{percent(0.8)} power.")
+        design = design_text(row)
+        lines.append(f"- {row.claim}: {design.removeprefix('; ') or 'design figures unknown'}; illustration only, with its {seeds} seeds "
+                     f"the power at the observed {row.estimate:+.3g} and per-seed spread {spread:.3g} is "
+                     f"{percent(power)} (the chance that a {percent(row.level)} t interval lies wholly on the "
+                     f"estimate's side of the SESOI {edges[0]:+.3g}).")
     if not lines:
         return []
-    return ["## Power of the unresolved rows", "",
-            "The seeds an unresolved row has, and those it would need if the effect and its spread are as observed "
-            "(`seeds_needed`, noncentral t; `stats/seeds.py`):", "", *lines, ""]
+    return ["## Design of the unresolved rows", "",
+            "The seeds that would decide each unresolved row with 80 % power, at the upper 80 % limit of the observed "
+            "between-seed spread (`seeds_to_reproduce` if the slope is the paper's, `seeds_to_contradict` if it is "
+            "nil; `growcert.report.verdicts.design_of`):", "", *lines, ""]
 
 
 def unjudged_loss_lines(out: Path, claims: pd.DataFrame) -> list[str]:
@@ -388,9 +392,9 @@ def write_readme(out: Path, record: dict) -> None:
     cost, command = record["cost"], record["command"]
     facts = json.loads((out / "map.json").read_text())
     cells = pd.read_csv(out / "table.csv")
-    claims = pd.read_csv(out / "claims.csv", dtype={"seeds_needed": str})  # "108", "> 10,000"
+    claims = pd.read_csv(out / "claims.csv", dtype=DESIGN_DTYPES)  # "108", "> 10,000"
     shown = ["comparison", "context", "progress", "point", "reduction", "verdict", "slope", "slope_lo", "slope_hi",
-             "seeds", "seeds_needed"]
+             "seeds", "seeds_to_reproduce", "seeds_to_contradict"]
     counts = cells["verdict"].value_counts()
     spread = facts.get("spread") or {}
     rejudged = record.get("rejudged")

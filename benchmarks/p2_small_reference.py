@@ -38,6 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from growcert.report.claims import DESIGN_DTYPES
+
 import sweeps
 from sweeps import require_finished, run_sweep, sweep_cost
 
@@ -50,7 +52,7 @@ FIGURES = ("p2_pinn.png", "p2_pinn_gate.png", "p2_preference.png", "p2_preferenc
 QUESTION = ("Is population-risk training 2.4× faster on the PINN, more accurate and 3.05× less drifting in noisy "
             "DPO, and does SGD drift grow as T and fluctuate as √T (P2, 8 seeds)?")
 TABLE_COLUMNS = ["task", "claim_id", "claim", "role", "verdict", "estimate", "low", "high", "level", "seeds",
-                 "seeds_needed", "direction"]
+                 "seeds_to_reproduce", "seeds_to_contradict", "direction"]
 
 
 def targets(results: Path) -> list[str]:
@@ -101,7 +103,7 @@ def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None
         (out / target).parent.mkdir(parents=True, exist_ok=True)
         if (results / source).is_file():  # a figure the task did not draw is left out
             shutil.copyfile(results / source, out / target)
-    claims = pd.concat([pd.read_csv(results / "claims" / f"p2_{name}.csv", dtype={"seeds_needed": str})  # "12", "> 1,000"
+    claims = pd.concat([pd.read_csv(results / "claims" / f"p2_{name}.csv", dtype=DESIGN_DTYPES)  # "12", "> 1,000"
                         for name in TASKS], ignore_index=True)
     write_judged(out, claims.to_dict(orient="records"))
     record = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),

@@ -112,17 +112,20 @@ def test_a_clear_fall_contradicts_and_one_seed_is_not_tested():
     assert claim["verdict"] == "not tested at this scale" and "1 seed" in claim["why"]
 
 
-def test_a_noisy_trend_is_unresolved_and_says_how_many_seeds_would_resolve_it():
+def test_a_noisy_trend_is_unresolved_and_gives_the_seeds_that_would_decide_it():
     rows = alignment_claims(*synthetic([32, 64, 128], slope={0: 1.2, 1: -0.6, 2: 0.9}, p_slope=-0.5, noise=0.0),
                             (8, 8))
     claim = _claim(rows, "d_align increases with width")
     assert np.isclose(claim["estimate"], 0.5) and claim["verdict"] == "unresolved"
     assert claim["low"] < 0 and claim["high"] > 0.25
-    # at the observed per-seed spread (sd of 1.2, -0.6, 0.9) the t interval needs n seeds to exclude 0
-    sd, distance = np.std([1.2, -0.6, 0.9], ddof=1), 0.5 - PAPER_WIDTH_SLOPE / 2  # the estimate's distance to the SESOI
-    n = next(n for n in range(4, 500)
+    # the design figures: at the upper 80 % limit of the per-seed spread (sd of 1.2, -0.6, 0.9), the seeds whose t
+    # interval clears the SESOI with 80 % power if the slope is the paper's (and, by symmetry, falls short if nil)
+    sd = np.std([1.2, -0.6, 0.9], ddof=1) * np.sqrt(2 / scipy_stats.chi2.ppf(0.2, 2))
+    distance = PAPER_WIDTH_SLOPE / 2  # the paper's slope's distance to the SESOI, and the null's
+    n = next(n for n in range(2, 5000)
              if scipy_stats.nct.sf(scipy_stats.t.ppf(0.975, n - 1), n - 1, distance * np.sqrt(n) / sd) >= 0.8)
-    assert f"{n} seeds would give 80 % power" in claim["why"]
+    assert claim["seeds_to_reproduce"] == claim["seeds_to_contradict"] == f"{n:,}"
+    assert f"{n:,} seeds would reproduce it if the effect is the paper's" in claim["why"]
 
 
 def test_certificate_rows_count_point_estimates_and_need_a_non_vacuous_bound():
@@ -151,9 +154,9 @@ def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tabl
     rows = alignment_claims(alignment, misalignment, (8, 8))
     (claim,) = [row for row in rows if row.get("claim_id") == "p1_dalign_width" and row["role"] == "primary"]
     # two primary series (the last point, sum_positions), the fixed-context one rising, the context-128 one
-    # falling: each a part, the claim with Holm over both, the disagreement named
-    assert "Holm over 2 testable primary series" in claim["why"] and claim["verdict"] == "reproduced"
-    assert "primary series disagree: contradicted by llama/shakespeare ctx 128" in claim["why"]
+    # falling: each a part, the claim universal over both, so the falling one contradicts it
+    assert "universal claim over 2 primary series" in claim["why"] and claim["verdict"] == "contradicted"
+    assert "contradicted by llama/shakespeare ctx 128" in claim["why"]
     parts = [row for row in rows if row.get("claim_id") == "p1_dalign_width" and row["role"] == "part"]
     assert sorted(row["verdict"] for row in parts) == ["contradicted", "reproduced"]
     assert _claim(rows, "p̂ falls with width at fixed (M, K)")["verdict"] == "reproduced"
@@ -180,14 +183,14 @@ def test_p_hat_falls_on_its_own_scale_and_context_sweeps_are_series_of_their_own
     rows = misalignment_width_rows(sweep, (8, 8))
     assert [row["role"] for row in rows] == ["part", "part", "primary"]
     assert sorted(row["verdict"] for row in rows[:2]) == ["contradicted", "reproduced"]
-    assert "ctx 256" in rows[2]["why"] and rows[2]["verdict"] == "reproduced"
+    assert "ctx 512" in rows[2]["why"] and rows[2]["verdict"] == "contradicted"  # universal: every context
 
 
 def test_p_hat_at_its_floor_is_not_tested_rather_than_contradicted():
     """p̂ ≥ 0: a series whose p̂ at the smallest width is already below the fall the SESOI asks over its widths
     (0.0279 × ln 4 = 0.039 for widths 32-128) cannot show the claim's effect, so a flat p̂ ≈ 0.001 is not tested
     (a tight interval around 0 would otherwise read as contradicted); a series with room is judged as before, and
-    in a sweep the floored context drops out of Holm's family."""
+    in a sweep the floored context leaves the universal claim unresolved (it cannot be shown to hold there)."""
     from growcert.report.alignment import misalignment_width_rows
 
     _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=0.0, noise=0.0)
@@ -201,8 +204,8 @@ def test_p_hat_at_its_floor_is_not_tested_rather_than_contradicted():
     falling = misalignment.assign(p_hat=misalignment["width"].map({32: 0.2, 64: 0.1, 128: 0.0}) + 0.001 * misalignment["seed"])
     rows = misalignment_width_rows(pd.concat([falling.assign(context=256), floor.assign(context=512)],
                                              ignore_index=True), (8, 8))
-    assert [row["verdict"] for row in rows] == ["reproduced", "not tested at this scale", "reproduced"]
-    assert "Holm over 1 testable primary series of 2" in rows[2]["why"]
+    assert [row["verdict"] for row in rows] == ["reproduced", "not tested at this scale", "unresolved"]
+    assert "universal claim over 2 primary series (1 testable)" in rows[2]["why"]
 
 
 def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_misalignment_tables(tmp_path):

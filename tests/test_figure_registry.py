@@ -34,7 +34,7 @@ CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
 
 def occurrences(stem: str, text: str) -> int:
     """How often `text` spells figure `stem`: as a whole token, not as a .csv name nor as a claim id."""
-    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
+    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|judge_family\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
     return len(re.findall(rf"(?<!\w){re.escape(stem)}(?!\w)(?!\.csv)", text))
 
 

@@ -307,9 +307,9 @@ def test_two_growth_experiments_at_one_width_are_judged_apart():
     assert [(row["claim"].split(" (", 1)[-1], row["role"], row["verdict"]) for row in rows] == [
         ("llama/text width 32, base depth 2 + 1 block(s))", "part", REPRODUCED),
         ("llama/text width 32, base depth 4 + 2 block(s))", "part", CONTRADICTED),
-        ("every growth experiment, Holm; deciding: llama/text width 32, base depth 2 + 1 block(s))", "primary",
-         REPRODUCED)]
-    assert "disagree" in rows[-1]["why"]
+        ("every growth experiment, every one must hold (intersection-union); deciding: llama/text width 32, base "
+         "depth 4 + 2 block(s))", "primary", CONTRADICTED)]
+    assert "universal claim over 2 growth experiments" in rows[-1]["why"]
 
 
 def test_depth_profile_gives_each_depth_and_point_its_interval_over_seeds():

@@ -308,10 +308,11 @@ def test_joined_export_keeps_the_contexts_asked_for_and_judges_p_hat_on_the_new_
     assert (pd.read_csv(out / "claims.csv")["claim_id"] == "p1_misalignment_width").sum() == 1
 
 
-def test_power_lines_give_the_power_a_monte_carlo_of_the_t_interval_finds(tmp_path):
-    """An unresolved primary row (slope +0.40 [−0.10, +0.90], 8 seeds, SESOI 0.248): its power line's value is
-    the share of simulated 8-seed samples (mean 0.40, the spread the interval implies) whose 95 % t interval lies
-    wholly above 0.248, within four standard errors of 4,000 draws; decided rows get no line."""
+def test_power_lines_give_the_design_and_label_the_observed_power_an_illustration(tmp_path):
+    """An unresolved primary row (slope +0.40 [−0.10, +0.90], 8 seeds, SESOI 0.248): its line gives the design
+    figures, and its illustrative power is the share of simulated 8-seed samples (mean 0.40, the spread the interval
+    implies) whose 95 % t interval lies wholly above 0.248, within four standard errors of 4,000 draws; decided rows
+    get no line."""
     import re
 
     import numpy as np
@@ -320,7 +321,8 @@ def test_power_lines_give_the_power_a_monte_carlo_of_the_t_interval_finds(tmp_pa
     script = load_script()
     rows = pd.DataFrame([{"claim_id": "p1_regime_budget", "claim": "rises (context 512)", "role": "primary",
                           "verdict": verdict, "estimate": 0.40, "low": -0.10, "high": 0.90, "level": 0.95, "seeds": 8,
-                          "seeds_needed": "40"} for verdict in ("unresolved", "reproduced")])
+                          "seeds_to_reproduce": "40", "seeds_to_contradict": "12"}
+                         for verdict in ("unresolved", "reproduced")])
     (line,) = script.power_lines(rows)[-2:-1]
     power = float(re.search(r"power ([\d.]+) %", line).group(1)) / 100
     q = stats.t.ppf(0.975, 7)
@@ -329,4 +331,5 @@ def test_power_lines_give_the_power_a_monte_carlo_of_the_t_interval_finds(tmp_pa
     low = draws.mean(1) - q * draws.std(1, ddof=1) / np.sqrt(8)
     simulated = float((low > 0.2485).mean())
     assert abs(power - simulated) < 4 * np.sqrt(simulated * (1 - simulated) / 4000) + 0.01
-    assert "40 seeds for 80 % power" in line and len(script.power_lines(rows.iloc[1:])) == 0
+    assert "design: 40 seeds to reproduce it if the effect is the paper's, 12 to contradict it if nil" in line
+    assert "illustration only" in line and len(script.power_lines(rows.iloc[1:])) == 0

@@ -4,6 +4,7 @@ interval-censored bounds, the no-growth control of P3, seeds needed at 80 % powe
 and Holm across the readings of one ambiguous claim."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,8 @@ from growcert.report.verdicts import (AGAINST_PAPER, AS_PAPER, CONTRADICTED, NEI
                                       UNRESOLVED, Effect, judge_interval, judge_samples, judge_steps)
 
 SLOPE = Effect("slope of log d_align on log width", paper=0.50)
-GROKKING = Effect("speed-up in steps to 95 %", paper=4.9, null=1.0, scale="log")
+# the registered estimands: grokking's median (censored by design), PINN's mean (growcert.report.claims)
+GROKKING = Effect("speed-up in steps to 95 %", paper=4.9, null=1.0, scale="log", estimand="median")
 PINN = Effect("speed-up in steps to the target", paper=2.4, null=1.0, scale="log")
 DPO = Effect("difference in final reward accuracy", paper=0.075)
 
@@ -66,7 +68,7 @@ def test_a_speed_up_of_1_5_to_3_1_over_8_seeds_is_unresolved_against_4_9():
     logs = t_table((math.log(1.5) + math.log(3.1)) / 2, (math.log(3.1) - math.log(1.5)) / 2, seeds=8)
     variant = np.full(8, 1000.0)
     baseline = np.round(variant * np.exp(logs))
-    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=100_000, eval_every=1)
+    judged = judge_steps(replace(GROKKING, estimand="mean"), baseline, variant, 0.95, cap=100_000, eval_every=1)
     assert judged.low == pytest.approx(1.5, rel=0.01) and judged.high == pytest.approx(3.1, rel=0.01)
     assert judged.verdict == UNRESOLVED and judged.direction == AS_PAPER
 
@@ -88,7 +90,7 @@ def test_a_censored_baseline_never_turns_small_measured_ratios_into_a_reproducti
     # half the baseline censored, the measured seeds only 1.08-1.10x: the lower bounds stay near 1
     baseline = [None, 1080, None, 1100, None, 1090, None, 1085]
     variant = [1000] * 8
-    judged = judge_steps(PINN, baseline, variant, 0.95, cap=5_000, eval_every=10)
+    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=5_000, eval_every=10)
     assert judged.verdict != REPRODUCED and judged.low < 1.1
 
 
@@ -109,9 +111,8 @@ def test_both_runs_censored_in_every_seed_is_not_tested():
     assert judged.verdict == NOT_TESTED
 
 
-def power_by_simulation(effect, mean, sd, seeds, level, rng, draws=4000):
-    """The share of simulated t intervals over `seeds` normal seeds that reach the same decided word."""
-    target = REPRODUCED if mean >= (effect.smallest() if effect.paper is not None else effect.null) else CONTRADICTED
+def power_by_simulation(effect, mean, sd, seeds, level, rng, target, draws=4000):
+    """The share of simulated t intervals over `seeds` normal seeds (true `mean`, `sd`) that reach `target`."""
     hits = 0
     for _ in range(draws):
         sample = rng.normal(mean, sd, seeds)
@@ -119,34 +120,103 @@ def power_by_simulation(effect, mean, sd, seeds, level, rng, draws=4000):
     return hits / draws
 
 
-def test_seeds_needed_has_80_percent_power_by_simulation():
-    samples = np.array([0.62, 0.18, 0.55, 0.41, 0.30])  # mean 0.41: above the SESOI 0.25, not yet clear of it
+def upper_spread(samples) -> float:
+    """The upper 80 % confidence limit of the samples' standard deviation, by its chi-square law."""
+    n = len(samples)
+    return float(np.std(samples, ddof=1) * math.sqrt((n - 1) / scipy_stats.chi2.ppf(0.2, n - 1)))
+
+
+def test_design_figures_have_80_percent_power_by_simulation():
+    samples = np.array([0.62, 0.18, 0.55, 0.41, 0.30])
     judged = judge_samples(SLOPE, samples, 0.95)
-    assert judged.verdict == UNRESOLVED and judged.seeds_needed is not None and not judged.seeds_needed_more
-    n, rng = judged.seeds_needed, np.random.default_rng(1)
-    mean, sd = samples.mean(), samples.std(ddof=1)
+    design = judged.design
+    assert design is not None and design.spread == pytest.approx(upper_spread(samples))
     se = math.sqrt(0.8 * 0.2 / 4000)
-    assert power_by_simulation(SLOPE, mean, sd, n, 0.95, rng) >= 0.8 - 3 * se
-    assert power_by_simulation(SLOPE, mean, sd, n - 1, 0.95, rng) < 0.8 + 3 * se
-    assert f"{n} seeds" in judged.why and "80 %" in judged.why
+    rng = np.random.default_rng(1)
+    for (count, more), truth, target in ((design.reproduce, 0.50, REPRODUCED), (design.contradict, 0.0, CONTRADICTED)):
+        assert not more
+        assert power_by_simulation(SLOPE, truth, design.spread, count, 0.95, rng, target) >= 0.8 - 3 * se
+        assert power_by_simulation(SLOPE, truth, design.spread, count - 1, 0.95, rng, target) < 0.8 + 3 * se
+    assert judged.seeds_to_reproduce == f"{design.reproduce[0]:,}"
 
 
-def test_seeds_needed_for_a_median_interval_is_simulated_from_the_seeds():
-    baseline = [None, 9_000, 12_000, None, 8_000, 11_000]
-    variant = [2_000, 2_500, 3_000, 2_200, 4_500, 2_800]
-    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=15_000, eval_every=100)
-    if judged.verdict == UNRESOLVED:
-        assert judged.seeds_needed is not None and judged.seeds_needed > 6
-        assert "simulat" in judged.why
+def test_design_figures_do_not_move_with_the_observed_effect():
+    # the audit's case: moving the observed mean by a standard error moved the old figure from 62 to 4,249 or 20
+    base = t_table(0.30, 0.15, seeds=8)
+    shifted = [judge_samples(SLOPE, base + shift, 0.95) for shift in (-0.05, 0.0, 0.05)]
+    assert len({(j.seeds_to_reproduce, j.seeds_to_contradict) for j in shifted}) == 1
+    assert len({j.verdict for j in shifted}) >= 1 and shifted[1].seeds_to_reproduce != ""
 
 
-def test_more_than_the_largest_count_is_not_unknown():
-    # the estimate sits on the SESOI: no number of seeds gives 80 % power to either side
-    on_it = judge_samples(SLOPE, [0.25 - 0.3, 0.25, 0.25 + 0.3], 0.95)
-    assert on_it.verdict == UNRESOLVED and on_it.seeds_needed_more and "more than" in on_it.why
+def test_a_median_design_figure_has_80_percent_power_by_simulation():
+    from growcert.report.verdicts import design_of
+    design = design_of(GROKKING, spread=0.4, seeds=8, level=0.95)
+    count, more = design.reproduce
+    assert not more
+    rng = np.random.default_rng(2)
+
+    def power(n: int) -> float:
+        logs = rng.normal(math.log(4.9), design.spread, (4000, n))
+        lows = np.sort(logs, axis=1)[:, _rank(n) - 1]
+        return float(np.mean(lows >= math.log(GROKKING.smallest())))
+
+    se = math.sqrt(0.8 * 0.2 / 4000)
+    assert power(count) >= 0.8 - 3 * se and power(count - 1) < 0.8 + 3 * se
+
+
+def _rank(n: int, level: float = 0.95) -> int:
+    """Brute force: the largest k whose [x_(k), x_(n−k+1)] covers the median with probability ≥ level."""
+    best = 0
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * scipy_stats.binom.cdf(k - 1, n, 0.5) >= level:
+            best = k
+    return best
+
+
+def test_a_figure_beyond_reach_says_more_than_and_an_unknown_spread_gives_none():
+    # the paper's value sits on the margin: no number of seeds shows the interval inside it
+    on_edge = Effect("excess", paper=0.0, margin=0.0, sesoi_reason="a margin")
+    judged = judge_samples(on_edge, t_table(0.0, 0.01, seeds=6), 0.95)
+    assert judged.design.reproduce[1] and judged.seeds_to_reproduce.startswith("> ")
+    # the null lies inside the claimed region: contradicting "if the effect is nil" has no meaning
+    assert judged.design.contradict is None and judged.seeds_to_contradict == ""
     # one seed with a value: the spread is unknown
     unknown = judge_steps(GROKKING, [None, 9000, None], [None, 1000, None], 0.95, cap=15_000, eval_every=100)
-    assert unknown.verdict == NOT_TESTED and unknown.seeds_needed is None
+    assert unknown.design is None and unknown.seeds_to_reproduce == ""
+
+
+def test_a_seed_where_neither_run_reached_the_target_stays_in_and_widens_the_interval():
+    # the audit's case: 7 seeds where neither run reaches 95 % by the cap, 7 where AdamW is censored and the reading
+    # reaches it at 2,600 of 15,000 steps; leaving the first 7 out read "reproduced [5.8x, inf] on 7 seeds"
+    baseline = [None] * 14
+    variant = [None] * 7 + [2_600] * 7
+    judged = judge_steps(GROKKING, baseline, variant, 0.95, cap=15_000, eval_every=100)
+    assert judged.verdict == UNRESOLVED and judged.seeds == 14
+    assert judged.low == 0.0 and judged.high == math.inf
+    assert "7 seed(s) where both were censored kept" in judged.why
+
+
+def test_the_registered_estimand_is_used_whatever_the_data():
+    from growcert.report.claims import CLAIMS
+    assert (CLAIMS["p2_grokking"].effect.estimand, CLAIMS["p2_pinn"].effect.estimand) == ("median", "mean")
+    # no censored run: the median estimand keeps its order-statistic interval (the old rule switched to a t)
+    baseline, variant = [2_400, 2_450, 2_380], [1_000, 1_010, 990]
+    median = judge_steps(GROKKING, baseline, variant, 0.95, cap=30_000, eval_every=10)
+    assert (median.low, median.high) == (0.0, math.inf) and median.verdict == UNRESOLVED
+    # a censored run: the mean estimand keeps its t interval, its upper end unbounded (the old rule switched to a median)
+    mean = PINN
+    censored = judge_steps(mean, [2_400, None, 2_380, 2_500], [1_000, 1_010, 990, 1_000], 0.95, cap=30_000,
+                           eval_every=10)
+    assert censored.high == math.inf and 0 < censored.low < math.inf and "Student t" in censored.why
+
+
+def test_an_equivalence_claim_whose_null_is_inside_its_region_has_no_direction():
+    from growcert.report.claims import CLAIMS
+    drift = CLAIMS["p2_drift_diffusion"].effect  # paper 0, null 0, within 0.1: a deviation above 0 is not the paper's
+    judged = judge_samples(drift, t_table(0.067, 0.019, seeds=8), 0.95)
+    assert judged.verdict == REPRODUCED and judged.direction == ""
+    interventions = CLAIMS["p1_intervention_scale"].effect  # null 0 outside [0.9, 1.1]: the direction applies
+    assert judge_samples(interventions, t_table(-0.35, 0.17, seeds=6), 0.95).direction == AGAINST_PAPER
 
 
 def test_a_direction_only_claim_with_a_sesoi_contradicts_a_true_null():
@@ -209,3 +279,38 @@ def test_the_ungrown_model_does_not_match_scratch_under_the_no_growth_control():
     no_control = growth_table(shallow, grown, scratch)
     rows = depth_claims(pd.DataFrame(), no_control[no_control["arm"] != "shallow"])
     assert rows[0]["verdict"] == NOT_TESTED and "control" in rows[0]["why"]
+
+
+def test_a_universal_claim_holds_only_where_every_part_does():
+    from growcert.report.families import every_part, judge_family
+    parts = {"context 64": t_table(0.6, 0.05, 8), **{f"context {c}": t_table(0.0, 0.05, 8) for c in (128, 256, 512)}}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(SLOPE, values, level, plan=plan) for name, values in parts.items()}
+
+    # one context reproduced and three contradicted: "d_align increases with width" fails (the old rule said reproduced)
+    family = every_part(judge, 0.95, "contexts")
+    assert family.readings["context 64"].verdict == REPRODUCED and family.claim.verdict == CONTRADICTED
+    assert "intersection-union" in family.claim.why and family.scope("contexts").startswith("every context, every one")
+    # every part reproduced, each at the full level (no correction): reproduced
+    parts = {name: t_table(0.6, 0.05, 8) for name in parts}
+    assert every_part(judge, 0.95, "contexts").claim.verdict == REPRODUCED
+    # a part not tested: it cannot hold everywhere, so at best unresolved
+    parts["context 64"] = [0.6]
+    assert every_part(judge, 0.95, "contexts").claim.verdict == UNRESOLVED
+    # the registry says which claims are universal, and why
+    assert judge_family("p1_regime_budget", judge, 0.95, "contexts").quantifier == "universal"
+    assert judge_family("p2_grokking", judge, 0.95, "readings").quantifier == "existential"
+
+
+def test_a_contradiction_of_a_universal_claim_is_corrected_for_its_parts():
+    from growcert.report.families import every_part
+    # four parts reproduced, one barely short of the SESOI at 95 % but not at Holm's 1 - 0.05/5
+    parts = {**{f"p{i}": t_table(0.6, 0.05, 8) for i in range(4)}, "edge": t_table(0.18, 0.065, 8)}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(SLOPE, values, level, plan=plan) for name, values in parts.items()}
+
+    assert judge(0.95)["edge"].verdict == CONTRADICTED
+    family = every_part(judge, 0.95, "contexts")
+    assert family.readings["edge"].verdict == UNRESOLVED and family.claim.verdict == UNRESOLVED

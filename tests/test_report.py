@@ -48,11 +48,20 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     assert "RUN-VALUE-1" in text and "(llama/shakespeare)" in text and "NOTE-1" in text
     # the row shows the interval over seeds and its word, coloured by the word
     assert "-1 [-1.25, -0.752] (95 %), 3 seeds" in text and '<span class="verdict reproduced">reproduced' in text
-    # four counts on the first screen: one reproduced, one unresolved, over 2 claim rows
+    # the first screen counts the claims table below it (one row per registered claim), never this run's rows: one
+    # reproduced, the others not measured; the unregistered row is not a claim of the table
     counts = text[text.index('<p class="counts">'):]
     counts = counts[:counts.index("</p>")]
-    assert "2 claim rows" in counts and ">reproduced</span> 1" in counts and ">unresolved</span> 1" in counts
-    assert ">contradicted</span> 0" in counts and ">not tested at this scale</span> 0" in counts
+    assert f"{len(CLAIMS)} claims" in counts and ">reproduced</span> 1" in counts and ">unresolved</span> 0" in counts
+    assert ">contradicted</span> 0" in counts and f"not measured {len(CLAIMS) - 1}" in counts
+    glance = text[text.index('id="claims-at-a-glance"'):]
+    glance = glance[:glance.index("</table>")]
+    assert glance.count('class="claim-row"') == len(CLAIMS) and "seeds to reproduce / to contradict" in glance
+    plateau = glance[glance.index('data-claim="p3_depth_plateau"'):]
+    plateau = plateau[:plateau.index("</tr>")]
+    # a direction-only claim has no paper's value to reproduce at; contradicting it "if nil" has a figure
+    design = plateau[plateau.index('class="design">') + len('class="design">'):plateau.index("</td>", plateau.index('class="design">'))]
+    assert design.startswith("– / ") and design.split(" / ")[1].replace(",", "").isdigit()
     # implementation checks are apart from the claims
     assert "1 of 2 passed" in text and "CHECK-RUN-2" in text and "FAILED" in text
     assert "RUN-VALUE-2" in text and "p9_stale is not in the registry" in text  # shown, and marked
@@ -217,3 +226,10 @@ def test_a_reference_run_whose_first_rows_have_not_landed_still_renders(tmp_path
     (folder / "claims.csv").write_text("claim_id,verdict\n")
     section = reference_section(tmp_path / "report", tmp_path / "references")
     assert "Reference run: in-progress" in section and "(0 rows)" in section
+
+
+def test_seed_counts_are_whole_numbers_with_their_noun():
+    from growcert.report.html import _design_text, seeds_text
+    assert seeds_text(1) == "1 seed" and seeds_text(16.0) == "16 seeds" and seeds_text("242.0") == "242 seeds"
+    # a CSV reader that took a design figure for a float shows it whole
+    assert _design_text(242.0) == "242" and _design_text("> 10,000") == "> 10,000" and _design_text(None) == "–"

@@ -4,7 +4,7 @@ diagnostics figure and one claim row per PopulationRiskAdam variant.
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network. Each
 variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged against AdamW at its own decay (the config check
 refuses a variant decay without that AdamW), paired by seed, steps as interval-censored bounds
-(`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`verdicts.holm_family`);
+(`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`families.judge_family`);
 the other AdamW decays stay in the note. "Median steps" counts a seed that never reached 95 % as beyond
 the cap (`experiments.common.median_steps`).
 """
@@ -19,7 +19,7 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import holm_family
+from growcert.report.families import judge_family
 from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 
@@ -53,7 +53,7 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
     """Claim rows (claims.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
     decay, the row's scope, a part), its speed-up over AdamW at the variant's own decay paired by seed, steps as
     interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary row over every
-    variant (verdicts.holm_family)."""
+    variant (families.judge_family)."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     cap = settings["steps"]
@@ -87,12 +87,12 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
                f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
     if not variants:
         return []
-    family = holm_family(judge, LEVEL)
+    family = judge_family("p2_grokking", judge, LEVEL, "readings")
     rows = [claim_row("p2_grokking", judgement, scope=name, role="part",
                       this_run=f"{name}: {format_steps(median_steps(variants[name]['step_95']), cap)} vs "
                                f"{baselines[name][0]}: {format_steps(median_steps(baselines[name][1]), cap)} "
                                "(median steps)", note=setting)
             for name, judgement in family.readings.items()]
-    rows.append(claim_row("p2_grokking", family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+    rows.append(claim_row("p2_grokking", family.claim, scope=family.scope("readings"),
                           this_run=f"{len(variants)} readings, each against AdamW at its own decay", note=setting))
     return rows

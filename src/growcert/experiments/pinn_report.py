@@ -23,7 +23,7 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import holm_family
+from growcert.report.families import judge_family
 from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
@@ -141,7 +141,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
     """Claim rows (claims.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
     variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
     by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
-    row over every variant (verdicts.holm_family)."""
+    row over every variant (families.judge_family)."""
     settings = stage_settings("pinn", settings)
     full = _read(summary)
     tuning, judged_seeds = settings["tuning_seeds"], settings["seeds"]
@@ -199,7 +199,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
 
     if not variants:
         return []
-    family = holm_family(judge, LEVEL)
+    family = judge_family("p2_pinn", judge, LEVEL, "readings")
     rows = []
     for variant, judgement in family.readings.items():
         gate_lr, gate_steps, gate_final = chosen(variant)
@@ -210,7 +210,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
             this_run=(f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
                       f"{fmt(adamw_steps)} median steps; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
             note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + "."))
-    rows.append(claim_row("p2_pinn", family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+    rows.append(claim_row("p2_pinn", family.claim, scope=family.scope("readings"),
                           this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
                           note=setting + adamw_grid + "."))
     return rows

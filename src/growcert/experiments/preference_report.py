@@ -1,6 +1,6 @@
 """Reading a noisy-label DPO run (growcert.experiments.preference; docs/science.md, "preference (P2, noisy-label DPO)"): the curves figure and the
 claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against AdamW, paired by
-seed) and each claim over every variant with Holm (`verdicts.holm_family`).
+seed) and each claim over every variant with Holm (`families.judge_family`).
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
 """
@@ -14,7 +14,7 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import holm_family
+from growcert.report.families import judge_family
 from growcert.report.verdicts import LEVEL, Judgement, judge_samples
 
 
@@ -73,7 +73,7 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
 
         if not variants:
             continue
-        family = holm_family(judge, LEVEL)
+        family = judge_family(key, judge, LEVEL, "readings")
         for variant, judgement in family.readings.items():
             gated = medians.loc[variant]
             this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
@@ -81,6 +81,6 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
                         f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
             rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note,
                                   role="part"))
-        rows.append(claim_row(key, family.claim, scope=f"every reading, Holm; deciding: {family.deciding}",
+        rows.append(claim_row(key, family.claim, scope=family.scope("readings"),
                               this_run=f"{len(variants)} readings against AdamW", note=note))
     return rows

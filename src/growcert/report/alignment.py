@@ -26,7 +26,7 @@ import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
-from growcert.report.families import DISAGREE_SCOPES, holm_family  # noqa: E402
+from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_bound, judge_slopes, not_tested  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
@@ -210,13 +210,12 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
         return [claim_row(key, not_tested(f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with "
                                           "at least two widths", level=level),
                           this_run=what, note="held-out pool, last checkpoint." + secondary)]
-    family = holm_family(judge, level, unit="primary series", disagree=DISAGREE_SCOPES)
+    family = judge_family(key, judge, level, unit="primary series")
     rows = []
     if len(each) > 1:
-        rows += [claim_row(key, judgement, scope=label, role="part", this_run=what, note="primary series, Holm part.")
+        rows += [claim_row(key, judgement, scope=label, role="part", this_run=what, note="primary series, a part.")
                  for label, judgement in family.readings.items()]
-    rows.append(claim_row(key, family.claim, scope=None if len(each) == 1 else f"every primary series, Holm; deciding: "
-                                                                               f"{family.deciding}",
+    rows.append(claim_row(key, family.claim, scope=None if len(each) == 1 else family.scope("primary series"),
                           this_run=f"{what}; primary: {family.deciding}",
                           note="held-out pool, last checkpoint." + secondary))
     return rows

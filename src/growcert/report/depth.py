@@ -20,7 +20,7 @@ import seaborn as sns
 
 from growcert.files import read_csvs, write_csv
 from growcert.report.claims import CLAIMS, GROWTH_FRACTION, ROW_COLUMNS, claim_row
-from growcert.report.families import DISAGREE_SCOPES, holm_family
+from growcert.report.families import judge_family
 from growcert.report.verdicts import Judgement, judge_growth, judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
@@ -271,12 +271,12 @@ def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, An
                                          GROWTH_FRACTION, plan)
         return judged
 
-    family = holm_family(judge, level, unit="growth experiments", disagree=DISAGREE_SCOPES)
+    family = judge_family("p3_grown_vs_scratch", judge, level, unit="growth experiments")
     rows = [claim_row("p3_grown_vs_scratch", judgement, scope=scope, role="part" if len(experiments) > 1 else "primary",
                       this_run=texts[scope][0], note=texts[scope][1]) for scope, judgement in family.readings.items()]
     if len(experiments) > 1:
         rows.append(claim_row("p3_grown_vs_scratch", family.claim,
-                              scope=f"every growth experiment, Holm; deciding: {family.deciding}",
+                              scope=family.scope("growth experiments"),
                               this_run=f"{len(experiments)} growth experiments", note=texts[family.deciding][1]))
     return rows
 

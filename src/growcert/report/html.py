@@ -53,17 +53,38 @@ def _interval(row: pd.Series) -> str:
     def number(value) -> str:
         return "–" if pd.isna(value) else f"{float(value):.3g}"
 
+    seeds = seeds_text(row.get("seeds"))
     if pd.isna(row.get("estimate")):
-        return f"{int(row['seeds']) if pd.notna(row.get('seeds')) else 0} seeds"
+        return seeds
     interval = ("" if pd.isna(row.get("low")) else
                 f" [{number(row['low'])}, {number(row['high'])}] ({percent(float(row['level']))})")
-    return f"{number(row['estimate'])}{interval}, {int(row['seeds'])} seeds"
+    return f"{number(row['estimate'])}{interval}, {seeds}"
 
 
-def _counts(rows: pd.DataFrame) -> str:
-    """The four counts over this run's claim rows, for the first screen."""
-    counts = rows["verdict"].value_counts() if len(rows) else pd.Series(dtype=int)
-    return " · ".join(f'<span class="count">{_verdict(word)} {int(counts.get(word, 0))}</span>' for word in WORDS)
+def seeds_text(count) -> str:
+    """A seed count as a whole number with its noun: "1 seed", "16 seeds" (never "16.0")."""
+    count = int(float(count)) if pd.notna(count) and str(count) != "" else 0
+    return f"{count:,} seed" + ("" if count == 1 else "s")
+
+
+def _design_text(value) -> str:
+    """A design figure as the claims table shows it: "242", "> 10,000" (a whole number even when a CSV read it as
+    a float), or "–" when it has no meaning here."""
+    if value is None or pd.isna(value) or str(value).strip() == "":
+        return "–"
+    text = str(value).strip()
+    try:
+        return f"{int(float(text)):,}"
+    except ValueError:
+        return text
+
+
+def _counts(words: list[str]) -> str:
+    """The counts of the four words over the claims table (one deciding row per claim; "not measured" apart)."""
+    counts = pd.Series(words, dtype=object).value_counts()
+    shown = [f'<span class="count">{_verdict(word)} {int(counts.get(word, 0))}</span>' for word in WORDS]
+    missing = sum(1 for word in words if word not in WORDS)
+    return " · ".join(shown + ([f'<span class="count">not measured {missing}</span>'] if missing else []))
 
 
 def _checks(results: Path) -> str:
@@ -128,31 +149,34 @@ def deciding_row(claim, rows: pd.DataFrame, references: Path | None) -> tuple[st
             + f"this run's {claim.stage} wrote no primary row"), None
 
 
-def _one_row_per_claim(rows: pd.DataFrame, references: Path | None) -> str:
+def _one_row_per_claim(rows: pd.DataFrame, references: Path | None) -> tuple[str, list[str]]:
     """The first screen: one row per registered claim, the verdict of the run that decides it, its interval,
-    direction and the seeds an unresolved one needs."""
-    body = []
+    direction and its two design figures (seeds to reproduce it if the effect is the paper's, to contradict it if
+    nil); with the table's words, which the counts above it count."""
+    body, words = [], []
     for claim in CLAIMS.values():
         source, row = deciding_row(claim, rows, references)
         link = (f'<a href="#reference-{html.escape(claim.decided_by)}">{html.escape(source)}</a>'
                 if row is not None and source.startswith("reference") else html.escape(source))
         if row is None:
-            cells = f'<td class="pending" colspan="4">{link}</td>'
+            words.append("not measured")
+            cells = f'<td class="pending" colspan="5">{link}</td>'
         else:
-            needed = row.get("seeds_needed")
+            words.append(str(row["verdict"]))
             cells = (f"<td>{link}</td><td>{html.escape(_interval(row))}</td>"
                      f"<td>{_verdict(row['verdict'], row['why'])}</td>"
-                     f"<td>{html.escape(str(row.get('direction')) if pd.notna(row.get('direction')) else '')}"
-                     + (f"; {html.escape(str(needed))} seeds for 80 % power" if pd.notna(needed) and str(needed) else "")
-                     + "</td>")
+                     f"<td>{html.escape(str(row.get('direction')) if pd.notna(row.get('direction')) else '')}</td>"
+                     f'<td class="design">{html.escape(_design_text(row.get("seeds_to_reproduce")))} / '
+                     f"{html.escape(_design_text(row.get('seeds_to_contradict')))}</td>")
         body.append(f'<tr class="claim-row" data-claim="{html.escape(claim.key)}"><td>{claim.paper}</td>'
                     f"<td>{html.escape(claim.text)}<details><summary>primary analysis</summary>"
                     f"{html.escape(claim.primary)}</details></td><td>{html.escape(claim.paper_value)}</td>"
                     f"<td>{html.escape(claim.effect.sesoi_text())}</td>{cells}</tr>")
     return ('<div class="scroll"><table id="claims-at-a-glance"><thead><tr><th>paper</th><th>claim</th>'
             "<th>paper's value</th><th>smallest effect that matters (SESOI)</th><th>decided by</th>"
-            "<th>estimate [interval] (level), seeds</th><th>verdict</th><th>direction</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table></div>")
+            "<th>estimate [interval] (level), seeds</th><th>verdict</th><th>direction</th>"
+            "<th>seeds to reproduce / to contradict (80 % power)</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>", words)
 
 
 def _summary(rows: pd.DataFrame, present: set[str], references: Path | None = None) -> str:
@@ -250,15 +274,21 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
               f"code hash <code>{code_hash()}</code> · {html.escape(version_text)}</p></header>"
               f'<nav class="toc"><b>Contents</b><ol>{toc}</ol></nav>')
     measured = sum(1 for claim in CLAIMS.values() if (rows["claim_id"] == claim.key).any())
+    glance, words = _one_row_per_claim(rows, references)
     body = [header, '<section id="summary"><h2>Paper claims at a glance</h2>'
-            f'<p class="counts">{len(rows)} claim rows: {_counts(rows)}</p>'
+            f'<p class="counts">{len(CLAIMS)} claims: {_counts(words)}</p>'
             f"<p>One row per registered claim: the verdict of the run that decides it (a reference run sized for it, "
             f"else this run), from its pre-registered primary analysis. Verdicts come from an interval over training "
             f"seeds against the smallest effect that matters (SESOI, half the paper's effect unless the registry "
             f"says otherwise): reproduced (the interval's near end is at or beyond the SESOI), contradicted (its far "
-            f"end falls short of it), unresolved (it straddles it; the seeds for 80 % power are given), not tested at "
-            f"this scale. The direction says whether the interval excludes the null on the paper's side.</p>"
-            + _one_row_per_claim(rows, references)
+            f"end falls short of it), unresolved (it straddles it), not tested at this scale. The direction says "
+            f"whether the interval excludes the null on the paper's side. The design figures are the seeds that would "
+            f"reproduce the claim with 80 % power if the true effect is the paper's, and contradict it if the effect "
+            f"is nil, at the upper 80 % limit of the observed between-seed spread (– where a figure has no meaning: "
+            f"no paper value, a null inside an equivalence region, or no spread yet). A claim over several parts "
+            f"says whether it must hold in every part (universal: reproduced only when every part is) or in some "
+            f"(existential: Holm across the parts).</p>"
+            + glance
             + f"<h3>This run's rows</h3><p>{measured} of {len(CLAIMS)} registered claims measured by this run. A "
             f"claim judged over readings, contexts or experiments has a row per part at its Holm level and a primary "
             f"row; secondary rows never decide a claim. Each row links to the figures and tables that measure it; "

@@ -31,7 +31,7 @@ import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
 from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells, write_rows  # noqa: E402
-from growcert.report.families import DISAGREE_SCOPES, holm_family  # noqa: E402
+from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
@@ -123,9 +123,10 @@ def cells_table(tables: dict[str, pd.DataFrame], level: float = 0.95) -> pd.Data
     cells = pd.concat(frames, ignore_index=True)
     judged = judge_slopes(CLAIMS["p1_regime_budget"].effect, cells, level)
     cells = cells.assign(verdict=[j.verdict for j in judged], direction=[j.direction for j in judged],
-                         seeds_needed=[j.seeds_needed_text for j in judged], why=[j.why for j in judged])
+                         seeds_to_reproduce=[j.seeds_to_reproduce for j in judged],
+                         seeds_to_contradict=[j.seeds_to_contradict for j in judged], why=[j.why for j in judged])
     first = ["comparison", "context", "progress", "reduction", "point", "primary", "verdict", "direction", "slope",
-             "slope_lo", "slope_hi", "seeds", "seeds_needed", "trend"]
+             "slope_lo", "slope_hi", "seeds", "seeds_to_reproduce", "seeds_to_contradict", "trend"]
     return cells[first + [c for c in cells.columns if c not in first]]
 
 
@@ -161,7 +162,7 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
                     not_tested("no width trend at the primary cell", level=at)
             return judged
 
-        family = holm_family(judge, level, unit="contexts", disagree=DISAGREE_SCOPES)
+        family = judge_family(key, judge, level, unit="contexts")
         summary = regime_summary(trend, progress)
         for label, judgement in family.readings.items():
             row = cells[label]
@@ -172,7 +173,7 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
                                   note=f"{comparison}; held-out pool; every other cell: the regime cells table; "
                                        f"{scope}"))
         if len(cells) > 1:
-            rows.append(claim_row(key, family.claim, scope=f"every context, Holm; deciding: {family.deciding}",
+            rows.append(claim_row(key, family.claim, scope=family.scope("contexts"),
                                   this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
                                   note=f"{comparison}; {scope}"))
     return rows

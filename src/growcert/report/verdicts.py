@@ -14,14 +14,23 @@ The words, for an interval [low, high] at the stated level, oriented so that the
   the size that matters;
 - `contradicted`: the interval's far end falls short of the SESOI (which includes the null side): an effect
   of the size that matters is excluded;
-- `unresolved`: the interval straddles the SESOI. The row says how many seeds would give 80 % power to
-  resolve it if the effect and its spread are as observed (closed form for a t interval, simulation from
-  the seeds for a median interval), "more than N" where even N seeds would not, or that it is unknown;
+- `unresolved`: the interval straddles the SESOI;
 - `not tested at this scale`: the effect cannot be estimated: fewer than two seeds, no seed where a run
   reached its target, no detectable signal, a vacuous bound everywhere, a missing control.
 
+Every row carries two design figures (`Design`), whatever its word: the seeds that would **reproduce** the
+claim with 80 % power if the true effect is the paper's, and the seeds that would **contradict** it with 80 %
+power if the true effect is nil, both at the upper 80 % confidence limit of the observed between-seed spread
+(so neither is optimistic), by the closed form of the claim's interval (noncentral t for a mean, a binomial
+count for an order-statistic median). They never use the observed effect, which swings with noise. A figure is
+empty where it has no meaning (no paper value, a null inside an equivalence region) or the spread is unknown.
+
 A separate `direction` says whether the interval excludes the null on the paper's side, on the other side,
-or neither: "contradicted" with the paper's direction is a smaller effect than claimed.
+or neither: "contradicted" with the paper's direction is a smaller effect than claimed. It is empty where the
+null has no paper's side: an equivalence claim whose null lies inside its claimed region (an exponent's
+deviation of 0, a ratio of 1 on a plateau).
+
+Each claim registers its `estimand`, the mean or the median over seeds, and keeps it whatever the data.
 
 An equivalence claim ("within 10 %", "closes half the gap", `Effect.margin`) has its margin as its SESOI:
 reproduced when the interval lies inside the claimed region, contradicted when it lies wholly outside it.
@@ -30,10 +39,12 @@ Steps to a target are interval-censored (`judge_steps`): a run that reached it a
 s − eval_every and s steps; a censored run more than the cap. Each seed's ratio is then an interval, and
 the interval over seeds takes its lower end from the seeds' lower bounds and its upper end from their upper
 bounds, so a difference within one evaluation interval never reproduces, and a censored baseline bounds
-the ratio from below.
+the ratio from below. A seed where both runs are censored bounds its ratio by (0, ∞): it stays in and widens
+the interval; no seed is ever left out because of its outcome.
 
-Readings of an ambiguous claim (the P2 gate readings × variance sources), contexts and growth experiments are
-judged together by `growcert.report.families.holm_family` (Holm's step-down, each part's word shown).
+A claim's parts (the P2 gate readings × variance sources, the contexts of the regime map, P3's growth
+experiments) are judged together by `growcert.report.families.judge_parts`: existentially (some reading) with
+Holm's step-down, universally (every context, every growth step) as an intersection-union test.
 """
 
 from __future__ import annotations
@@ -44,8 +55,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from growcert.stats.seeds import (POWER, StepBounds, bounds_interval, median_interval_seeds,
-                                  seeds_for_power, step_bounds, t_interval, t_power, t_quantile)
+from growcert.stats.seeds import (POWER, SPREAD_CONFIDENCE, StepBounds, bounds_interval, median_interval_seeds,
+                                  order_power, seeds_for_power, spread_upper, step_bounds, t_interval, t_power,
+                                  t_quantile)
 
 REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = "reproduced", "contradicted", "unresolved", "not tested at this scale"
 WORDS = (REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED)
@@ -55,8 +67,9 @@ SIZE_FRACTION = 0.5  # the default SESOI: half the paper's effect on the judged 
 LEVEL = 0.95  # the confidence level of a verdict's interval, where the stage has no level setting of its own
 # A misalignment bound of at least ½ says nothing: a coin's sign would meet it.
 VACUOUS_BOUND = 0.5
-SIMULATED_DRAWS = 1_000  # simulated replicates per seed count when the seeds needed come from a simulation
-MAX_SIMULATED_SEEDS = 1_000  # simulations from a handful of seeds say nothing beyond this many
+SIMULATED_DRAWS = 2_000  # simulated replicates per seed count for an equivalence region's design figure
+MAX_SCANNED_SEEDS = 1_000  # figures found by simulation or by a scan stop here ("more than 1,000")
+ESTIMANDS = ("mean", "median")
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,8 @@ class Effect:
     the `scale` it is judged on ("linear" or "log"), the paper's side of the null (`direction`, +1 or −1, used
     when `paper` is None), the smallest effect of interest (`sesoi`, on the effect's own scale; None: half the
     paper's effect) with `sesoi_reason` when it is not the default, an equivalence `margin` (the claim is
-    effect ≤ margin; with `margin_low` too, margin_low ≤ effect ≤ margin), and how the interval over seeds is
-    formed (`interval`, shown in the row)."""
+    effect ≤ margin; with `margin_low` too, margin_low ≤ effect ≤ margin), its `estimand` over seeds ("mean" or
+    "median", fixed in the registry) and how the interval over seeds is formed (`interval`, shown in the row)."""
 
     name: str
     paper: float | None
@@ -78,6 +91,11 @@ class Effect:
     interval: str = "Student t over seeds"
     sesoi: float | None = None
     sesoi_reason: str = ""
+    estimand: str = "mean"
+
+    def __post_init__(self):
+        if self.estimand not in ESTIMANDS:
+            raise ValueError(f"effect {self.name!r}: estimand {self.estimand!r}, one of {', '.join(ESTIMANDS)}")
 
     def transform(self, value: float) -> float:
         if self.scale == "log":
@@ -89,6 +107,27 @@ class Effect:
             return value
         with np.errstate(over="ignore"):
             return float(np.exp(value))
+
+    def null_in_region(self) -> bool:
+        """Whether an equivalence claim's null lies inside its claimed region (then it has no paper's side)."""
+        if self.margin is None:
+            return False
+        null = self.transform(self.null)
+        return null <= self.transform(self.margin) and (self.margin_low is None
+                                                         or null >= self.transform(self.margin_low))
+
+    def expected(self) -> float | None:
+        """The paper's effect on the judged scale, for the design figures: its value, else for an equivalence claim
+        the null when it lies inside the region (no change: a plateau) or the region's middle; None for a
+        direction-only claim."""
+        if self.paper is not None:
+            return self.transform(self.paper)
+        if self.margin is None:
+            return None
+        if self.null_in_region():
+            return self.transform(self.null)
+        edges = boundaries(self)
+        return sum(edges) / len(edges) if len(edges) == 2 else None
 
     def side(self) -> int:
         """+1 when the paper's effect lies above the null on the judged scale, −1 below."""
@@ -120,9 +159,43 @@ class Effect:
 
 
 @dataclass(frozen=True)
+class Design:
+    """The seeds that would decide a claim with 80 % power (`POWER`), at the between-seed `spread` (on the judged
+    scale, already at its upper 80 % limit): `reproduce` if the true effect is the paper's, `contradict` if it is
+    nil, each (seeds, more) or None where the figure has no meaning or no spread is known; `caveat` says what
+    makes them a lower bound, if anything (censored runs left out of the spread)."""
+
+    reproduce: tuple[int, bool] | None
+    contradict: tuple[int, bool] | None
+    spread: float
+    caveat: str = ""
+
+    @staticmethod
+    def text(figure: tuple[int, bool] | None) -> str:
+        """"12", "> 10,000", or "" (no meaning, or no spread)."""
+        if figure is None:
+            return ""
+        count, more = figure
+        return f"> {count:,}" if more else f"{count:,}"
+
+    def sentence(self) -> str:
+        """The two figures in words, for a row's why."""
+        parts = []
+        for figure, what in ((self.reproduce, "reproduce it if the effect is the paper's"),
+                             (self.contradict, "contradict it if the effect is nil")):
+            if figure is not None:
+                count, more = figure
+                parts.append(f"{'more than ' if more else ''}{count:,} seeds would {what}")
+        if not parts:
+            return ""
+        return (f"design ({percent(POWER)} power at the between-seed spread's upper {percent(SPREAD_CONFIDENCE)} "
+                f"limit, {self.spread:.3g}): " + ", ".join(parts) + (f" ({self.caveat})" if self.caveat else ""))
+
+
+@dataclass(frozen=True)
 class Judgement:
-    """An effect's estimate and interval over seeds, its word, its direction against the null, the seeds that
-    would resolve it (`seeds_needed`; "more than" it when `seeds_needed_more`) and the reason in one sentence."""
+    """An effect's estimate and interval over seeds, its word, its direction against the null, the claim's design
+    figures (`design`, None where no spread is known) and the reason in one sentence."""
 
     estimate: float
     low: float
@@ -131,20 +204,16 @@ class Judgement:
     seeds: int
     verdict: str
     why: str
-    seeds_needed: int | None = None
-    seeds_needed_more: bool = False
+    design: Design | None = None
     direction: str = NEITHER
 
     @property
-    def seeds_needed_text(self) -> str:
-        """"12", "> 10,000", or "" (resolved, or unknown)."""
-        if self.seeds_needed is None:
-            return ""
-        return f"> {self.seeds_needed:,}" if self.seeds_needed_more else f"{self.seeds_needed:,}"
+    def seeds_to_reproduce(self) -> str:
+        return Design.text(self.design.reproduce) if self.design else ""
 
-
-# A planner returns (seeds, more) for an unresolved verdict, or None when the spread is unknown.
-Planner = Callable[[], "tuple[int, bool] | None"]
+    @property
+    def seeds_to_contradict(self) -> str:
+        return Design.text(self.design.contradict) if self.design else ""
 
 
 def not_tested(why: str, seeds: int = 0, level: float = LEVEL, estimate: float = math.nan) -> Judgement:
@@ -163,7 +232,11 @@ def percent(level: float) -> str:
 
 
 def direction_of(effect: Effect, low: float, high: float) -> str:
-    """Whether [low, high] (on the effect's own scale) excludes the null on the paper's side, the other, or neither."""
+    """Whether [low, high] (on the effect's own scale) excludes the null on the paper's side, the other, or neither;
+    empty for an equivalence claim whose null lies inside its region (no paper's side: a deviation from 0 in any
+    direction is away from the paper)."""
+    if effect.null_in_region():
+        return ""
     side, null = effect.side(), effect.transform(effect.null)
     near, far = sorted((side * (effect.transform(low) - null), side * (effect.transform(high) - null)))
     return AS_PAPER if near > 0 else AGAINST_PAPER if far < 0 else NEITHER
@@ -196,22 +269,19 @@ def boundaries(effect: Effect) -> list[float]:
 
 
 def judge_interval(effect: Effect, estimate: float, low: float, high: float, level: float, seeds: int,
-                   planner: Planner | None = None, method: str = "") -> Judgement:
-    """The Judgement for an interval given on the effect's own scale; an unresolved one asks `planner` for the
-    seeds that give 80 % power (`method` says how it counted them)."""
+                   design: Design | None = None) -> Judgement:
+    """The Judgement for an interval given on the effect's own scale, with the claim's design figures."""
     if seeds < 2:
         return not_tested(f"{seeds} seed(s): an interval over seeds needs at least 2", seeds, level, estimate)
     if math.isnan(low) or math.isnan(high):
         return not_tested("no interval could be formed (an undetermined estimate in some seed)", seeds, level,
                           estimate)
     word = word_of(effect, low, high)
-    needed = planner() if word == UNRESOLVED and planner is not None else None
-    count, more = needed if needed is not None else (None, False)
-    judgement = Judgement(estimate, low, high, level, seeds, word, "", count, more, direction_of(effect, low, high))
-    return replace(judgement, why=explain(effect, judgement, method))
+    judgement = Judgement(estimate, low, high, level, seeds, word, "", design, direction_of(effect, low, high))
+    return replace(judgement, why=explain(effect, judgement))
 
 
-def explain(effect: Effect, judgement: Judgement, method: str = "") -> str:
+def explain(effect: Effect, judgement: Judgement) -> str:
     """The reason for a decided or unresolved word, in one sentence."""
     interval = (f"{percent(judgement.level)} interval ({effect.interval}, {judgement.seeds} seeds) "
                 f"[{_shown(effect, judgement.low)}, {_shown(effect, judgement.high)}]")
@@ -228,16 +298,10 @@ def explain(effect: Effect, judgement: Judgement, method: str = "") -> str:
         return (f"the {interval} falls short of the SESOI {sesoi}: an effect of the size that matters is excluded"
                 + ("; it excludes the null on the paper's side, so the effect is smaller than claimed"
                    if judgement.direction == AS_PAPER else ""))
-    if judgement.seeds_needed is None:
-        more = "the spread over seeds is unknown, so the seeds that would resolve it are too"
-    elif judgement.seeds_needed_more:
-        more = (f"more than {judgement.seeds_needed:,} seeds would be needed for {percent(POWER)} power at the observed "
-                f"effect and spread" + (f" ({method})" if method else ""))
-    else:
-        more = (f"{judgement.seeds_needed:,} seeds would give {percent(POWER)} power to resolve it if the effect and spread "
-                f"are as observed" + (f" ({method})" if method else ""))
     straddles = "an end of " + sesoi if effect.margin is not None else "the SESOI " + sesoi
-    return f"the {interval} straddles {straddles}; {more}"
+    design = judgement.design.sentence() if judgement.design else ""
+    return f"the {interval} straddles {straddles}" + (f"; {design}" if design
+                                                      else "; the spread over seeds is unknown, so is the design")
 
 
 def _shown(effect: Effect, value: float) -> str:
@@ -246,36 +310,60 @@ def _shown(effect: Effect, value: float) -> str:
     return f"{value:.3g}" + ("×" if effect.scale == "log" else "")
 
 
-def t_planner(effect: Effect, mean: float, spread: float, level: float, seeds: int) -> Planner:
-    """Seeds for 80 % power of a t interval on the judged scale, at the observed mean and per-seed spread: the
-    noncentral t against the one boundary (SESOI or margin) the estimate must clear, or a simulation of
-    (mean, sd) pairs for a two-sided equivalence region."""
-    def plan() -> tuple[int, bool] | None:
-        if not (math.isfinite(spread) and math.isfinite(mean)):
-            return None
-        edges = boundaries(effect)
-        if len(edges) == 1:
-            return seeds_for_power(lambda n: t_power(mean, spread, edges[0], n, level), seeds + 1)
-        return seeds_for_power(lambda n: _region_power(effect, mean, spread, n, level), seeds + 1, MAX_SIMULATED_SEEDS)
-    return plan
+def design_of(effect: Effect, spread: float, seeds: int, level: float, caveat: str = "") -> Design | None:
+    """The claim's two design figures (`Design`) from the observed between-seed standard deviation `spread` of
+    `seeds` per-seed values on the judged scale: at its upper 80 % limit, the fewest seeds whose interval at `level`
+    (the effect's estimand: noncentral t for a mean, binomial order statistics for a median) reaches "reproduced"
+    with 80 % power when the true effect is the paper's (`Effect.expected`), and "contradicted" when it is the null;
+    None when the spread is unknown."""
+    sd = spread_upper(spread, seeds)
+    if not math.isfinite(sd):
+        return None
+    median = effect.estimand == "median"
+    power_at = order_power if median else t_power
+    scan = dict(limit=MAX_SCANNED_SEEDS, monotone=False) if median else {}
+    edges = boundaries(effect) if (effect.margin is not None or effect.smallest() is not None) else []
+
+    def seeds_beyond(mean: float, boundary: float) -> tuple[int, bool]:
+        return seeds_for_power(lambda n: power_at(mean, sd, boundary, n, level), 2, **scan)
+
+    expected, null = effect.expected(), effect.transform(effect.null)
+    reproduce = contradict = None
+    if effect.margin is not None and len(edges) == 2:
+        if expected is not None:
+            reproduce = (seeds_for_power(lambda n: _region_power(edges, expected, sd, n, level), 2, MAX_SCANNED_SEEDS)
+                         if not median else None)
+        if not effect.null_in_region():
+            contradict = seeds_beyond(null, min(edges, key=lambda edge: abs(edge - null)))
+    elif effect.margin is not None:
+        if expected is not None:
+            reproduce = seeds_beyond(expected, edges[0])
+        if not effect.null_in_region():
+            contradict = seeds_beyond(null, edges[0])
+    elif edges:
+        if expected is not None:
+            reproduce = seeds_beyond(expected, edges[0])
+        contradict = seeds_beyond(null, edges[0])
+    return Design(reproduce, contradict, sd, caveat)
 
 
-def _region_power(effect: Effect, mean: float, spread: float, seeds: int, level: float) -> float:
-    """Simulated share of t intervals over `seeds` normal seeds that reach the word the estimate points to,
-    for a two-sided equivalence region (the sample mean and sd drawn from their exact laws)."""
+def _region_power(edges: list[float], mean: float, spread: float, seeds: int, level: float) -> float:
+    """Simulated share of t intervals over `seeds` normal seeds (true `mean`, `spread`) that lie inside the region
+    [edges[0], edges[1]] (the sample mean and sd drawn from their exact laws)."""
     rng = np.random.default_rng(seeds)
     means = rng.normal(mean, spread / math.sqrt(seeds), SIMULATED_DRAWS)
     sds = spread * np.sqrt(rng.chisquare(seeds - 1, SIMULATED_DRAWS) / (seeds - 1))
     half = t_quantile(level, seeds) * sds / math.sqrt(seeds)
-    floor, top = boundaries(effect)
-    if floor <= mean <= top:
-        return float(np.mean((means - half >= floor) & (means + half <= top)))
-    return float(np.mean((means - half > top) | (means + half < floor)))
+    floor, top = edges
+    return float(np.mean((means - half >= floor) & (means + half <= top)))
 
 
 def judge_samples(effect: Effect, samples: Sequence[float], level: float, plan: bool = True) -> Judgement:
     """One value of the effect per seed (a width slope, a paired difference, a log ratio's exponent): the t
-    interval on the judged scale; `plan` False skips the seeds an unresolved verdict needs."""
+    interval on the judged scale; `plan` False skips the design figures."""
+    if effect.estimand != "mean":
+        raise ValueError(f"effect {effect.name!r}: judge_samples forms a t interval for a mean, not a "
+                         f"{effect.estimand}")
     values = np.asarray([effect.transform(float(value)) for value in samples], float)
     finite = values[np.isfinite(values)]
     if len(finite) < len(values):
@@ -283,9 +371,8 @@ def judge_samples(effect: Effect, samples: Sequence[float], level: float, plan: 
                           len(values), level)
     mean, se, lo, hi = t_interval(finite, level)
     spread = se * math.sqrt(len(finite)) if math.isfinite(se) else math.nan
-    planner = t_planner(effect, mean, spread, level, len(finite)) if plan else None
-    return judge_interval(effect, *(effect.untransform(v) for v in (mean, lo, hi)), level, len(finite), planner,
-                          "noncentral t")
+    design = design_of(effect, spread, len(finite), level) if plan else None
+    return judge_interval(effect, *(effect.untransform(v) for v in (mean, lo, hi)), level, len(finite), design)
 
 
 def judge_slopes(effect: Effect, trend, level: float, plan: bool = True) -> list[Judgement]:
@@ -294,76 +381,50 @@ def judge_slopes(effect: Effect, trend, level: float, plan: bool = True) -> list
     judged = []
     for row in trend.itertuples():
         spread = row.slope_se * math.sqrt(row.seeds) if row.seeds >= 2 else math.nan
-        planner = t_planner(effect, row.slope, spread, level, int(row.seeds)) if plan else None
-        judged.append(judge_interval(effect, row.slope, row.slope_lo, row.slope_hi, level, int(row.seeds), planner,
-                                     "noncentral t"))
+        design = design_of(effect, spread, int(row.seeds), level) if plan else None
+        judged.append(judge_interval(effect, row.slope, row.slope_lo, row.slope_hi, level, int(row.seeds), design))
     return judged
 
 
 def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[float], level: float, cap: int,
                 eval_every: int, baseline_name: str = "the baseline", plan: bool = True) -> Judgement:
     """Steps to a target, paired by seed, the effect being baseline steps / variant steps (a speed-up), judged as
-    interval-censored bounds (`step_bounds`, `bounds_interval`). NaN, None or inf steps are censored: the run
-    did not reach the target by `cap`. A seed where neither run reached the target says nothing about the ratio
-    and is left out (the row counts it). An unresolved verdict's seeds come from a simulation: seeds drawn with
-    replacement from the observed ones, judged by the same rule."""
+    interval-censored bounds (`step_bounds`) for the effect's registered estimand (`bounds_interval`: the mean or the
+    median of the per-seed log ratios). NaN, None or inf steps are censored: the run did not reach the target by
+    `cap`. Every seed stays in: one where both runs are censored bounds its ratio by (0, ∞) and widens the
+    interval. Not tested when no seed has a run that reached the target. The design figures take the spread of the
+    per-seed log ratios of the seeds where both runs reached it (censored seeds left out: a lower bound)."""
     bounds = step_bounds(baseline, variant, cap, eval_every)
     seeds = len(bounds.point)
-    informative = ~np.isnan(bounds.point)  # NaN: both runs censored
-    neither = seeds - int(informative.sum())
-    kept = StepBounds(*(values[informative] for values in (bounds.point, bounds.lower, bounds.upper)))
-    if len(kept.point) < 2:
-        return not_tested(f"{len(kept.point)} seed(s) where either run reached the target by the {cap:,}-step cap: "
-                          "an interval needs 2", len(kept.point), level)
-    estimate, low, high, form = bounds_interval(kept.lower, kept.upper, kept.point, level)
+    neither = int(np.isnan(bounds.point).sum())  # both runs censored: the ratio lies in (0, ∞)
+    if seeds < 2 or neither == seeds:
+        return not_tested(f"{seeds - neither} seed(s) where either run reached the target by the {cap:,}-step cap, "
+                          f"of {seeds}: an interval needs 2 seeds and one such seed", seeds, level)
+    estimate, low, high = bounds_interval(bounds.lower, bounds.upper, bounds.point, level, effect.estimand)
     b_censored = sum(v is None or not math.isfinite(float(v)) for v in baseline)
     v_censored = sum(v is None or not math.isfinite(float(v)) for v in variant)
     form_text = ("Student t over per-seed log ratios, the lower end from each seed's lower bound and the upper end "
-                 "from its upper bound" if form == "t" else
+                 "from its upper bound (infinite where a seed's bound is)" if effect.estimand == "mean" else
                  "order-statistic interval for the median of per-seed ratio bounds")
     stated = replace(effect, interval=f"{form_text}; steps known to {eval_every:,}; censored: {b_censored} of {seeds} "
                                       f"{baseline_name} runs and {v_censored} of {seeds} variant runs at the {cap:,}-step "
-                                      "cap" + (f"; {neither} seed(s) where neither reached it left out" if neither else ""))
-    planner = _steps_planner(effect, kept, level, len(kept.point)) if plan else None
+                                      "cap" + (f"; {neither} seed(s) where both were censored kept, as (0, ∞)"
+                                               if neither else ""))
+    design = None
+    if plan:
+        measured = bounds.point[np.isfinite(bounds.point)]
+        spread = float(measured.std(ddof=1)) if len(measured) >= 2 else math.nan
+        left_out = seeds - len(measured)
+        design = design_of(effect, spread, len(measured), level,
+                           f"the spread from the {len(measured)} seeds where both runs reached the target, so at least "
+                           "these" if left_out else "")
     with np.errstate(over="ignore"):
         values = [float(np.exp(float(value))) for value in (estimate, low, high)]
-    judgement = judge_interval(stated, *values, level, len(kept.point), planner,
-                               "simulated from the observed seeds' bounds")
-    if form == "median" and judgement.verdict == UNRESOLVED and len(kept.point) < median_interval_seeds(level):
+    judgement = judge_interval(stated, *values, level, seeds, design)
+    if effect.estimand == "median" and judgement.verdict == UNRESOLVED and seeds < median_interval_seeds(level):
         judgement = replace(judgement, why=judgement.why + f"; this interval has no finite end at {percent(level)} "
                                                            f"below {median_interval_seeds(level)} seeds, whatever their values")
     return judgement
-
-
-def _steps_planner(effect: Effect, bounds: StepBounds, level: float, seeds: int) -> Planner:
-    """Seeds for 80 % power of `judge_steps`' interval: replicates of n seeds drawn with replacement from the
-    observed seeds' bounds, the share whose interval reaches the word the estimate points to."""
-    def plan() -> tuple[int, bool] | None:
-        estimate, _, _, _ = bounds_interval(bounds.lower, bounds.upper, bounds.point, level)
-        edges = boundaries(effect)
-        toward = _toward(effect, float(estimate))
-
-        def power(n: int) -> float:
-            rng = np.random.default_rng(n)
-            rows = rng.integers(0, seeds, size=(SIMULATED_DRAWS, n))
-            _, low, high, _ = bounds_interval(bounds.lower[rows], bounds.upper[rows], bounds.point[rows], level)
-            words = [word_of(effect, math.exp(lo) if np.isfinite(lo) else (0.0 if lo < 0 else math.inf),
-                             math.exp(hi) if np.isfinite(hi) else (0.0 if hi < 0 else math.inf))
-                     if effect.scale == "log" else word_of(effect, lo, hi) for lo, hi in zip(low, high)]
-            return float(np.mean([word == toward for word in words]))
-
-        return seeds_for_power(power, seeds + 1, MAX_SIMULATED_SEEDS) if edges else None
-    return plan
-
-
-def _toward(effect: Effect, estimate: float) -> str:
-    """The decided word an estimate (on the judged scale) points to."""
-    if effect.margin is not None:
-        edges = boundaries(effect)
-        inside = estimate <= edges[-1] and (len(edges) == 1 or estimate >= edges[0])
-        return REPRODUCED if inside else CONTRADICTED
-    side, null = effect.side(), effect.transform(effect.null)
-    return REPRODUCED if side * (estimate - null) >= side * (boundaries(effect)[0] - null) else CONTRADICTED
 
 
 def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequence[float], level: float,
@@ -373,7 +434,13 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     noise, gain = (control − grown)/scratch with its interval above 0, and is within a margin of scratch that is
     `fraction` of the control-to-scratch gap, excess = (grown − scratch − fraction·(control − scratch))/scratch
     with its interval at or below 0. Contradicted when either is excluded; unresolved otherwise. The row's
-    estimate and interval are the excess's (the `effect`, margin 0)."""
+    estimate and interval are the excess's (the `effect`, margin 0).
+
+    Design figures, at the upper 80 % limits of the gain's and the excess's spreads and the observed
+    control-to-scratch gap g: to reproduce if grown matches scratch (the paper's claim: gain g, excess −fraction·g),
+    both conditions must hold, so the power is the product of the two (each favoured by a low grown loss, so the
+    product is a lower bound); to contradict if growth is nil (grown = control: excess (1 − fraction)·g), the excess's
+    interval above 0. None when the gap is not positive (depth then has nothing to close)."""
     control, grown, scratch = (np.asarray(values, float) for values in (control, grown, scratch))
     seeds = len(scratch)
     if seeds < 2:
@@ -387,25 +454,20 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
         return not_tested("no interval could be formed (an undetermined loss in some seed)", seeds, level, mean)
     beats, within = gain_low > 0, high <= 0
     word = (REPRODUCED if beats and within else CONTRADICTED if gain_high <= 0 or low > 0 else UNRESOLVED)
-    needed = None
-    if word == UNRESOLVED and plan:
-        counts = []
-        for value_mean, value_se, done in ((gain_mean, gain_se, beats), (mean, se, within)):
-            if not done:
-                spread = value_se * math.sqrt(seeds)
-                counts.append(seeds_for_power(lambda n, m=value_mean, s=spread: t_power(m, s, 0.0, n, level),
-                                              seeds + 1))
-        needed = max(counts) if counts else None
-    count, more = needed if needed is not None else (None, False)
-    judgement = Judgement(mean, low, high, level, seeds, word, "", count, more, direction_of(effect, low, high))
+    design = None
+    gap = float(np.mean((control - scratch) / scratch))
+    if plan and gap > 0:
+        gain_sd, excess_sd = (spread_upper(value_se * math.sqrt(seeds), seeds) for value_se in (gain_se, se))
+        reproduce = seeds_for_power(lambda n: t_power(gap, gain_sd, 0.0, n, level)
+                                    * t_power(-fraction * gap, excess_sd, 0.0, n, level), 2)
+        contradict = seeds_for_power(lambda n: t_power((1 - fraction) * gap, excess_sd, 0.0, n, level), 2)
+        design = Design(reproduce, contradict, excess_sd, f"at the observed control-to-scratch gap {gap:+.2%}")
+    judgement = Judgement(mean, low, high, level, seeds, word, "", design, direction_of(effect, low, high))
     gain_text = (f"the grown model {'beats' if beats else 'does not beat' if gain_high <= 0 else 'is not shown to beat'} "
                  f"the no-growth control (gain {gain_mean:+.2%} [{gain_low:+.2%}, {gain_high:+.2%}] of scratch's loss)")
     within_text = (f"it {'closes' if within else 'misses' if low > 0 else 'is not shown to close'} at least "
                    f"{1 - fraction:.0%} of the control-to-scratch gap (excess {mean:+.2%} [{low:+.2%}, {high:+.2%}])")
-    if word == UNRESOLVED:
-        tail = explain(effect, judgement, "noncentral t, the larger of the two conditions' counts").split("; ", 1)[1]
-    else:
-        tail = ""
+    tail = design.sentence() if word == UNRESOLVED and design else ""
     return replace(judgement, why=f"{percent(level)} Student t intervals over {seeds} seeds: {gain_text}; {within_text}"
                                   + (f"; {tail}" if tail else ""))
 

@@ -11,10 +11,13 @@ one run. Three forms, each stated per claim in the claims registry:
 - `paired_log_ratios`: per seed, log(baseline steps / variant steps) with censored runs as +inf steps,
   so a censored baseline gives +inf and a censored variant −inf (both censored: no information, NaN).
 
-An unresolved verdict leaves open how many seeds would resolve it. `t_power` is the closed form for a t
-interval (the noncentral t: the probability that the interval lies wholly on one side of a boundary when
-the true mean and spread are as given), `seeds_for_power` the fewest seeds at which a power function
-reaches 80 % (`POWER`), or "more than" its limit. `median_interval_seeds` says how many samples an
+A claim's design figures say how many seeds would decide it (docs/science.md, "Verdicts": design power).
+`t_power` is the closed form for a t interval (the noncentral t: the probability that the interval lies
+wholly on one side of a boundary when the true mean and spread are as given), `order_power` the closed form
+for the order-statistic interval of normal per-seed values (a binomial count of seeds on each side of the
+boundary), `spread_upper` the upper confidence limit of a between-seed standard deviation (chi-square), so
+that a figure computed at it is not optimistic, and `seeds_for_power` the fewest seeds at which a power
+function reaches 80 % (`POWER`), or "more than" its limit. `median_interval_seeds` says how many samples an
 order-statistic interval needs before it has any finite end at all: below that count its coverage cannot
 reach the level, whatever the values, so it is (−inf, inf).
 
@@ -33,7 +36,8 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 MAX_SEEDS = 10_000  # beyond this, "more than 10,000 seeds": the spread will not resolve it
-POWER = 0.8  # the power an unresolved verdict's seed count is sized for
+POWER = 0.8  # the power a design figure is sized for
+SPREAD_CONFIDENCE = 0.8  # design figures take the between-seed spread at its upper limit at this confidence
 
 
 def t_quantile(level: float, seeds: int) -> float:
@@ -70,9 +74,7 @@ def median_interval(samples: Sequence[float], level: float) -> tuple[float, floa
         return math.nan, math.nan, math.nan
     with np.errstate(invalid="ignore"):
         median = float(np.median(values))  # inf where the middle is censored; NaN for −inf and inf
-    k = 0
-    while k + 1 <= n // 2 and 1.0 - 2.0 * scipy_stats.binom.cdf(k, n, 0.5) >= level:
-        k += 1  # P(Bin < k+1) = cdf(k): coverage of [x_(k+1), x_(n−k)]
+    k = _order_rank(n, level)
     if k == 0:
         return median, -math.inf, math.inf
     return median, float(values[k - 1]), float(values[n - k])
@@ -111,10 +113,38 @@ def t_power(mean: float, spread: float, boundary: float, seeds: int, level: floa
     return float(scipy_stats.nct.sf(quantile, seeds - 1, noncentrality))
 
 
+def order_power(mean: float, spread: float, boundary: float, seeds: int, level: float) -> float:
+    """The probability that the order-statistic interval for the median at `level` over `seeds` normal per-seed values
+    (mean `mean`, standard deviation `spread`) lies wholly on `mean`'s side of `boundary`: with k its rank
+    (`_order_rank`), x_(k) above the boundary when the mean is, i.e. at most k − 1 seeds below it, a binomial count."""
+    k = _order_rank(seeds, level)
+    if k == 0 or mean == boundary:
+        return 0.0
+    if spread == 0:
+        return 1.0
+    below = float(scipy_stats.norm.cdf((boundary - mean) / spread))
+    wrong_side = below if mean > boundary else 1.0 - below
+    return float(scipy_stats.binom.cdf(k - 1, seeds, wrong_side))
+
+
+def spread_upper(spread: float, seeds: int, confidence: float = SPREAD_CONFIDENCE) -> float:
+    """The upper `confidence` limit of a normal standard deviation estimated as `spread` from `seeds` values:
+    spread · √((n − 1) / χ²_{1−confidence}(n − 1)); NaN below 2 seeds."""
+    if seeds < 2 or not math.isfinite(spread):
+        return math.nan
+    return spread * math.sqrt((seeds - 1) / float(scipy_stats.chi2.ppf(1.0 - confidence, seeds - 1)))
+
+
 def seeds_for_power(power: Callable[[int], float], start: int, limit: int = MAX_SEEDS,
-                    target: float = POWER) -> tuple[int, bool]:
-    """(n, more): the fewest seeds n ≥ `start` with power(n) ≥ `target`, found by doubling then bisection (power is
-    taken as nondecreasing in n); (limit, True) when even `limit` seeds fall short ("more than limit")."""
+                    target: float = POWER, monotone: bool = True) -> tuple[int, bool]:
+    """(n, more): the fewest seeds n ≥ `start` with power(n) ≥ `target`, found by doubling then bisection when power is
+    nondecreasing in n (`monotone`), else by a scan (an order-statistic interval's rank moves in steps, so its power
+    saw-tooths); (limit, True) when even `limit` seeds fall short ("more than limit")."""
+    if not monotone:
+        for n in range(max(start, 2), limit + 1):
+            if power(n) >= target:
+                return n, False
+        return limit, True
     low, high = max(start, 2), max(start, 2)
     while power(high) < target:
         if high >= limit:
@@ -155,31 +185,50 @@ def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float,
         return StepBounds(np.log(b) - np.log(v), np.log(b_low) - np.log(v_high), np.log(b_high) - np.log(v_low))
 
 
-def bounds_interval(lower: np.ndarray, upper: np.ndarray, point: np.ndarray,
-                    level: float) -> tuple[float, float, float, str]:
-    """(estimate, low, high, form) on the log scale for seeds' interval-valued ratios, over the last axis (one row
-    per replicate when 2-D): with every bound finite, Student t with its lower end from the lower bounds and its
-    upper end from the upper bounds (each covers the mean of the true ratios from its side, so together at
-    least `level`); else the order-statistic interval for the median, x_(k) of the lower bounds to x_(n−k+1)
-    of the upper bounds (each seed's lower bound is below its true ratio, so the order statistics are too)."""
-    seeds = lower.shape[-1]
-    if np.isfinite(lower).all() and np.isfinite(upper).all():
+def bounds_interval(lower: np.ndarray, upper: np.ndarray, point: np.ndarray, level: float,
+                    estimand: str = "median") -> tuple[float, float, float]:
+    """(estimate, low, high) on the log scale for seeds' interval-valued ratios, for the claim's registered `estimand`
+    (never switched by the data):
+
+    - "mean" (of the per-seed log ratios): Student t with its lower end from the lower bounds and its upper end from
+      the upper bounds (each covers the mean of the true ratios from its side, so together at least `level`); an end
+      is infinite when some seed's bound on that side is (a censored run bounds its ratio from one side only);
+    - "median": the order-statistic interval, x_(k) of the lower bounds to x_(n−k+1) of the upper bounds (each seed's
+      lower bound is below its true ratio, so the order statistics are too); (−inf, inf) below
+      `median_interval_seeds(level)` seeds.
+
+    A seed where both runs are censored has the bounds (−inf, inf) and stays in: it widens the interval. The estimate
+    is the mean or median of the seeds' point values where those determine it, else NaN (a censored seed's point
+    value is only a bound, and a seed with both runs censored has none)."""
+    lower, upper, point = (np.asarray(values, float) for values in (lower, upper, point))
+    seeds = len(lower)
+    if estimand == "mean":
         quantile = t_quantile(level, seeds)
-        low = lower.mean(axis=-1) - quantile * lower.std(axis=-1, ddof=1) / math.sqrt(seeds)
-        high = upper.mean(axis=-1) + quantile * upper.std(axis=-1, ddof=1) / math.sqrt(seeds)
-        return point.mean(axis=-1), low, high, "t"
-    k = _order_rank(seeds, level)
+        ends = []
+        for bounds, sign in ((lower, -1.0), (upper, 1.0)):
+            ends.append(float(bounds.mean() + sign * quantile * bounds.std(ddof=1) / math.sqrt(seeds))
+                        if np.isfinite(bounds).all() else sign * math.inf)
+        estimate = float(point.mean()) if np.isfinite(point).all() else math.nan
+        return estimate, ends[0], ends[1]
+    if estimand != "median":
+        raise ValueError(f"estimand {estimand!r}: one of mean, median")
     with np.errstate(invalid="ignore"):
-        estimate = np.median(point, axis=-1)
+        low_point, high_point = (float(np.median(np.where(np.isnan(point), fill, point)))
+                                 for fill in (-math.inf, math.inf))
+    # a censored seed's point value is only a bound (±inf): a median that lands on one, or that a seed with both runs
+    # censored could move, is undetermined
+    estimate = low_point if low_point == high_point and math.isfinite(low_point) else math.nan
+    k = _order_rank(seeds, level)
     if k == 0:
-        shape = lower.shape[:-1]
-        return estimate, np.full(shape, -math.inf)[()], np.full(shape, math.inf)[()], "median"
-    return estimate, np.sort(lower, axis=-1)[..., k - 1], np.sort(upper, axis=-1)[..., seeds - k], "median"
+        return estimate, -math.inf, math.inf
+    return estimate, float(np.sort(lower)[k - 1]), float(np.sort(upper)[seeds - k])
 
 
 def _order_rank(seeds: int, level: float) -> int:
-    """The largest k with coverage of [x_(k), x_(n−k+1)] for the median at least `level` (0: none)."""
-    k = 0
-    while k + 1 <= seeds // 2 and 1.0 - 2.0 * scipy_stats.binom.cdf(k, seeds, 0.5) >= level:
-        k += 1
-    return k
+    """The largest k with coverage 1 − 2·P(Bin(n, ½) ≤ k − 1) of [x_(k), x_(n−k+1)] for the median at least `level`
+    (0: none), k ≤ n // 2."""
+    tail = (1.0 - level) / 2.0
+    j = int(scipy_stats.binom.ppf(tail, seeds, 0.5))  # the smallest j with P(Bin ≤ j) ≥ tail
+    while j >= 0 and scipy_stats.binom.cdf(j, seeds, 0.5) > tail * (1 + 1e-12):
+        j -= 1
+    return max(0, min(j + 1, seeds // 2))
