@@ -125,13 +125,18 @@ def test_depth_claims_at_a_later_look_use_the_boundary_level():
     assert all(row["level"] == 0.95 for row in depth_claims(depth, growth, 0.95))
 
 
-def test_first_registered_forms_are_rows_beside_the_new_ones():
-    """P3's fall, first judged on the scale-invariant value, and P1's p̂ fall, first judged without the floor rule:
-    each keeps a secondary row in its first form, dated with its reason, that never decides the claim."""
+def test_p3_fall_keeps_its_first_form_the_scale_invariant_value():
+    """P3's fall, first judged on the scale-invariant value: a secondary row in that form, dated with its reason,
+    beside the raw value's primary row (it never decides the claim)."""
     rows = depth_claims(depth_rows([9000.0, 4000.0, 3100.0, 3000.0]), pd.DataFrame(columns=COLUMNS))
     (first,) = [row for row in rows if row["claim_id"] == "p3_depth_plateau" and row["role"] == "secondary"]
     assert "first registered form (scale-invariant value), changed 2026-12-03: the raw value" in first["claim"]
     assert "commit dece266" in first["note"]
+
+
+def test_p1_p_hat_fall_keeps_its_first_form_without_the_floor_rule():
+    """P1's p̂ fall, first judged without the floor rule: a secondary row in that form (which reads p̂ at its floor
+    as contradicted) beside the primary row (not tested)."""
     _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=0.0, noise=0.0)
     floor = misalignment.assign(p_hat=0.001 + 0.0001 * misalignment["seed"])
     primary, first = misalignment_width_rows(floor, (8, 8))
