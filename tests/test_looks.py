@@ -85,7 +85,7 @@ def test_level_at_a_first_and_a_later_look():
     assert second.look == 2 and second.fractions == (0.5, 1.0)
     assert second.level == pytest.approx(final_level_two_looks(0.5, 0.95), abs=2e-5)
     assert 0.952 < second.level < 0.9525  # O'Brien–Fleming spends 0.0056 at half the seeds
-    assert "second look: O'Brien–Fleming boundary" in second.note and "nominal level 95.22 %" in second.note
+    assert "Second look: O'Brien–Fleming boundary" in second.note and "nominal level 95.22 %" in second.note
     third = look_level("p1_regime_budget", 16, "p1-seeds", 0.95)  # 3 seeds in p1-regime, 8, now 16
     assert third.look == 3 and third.fractions == (3 / 16, 0.5, 1.0) and third.level > second.level - 1e-6
 
@@ -102,7 +102,7 @@ def test_regime_claims_at_a_later_look_use_the_boundary_level():
             if row["claim_id"] == "p1_regime_budget"]
     assert [row["role"] for row in rows] == ["primary"] and rows[0]["seeds"] == 16
     assert rows[0]["level"] == pytest.approx(expected.level) and expected.level > 0.952
-    assert "third look: O'Brien–Fleming boundary" in rows[0]["note"]
+    assert "Third look: O'Brien–Fleming boundary" in rows[0]["note"]
     plain = [row for row in regime.regime_claims(table, tables, 0.95) if row["claim_id"] == "p1_regime_budget"]
     assert plain[0]["level"] == 0.95 and "look" not in plain[0]["note"]
 
@@ -121,7 +121,7 @@ def test_depth_claims_at_a_later_look_use_the_boundary_level():
     assert {row["claim_id"] for row in decided} == {"p3_depth_plateau", "p3_depth_settles", "p3_grown_vs_scratch"}
     for row in rows:
         assert row["level"] == pytest.approx(expected), row["claim"]
-        assert "second look: O'Brien–Fleming boundary" in row["note"]
+        assert "Second look: O'Brien–Fleming boundary" in row["note"]
     assert all(row["level"] == 0.95 for row in depth_claims(depth, growth, 0.95))
 
 

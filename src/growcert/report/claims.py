@@ -282,7 +282,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           first_form=FirstForm("scale-invariant value", "the per-seed log ratio of the scale-invariant first-order "
                                "value, deepest / shallowest depth, with a seed-level t interval", "2026-12-03",
                                "dece266", "the raw value ‖E[q hᵀ]‖² is the paper's own statistic (diminishing gradient "
-                               "norms), an audit's finding (issue 38)"),
+                               "norms), as an audit of the verdicts found"),
           looks=(Look("2026-12-02", 3, "unresolved (its first form, the scale-invariant value)", "p3-depth", "35bbfb4"),
                  Look("2026-12-04", 3, "reproduced (seeds 3-5 alone)", "p3-depth", "1a09b24"),
                  Look("2026-12-04", 6, "reproduced", "p3-depth", "5327c18"))),

@@ -62,7 +62,7 @@ def look_level(key: str, seeds: int, run: str | None, level: float) -> LookLevel
     look = len(fractions)
     name = ORDINALS[look - 1] if look <= len(ORDINALS) else f"look {look}"
     history = "; ".join(f"{look.date}, {look.seeds} seeds, {look.run} {look.commit}: {look.word}" for look in earlier)
-    note = (f"{name} look: {NAMES[SPENDING]} boundary (Lan–DeMets spending, information fractions "
+    note = (f"{name.capitalize()} look: {NAMES[SPENDING]} boundary (Lan–DeMets spending, information fractions "
             f"{', '.join(f'{t:.3g}' for t in fractions)}: seeds at each look / {seeds}), nominal level "
             f"{percent(nominal)} for an overall {percent(level)}; earlier looks: {history}")
     return LookLevel(nominal, look, fractions, note)
