@@ -299,13 +299,14 @@ def test_joined_export_keeps_the_contexts_asked_for_and_judges_p_hat_on_the_new_
     assert record["joined"]["seeds_by_context"] == {"64": [0, 1, 2, 3, 4, 5], "128": [0, 1, 2]}
     assert record["misalignment"]["seeds_by_context"] == {"64": [3, 4, 5]}
     p_hat = pd.read_csv(out / "claims.csv")
-    p_hat = p_hat[p_hat["claim_id"] == "p1_misalignment_width"]
+    p_hat = p_hat[(p_hat["claim_id"] == "p1_misalignment_width") & (p_hat["role"] == "primary")]
     assert len(p_hat) == 1 and p_hat["seeds"].item() == 3 and p_hat["verdict"].item() == "reproduced"
     readme = (out / "README.md").read_text()
     assert "Seeds per cell: context 64: 0–5; context 128: 0–2" in readme
     assert "and does p̂ fall with width?" in readme and "context 64: seeds 3–5" in readme
     script.main(["--rejudge", "--out", str(out)])
-    assert (pd.read_csv(out / "claims.csv")["claim_id"] == "p1_misalignment_width").sum() == 1
+    rejudged = pd.read_csv(out / "claims.csv")  # the primary row and its first registered form, once each
+    assert list(rejudged.loc[rejudged["claim_id"] == "p1_misalignment_width", "role"]) == ["primary", "secondary"]
 
 
 def test_power_lines_give_the_power_a_monte_carlo_of_the_t_interval_finds(tmp_path):
