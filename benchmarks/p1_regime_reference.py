@@ -17,7 +17,9 @@ finished. The export holds:
 - README.md: how to reproduce it, its cost, the seed spread, the cells, and the claim rows with their verdicts.
 
 `--rejudge` judges a committed map again from its alignment.csv and training.csv (and misalignment.csv, where it
-has one), without retraining.
+has one), without retraining. The folder's name is the reference run's (p1-regime, p1-seeds): a claim judged there on
+more seeds than at one of its registered looks (claims.CLAIMS[...].looks) is judged at the group-sequential level
+of growcert.report.looks, so a scratch copy keeps the name (cp -r docs/reference-results/p1-seeds /tmp/x/).
 
     PYTHONPATH=src .venv/bin/python benchmarks/p1_regime_reference.py --run --cores 2 \\
         --results results-p1-regime --out docs/reference-results/p1-regime
@@ -127,7 +129,7 @@ def rejudge(out: Path) -> None:
         shutil.copyfile(out / "training.csv", results / "stats" / "training.csv")
         print(summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv",
                                results / "stats", results / COPIED["table.csv"], results / COPIED["claims.csv"],
-                               results / COPIED["map.json"], results / "figures"))
+                               results / COPIED["map.json"], results / "figures", reference=out.name))
         copy_outputs(results, out)
     add_misalignment_claims(out, tuple((record.get("misalignment") or {}).get("reference_mk") or (32, 32)))
     record["rejudged"] = sweeps.rejudged_record(__file__, out)
@@ -252,7 +254,7 @@ def write_joined(new_alignment: pd.DataFrame, new_training: pd.DataFrame, new_mi
         training.to_csv(joined / "stats" / "training.csv", index=False)
         print(summarize_regime(joined / "stats" / "alignment.csv", joined / "stats" / "training.csv", joined / "stats",
                                joined / COPIED["table.csv"], joined / COPIED["claims.csv"], joined / COPIED["map.json"],
-                               joined / "figures"))
+                               joined / "figures", reference=out.name))
         copy_outputs(joined, out)
     config = sweep["config"]
     reference_mk = tuple(sweep_config(config)["alignment"]["reference_mk"])
@@ -365,9 +367,9 @@ def power_lines(claims: pd.DataFrame) -> list[str]:
         spread = (row.high - row.low) / (2 * t_quantile(row.level, seeds)) * math.sqrt(seeds)
         power = t_power(row.estimate, spread, edges[0], seeds, row.level)
         design = design_text(row)
-        lines.append(f"- {row.claim}: {design.removeprefix('; ') or 'design figures unknown'}; illustration only, with its {seeds} seeds "
-                     f"the power at the observed {row.estimate:+.3g} and per-seed spread {spread:.3g} is "
-                     f"{percent(power)} (the chance that a {percent(row.level)} t interval lies wholly on the "
+        lines.append(f"- {row.claim}: {design.removeprefix('; ') or 'design figures unknown'}; illustration only: "
+                     f"with its {seeds} seeds, power {percent(power)} at the observed {row.estimate:+.3g} and per-seed "
+                     f"spread {spread:.3g} (the chance that a {percent(row.level)} t interval lies wholly on the "
                      f"estimate's side of the SESOI {edges[0]:+.3g}).")
     if not lines:
         return []

@@ -16,7 +16,9 @@ that has finished. The export holds:
 - the figures p3_depth.png and p3_growth.png; provenance.json (date, commit, command, config, versions,
   machine, cost: CPU time per rule and peak disk); README.md with the verdicts.
 
-`--rejudge` judges a committed folder again from its own depth.csv and growth.csv, without retraining.
+`--rejudge` judges a committed folder again from its own depth.csv and growth.csv, without retraining. The folder's
+name is the reference run's (p3-depth): a claim judged on more seeds than at one of its registered looks is judged at
+the group-sequential level of growcert.report.looks, so a scratch copy keeps the name.
 
     PYTHONPATH=src nice -n 19 .venv/bin/python benchmarks/p3_depth_reference.py --run --cores 2 \\
         --results results-p3-depth --out docs/reference-results/p3-depth
@@ -54,7 +56,9 @@ QUESTION = "Does the value of a new block fall with depth and settle on a platea
 
 
 def judged_tables(out: Path, level: float = 0.95) -> None:
-    """table.csv, recommended.csv and claims.csv of `out`, from its depth.csv and growth.csv."""
+    """table.csv, recommended.csv and claims.csv of `out`, from its depth.csv and growth.csv; the folder's name is
+    the reference run's, whose registered looks set the level of a claim judged at a later look
+    (growcert.report.looks)."""
     from growcert.report.claims import ROW_COLUMNS
     from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 
@@ -62,7 +66,8 @@ def judged_tables(out: Path, level: float = 0.95) -> None:
     held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
     depth_profile(held_out, level).to_csv(out / "table.csv", index=False)
     recommend_depth(held_out, level=level).to_csv(out / "recommended.csv", index=False)
-    pd.DataFrame(depth_claims(depth, growth, level), columns=ROW_COLUMNS).to_csv(out / "claims.csv", index=False)
+    pd.DataFrame(depth_claims(depth, growth, level, reference=out.name), columns=ROW_COLUMNS).to_csv(out / "claims.csv",
+                                                                                                 index=False)
 
 
 def export(results: Path, out: Path, command: str, config: str = CONFIG) -> None:

@@ -202,7 +202,8 @@ def test_depth_claim_is_judged_on_the_raw_value_and_the_scale_invariant_one_is_a
     assert "raw ‖E[q hᵀ]‖²" in raw["claim"] and raw["sesoi"].startswith("-0.693")
     claim = claim_of(rows, "p3_depth_plateau", role="secondary")
     assert list(claim) == ROW_COLUMNS and claim["paper_value"] == "falls, then plateaus"
-    assert claim["claim"].endswith("(llama/text, scale-invariant value)") and claim["paper_effect"] == "< 0"
+    assert "(llama/text, first registered form (scale-invariant value), changed 2026-12-03: " in claim["claim"]
+    assert claim["paper_effect"] == "< 0"
     assert claim["verdict"] == verdict, claim["why"]
     assert "It adds whether" in claim["note"]
     logs = np.log(scaled[-1] * np.array([1.0, 1.03, 0.97]) / scaled[0])  # deepest / shallowest, per seed

@@ -80,7 +80,8 @@ def test_export_keeps_tables_figures_cost_and_provenance_and_the_report_renders_
     # every claim row a verdict line, with its word, interval and reason
     for row in claims.itertuples():
         assert f"- {row.claim}: **{row.verdict}**: slope {row.estimate:+.2f} [{row.low:+.2f}, {row.high:+.2f}]" in readme
-    assert list(claims["verdict"]) == ["reproduced", "contradicted", "reproduced"] * 2  # two contexts, then Holm
+    # two contexts, then the claim: universal, so the falling context contradicts it
+    assert list(claims["verdict"]) == ["reproduced", "contradicted", "contradicted"] * 2
     # the cell table names point and reduction, and the counts per word
     cells = pd.read_csv(out / "table.csv")
     assert "| point " in readme and "| reduction " in readme and "| verdict " in readme
@@ -107,7 +108,7 @@ def test_rejudge_judges_a_committed_map_again_without_its_results_folder(tmp_pat
     record = json.loads((out / "provenance.json").read_text())
     assert record["cost"] == before["cost"] and record["commit"] == before["commit"]  # the sweep's own record kept
     assert "--rejudge" in record["rejudged"]["command"]
-    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["reproduced", "contradicted", "reproduced"] * 2
+    assert list(pd.read_csv(out / "claims.csv")["verdict"]) == ["reproduced", "contradicted", "contradicted"] * 2
     assert (out / "table.csv").is_file() and (out / "budget.csv").is_file()
     assert "Judged again on" in (out / "README.md").read_text()
 
@@ -299,13 +300,14 @@ def test_joined_export_keeps_the_contexts_asked_for_and_judges_p_hat_on_the_new_
     assert record["joined"]["seeds_by_context"] == {"64": [0, 1, 2, 3, 4, 5], "128": [0, 1, 2]}
     assert record["misalignment"]["seeds_by_context"] == {"64": [3, 4, 5]}
     p_hat = pd.read_csv(out / "claims.csv")
-    p_hat = p_hat[p_hat["claim_id"] == "p1_misalignment_width"]
+    p_hat = p_hat[(p_hat["claim_id"] == "p1_misalignment_width") & (p_hat["role"] == "primary")]
     assert len(p_hat) == 1 and p_hat["seeds"].item() == 3 and p_hat["verdict"].item() == "reproduced"
     readme = (out / "README.md").read_text()
     assert "Seeds per cell: context 64: 0–5; context 128: 0–2" in readme
     assert "and does p̂ fall with width?" in readme and "context 64: seeds 3–5" in readme
     script.main(["--rejudge", "--out", str(out)])
-    assert (pd.read_csv(out / "claims.csv")["claim_id"] == "p1_misalignment_width").sum() == 1
+    rejudged = pd.read_csv(out / "claims.csv")  # the primary row and its first registered form, once each
+    assert list(rejudged.loc[rejudged["claim_id"] == "p1_misalignment_width", "role"]) == ["primary", "secondary"]
 
 
 def test_power_lines_give_the_design_and_label_the_observed_power_an_illustration(tmp_path):

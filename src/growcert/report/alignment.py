@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
+from growcert.report.looks import as_first_form  # noqa: E402
 from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_bound, judge_slopes, not_tested  # noqa: E402
@@ -233,12 +234,14 @@ def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int,
     over a 6× width range: a slope of log p̂ would be on another scale, and would drop every p̂ = 0), per series,
     with a seed-level t interval; the primary series decide (Holm across them: depths, datasets, contexts).
     Context sweeps count as series of their own (their `context` column), so the runs of a regime map can be
-    judged as well as a fixed-context grid."""
+    judged as well as a fixed-context grid. The claim's first registered form (no floor rule: every series judged
+    on its interval) is kept as a secondary row after them (growcert.report.looks.as_first_form)."""
     final = last_step(misalignment)
     reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
-    return _slope_rows("p1_misalignment_width", reference, "p_hat", level,
-                       f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)", log_value=False,
-                       no_room=p_hat_floor)
+    what = f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)"
+    rows = _slope_rows("p1_misalignment_width", reference, "p_hat", level, what, log_value=False, no_room=p_hat_floor)
+    first = _slope_rows("p1_misalignment_width", reference, "p_hat", level, what, log_value=False)[-1]
+    return rows + [as_first_form(first, "p1_misalignment_width")]
 
 
 def p_hat_floor(series: pd.DataFrame) -> str | None:

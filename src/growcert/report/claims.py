@@ -69,6 +69,33 @@ INTERVENTION_EPSILON = 0.1
 
 
 @dataclass(frozen=True)
+class Look:
+    """One look at a claim: the day a committed reference run (`run`) first judged it on `seeds` seeds, the word it
+    got then, and the commit that holds that claims.csv (`git show <commit>:docs/reference-results/<run>/claims.csv`).
+    `scope` names the part the seed count is of, when the claim's parts (contexts) had different seeds."""
+
+    date: str
+    seeds: int
+    word: str
+    run: str
+    commit: str
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class FirstForm:
+    """A primary analysis as first registered, when it changed after a result (docs/science.md, "Verdicts"):
+    `name` (a few words), `text`, the `date` and `commit` of the change, and its `reason`. Its row is kept beside
+    the new one as a secondary row that never decides the claim."""
+
+    name: str
+    text: str
+    date: str
+    commit: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Claim:
     """One claim of a paper: its text and number, the effect that measures it and how it is judged here."""
 
@@ -85,6 +112,8 @@ class Claim:
     decided_by: str | None = None  # the reference run whose primary row decides it (None: the default run)
     quantifier: str | None = None  # over its parts: EXISTENTIAL (some part) or UNIVERSAL (every part); None: no parts
     quantifier_reason: str = ""
+    first_form: FirstForm | None = None  # the primary analysis as first registered, when it changed after a result
+    looks: tuple[Look, ...] = ()  # every look at the claim in a committed reference run (growcert.report.looks)
 
 
 @dataclass(frozen=True)
@@ -160,7 +189,12 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           (REGIME_DALIGN_VS_WIDTH.stem, REGIME_DALIGN_VS_CONTEXT.stem, REGIME_DIMS_VS_WIDTH.stem,
            REGIME_PLUGIN_VS_UNBIASED.stem, REGIME_SPREAD.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
           decided_by="p1-seeds",
-          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT),
+          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT,
+          looks=(Look("2026-12-01", 3, "holds False in every context (before the four words)", "p1-regime", "60dd39a"),
+                 Look("2026-12-02", 8, "unresolved at context 256, reproduced at context 512 (Bonferroni over cells)",
+                      "p1-seeds", "0f51252"),
+                 Look("2026-12-04", 16, "unresolved", "p1-seeds", "6826f0c",
+                      scope="context 256 (context 512 stays at its 8 seeds)"))),
     Claim("p1_regime_loss", "P1", "d_align increases with width, on the regime map at matched held-out loss",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "as at matched budget, with d_align interpolated (log-linear, first crossing) at held-out loss levels "
@@ -170,7 +204,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "held-out pool, the last insertion point, reduction sum_positions; other levels, points and reductions are "
           "secondary", (REGIME_DALIGN_VS_WIDTH.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
           decided_by="p1-seeds",
-          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT),
+          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT,
+          looks=(Look("2026-12-01", 3, "holds False in every context (before the four words)", "p1-regime", "60dd39a"),)),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
           "the slope of p̂ on log width with a seed-level t interval in the primary series, iid mode, at the "
           "reference (M, K)", "summarize-alignment",
@@ -181,7 +216,13 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                               "would show"),
           P1_PRIMARY + "; iid mode at the reference (M, K)", (MISALIGNMENT_VS_WIDTH.stem, MISALIGNMENT_VS_MK.stem),
           references=('p1-seeds',), decided_by="p1-seeds",
-          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT),
+          quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT,
+          first_form=FirstForm("no p̂ floor rule", "every primary series judged on its slope interval, whatever p̂ at "
+                               "its smallest width", "2026-12-04", "4acb97c",
+                               "p̂ ≥ 0 leaves a series at its floor no room to fall by the SESOI; at the primary cell "
+                               "p̂ is 0.0004 at width 32 and 0 above, and this form read that as contradicted "
+                               "(report.alignment.p_hat_floor)"),
+          looks=(Look("2026-12-04", 8, "not tested at this scale", "p1-seeds", "6826f0c"),)),
     Claim("p1_certificate_iid", "P1", "p̂ ≤ B_exact (iid)", "holds (Cantelli)",
           "every determined cell: p̂ ≤ B_exact at the point estimate (reproduced if every cell, with at least one "
           "non-vacuous B_exact < 0.5; contradicted if some cell's Wilson interval lies wholly above B_exact; not "
@@ -208,14 +249,20 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           f"last checkpoint, relative step ε = {INTERVENTION_EPSILON:g} (an added output one-tenth of the stream's "
           "norm: a real growth step, where second-order terms of a few percent can show; at ε → 0 the ratio is 1 by "
           "construction, the check)", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem), references=('p1-interventions',),
-          decided_by="p1-interventions"),
+          decided_by="p1-interventions",
+          looks=(Look("2026-12-03", 6, "contradicted", "p1-interventions", "b26115b"),)),
     Claim("p2_grokking", "P2", "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW",
           "5,950 vs 29,450 (4.9×)", "per reading (the row's scope), the speed-up over AdamW at the reading's own "
           "decay, paired by seed, steps as interval-censored bounds; Holm across readings", "grokking",
           GROKKING_SPEEDUP, READINGS + "; steps to 95 % held-out, evaluated every eval_every steps",
           (GROKKING.stem, GROKKING_GATE.stem), references=('grokking-late', 'grokking-calibrated'),
           decided_by="grokking-calibrated",
-          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING),
+          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING,
+          looks=(Look("2026-12-02", 1, "not tested at this scale", "grokking-late", "d10147b"),
+                 Look("2026-12-02", 2, "unresolved (update-exact; the other readings not tested)", "grokking-late",
+                      "8dcd0dc"),
+                 Look("2026-12-02", 3, "not tested at this scale", "grokking-late", "88ddbac"),
+                 Look("2026-12-03", 1, "not tested at this scale", "grokking-calibrated", "773e4d2"))),
     Claim("p2_pinn", "P2", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW", "2.4× faster",
           "per reading (its scope), the speed-up of its best lr over the best AdamW lr, each lr chosen on the tuning "
           "seeds and judged on the others, paired by seed, steps as interval-censored bounds; Holm across readings",
@@ -226,7 +273,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  null=1.0, scale="log", estimand="mean", interval=GROKKING_SPEEDUP.interval),
           READINGS + "; each optimizer's lr chosen on pinn.tuning_seeds, never on the judged seeds",
           (PINN.stem, PINN_GATE.stem), references=('p2-small',), decided_by="p2-small",
-          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING),
+          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING,
+          looks=(Look("2026-12-03", 8, "unresolved", "p2-small", "6052c43"),)),
     Claim("p2_dpo_accuracy", "P2", "noisy DPO: final reward accuracy", "0.566 → 0.641",
           "per reading (its scope), the paired difference in final held-out reward accuracy (variant − AdamW); Holm "
           "across readings", "preference",
@@ -234,7 +282,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  interval="Student t over per-seed paired differences"),
           READINGS + "; the final step, held-out (clean) pairs", (PREFERENCE.stem, PREFERENCE_GATE.stem),
           references=('p2-small',), decided_by="p2-small",
-          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING),
+          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING,
+          looks=(Look("2026-12-03", 8, "unresolved (the gradient readings contradicted)", "p2-small", "6052c43"),)),
     Claim("p2_dpo_drift", "P2", "noisy DPO: mean absolute reward drift", "3.05× smaller",
           "per reading (its scope), the paired ratio of final drift (AdamW / variant); Holm across readings",
           "preference",
@@ -242,7 +291,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  interval="Student t over per-seed log ratios (paired by seed)"),
           READINGS + "; the final step, held-out pairs", (PREFERENCE.stem, PREFERENCE_GATE.stem),
           references=('p2-small',), decided_by="p2-small",
-          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING),
+          quantifier=EXISTENTIAL, quantifier_reason=SOME_READING,
+          looks=(Look("2026-12-03", 8, "unresolved (the gradient readings contradicted)", "p2-small", "6052c43"),)),
     Claim("p2_drift_diffusion", "P2", "SGD drift grows as T, fluctuation as √T", "T¹ and T^½",
           "per seed, the larger deviation of the fitted drift and fluctuation exponents from 1 and ½ over every "
           "run; equivalence: reproduced when the interval's upper end is within 0.1", "theory",
@@ -250,7 +300,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  interval="Student t over seeds", sesoi_reason="an exponent within 0.1 of the paper's reads as T¹ "
                                                                "or T^½ on its log-log figure"),
           "every run of the seed, the larger of the two exponents' deviations", (THEORY.stem,),
-          references=('p2-small',), decided_by="p2-small"),
+          references=('p2-small',), decided_by="p2-small",
+          looks=(Look("2026-12-03", 8, "reproduced", "p2-small", "6052c43"),)),
     Claim("p3_depth_plateau", "P3", "first-order value of an inserted block falls with depth", "falls, then plateaus",
           "per family/dataset, the per-seed log ratio of the raw first-order value (the paper's statistic: the "
           "activation-gradient signal ‖E[q hᵀ]‖²) at the deepest to the shallowest model depth, with a seed-level t "
@@ -261,7 +312,14 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                               "shallowest, the smallest fall that reads as 'falls steadily'"),
           "the raw unbiased ‖E[q hᵀ]‖² at each model's last point, held-out pool, last checkpoint, across the depth "
           "grid (mean over widths of the per-seed log ratio)", (DEPTH.stem, RECOMMENDED_DEPTH.stem),
-          references=('p3-depth',), decided_by="p3-depth"),
+          references=('p3-depth',), decided_by="p3-depth",
+          first_form=FirstForm("scale-invariant value", "the per-seed log ratio of the scale-invariant first-order "
+                               "value, deepest / shallowest depth, with a seed-level t interval", "2026-12-03",
+                               "dece266", "the raw value ‖E[q hᵀ]‖² is the paper's own statistic (diminishing gradient "
+                               "norms), as an audit of the verdicts found"),
+          looks=(Look("2026-12-02", 3, "unresolved (its first form, the scale-invariant value)", "p3-depth", "35bbfb4"),
+                 Look("2026-12-04", 3, "reproduced (seeds 3-5 alone)", "p3-depth", "1a09b24"),
+                 Look("2026-12-04", 6, "reproduced", "p3-depth", "5327c18"))),
     Claim("p3_depth_settles", "P3", "first-order value of an inserted block settles on a plateau",
           "settles on a low plateau",
           "per family/dataset, the per-seed ratio of the scale-invariant first-order value at the deepest to the "
@@ -273,7 +331,10 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  sesoi_reason="two levels within 10 % of each other read as one plateau"),
           "the scale-invariant value (the block's output relative to the stream it joins: saturation is judged on "
           "it, docs/science.md P3) at each model's last point, held-out pool, last checkpoint, the two deepest model "
-          "depths", (DEPTH.stem, RECOMMENDED_DEPTH.stem), references=('p3-depth',), decided_by="p3-depth"),
+          "depths", (DEPTH.stem, RECOMMENDED_DEPTH.stem), references=('p3-depth',), decided_by="p3-depth",
+          looks=(Look("2026-12-02", 3, "unresolved", "p3-depth", "35bbfb4"),
+                 Look("2026-12-04", 3, "unresolved (seeds 3-5 alone)", "p3-depth", "1a09b24"),
+                 Look("2026-12-04", 6, "unresolved", "p3-depth", "5327c18"))),
     Claim("p3_grown_vs_scratch", "P3", "grown networks match networks trained from scratch", "match or beat",
           "per growth experiment (a part), paired by seed: the grown model beats the no-growth control (the shallow "
           f"model trained for the same total steps) beyond noise and closes at least {1 - GROWTH_FRACTION:.0%} of the "
@@ -285,7 +346,11 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                               "with the depth effect and an ungrown model cannot meet it"),
           "final held-out loss of the grown_value arm, the shallow arm (control) and the scratch arm, paired by seed",
           (GROWTH.stem,), references=('p3-depth',), decided_by="p3-depth",
-          quantifier=UNIVERSAL, quantifier_reason=EVERY_GROWTH),
+          quantifier=UNIVERSAL, quantifier_reason=EVERY_GROWTH,
+          looks=(Look("2026-12-02", 3, "reproduced for 2 → 3, unresolved for 4 → 6 (judged against scratch alone, no "
+                      "control yet)", "p3-depth", "35bbfb4"),
+                 Look("2026-12-04", 3, "unresolved (seeds 3-5 alone)", "p3-depth", "1a09b24"),
+                 Look("2026-12-04", 6, "unresolved", "p3-depth", "5327c18"))),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [

@@ -21,6 +21,7 @@ import seaborn as sns
 from growcert.files import read_csvs, write_csv
 from growcert.report.claims import CLAIMS, GROWTH_FRACTION, ROW_COLUMNS, claim_row
 from growcert.report.families import judge_family
+from growcert.report.looks import as_first_form, look_level, with_note
 from growcert.report.verdicts import Judgement, judge_growth, judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats
@@ -170,7 +171,9 @@ def _per_seed_change(logs: pd.DataFrame, lower: Any, upper: Any) -> pd.Series:
     return (logs[upper] - logs[lower]).groupby(level="seed").mean(skipna=False)
 
 
-def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
+def _depth_claim(depth_table: pd.DataFrame, level: float, reference: str | None = None) -> list[dict[str, Any]]:
+    """The "falls" rows (the raw value deciding; the scale-invariant value, its first registered form, beside it) and
+    the "settles" row per family/dataset, each at the level of its look in reference run `reference`."""
     claims = []
     if depth_table.empty:
         return claims
@@ -195,28 +198,34 @@ def _depth_claim(depth_table: pd.DataFrame, level: float) -> list[dict[str, Any]
         unit = "model depth" if view == "across_depth" else "point index"
         where = f"{view} over {unit} (held-out pool, last checkpoint; between-seed intervals)"
         effect = CLAIMS["p3_depth_plateau"].effect
+        seeds = int(part["seed"].nunique())
         for criterion, role, name in (("value", "primary", "raw ‖E[q hᵀ]‖², the paper's statistic"),
                                       ("scaled_value", "secondary", "scale-invariant value")):
             logs = _seed_level_logs(part, view, criterion)
             levels = sorted(logs.columns)
+            at = look_level("p3_depth_plateau", seeds, reference, level)
             # one value per seed: the mean log ratio over the widths of that seed (NaN if undetermined in any width)
-            falls = judge_samples(effect, _per_seed_change(logs, levels[0], levels[-1]), level)
+            falls = judge_samples(effect, _per_seed_change(logs, levels[0], levels[-1]), at.level)
             adds = ("" if role == "primary" else
                     " It adds whether the block's output, measured against the stream it joins, still falls: the raw "
                     "value also falls because ‖z‖ grows with depth and the final norm shrinks q as 1/‖z‖.")
-            claims.append(claim_row("p3_depth_plateau", falls, scope=f"{family}/{dataset}, {name}", role=role,
-                                    this_run=f"{name}: {summary.get(criterion, '')}",
-                                    note=f"{where}; the effect is the per-seed log ratio deepest / shallowest of the "
-                                         f"{name}.{adds}"))
+            row = with_note(claim_row("p3_depth_plateau", falls, scope=f"{family}/{dataset}, {name}", role=role,
+                                      this_run=f"{name}: {summary.get(criterion, '')}",
+                                      note=f"{where}; the effect is the per-seed log ratio deepest / shallowest of the "
+                                           f"{name}.{adds}"), at)
+            # the scale-invariant value was the registered primary until the change the registry records
+            claims.append(row if role == "primary" else as_first_form(row, "p3_depth_plateau", f"{family}/{dataset}"))
         logs = _seed_level_logs(part, view, "scaled_value")
         levels = sorted(logs.columns)
+        at = look_level("p3_depth_settles", seeds, reference, level)
         settles = (judge_samples(CLAIMS["p3_depth_settles"].effect,
-                                 np.exp(_per_seed_change(logs, levels[-2], levels[-1])), level)
+                                 np.exp(_per_seed_change(logs, levels[-2], levels[-1])), at.level)
                    if len(levels) >= 3 else
-                   not_tested(f"{len(levels)} levels ({unit}): a plateau after a fall needs at least 3", level=level))
-        claims.append(claim_row("p3_depth_settles", settles, scope=f"{family}/{dataset}",
-                                this_run=f"{unit} {levels[-2]:g} → {levels[-1]:g}: ratio {settles.estimate:.3g}",
-                                note=f"{where}; levels {', '.join(f'{x:g}' for x in levels)}."))
+                   not_tested(f"{len(levels)} levels ({unit}): a plateau after a fall needs at least 3", level=at.level))
+        claims.append(with_note(claim_row("p3_depth_settles", settles, scope=f"{family}/{dataset}",
+                                          this_run=f"{unit} {levels[-2]:g} → {levels[-1]:g}: ratio "
+                                                   f"{settles.estimate:.3g}",
+                                          note=f"{where}; levels {', '.join(f'{x:g}' for x in levels)}."), at))
     return claims
 
 
@@ -233,9 +242,10 @@ def depth_profile(depth_table: pd.DataFrame, level: float = 0.95) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, Any]]:
+def _growth_claim(growth_table: pd.DataFrame, level: float, reference: str | None = None) -> list[dict[str, Any]]:
     """One part per growth experiment (verdicts.judge_growth: beats the no-growth control, closes part of its gap
-    to scratch), then the claim's primary row with Holm across the experiments."""
+    to scratch), then the claim's primary row with Holm across the experiments, at the level of its look in
+    reference run `reference` (the seeds of its largest experiment)."""
     if growth_table.empty:
         return []
     experiment = ["family", "dataset", "width", "base_depth"]  # two growth experiments may share a width
@@ -271,19 +281,24 @@ def _growth_claim(growth_table: pd.DataFrame, level: float) -> list[dict[str, An
                                          GROWTH_FRACTION, plan)
         return judged
 
-    family = judge_family("p3_grown_vs_scratch", judge, level, unit="growth experiments")
-    rows = [claim_row("p3_grown_vs_scratch", judgement, scope=scope, role="part" if len(experiments) > 1 else "primary",
-                      this_run=texts[scope][0], note=texts[scope][1]) for scope, judgement in family.readings.items()]
+    at = look_level("p3_grown_vs_scratch", max(len(loss) for loss in experiments.values()), reference, level)
+    family = judge_family("p3_grown_vs_scratch", judge, at.level, unit="growth experiments")
+    rows = [with_note(claim_row("p3_grown_vs_scratch", judgement, scope=scope,
+                                role="part" if len(experiments) > 1 else "primary", this_run=texts[scope][0],
+                                note=texts[scope][1]), at) for scope, judgement in family.readings.items()]
     if len(experiments) > 1:
-        rows.append(claim_row("p3_grown_vs_scratch", family.claim,
-                              scope=family.scope("growth experiments"),
-                              this_run=f"{len(experiments)} growth experiments", note=texts[family.deciding][1]))
+        rows.append(with_note(claim_row("p3_grown_vs_scratch", family.claim, scope=family.scope("growth experiments"),
+                                        this_run=f"{len(experiments)} growth experiments",
+                                        note=texts[family.deciding][1]), at))
     return rows
 
 
-def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95) -> list[dict[str, Any]]:
-    """The three P3 claim rows judged on this run (claims.ROW_COLUMNS)."""
-    return _depth_claim(depth_table, level) + _growth_claim(growth_table, level)
+def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95,
+                 reference: str | None = None) -> list[dict[str, Any]]:
+    """The three P3 claim rows judged on this run (claims.ROW_COLUMNS); in reference run `reference`
+    (docs/reference-results/<name>), a claim judged on more seeds than at a registered look of it is judged at the
+    group-sequential level of growcert.report.looks.look_level."""
+    return _depth_claim(depth_table, level, reference) + _growth_claim(growth_table, level, reference)
 
 
 def summarize_depth(tables: list[str | Path], settings: dict[str, Any], out_table: str | Path,

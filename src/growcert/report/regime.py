@@ -32,6 +32,7 @@ import seaborn as sns  # noqa: E402
 from growcert.report.alignment import width_ticks  # noqa: E402
 from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells, write_rows  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
+from growcert.report.looks import look_level, with_note  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
@@ -130,10 +131,13 @@ def cells_table(tables: dict[str, pd.DataFrame], level: float = 0.95) -> pd.Data
     return cells[first + [c for c in cells.columns if c not in first]]
 
 
-def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95) -> list[dict[str, Any]]:
+def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95,
+                  reference: str | None = None) -> list[dict[str, Any]]:
     """Per comparison: one part per context (its primary cell: the last checkpoint or the lowest common loss
     level, the last point, sum_positions) and the claim's primary row with Holm across the contexts. Every other
-    cell is judged in `cells_table` and never decides the claim."""
+    cell is judged in `cells_table` and never decides the claim. In reference run `reference`, a claim judged at a
+    later look (more seeds than a registered look of its data) is judged at the group-sequential level of
+    `growcert.report.looks.look_level`, against the seeds of its largest context, and its rows say so."""
     rows = []
     scope = coverage(table)
     for key, name, progress in (("p1_regime_budget", "budget", "step"), ("p1_regime_loss", "loss", LOSS)):
@@ -162,20 +166,22 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
                     not_tested("no width trend at the primary cell", level=at)
             return judged
 
-        family = judge_family(key, judge, level, unit="contexts")
+        seeds = max(int(source.loc[source["context"] == row.context, "seed"].nunique()) for row in cells.values())
+        at = look_level(key, seeds, reference, level)
+        family = judge_family(key, judge, at.level, unit="contexts")
         summary = regime_summary(trend, progress)
         for label, judgement in family.readings.items():
             row = cells[label]
-            rows.append(claim_row(key, judgement, scope=f"{label}, primary cell", role="part" if len(cells) > 1
-                                  else "primary",
-                                  this_run=f"{progress} {getattr(row, progress):.4g}, {row.point}, {row.reduction}; "
-                                           f"{summary['this_run']}",
-                                  note=f"{comparison}; held-out pool; every other cell: the regime cells table; "
-                                       f"{scope}"))
+            rows.append(with_note(claim_row(key, judgement, scope=f"{label}, primary cell",
+                                            role="part" if len(cells) > 1 else "primary",
+                                            this_run=f"{progress} {getattr(row, progress):.4g}, {row.point}, "
+                                                     f"{row.reduction}; {summary['this_run']}",
+                                            note=f"{comparison}; held-out pool; every other cell: the regime cells "
+                                                 f"table; {scope}"), at))
         if len(cells) > 1:
-            rows.append(claim_row(key, family.claim, scope=family.scope("contexts"),
-                                  this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
-                                  note=f"{comparison}; {scope}"))
+            rows.append(with_note(claim_row(key, family.claim, scope=family.scope("contexts"),
+                                            this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
+                                            note=f"{comparison}; {scope}"), at))
     return rows
 
 
@@ -313,8 +319,11 @@ def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path,
 
 
 def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str | Path, out_cells: str | Path,
-                     out_claims: str | Path, out_map: str | Path, figures: str | Path, level: float = 0.95) -> str:
-    """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line."""
+                     out_claims: str | Path, out_map: str | Path, figures: str | Path, level: float = 0.95,
+                     reference: str | None = None) -> str:
+    """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line. `reference`
+    names the reference run being judged (docs/reference-results/<name>), whose registered looks set the level of
+    a claim judged at a later look (`regime_claims`)."""
     table = regime_table(pd.read_csv(alignment), pd.read_csv(training))
     tables = regime_tables(table)
     for name in ("budget", "loss", "matched"):
@@ -322,7 +331,7 @@ def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str
     spread = seed_spread(table, level=level)
     write_csv(spread, Path(out_stats) / "p1_regime_spread.csv")
     write_csv(cells_table(tables, level), out_cells)
-    write_rows(regime_claims(table, tables, level), out_claims)
+    write_rows(regime_claims(table, tables, level, reference), out_claims)
     reasons = draw_figures(table, tables["matched"], figures, spread)
     write_text(out_map, json.dumps({"coverage": coverage(table), "figures": reasons,
                                     "spread": spread_summary(spread)}, indent=1))

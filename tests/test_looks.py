@@ -1,0 +1,145 @@
+"""Looks at a claim (growcert.report.looks): the registry's looks traced to the commits that hold them, the level a
+claim is judged at on a later look (P1's regime claims, P3's claims at their reference runs), and the rows that keep
+a changed primary analysis's first registered form."""
+
+import csv
+import io
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize, stats
+
+from growcert.report import regime
+from growcert.report.alignment import misalignment_width_rows
+from growcert.report.claims import CLAIMS
+from growcert.report.depth import depth_claims
+from growcert.report.looks import SPENDING, look_level
+from test_alignment import synthetic
+from test_grow import COLUMNS, CONTROL, SCRATCH, depth_rows, growth_rows
+from test_regime_map import synthetic_tables
+
+REPO = Path(__file__).resolve().parents[1]
+LOOKED = [(key, look) for key, claim in CLAIMS.items() for look in claim.looks]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+
+def history_available() -> bool:
+    return shutil.which("git") is not None and (REPO / ".git").exists() and \
+        subprocess.run(["git", "cat-file", "-e", "60dd39a"], cwd=REPO, capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not history_available(), reason="needs the repository's git history")
+@pytest.mark.parametrize("key, look", LOOKED, ids=[f"{key}-{look.commit}" for key, look in LOOKED])
+def test_every_registered_look_is_in_the_commit_it_names(key, look):
+    """The look's commit is dated as registered and holds the run's claims.csv with rows of the claim at its seeds,
+    whose words the look states: the claim's primary row's, or every row's before rows had roles (before the four
+    words: holds True or False)."""
+    assert git("show", "-s", "--format=%ad", "--date=short", look.commit).strip() == look.date
+    rows = [row for row in csv.DictReader(io.StringIO(git("show", f"{look.commit}:docs/reference-results/{look.run}/"
+                                                                  "claims.csv")))
+            if row["claim_id"] == key and row.get("role", "primary") in ("primary", "part", "")]
+    assert rows, f"{look.run} at {look.commit} has no row of {key}"
+    if "seeds" in rows[0]:
+        assert look.seeds in {int(row["seeds"]) for row in rows}
+        at = [row for row in rows if int(row["seeds"]) == look.seeds]
+        decided = [row for row in at if row.get("role") == "primary"] or at  # the claim's row, where it has one
+        words = {row["verdict"] for row in decided}
+    else:  # the first format: seeds listed in the note, a holds column
+        assert all(re.search(r"seeds ([\d, ]+);", row["note"]).group(1).count(",") + 1 == look.seeds for row in rows)
+        words = {f"holds {row['holds']}" for row in rows}
+    assert all(word in look.word for word in words), (words, look.word)
+
+
+@pytest.mark.skipif(not history_available(), reason="needs the repository's git history")
+@pytest.mark.parametrize("key", [key for key, claim in CLAIMS.items() if claim.first_form])
+def test_every_first_form_names_the_commit_that_changed_it(key):
+    form = CLAIMS[key].first_form
+    assert git("show", "-s", "--format=%ad", "--date=short", form.commit).strip() == form.date
+
+
+def final_level_two_looks(fraction: float, level: float) -> float:
+    """The O'Brien–Fleming-type design at two looks from scipy's bivariate normal, apart from stats.sequential: c_1
+    from the first look's share α(t_1) = 2 − 2Φ(z_{α/2}/√t_1), c_2 from P(|Z_1| < c_1, |Z_2| < c_2) = level."""
+    alpha = 1 - level
+    first = stats.norm.isf(stats.norm.sf(stats.norm.isf(alpha / 2) / np.sqrt(fraction)))
+    normal = stats.multivariate_normal(mean=[0, 0], cov=[[1, np.sqrt(fraction)], [np.sqrt(fraction), 1]],
+                                       abseps=1e-8, releps=1e-8)
+    second = optimize.brentq(lambda c: normal.cdf([first, c], lower_limit=[-first, -c]) - level, 1.5, 3.0)
+    return 1 - 2 * stats.norm.sf(second)
+
+
+def test_level_at_a_first_and_a_later_look():
+    assert SPENDING == "obrien_fleming"
+    first = look_level("p3_depth_plateau", 3, "p3-depth", 0.95)
+    assert first.level == 0.95 and first.look == 1 and first.note == ""
+    assert look_level("p3_depth_plateau", 6, None, 0.95).level == 0.95  # not a reference run: its own first look
+    second = look_level("p3_depth_plateau", 6, "p3-depth", 0.95)  # looks at 3 seeds (twice), now 6
+    assert second.look == 2 and second.fractions == (0.5, 1.0)
+    assert second.level == pytest.approx(final_level_two_looks(0.5, 0.95), abs=2e-5)
+    assert 0.952 < second.level < 0.9525  # O'Brien–Fleming spends 0.0056 at half the seeds
+    assert "Second look: O'Brien–Fleming boundary" in second.note and "nominal level 95.22 %" in second.note
+    third = look_level("p1_regime_budget", 16, "p1-seeds", 0.95)  # 3 seeds in p1-regime, 8, now 16
+    assert third.look == 3 and third.fractions == (3 / 16, 0.5, 1.0) and third.level > second.level - 1e-6
+
+
+def test_regime_claims_at_a_later_look_use_the_boundary_level():
+    """p1-seeds judged on 16 seeds (registered looks at 3 and 8): the context's part is judged at the boundary's
+    nominal level, not at 95 %, and the row says which look it is; the same table outside a reference run is a
+    first look."""
+    alignment, training = synthetic_tables(slopes={256: 0.4}, seeds=range(16))
+    table = regime.regime_table(alignment, training)
+    tables = regime.regime_tables(table)
+    expected = look_level("p1_regime_budget", 16, "p1-seeds", 0.95)
+    rows = [row for row in regime.regime_claims(table, tables, 0.95, reference="p1-seeds")
+            if row["claim_id"] == "p1_regime_budget"]
+    assert [row["role"] for row in rows] == ["primary"] and rows[0]["seeds"] == 16
+    assert rows[0]["level"] == pytest.approx(expected.level) and expected.level > 0.952
+    assert "Third look: O'Brien–Fleming boundary" in rows[0]["note"]
+    plain = [row for row in regime.regime_claims(table, tables, 0.95) if row["claim_id"] == "p1_regime_budget"]
+    assert plain[0]["level"] == 0.95 and "look" not in plain[0]["note"]
+
+
+def test_depth_claims_at_a_later_look_use_the_boundary_level():
+    """p3-depth judged on 6 seeds after looks at 3: every P3 claim row (falls, settles, grown vs scratch) is judged
+    at the boundary's nominal level."""
+    seeds = tuple(range(6))
+    depth = depth_rows([9000.0, 4000.0, 3100.0, 3000.0], seeds=seeds, jitter=(1.0, 1.03, 0.97, 1.01, 0.99, 1.02))
+    growth = growth_rows(SCRATCH, [1.90, 2.853, 3.796, 2.376], control=CONTROL)
+    more = growth[growth["seed"].isin([5, 6])].assign(seed=lambda frame: frame["seed"] + 10)  # 6 seeds in all
+    growth = pd.concat([growth, more], ignore_index=True)[COLUMNS]
+    expected = look_level("p3_depth_plateau", 6, "p3-depth", 0.95).level
+    rows = depth_claims(depth, growth, 0.95, reference="p3-depth")
+    decided = [row for row in rows if row["role"] == "primary"]
+    assert {row["claim_id"] for row in decided} == {"p3_depth_plateau", "p3_depth_settles", "p3_grown_vs_scratch"}
+    for row in rows:
+        assert row["level"] == pytest.approx(expected), row["claim"]
+        assert "Second look: O'Brien–Fleming boundary" in row["note"]
+    assert all(row["level"] == 0.95 for row in depth_claims(depth, growth, 0.95))
+
+
+def test_p3_fall_keeps_its_first_form_the_scale_invariant_value():
+    """P3's fall, first judged on the scale-invariant value: a secondary row in that form, dated with its reason,
+    beside the raw value's primary row (it never decides the claim)."""
+    rows = depth_claims(depth_rows([9000.0, 4000.0, 3100.0, 3000.0]), pd.DataFrame(columns=COLUMNS))
+    (first,) = [row for row in rows if row["claim_id"] == "p3_depth_plateau" and row["role"] == "secondary"]
+    assert "first registered form (scale-invariant value), changed 2026-12-03: the raw value" in first["claim"]
+    assert "commit dece266" in first["note"]
+
+
+def test_p1_p_hat_fall_keeps_its_first_form_without_the_floor_rule():
+    """P1's p̂ fall, first judged without the floor rule: a secondary row in that form (which reads p̂ at its floor
+    as contradicted) beside the primary row (not tested)."""
+    _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=0.0, noise=0.0)
+    floor = misalignment.assign(p_hat=0.001 + 0.0001 * misalignment["seed"])
+    primary, first = misalignment_width_rows(floor, (8, 8))
+    assert primary["role"] == "primary" and primary["verdict"] == "not tested at this scale"
+    assert first["role"] == "secondary" and first["verdict"] == "contradicted"  # what the first form said
+    assert "first registered form (no p̂ floor rule), changed 2026-12-04: " in first["claim"]
