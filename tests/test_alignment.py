@@ -142,7 +142,7 @@ def test_certificate_rows_need_a_non_vacuous_bound_and_undetermined_cells_are_no
 
 
 def test_the_certificate_is_judged_with_b_exacts_error_and_the_pools_size():
-    """Issue 50, point 6: p̂ ≤ B_exact at the point estimate in every cell (p̂ ≈ 0.1–0.4 against B_exact 0.45) is
+    """p̂ ≤ B_exact at the point estimate in every cell (p̂ ≈ 0.1–0.4 against B_exact 0.45) is
     reproduced only when both errors are small; the old rule said reproduced from the point estimates alone."""
     widths = [32, 64, 128]
     # B_exact's moments with a jackknife SE of 30 % of their size: its interval reaches far below p̂

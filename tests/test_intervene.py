@@ -251,7 +251,7 @@ def reach_table(ratios_by_epsilon: dict[float, list[float]]) -> pd.DataFrame:
 
 
 def test_the_papers_reading_is_a_secondary_row_naming_where_first_order_stops_holding():
-    """Issue 50, point 4: beside the primary row at ε = 0.1, a secondary row (never deciding) names the largest ε of
+    """Beside the primary row at ε = 0.1, a secondary row (never deciding) names the largest ε of
     the grid up to which every ε's t interval over seeds lies in [0.9, 1.1], read contiguously: a grid that leaves
     the region at 0.01 and comes back at 0.1 stops at 0.003; the row's interval is the t interval of the per-seed
     medians there (checked against scipy)."""

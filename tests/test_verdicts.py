@@ -118,7 +118,7 @@ def normal_cells(p_hat, p_se, bound, bound_se):
 
 
 def test_a_bound_is_judged_with_both_errors_in_every_cell():
-    """Issue 50, point 6: p̂ ≤ B_exact at the point estimate in every cell is not enough when B_exact's own interval
+    """p̂ ≤ B_exact at the point estimate in every cell is not enough when B_exact's own interval
     is wide (the old rule said reproduced); clearly below in every cell reproduces, clearly above contradicts."""
     from growcert.report.verdicts import judge_bound
 
