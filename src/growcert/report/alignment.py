@@ -279,10 +279,14 @@ def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: st
     if missing and len(cells):
         return not_tested("the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge "
                           "them again from stores estimated with this code", seeds, level)
+    if "context" in alignment.columns and "context" not in cells.columns:
+        # fixed-context misalignment tables beside a context sweep's alignment rows: only the fixed-context rows match
+        alignment = alignment[alignment["context"].isna()]
     held_out = alignment[alignment["pool"] == "test"][keys + list(BOUND_COLUMNS)]
     train = alignment[alignment["pool"] == "train"][keys + ["n"]].rename(columns={"n": "n_train"})
     joined = (cells.drop(columns=[c for c in (*BOUND_COLUMNS, "n_train") if c in cells.columns])
-              .merge(held_out, on=keys, how="left").merge(train, on=keys, how="left"))
+              .merge(held_out, on=keys, how="left", validate="many_to_one")
+              .merge(train, on=keys, how="left", validate="many_to_one"))
     draws = (disjoint_draw_count(joined["M"], joined["K"], joined["n"]) if mode == "iid"
              else disjoint_draw_count(joined["M"], joined["K"], joined["n_train"], joined["n"]))
     return judge_bound(joined["p_hat"], joined["b_exact"],
