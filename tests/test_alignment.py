@@ -71,9 +71,12 @@ def _claim(rows, name):
     return next(row for row in rows if row.get("claim") == name)
 
 
-def synthetic(widths, slope, p_slope, seeds=(0, 1, 2), status="ok", b_exact=0.45, noise=0.02):
+def synthetic(widths, slope, p_slope, seeds=(0, 1, 2), status="ok", b_exact=0.45, noise=0.02, pool=10**9,
+              replicates=10**7, relative_se=1e-4):
     """d_align = 0.1 (w/32)^slope and p̂ = 0.4 (w/32)^p_slope, times a small seeded noise per (seed, width);
-    p_lo 0.01 below p̂, B_exact fixed."""
+    p_lo 0.01 below p̂, B_exact fixed, from held-out moments ‖μ‖⁴ = 1, tr Σ² = 0 and μᵀΣμ = 4·b/(1 − b) (so
+    V/(V + ‖μ‖⁴) = b at M = K = 8), each with a jackknife SE of `relative_se` times its own size (tr Σ²'s: of
+    μᵀΣμ's), a held-out pool of `pool` examples and `replicates` resampled draws per cell."""
     rng = np.random.default_rng(1)
     rows = [{"seed": seed, "width": width, "wobble": float(np.exp(rng.normal(0, noise)))} for seed in seeds
             for width in widths]
@@ -82,11 +85,14 @@ def synthetic(widths, slope, p_slope, seeds=(0, 1, 2), status="ok", b_exact=0.45
     if isinstance(slope, dict):  # a slope per seed
         slope = frame["seed"].map(slope)
     d_align = 0.1 * ratio ** slope * frame["wobble"] if slope is not None else np.nan
+    mu_sigma_mu = 4 * b_exact / (1 - b_exact)
     alignment = frame.assign(reduction="sum_positions", pool="test", d_align=d_align,
-                             d_align_plugin=np.asarray(d_align, dtype=float) * 2)
+                             d_align_plugin=np.asarray(d_align, dtype=float) * 2, n=pool, mu_4=1.0,
+                             mu_sigma_mu=mu_sigma_mu, tr_sigma2=0.0, mu_4_se_jack=relative_se,
+                             mu_sigma_mu_se_jack=relative_se * mu_sigma_mu, tr_sigma2_se_jack=relative_se * mu_sigma_mu)
     p_hat = (0.4 * ratio ** p_slope * frame["wobble"]).clip(upper=1.0)
     misalignment = frame.assign(reduction="sum_positions", mode="iid", M=8, K=8, p_hat=p_hat, p_lo=p_hat - 0.01,
-                                b_exact=b_exact, b_align=0.9, status=status)
+                                b_exact=b_exact, b_align=0.9, status=status, replicates=replicates)
     return alignment.drop(columns="wobble"), misalignment.drop(columns="wobble")
 
 
@@ -128,22 +134,39 @@ def test_a_noisy_trend_is_unresolved_and_gives_the_seeds_that_would_decide_it():
     assert f"{n:,} seeds would reproduce it if the effect is the paper's" in claim["why"]
 
 
-def test_certificate_rows_count_point_estimates_and_need_a_non_vacuous_bound():
+def test_certificate_rows_need_a_non_vacuous_bound_and_undetermined_cells_are_not_tested():
     alignment, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=-0.5, b_exact=0.9)
     claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
     assert claim["verdict"] == "not tested at this scale" and "vacuous" in claim["why"]
-    # a cell whose Wilson interval lies wholly above its B_exact contradicts the bound
-    misalignment.loc[0, ["p_hat", "p_lo", "b_exact"]] = [0.44, 0.43, 0.3]
-    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
-    assert claim["verdict"] == "contradicted"
-    # above B_exact at the point estimate, but within the interval: unresolved
-    misalignment.loc[0, "p_lo"] = 0.25
-    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
-    assert claim["verdict"] == "unresolved"
     alignment, misalignment = synthetic([32, 64], slope=None, p_slope=0.0, status="undetermined: x")
     rows = alignment_claims(alignment, misalignment, (8, 8))
     assert _claim(rows, "d_align increases with width")["verdict"] == "not tested at this scale"
     assert _claim(rows, "p̂ ≤ B_exact (iid)")["verdict"] == "not tested at this scale"
+
+
+def test_the_certificate_is_judged_with_b_exacts_error_and_the_pools_size():
+    """p̂ ≤ B_exact at the point estimate in every cell (p̂ ≈ 0.1–0.4 against B_exact 0.45) is
+    reproduced only when both errors are small; the old rule said reproduced from the point estimates alone."""
+    widths = [32, 64, 128]
+    # B_exact's moments with a jackknife SE of 30 % of their size: its interval reaches far below p̂
+    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, relative_se=0.3), (8, 8)),
+                   "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "unresolved" and claim["estimate"] < 1.0
+    assert "p > B_exact in none" in claim["why"]
+    # tight moments but a pool of 48 held-out examples: 3 disjoint draws of M + K = 16, however many replicates
+    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, pool=48), (8, 8)),
+                   "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "unresolved"
+    # both tight: reproduced
+    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5), (8, 8)), "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "reproduced" and claim["estimate"] == 1.0
+    # a cell clearly above its bound (p̂ 0.44 against B_exact 0.3, both tight) contradicts at its Holm level
+    alignment, misalignment = synthetic(widths, slope=1.0, p_slope=-0.5)
+    misalignment.loc[0, "p_hat"] = 0.44
+    alignment.loc[0, ["mu_sigma_mu", "mu_sigma_mu_se_jack"]] = [4 * 0.3 / 0.7, 1e-4 * 4 * 0.3 / 0.7]
+    misalignment.loc[0, "b_exact"] = 0.3
+    claim = _claim(alignment_claims(alignment, misalignment, (8, 8)), "p̂ ≤ B_exact (iid)")
+    assert claim["verdict"] == "contradicted" and "in 1 of 9 non-vacuous cells" in claim["why"]
 
 
 def test_claims_with_a_context_sweep_in_d_align_but_not_in_the_misalignment_tables():

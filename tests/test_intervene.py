@@ -221,14 +221,61 @@ def claim_table(ratios_per_seed, epsilons=(1e-4, 0.1, 1.0)):
 def test_the_intervention_claim_is_judged_at_the_papers_step_scale_over_seeds():
     from growcert.report.interventions import intervention_claim
 
-    (near,) = intervention_claim(claim_table([0.97, 0.965, 0.975, 0.97, 0.968, 0.972]))
+    near, _ = intervention_claim(claim_table([0.97, 0.965, 0.975, 0.97, 0.968, 0.972]))
     assert near["claim_id"] == "p1_intervention_scale" and near["verdict"] == "reproduced" and near["seeds"] == 6
     assert near["estimate"] == pytest.approx(0.97, abs=1e-3) and "ε = 0.1" in near["this_run"]
+    assert near["role"] == "primary"
     # at ε = 0.1 second order is large: the prediction misses by a third in every seed
-    (far,) = intervention_claim(claim_table([0.62, 0.65, 0.60, 0.66, 0.63, 0.61]))
+    far, _ = intervention_claim(claim_table([0.62, 0.65, 0.60, 0.66, 0.63, 0.61]))
     assert far["verdict"] == "contradicted"
     # the smallest ε would pass by construction, but it is not the primary cell: a grid without 0.1 is not tested
-    (missing,) = intervention_claim(claim_table([0.97] * 6, epsilons=(1e-4, 1.0)))
+    missing, _ = intervention_claim(claim_table([0.97] * 6, epsilons=(1e-4, 1.0)))
     assert missing["verdict"] == "not tested at this scale" and "0.1" in missing["why"]
-    (one,) = intervention_claim(claim_table([0.97]))
+    one, _ = intervention_claim(claim_table([0.97]))
     assert one["verdict"] == "not tested at this scale"
+
+
+def reach_table(ratios_by_epsilon: dict[float, list[float]]) -> pd.DataFrame:
+    """The claim's cells only (shared variant, last point block1, two widths, two draws): at each ε, seed s has
+    ratio ratios_by_epsilon[ε][s] in every (width, draw) cell; block0 cells carry a ratio of 5 (never read)."""
+    rows = []
+    for epsilon, ratios in ratios_by_epsilon.items():
+        for seed, ratio in enumerate(ratios):
+            for width in (32, 64):
+                for point in ("block0", "block1"):
+                    for draw in (0, 1):
+                        rows.append({"family": "llama", "dataset": "shakespeare", "width": width, "depth": 2,
+                                     "seed": seed, "step": 300, "point": point, "variant": "shared", "draw": draw,
+                                     "epsilon": epsilon, "ratio": ratio if point == "block1" else 5.0})
+    return pd.DataFrame(rows)
+
+
+def test_the_papers_reading_is_a_secondary_row_naming_where_first_order_stops_holding():
+    """Beside the primary row at ε = 0.1, a secondary row (never deciding) names the largest ε of
+    the grid up to which every ε's t interval over seeds lies in [0.9, 1.1], read contiguously: a grid that leaves
+    the region at 0.01 and comes back at 0.1 stops at 0.003; the row's interval is the t interval of the per-seed
+    medians there (checked against scipy)."""
+    from scipy import stats as scipy_stats
+
+    from growcert.report.interventions import intervention_claim
+
+    inside, wide = [0.96, 0.955, 0.965, 0.962, 0.958, 0.97], [0.7, 1.3, 0.95, 1.05, 0.8, 1.2]
+    table = reach_table({1e-4: [0.999] * 5 + [0.998], 1e-3: [0.99, 0.985, 0.98, 0.99, 0.987, 0.984], 3e-3: inside,
+                         1e-2: wide, 0.1: [0.97, 0.975, 0.98, 0.97, 0.972, 0.976], 1.0: [-8.0] * 6})
+    primary, secondary = intervention_claim(table)
+    assert primary["role"] == "primary" and primary["verdict"] == "reproduced"  # 0.1 decides, as registered
+    assert secondary["claim_id"] == "p1_intervention_scale" and secondary["role"] == "secondary"
+    assert "the paper's reading: where first order stops holding: ε = 0.003" in secondary["claim"]
+    mean, sem = np.mean(inside), scipy_stats.sem(inside)
+    low, high = scipy_stats.t.interval(0.95, len(inside) - 1, loc=mean, scale=sem)
+    assert (secondary["estimate"], secondary["low"], secondary["high"]) == pytest.approx((mean, low, high))
+    assert secondary["verdict"] == "reproduced" and secondary["seeds"] == 6
+    assert "the next ε of the grid, ε = 0.01" in secondary["why"] and "(unresolved)" in secondary["why"]
+    assert "differentiability" in secondary["why"] and "never decides" in secondary["note"]
+    # every ε inside up to 0.1, then out: the reach is 0.1
+    _, secondary = intervention_claim(reach_table({1e-4: [0.999, 0.998], 0.1: [0.97, 0.98], 1.0: [-8.0, -7.0]}))
+    assert "ε = 0.1" in secondary["claim"]
+    # already out at the smallest ε: below the grid, judged there, still secondary
+    _, secondary = intervention_claim(reach_table({1e-4: [0.5, 0.52, 0.49], 0.1: [0.97, 0.98, 0.975]}))
+    assert "below the grid" in secondary["claim"] and secondary["verdict"] == "contradicted"
+    assert secondary["role"] == "secondary" and "0.0001" in secondary["this_run"]

@@ -255,3 +255,77 @@ def test_certificate_columns_of_a_pool_are_the_closed_forms_of_its_estimates():
         assert columns["b_exact"] <= columns["b_align"]
     # more examples on both sides certify less misalignment
     assert certificate_columns(row, 64, 64)["b_align"] < row["b_align"]
+
+
+def test_b_exact_interval_is_the_extremes_of_b_exact_over_its_moment_box():
+    """Brute force: B_exact from P1's formula on a grid over the box of the three moments' normal intervals (each at
+    1 − 0.05/3, clipped at 0) has the same lowest and highest values as b_exact_interval's corners."""
+    from scipy import stats as scipy_stats
+
+    from growcert.stats.certificates import b_exact_interval
+
+    z = scipy_stats.norm.ppf(1 - 0.05 / 6)
+    for row, M, K in [({"mu_4": 4.0, "mu_sigma_mu": 2.0, "tr_sigma2": 8.0, "mu_4_se_jack": 0.5,
+                        "mu_sigma_mu_se_jack": 0.3, "tr_sigma2_se_jack": 1.0}, 4, 5),
+                      ({"mu_4": 0.3, "mu_sigma_mu": 0.05, "tr_sigma2": 0.2, "mu_4_se_jack": 0.1,
+                        "mu_sigma_mu_se_jack": 0.04, "tr_sigma2_se_jack": 0.15}, 32, 32)]:
+        axes = [np.linspace(max(row[name] - z * row[f"{name}_se_jack"], 0), row[name] + z * row[f"{name}_se_jack"], 9)
+                for name in ("mu_4", "mu_sigma_mu", "tr_sigma2")]
+        values = [certificates(Moments(n=None, mu_sq=math.sqrt(mu_4), mu_4=mu_4, mu_sigma_mu=msm, tr_sigma2=tr),
+                               M, K)[0] for mu_4, msm, tr in itertools.product(*axes)]
+        low, high = b_exact_interval(row, M, K, 0.95)
+        assert (low, high) == pytest.approx((min(values), max(values)), rel=1e-12)
+    # an upper ‖μ‖⁴ end of 0 (no detectable mean) bounds nothing
+    assert b_exact_interval({"mu_4": 0.1, "mu_sigma_mu": 1.0, "tr_sigma2": 1.0, "mu_4_se_jack": 1.0,
+                             "mu_sigma_mu_se_jack": 0.1, "tr_sigma2_se_jack": 0.1}, 8, 8, 0.95)[1] == 1.0
+
+
+def test_b_exact_interval_covers_the_population_b_exact():
+    """Monte Carlo: from pools of a known Gaussian, the interval from alignment_row's moments and jackknife errors
+    covers the population B_exact at least at its level (Bonferroni over three moments: conservative)."""
+    from growcert.stats.certificates import b_exact_interval
+
+    dim, n, reps, M, K = 8, 200, 200, 8, 8
+    mean, covariance = spiked_population(dim, 1.5, 4.0, seed=3)
+    truth = certificates(population_moments(mean, covariance), M, K)[0]
+    rng = np.random.default_rng(4)
+    hits = 0
+    for _ in range(reps):
+        low, high = b_exact_interval(alignment_row(draw(rng, mean, covariance, n)), M, K, 0.95)
+        hits += bool(low <= truth <= high)
+    assert 0.05 < truth < 0.5  # a non-vacuous bound, the case the claim tests
+    assert hits / reps >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / reps), hits / reps
+
+
+def test_misalignment_interval_covers_the_population_probability_where_wilson_alone_does_not():
+    """Monte Carlo of the iid mode: p̂ from R = 2,000 resampled draws of M + K = 16 examples from one pool of 48
+    (3 disjoint draws) estimates the pool's frequency, not the population's p. The Wilson interval over R alone
+    covers p far less often than its level; misalignment_interval (effective trials 1/(1/R + 1/3)) covers it at
+    least at its level."""
+    from growcert.stats.intervals import disjoint_draw_count, misalignment_interval
+
+    dim, M, K, n, replicates, reps = 4, 8, 8, 48, 2000, 300
+    mean = np.full(dim, 0.28)
+    rng = np.random.default_rng(5)
+    fresh = 400_000  # the population p from independent draws of μ_M and g_K
+    truth = np.mean(np.sum((mean + rng.standard_normal((fresh, dim)) / np.sqrt(M))
+                           * (mean + rng.standard_normal((fresh, dim)) / np.sqrt(K)), axis=1) <= 0)
+    draws = disjoint_draw_count(M, K, n)
+    assert draws == 3
+    wilson_hits = pool_hits = 0
+    for _ in range(reps):
+        pool = mean + rng.standard_normal((n, dim))
+        picks = np.argsort(rng.random((replicates, n)), axis=1)[:, :M + K]
+        dots = np.sum(pool[picks[:, :M]].mean(axis=1) * pool[picks[:, M:]].mean(axis=1), axis=1)
+        misaligned = int(np.sum(dots <= 0))
+        low, high = wilson_interval(misaligned, replicates)
+        wilson_hits += low <= truth <= high
+        low, high = misalignment_interval(misaligned / replicates, replicates, draws)
+        pool_hits += low <= truth <= high
+    floor = 0.95 - 4 * np.sqrt(0.95 * 0.05 / reps)
+    assert 0.1 < truth < 0.4 and pool_hits / reps >= floor, (truth, pool_hits / reps)
+    assert wilson_hits / reps < 0.6, wilson_hits / reps
+    # a pool with as many disjoint draws as replicates halves the trials; an endless pool is Wilson's
+    assert misalignment_interval(0.2, 100, 10**12) == pytest.approx(wilson_interval(20, 100))
+    assert misalignment_interval(0.2, 100, 100) == pytest.approx(wilson_interval(10, 50))
+    assert disjoint_draw_count(32, 8, 100, 50) == 3  # min(100 // 32, 50 // 8)

@@ -105,3 +105,50 @@ def test_seeds_for_power_is_the_first_count_that_reaches_the_target_or_more_than
 def test_levels_are_printed_with_the_digits_they_need():
     assert percent(0.95) == "95 %" and percent(1 - 0.05 / 6) == "99.17 %"
     assert percent(0.9979) == "99.79 %" and percent(0.99999) == "99.999 %"
+
+
+def normal_cells(p_hat, p_se, bound, bound_se):
+    """judge_bound's inputs for cells whose p and B estimates are normal with the given standard errors."""
+    p_hat, p_se, bound, bound_se = (np.asarray(v, float) for v in (p_hat, p_se, bound, bound_se))
+
+    def around(value, se):
+        return lambda levels: (value - scipy_stats.norm.ppf(0.5 + levels / 2) * se,
+                               value + scipy_stats.norm.ppf(0.5 + levels / 2) * se)
+    return p_hat, bound, around(p_hat, p_se), around(bound, bound_se)
+
+
+def test_a_bound_is_judged_with_both_errors_in_every_cell():
+    """p̂ ≤ B_exact at the point estimate in every cell is not enough when B_exact's own interval
+    is wide (the old rule said reproduced); clearly below in every cell reproduces, clearly above contradicts."""
+    from growcert.report.verdicts import judge_bound
+
+    cells = 3
+    wide = judge_bound(*normal_cells([0.05] * cells, [0.005] * cells, [0.2] * cells, [0.2] * cells), 0.95, seeds=3)
+    assert wide.verdict == UNRESOLVED and wide.estimate == 0.0
+    below = judge_bound(*normal_cells([0.05] * cells, [0.005] * cells, [0.2] * cells, [0.01] * cells), 0.95, seeds=3)
+    assert below.verdict == REPRODUCED and below.estimate == 1.0 and "all 3 non-vacuous cells" in below.why
+    above = judge_bound(*normal_cells([0.4, 0.05, 0.05], [0.01] * cells, [0.1, 0.2, 0.2], [0.01] * cells), 0.95,
+                        seeds=3)
+    assert above.verdict == CONTRADICTED and "in 1 of 3 non-vacuous cells" in above.why
+    # B_exact ≥ ½ says nothing: not tested when every cell is vacuous, left out of the family otherwise
+    vacuous = judge_bound(*normal_cells([0.05] * 2, [0.005] * 2, [0.6, 0.9], [0.01] * 2), 0.95, seeds=3)
+    assert vacuous.verdict == NOT_TESTED and "vacuous" in vacuous.why
+    mixed = judge_bound(*normal_cells([0.05, 0.05], [0.005] * 2, [0.2, 0.6], [0.01, 0.5]), 0.95, seeds=3)
+    assert mixed.verdict == REPRODUCED and "1 of 2 cells have a vacuous B_exact" in mixed.why
+
+
+@pytest.mark.parametrize("cells, word", [(4, CONTRADICTED), (20, UNRESOLVED)])
+def test_a_cell_above_its_bound_contradicts_at_its_holm_level(cells, word):
+    """With normal errors, a cell's p-value for p > B is 2(1 − Φ((p̂ − B)/(se_p + se_B))) (its two intervals at
+    1 − a just separate). A cell at p-value 0.01 among m non-vacuous cells contradicts the universal claim exactly
+    when 0.01 ≤ 0.05/m (Holm's first step): with 4 cells (0.0125) it does, with 20 (0.0025) it does not, and then
+    the claim is unresolved (the other cells' p ≤ B is shown)."""
+    from growcert.report.verdicts import judge_bound
+
+    gap = scipy_stats.norm.ppf(1 - 0.01 / 2) * (0.01 + 0.02)  # p̂ − B for a p-value of 0.01
+    p_hat, bound = [0.2 + gap] + [0.01] * (cells - 1), [0.2] * cells
+    judgement = judge_bound(*normal_cells(p_hat, [0.01] * cells, bound, [0.02] * cells), 0.95, seeds=3)
+    assert judgement.verdict == word
+    # the same cell alone: at 0.01 ≤ 0.05 it contradicts
+    alone = judge_bound(*normal_cells(p_hat[:1], [0.01], bound[:1], [0.02]), 0.95, seeds=3)
+    assert alone.verdict == CONTRADICTED

@@ -29,6 +29,8 @@ from growcert.report.looks import as_first_form  # noqa: E402
 from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_bound, judge_slopes, not_tested  # noqa: E402
+from growcert.stats.certificates import b_exact_interval  # noqa: E402
+from growcert.stats.intervals import disjoint_draw_count, misalignment_interval  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
 from growcert.files import read_csvs, write_csv  # noqa: E402
@@ -261,6 +263,39 @@ def p_hat_floor(series: pd.DataFrame) -> str | None:
             "room to show it")
 
 
+# What the certificate rows need of a cell's pools: their sizes, and B_exact's moments with their jackknife errors.
+BOUND_COLUMNS = ("n", "mu_4", "mu_sigma_mu", "tr_sigma2", "mu_4_se_jack", "mu_sigma_mu_se_jack", "tr_sigma2_se_jack")
+
+
+def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str, level: float) -> Judgement:
+    """p̂ ≤ B_exact over the determined misalignment `cells` of one mode (verdicts.judge_bound), each cell's
+    intervals from its pools' alignment rows (matched on the store's identity, point and reduction): p's from p̂, the
+    replicates and the disjoint draws the pools hold (held-out n in the iid mode; train n for M and held-out n for K
+    train → test; stats.intervals.misalignment_interval), B_exact's from the held-out moments' jackknife errors
+    (stats.certificates.b_exact_interval). Not tested when the tables lack those columns."""
+    seeds = int(cells["seed"].nunique()) if "seed" in cells else 0
+    keys = [c for c in ("family", "dataset", "width", "depth", "seed", "step", "context", "point", "reduction")
+            if c in cells.columns and c in alignment.columns]
+    missing = [c for c in BOUND_COLUMNS if c not in alignment.columns] + [c for c in ("replicates",)
+                                                                          if c not in cells.columns]
+    if missing and len(cells):
+        return not_tested("the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge "
+                          "them again from stores estimated with this code", seeds, level)
+    if "context" in alignment.columns and "context" not in cells.columns:
+        # fixed-context misalignment tables beside a context sweep's alignment rows: only the fixed-context rows match
+        alignment = alignment[alignment["context"].isna()]
+    held_out = alignment[alignment["pool"] == "test"][keys + list(BOUND_COLUMNS)]
+    train = alignment[alignment["pool"] == "train"][keys + ["n"]].rename(columns={"n": "n_train"})
+    joined = (cells.drop(columns=[c for c in (*BOUND_COLUMNS, "n_train") if c in cells.columns])
+              .merge(held_out, on=keys, how="left", validate="many_to_one")
+              .merge(train, on=keys, how="left", validate="many_to_one"))
+    draws = (disjoint_draw_count(joined["M"], joined["K"], joined["n"]) if mode == "iid"
+             else disjoint_draw_count(joined["M"], joined["K"], joined["n_train"], joined["n"]))
+    return judge_bound(joined["p_hat"], joined["b_exact"],
+                       lambda at: misalignment_interval(joined["p_hat"], joined["replicates"], draws, at),
+                       lambda at: b_exact_interval(joined, joined["M"], joined["K"], at), level, seeds)
+
+
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
                      level: float = 0.95) -> list[dict[str, Any]]:
     """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows."""
@@ -277,7 +312,7 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
         every = final[final["mode"] == mode]
         cells = every[(every["status"] == "ok") & every["p_hat"].notna()]
         key = "p1_certificate_iid" if mode == "iid" else "p1_certificate_train_test"
-        judgement = judge_bound(cells["p_hat"], cells["p_lo"], cells["b_exact"], level, int(cells["seed"].nunique()))
+        judgement = certificate_judgement(cells, alignment, mode, level)
         scope = "; M from the training rows, where independence can fail" if mode == "train_test" else ""
         rows.append(claim_row(key, judgement,
                               this_run=f"p̂ ≤ B_exact in {int((cells['p_hat'] <= cells['b_exact']).sum())} of "

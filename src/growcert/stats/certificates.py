@@ -9,6 +9,8 @@ With μ̄ = E[q], Σ = Cov[q], M train-side and K test-side examples:
     B_exact = V/(V + ‖μ̄‖⁴)            (Cantelli with the exact moments)
     B_align = 1/(1 + n_eff d_align)   (Theorem 1; B_exact ≤ B_align)
 
+`b_exact_interval` gives the population B_exact an interval from the moments' jackknife errors.
+
 The functions here apply these formulas to whatever Moments they are given
 (true values, unbiased or plug-in estimates) and never clip: with negative
 estimates the raw numbers are not probabilities.  `alignment_row` is where a
@@ -32,8 +34,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES
-from growcert.stats.intervals import dimension_intervals, normal_quantile
+from growcert.stats.intervals import dimension_intervals, normal_quantile, normal_quantiles
 from growcert.stats.moments import Moments, plugin_from_sums, power_sums, unbiased_moments
 
 DEFAULT_DETECTION_THRESHOLD = 2.0
@@ -81,6 +85,34 @@ def certificates(m: Moments, M: int, K: int) -> tuple[float, float, float]:
     b_exact = _ratio(variance, variance + float(m.mu_4))
     b_align = _ratio(1.0, 1.0 + effective * effective_dims(m)[2])
     return b_exact, b_align, effective
+
+
+def b_exact_interval(row, M, K, level=0.95) -> tuple[np.ndarray, np.ndarray]:
+    """An interval for the population B_exact from a row's (or table's: elementwise) unbiased moments mu_4,
+    mu_sigma_mu, tr_sigma2 and their jackknife standard errors <name>_se_jack, the columns alignment_row writes.
+
+    B_exact = V/(V + ‖μ‖⁴) with V = (1/M + 1/K) μᵀΣμ + tr(Σ²)/(MK) rises with μᵀΣμ and tr Σ² and falls with
+    ‖μ‖⁴, so over a box of the three moments it is lowest at (μᵀΣμ low, tr Σ² low, ‖μ‖⁴ high) and highest at the
+    opposite corner. The box is the three normal intervals estimate ± z·se at level 1 − (1 − level)/3 each, every
+    end clipped at 0 (the population values are non-negative): by Bonferroni it holds all three at ≥ `level`, so
+    the corners' interval covers B_exact at ≥ `level`, with no need for the moments' covariances (the table keeps
+    their standard errors only). An upper ‖μ‖⁴ end of 0 gives B_exact's upper end 1 (no detectable mean bounds
+    nothing)."""
+    z = normal_quantiles(1.0 - (1.0 - np.asarray(level, float)) / 3.0)
+
+    def ends(name):
+        value, se = np.asarray(row[name], float), np.asarray(row[f"{name}_se_jack"], float)
+        return np.maximum(value - z * se, 0.0), np.maximum(value + z * se, 0.0)
+
+    (mu_4_low, mu_4_high), (msm_low, msm_high), (tr_low, tr_high) = (ends(name) for name in
+                                                                      ("mu_4", "mu_sigma_mu", "tr_sigma2"))
+    M, K = np.asarray(M, float), np.asarray(K, float)
+    v_low = (1.0 / M + 1.0 / K) * msm_low + tr_low / (M * K)
+    v_high = (1.0 / M + 1.0 / K) * msm_high + tr_high / (M * K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.where(v_low + mu_4_high > 0, v_low / (v_low + mu_4_high), 0.0)
+        high = np.where(mu_4_low > 0, v_high / (v_high + mu_4_low), 1.0)
+    return low, high
 
 
 def detectability(m: Moments) -> tuple[float, float]:

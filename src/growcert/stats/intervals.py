@@ -22,7 +22,9 @@ Ratios d_∥ = ‖μ‖⁴/μᵀΣμ and d_2 = ‖μ‖⁴/tr(Σ²) (P1) get
 - d_align = min(d_∥, d_2) is monotone in both, so [min(lo_∥, lo_2), min(hi_∥, hi_2)]
   built from intervals at level 1 − α/2 each (Bonferroni) covers it at ≥ 1 − α.
 
-Misalignment frequencies get Wilson score intervals.
+Misalignment frequencies get Wilson score intervals: `wilson_interval` for the resampling error alone (p̂ as an
+estimate of the pool's own misalignment frequency), `misalignment_interval` for p̂ as an estimate of the
+population's misalignment probability, which adds the error of the pool's finite size.
 """
 
 from __future__ import annotations
@@ -43,16 +45,57 @@ def normal_quantile(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
+def normal_quantiles(levels) -> np.ndarray:
+    """`normal_quantile` elementwise over an array of levels."""
+    return np.vectorize(normal_quantile, otypes=[float])(np.asarray(levels, float))
+
+
 def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (good near 0 and 1, unlike Wald)."""
     if trials <= 0:
         raise ValueError("a Wilson interval needs at least one trial")
-    z = normal_quantile(level)
-    p = successes / trials
-    denom = 1.0 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low, high = score_interval(successes / trials, trials, level)
+    return float(low), float(high)
+
+
+def score_interval(proportion, trials, level=0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval, elementwise over arrays: the p with |proportion − p| ≤ z·√(p(1 − p)/trials), z the
+    two-sided normal quantile of `level`. `trials` may be an effective count (a float): the number of independent
+    Bernoulli trials whose mean has the variance the estimate has at most."""
+    p, n = np.asarray(proportion, float), np.asarray(trials, float)
+    z = normal_quantiles(level)
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return np.maximum(0.0, centre - half), np.minimum(1.0, centre + half)
+
+
+def disjoint_draw_count(M, K, n_first, n_second=None):
+    """How many disjoint draws of M and K examples a pool holds: ⌊n/(M + K)⌋ from one pool of n (the iid mode), or
+    min(⌊n_first/M⌋, ⌊n_second/K⌋) from two (train → test). Elementwise over arrays."""
+    M, K, n_first = (np.asarray(v) for v in (M, K, n_first))
+    if n_second is None:
+        return n_first // (M + K)
+    return np.minimum(n_first // M, np.asarray(n_second) // K)
+
+
+def misalignment_interval(p_hat, replicates, draws, level=0.95) -> tuple[np.ndarray, np.ndarray]:
+    """An interval for the population misalignment probability p = P(μ_M·g_K ≤ 0) from p̂, the frequency over
+    `replicates` random draws of M and K examples from a fixed pool that holds `draws` disjoint ones
+    (`disjoint_draw_count`): the score interval (`score_interval`) at the effective trials 1/(1/replicates + 1/draws).
+
+    Why: the replicates re-use one pool, so p̂ estimates U, the pool's own frequency over every possible draw (a
+    U-statistic of the pool with the kernel h = 1[μ_M·g_K ≤ 0]), and U estimates p. Then
+    Var(p̂ − p) = Var(U) + E[U(1 − U)]/R. Hoeffding (1963, §5) writes U as an average, over orderings of the pool,
+    of means of k = `draws` independent kernel values, so Var(U) ≤ Var(h)/k = p(1 − p)/k; and
+    E[U(1 − U)] = p − E[U²] ≤ p(1 − p). So Var(p̂ − p) ≤ p(1 − p)(1/k + 1/R): at most the variance of a frequency
+    over 1/(1/k + 1/R) independent trials, which the score interval inverts (normal approximation). The
+    Wilson interval over R alone (`wilson_interval`) covers U only: with R ≫ k it claims the precision of R
+    fresh pools from one. NaN where there are no draws."""
+    replicates, draws = np.asarray(replicates, float), np.asarray(draws, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        trials = np.where((replicates > 0) & (draws > 0), 1.0 / (1.0 / replicates + 1.0 / draws), np.nan)
+    return score_interval(p_hat, trials, level)
 
 
 def jackknife_covariance(loo: np.ndarray) -> np.ndarray:
