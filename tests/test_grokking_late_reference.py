@@ -187,7 +187,10 @@ def test_the_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     # censored in 2 seeds: "> 15,000", and its speed-up comes from the order-statistic interval, never the cap
     slow = table.loc["AdamW wd=1"]
     assert slow["steps_per_seed"].startswith("> 15,000, > 15,000, 500") and slow["verdict"] == "unresolved"
-    assert "censored: 0 of 6 AdamW wd=0.01 runs and 2 of 6" in slow["why"] and slow["speedup_high"] == math.inf
+    # a censored variant's ratio lies in (0, b/cap]: the order statistics run from 0 to the largest upper bound,
+    # 10,000 / (500 − 100)
+    assert "censored: 0 of 6 AdamW wd=0.01 runs and 2 of 6" in slow["why"] and slow["speedup_low"] == 0.0
+    assert slow["speedup_high"] == pytest.approx(10_000 / 400)
     # design figures: at the spread of the 4 measured seeds, a lower bound (the 2 censored ones left out)
     assert int(slow["seeds_to_contradict"].replace(",", "")) >= 6 and "at least these" in slow["why"]
     assert pd.isna(table.loc["AdamW wd=0.01", "verdict"])

@@ -28,7 +28,8 @@ from growcert.report.figures import save_figure  # noqa: E402
 from growcert.report.looks import as_first_form  # noqa: E402
 from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
-from growcert.report.verdicts import Judgement, judge_bound, judge_slopes, not_tested  # noqa: E402
+from growcert.report.bounds import judge_bound  # noqa: E402
+from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.stats.certificates import b_exact_interval  # noqa: E402
 from growcert.stats.intervals import disjoint_draw_count, misalignment_interval  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
@@ -268,7 +269,7 @@ BOUND_COLUMNS = ("n", "mu_4", "mu_sigma_mu", "tr_sigma2", "mu_4_se_jack", "mu_si
 
 
 def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str, level: float) -> Judgement:
-    """p̂ ≤ B_exact over the determined misalignment `cells` of one mode (verdicts.judge_bound), each cell's
+    """p̂ ≤ B_exact over the determined misalignment `cells` of one mode (bounds.judge_bound), each cell's
     intervals from its pools' alignment rows (matched on the store's identity, point and reduction): p's from p̂, the
     replicates and the disjoint draws the pools hold (held-out n in the iid mode; train n for M and held-out n for K
     train → test; stats.intervals.misalignment_interval), B_exact's from the held-out moments' jackknife errors

@@ -224,7 +224,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                                "(report.alignment.p_hat_floor)"),
           looks=(Look("2026-12-04", 8, "not tested at this scale", "p1-seeds", "6826f0c"),)),
     Claim("p1_certificate_iid", "P1", "p̂ ≤ B_exact (iid)", "holds (Cantelli)",
-          "universal (a bound must hold in every cell), with both sides' errors (verdicts.judge_bound): per "
+          "universal (a bound must hold in every cell), with both sides' errors (bounds.judge_bound): per "
           "non-vacuous determined cell (B_exact < 0.5), p ≤ B_exact is shown when p's upper end (p̂ with the pool's "
           "finite size and the resampling, stats.intervals.misalignment_interval) is at or below B_exact's lower "
           "end (its moments' jackknife errors, stats.certificates.b_exact_interval), each one-sided at 1 − α/2 "
