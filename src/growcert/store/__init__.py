@@ -68,7 +68,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import dask
 import numpy as np
 import xarray as xr
 import zarr
@@ -351,34 +350,49 @@ def _known_group(path: str | Path, attrs: dict[str, Any], group: str) -> None:
         raise StoreError(f"store {path}: no group {group!r} (groups: {', '.join(attrs['groups'])})")
 
 
-def open_store(path: str | Path) -> xr.DataTree:
-    """The store as an xarray DataTree, one node per insertion point (lazy: no chunk is read), after checking its
-    format version and that it and every group are complete; otherwise one line naming the store and the
-    problem. What `xr.open_datatree(path, engine="zarr", consolidated=False)` gives, with bfloat16 decoded to
-    float32. A damaged chunk is named when the tree's data are read inside `reading(path)`."""
+def open_store(path: str | Path, chunks: dict[str, int] | None = None) -> xr.DataTree:
+    """The store as an xarray DataTree, one node per insertion point (lazy: no chunk of q or z is read), after
+    checking its format version and that it and every group are complete; otherwise one line naming the store
+    and the problem. Without `chunks`, what `xr.open_datatree(path, engine="zarr", consolidated=False)` gives;
+    with `chunks={}`, q and z are dask arrays in the store's chunks (a store bigger than memory, read chunk by
+    chunk) and the per-sample coordinates are in memory. bfloat16 is decoded to float32. A damaged chunk is
+    named when the tree's data are read inside `reading(path)`."""
     attrs = store_attrs(path)
     with reading(path):
-        tree = xr.open_datatree(path, engine="zarr", consolidated=False)
+        tree = xr.open_datatree(path, engine="zarr", consolidated=False, chunks=chunks)
     for group in attrs["groups"]:
         if group not in tree.children:
             raise StoreError(f"store {path}: group {group!r} missing")
-        tree[group].dataset = _checked_group(path, attrs, group, tree[group].to_dataset(inherit=False))
+        dataset = _checked_group(path, attrs, group, tree[group].to_dataset(inherit=False))
+        tree[group].dataset = dataset if chunks is None else _coordinates_in_memory(path, group, dataset)
     return tree
 
 
 def open_group(path: str | Path, group: str) -> xr.Dataset:
-    """The xarray Dataset of one insertion point, as `open_store` checks it: q and z lazy and dask-backed in the
-    store's chunks, the per-sample coordinates in memory (so a mask of them selects samples)."""
+    """The xarray Dataset of one insertion point, as `open_store(path, chunks={})` gives it (checked; q and z lazy
+    and dask-backed in the store's chunks, the per-sample coordinates in memory), without opening the others."""
     attrs = store_attrs(path)
     _known_group(path, attrs, group)
     try:
         dataset = xr.open_zarr(path, group=group, consolidated=False)
     except Exception as error:
         raise StoreError(f"store {path}: group {group!r} unreadable ({type(error).__name__}: {error})") from None
-    dataset = _checked_group(path, attrs, group, dataset)
-    loaded = dask.compute(*(dataset.variables[name].data for name in SAMPLE_VARIABLES))
+    return _coordinates_in_memory(path, group, _checked_group(path, attrs, group, dataset))
+
+
+def _coordinates_in_memory(path: str | Path, group: str, dataset: xr.Dataset) -> xr.Dataset:
+    """`dataset` with its per-sample coordinates read (one chunk each, in one trip to zarr), so that a mask of them
+    selects samples of a dask-backed q."""
+    loaded = sync(_read_whole(Path(path) / group, SAMPLE_VARIABLES))
     return dataset.assign_coords({name: ("sample", values, dataset.variables[name].attrs)
                                   for name, values in zip(SAMPLE_VARIABLES, loaded)})
+
+
+async def _read_whole(group: Path, names: tuple[str, ...]) -> list[np.ndarray]:
+    """Arrays `names` of the zarr group at `group`, whole and concurrently."""
+    opened = await zarr.api.asynchronous.open_group(store=LocalStore(group, read_only=True), mode="r", zarr_format=3)
+    arrays = await asyncio.gather(*(opened.getitem(name) for name in names))
+    return list(await asyncio.gather(*(array.getitem(slice(None)) for array in arrays)))
 
 
 def stored_variables(attrs: dict[str, Any]) -> tuple[str, ...]:
