@@ -112,7 +112,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"], capture_output=True, check=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"], capture_output=True,
+                                 check=True)
         tarfile.open(fileobj=BytesIO(archive.stdout)).extractall(folder / "before", filter="data")
         sources = {"before": folder / "before" / "src", "after": ROOT / "src"}
         best: dict[str, dict[str, float]] = {"before": {}, "after": {}}

@@ -48,3 +48,8 @@ def test_every_python_block_of_the_stores_page_runs(results, monkeypatch, capsys
     shown = capsys.readouterr().out
     # the page's claims, as printed: q says what it is, and the hand-made d_align is the stage's
     assert "dℓ_i/dz" in shown and "d_align by hand" in shown and "misclassified of 32 held-out examples" in shown
+    # the language model's q says that its loss is a mean over tokens (q includes 1/T), from the family's record
+    from growcert.models import family_of
+
+    description = namespace["text"]["block1"].q.attrs["description"]
+    assert family_of("llama").loss_description in description and "1/T" in description

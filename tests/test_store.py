@@ -289,7 +289,8 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
         # the reduction and factor in q, from the family's record (resnet: one cross-entropy term per example)
         assert family_of("resnet").loss_description in dataset["q"].attrs["description"]
         # the group holds what differs per group; the root the rest, once
-        assert set(node.attrs) == {"insertion_point", "native_dims", "complete"} and node.attrs["insertion_point"] == name
+        assert set(node.attrs) == {"insertion_point", "native_dims", "complete"}
+        assert node.attrs["insertion_point"] == name
         held_out = dataset.q.sel(sample=dataset.split == "test")
         assert held_out.sizes["sample"] == 6 and set(np.asarray(held_out.split.values).astype(object)) == {"test"}
         means = dataset.q.groupby("split").mean()
@@ -365,9 +366,9 @@ def test_a_version_1_store_is_refused_in_one_line_naming_the_command_that_dumps_
     from growcert.cli import main
 
     path = tmp_path / "s.zarr"
+    attrs = {"family": "resnet", "checkpoint": "runs/w1/step5.pt", "dataset": "digits"}
     writer = StoreWriter(path, SPECS, np.array(["train"] * 20 + ["test"] * 20, dtype=object), np.arange(40),
-                         np.arange(40) % 10, {"family": "resnet", "checkpoint": "runs/w1/step5.pt", "dataset": "digits"},
-                         min_chunk_bytes=4096)
+                         np.arange(40) % 10, attrs, min_chunk_bytes=4096)
     fill(writer)
     writer.finish()
     zarr.open_group(path, mode="r+").attrs["format"] = "growcert-gradient-store-1"
@@ -376,7 +377,8 @@ def test_a_version_1_store_is_refused_in_one_line_naming_the_command_that_dumps_
         with pytest.raises(StoreError) as caught:
             opener(path)
         assert "version 1" in str(caught.value) and "\n" not in str(caught.value)
-    for command in (["inspect", str(path)], ["estimate-alignment", "--store", str(path), "--out", str(tmp_path / "a.csv")]):
+    alignment = ["estimate-alignment", "--store", str(path), "--out", str(tmp_path / "a.csv")]
+    for command in (["inspect", str(path)], alignment):
         assert main(command) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and f"store {path} is of store version 1" in lines[0], lines

@@ -211,7 +211,8 @@ class StoreWriter:
             arrays[name]["loss"] = await group.create_array(
                 "loss", shape=(n,), chunks=(n,), dtype="float32", fill_value=np.nan, compressors=_compressors(),
                 dimension_names=("sample",), attributes=described["loss"])
-            for variable, values, dtype in (("split", split, str), ("index", index, "int64"), ("label", label, "int64")):
+            coordinates = (("split", split, str), ("index", index, "int64"), ("label", label, "int64"))
+            for variable, values, dtype in coordinates:
                 small = await group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype,
                                                  compressors=_compressors(), dimension_names=("sample",),
                                                  attributes=described[variable])
@@ -335,12 +336,13 @@ def store_attrs(path: str | Path) -> dict[str, Any]:
 def _checked_group(path: str | Path, attrs: dict[str, Any], group: str, dataset: xr.Dataset) -> xr.Dataset:
     """One point's Dataset after checking it against the root attrs: complete, every variable present, one
     sample count; bfloat16 decoded to float32."""
-    missing = [v for v in (*stored_variables(attrs), *SAMPLE_VARIABLES) if v not in dataset.variables]
+    per_sample = (*stored_variables(attrs), *SAMPLE_VARIABLES)
+    missing = [v for v in per_sample if v not in dataset.variables]
     if missing:
         raise StoreError(f"store {path}: group {group!r} lacks {', '.join(missing)}")
     if dataset.attrs.get("complete") is not True:
         raise StoreError(f"store {path}: group {group!r} incomplete")
-    if any(dataset.variables[v].shape[0] != dataset.sizes["sample"] for v in (*stored_variables(attrs), *SAMPLE_VARIABLES)):
+    if any(dataset.variables[v].shape[0] != dataset.sizes["sample"] for v in per_sample):
         raise StoreError(f"store {path}: group {group!r} has variables of different sample counts")
     return decode_dataset(dataset)
 
