@@ -48,7 +48,7 @@ from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.dump import dump_gradients
 from growcert.store.inspect import _stored_bytes
 from growcert.models import build_model
-from growcert.store import GroupSpec, StoreWriter, open_group, open_store
+from growcert.store import GroupSpec, StoreWriter, open_group, store_attrs
 from growcert.store.encoding import StoreOptions
 
 VARIANTS = [("float32", {}), ("bf16+shards", {"dtype": "bfloat16", "shards": 8})]
@@ -132,7 +132,7 @@ def main() -> None:
 
 def write_alone(work: Path, store: Path, threads: int, repeats: int) -> tuple[float, float]:
     """MB/s of StoreWriter rewriting a store's q and z (one call per group) and of np.save of the same arrays."""
-    groups = open_store(store).attrs["groups"]
+    groups = store_attrs(store)["groups"]
     opened = {g: open_group(store, g) for g in groups}
     values = {g: {v: np.asarray(opened[g][v].values) for v in ("q", "z", "loss")} for g in groups}
     specs = [GroupSpec(g, opened[g]["q"].dims[1:], values[g]["q"].shape[1:]) for g in groups]

@@ -178,7 +178,8 @@ class Toy(nn.Module):
         self.head = nn.Linear(width, data_info["num_classes"])
 
 
-FAMILY = Family(name="toy", data_kind="image", loss_name="cross_entropy", native_dims=("feature",), channel_dim=-1,
+FAMILY = Family(name="toy", data_kind="image", loss_name="cross_entropy", loss_description="the toy cross-entropy",
+                native_dims=("feature",), channel_dim=-1,
                 block_norm="identity", point_count=lambda depth: depth + 1,
                 stream_features=lambda model, point: model.stem.out_features,
                 depth_problem=lambda depth: None if depth <= 4 else f"toy depth must be at most 4, got {depth}",

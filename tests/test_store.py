@@ -14,14 +14,15 @@ import zarr
 
 from helpers import relative_error
 
+from growcert.models import family_of
 from growcert.stages.dump import dump_gradients
 from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
-                            open_group, open_store, sample_chunk)
+                            open_group, open_store, position_attrs, sample_chunk, store_attrs, variable_attrs)
 from growcert.store.encoding import StoreOptions, shard_samples
 from growcert.stages.train import train_model
 
-SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8)),
-         GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4))]
+SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8), ("height", "width")),
+         GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4), ("height", "width"))]
 
 
 def small_writer(path, n=40, min_chunk_bytes=4096):
@@ -61,26 +62,32 @@ def test_round_trip_through_xarray(tmp_path):
 def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk_bytes=4096):
     """The store as zarr's one-call-per-node API writes it straight to disk (how StoreWriter built it before its
     template moved to memory): every array created, filled and marked complete one call at a time."""
+    described = variable_attrs("the loss of the example alone (root attr loss_function)")
     root = zarr.open_group(path, mode="w", zarr_format=3)
     root.attrs.update({**attrs, **options.attrs, "format": FORMAT, "groups": [spec.name for spec in SPECS],
                        "complete": False})
     for spec in SPECS:
         chunk = sample_chunk(spec, n, min_chunk_bytes, options.itemsize)
-        shard = (lambda *rest: (shard_samples(chunk, n, options), *rest)) if options.shards else (lambda *rest: None)
-        group = root.create_group(spec.name, attributes={**attrs, **options.attrs, "insertion_point": spec.name,
-                                                         "complete": False})
+        shard = (shard_samples(chunk, n, options), *spec.shape) if options.shards else None
+        group = root.create_group(spec.name, attributes={"insertion_point": spec.name, "complete": False})
         for variable in options.variables:
-            group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard(*spec.shape),
+            group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard,
                                dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=_compressors(),
-                               dimension_names=("sample", *spec.dims), attributes=options.array_attrs)
+                               dimension_names=("sample", *spec.dims),
+                               attributes={**described[variable], "coordinates": "split index label loss",
+                                           **options.array_attrs})
             group[variable][:] = options.encode(values[spec.name][variable])
-        group.create_array("loss", shape=(n,), chunks=(chunk,), shards=shard(), dtype="float32", fill_value=np.nan,
-                           compressors=_compressors(), dimension_names=("sample",))
-        group["loss"][:] = values[spec.name]["loss"]
-        for variable, small, dtype in (("label", label, "int64"), ("index", index, "int64"), ("split", split, str)):
-            group.create_array(variable, shape=(n,), chunks=(chunk,), shards=shard(), dtype=dtype,
-                               compressors=_compressors(), dimension_names=("sample",))
+        for variable, small, dtype in (("loss", values[spec.name]["loss"], "float32"), ("split", split, str),
+                                       ("index", index, "int64"), ("label", label, "int64")):
+            group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype, compressors=_compressors(),
+                               dimension_names=("sample",), attributes=described[variable],
+                               **({"fill_value": np.nan} if variable == "loss" else {}))
             group[variable][:] = small
+        for dim in spec.positions:
+            size = spec.shape[spec.dims.index(dim)]
+            group.create_array(dim, shape=(size,), chunks=(size,), dtype="int64", compressors=_compressors(),
+                               dimension_names=(dim,), attributes=position_attrs(dim))
+            group[dim][:] = np.arange(size)
     for spec in SPECS:
         zarr.open_group(path / spec.name, mode="r+").attrs["complete"] = True
     root.attrs["complete"] = True
@@ -256,11 +263,13 @@ def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
 
 def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, checkpoint, tmp_path):
     """xarray users open a whole store as a DataTree: one node per insertion point, docs/design.md §5's variables and
-    dims, and no warning (a foreign file inside the store would make zarr warn on every open)."""
+    dims, and no warning (a foreign file inside the store would make zarr warn on every open). split, index, label
+    and loss are coordinates of `sample` (so q carries them), height and width have positions, and q, z and loss
+    say what they are: the selections an xarray user writes work on the plain tree."""
     import warnings
 
     store = tmp_path / "tree.zarr"
-    dump_gradients(checkpoint, prepared("digits"), store, {"train_examples": 8, "test_examples": 8, "batch_size": 8},
+    dump_gradients(checkpoint, prepared("digits"), store, {"train_examples": 8, "test_examples": 6, "batch_size": 8},
                    log=lambda _: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -268,10 +277,26 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
     assert sorted(tree.children) == sorted(open_store(store).attrs["groups"])
     for name, node in tree.children.items():
         dataset = node.to_dataset()
-        assert set(dataset.data_vars) >= {"q", "z", "loss", "label", "split", "index"}
+        assert set(dataset.data_vars) == {"q", "z"}
+        assert set(dataset["q"].coords) == {"split", "index", "label", "loss", "height", "width"}
+        assert all(dataset[c].dims == ("sample",) for c in ("split", "index", "label", "loss"))
         assert dataset["q"].dims == ("sample", "channel", "height", "width") == dataset["z"].dims
-        assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 16
+        assert list(dataset["width"].values) == list(range(dataset.sizes["width"])) and "channel" not in dataset.coords
+        assert dataset["loss"].dims == ("sample",) and dataset.sizes["sample"] == 14
         assert np.array_equal(dataset["q"].values, open_group(store, name)["q"].values)
+        for variable in ("q", "z", "loss"):
+            assert {"long_name", "units", "description"} <= set(dataset[variable].attrs), variable
+        # the reduction and factor in q, from the family's record (resnet: one cross-entropy term per example)
+        assert family_of("resnet").loss_description in dataset["q"].attrs["description"]
+        # the group holds what differs per group; the root the rest, once
+        assert set(node.attrs) == {"insertion_point", "native_dims", "complete"}
+        assert node.attrs["insertion_point"] == name
+        held_out = dataset.q.sel(sample=dataset.split == "test")
+        assert held_out.sizes["sample"] == 6 and set(np.asarray(held_out.split.values).astype(object)) == {"test"}
+        means = dataset.q.groupby("split").mean()
+        np.testing.assert_allclose(means.sel(split="test").values, dataset.q.values[8:].mean(axis=0), rtol=1e-6)
+        assert dataset.set_xindex("split").sel(split="train").sizes["sample"] == 8
+    assert tree.attrs["family"] == "resnet" and tree.attrs["format"] == "growcert-gradient-store-2"
 
 
 def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_the_same_store(
@@ -332,3 +357,55 @@ def test_a_non_finite_value_names_its_point_and_example():
     captured.z["block1"][4, 2] = -float("inf")
     with pytest.raises(NumericalError, match=r"store s\.zarr: non-finite z at block1 for examples \[14\] \(of 1"):
         _check_finite(captured, ("block0", "block1"), "s.zarr", 10)
+
+
+def test_a_version_1_store_is_refused_in_one_line_naming_the_command_that_dumps_it_again(tmp_path, capsys):
+    """A store of the previous format version (per-sample variables as data, attrs repeated per group) is never
+    read as version 2: every opener, `growcert inspect` and a stage stop in one line naming the version and
+    the re-dump command, exit status 2."""
+    from growcert.cli import main
+
+    path = tmp_path / "s.zarr"
+    attrs = {"family": "resnet", "checkpoint": "runs/w1/step5.pt", "dataset": "digits"}
+    writer = StoreWriter(path, SPECS, np.array(["train"] * 20 + ["test"] * 20, dtype=object), np.arange(40),
+                         np.arange(40) % 10, attrs, min_chunk_bytes=4096)
+    fill(writer)
+    writer.finish()
+    zarr.open_group(path, mode="r+").attrs["format"] = "growcert-gradient-store-1"
+    for opener in (open_store, store_attrs, lambda p: open_group(p, "block0"),
+                   lambda p: list(iter_sample_chunks(p, "block0", "q"))):
+        with pytest.raises(StoreError) as caught:
+            opener(path)
+        assert "version 1" in str(caught.value) and "\n" not in str(caught.value)
+    alignment = ["estimate-alignment", "--store", str(path), "--out", str(tmp_path / "a.csv")]
+    for command in (["inspect", str(path)], alignment):
+        assert main(command) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and f"store {path} is of store version 1" in lines[0], lines
+        assert f"growcert dump --checkpoint runs/w1/step5.pt --data DATA --out {path}" in lines[0]
+    assert not (tmp_path / "a.csv").exists()
+
+
+def test_open_store_is_the_checked_datatree(tmp_path):
+    """`growcert.open_store` returns the plain xarray DataTree of a finished store, and refuses one whose group is
+    unfinished or lacks a variable in one line."""
+    import growcert
+
+    path = tmp_path / "s.zarr"
+    writer = small_writer(path)
+    values = fill(writer)
+    writer.finish()
+    tree = growcert.open_store(path)
+    assert isinstance(tree, xr.DataTree) and sorted(tree.children) == ["block0", "block1"]
+    np.testing.assert_array_equal(tree["block1"]["q"].values, values["block1"]["q"])
+    np.testing.assert_array_equal(tree["block1"]["loss"].values, values["block1"]["loss"])
+    assert "loss" in tree["block1"].to_dataset().coords
+    zarr.open_group(path / "block1", mode="r+").attrs["complete"] = False
+    with pytest.raises(StoreError, match=r"s\.zarr: group 'block1' incomplete$"):
+        growcert.open_store(path)
+    zarr.open_group(path / "block1", mode="r+").attrs["complete"] = True
+    import shutil
+
+    shutil.rmtree(path / "block0" / "label")
+    with pytest.raises(StoreError, match=r"group 'block0' lacks label$"):
+        growcert.open_store(path)

@@ -130,6 +130,7 @@ def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
     dims = {"resnet": ("sample", "channel", "height", "width"), "llama": ("sample", "token", "feature")}[grid["family"]]
     for name, node in tree.children.items():
         assert node["q"].dims == dims and node["z"].dims == dims and node["split"].dims == ("sample",), name
+        assert {"split", "index", "label", "loss"} <= set(node["q"].coords) and "description" in node["q"].attrs, name
 
 
 @pytest.mark.slow

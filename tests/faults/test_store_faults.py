@@ -13,7 +13,7 @@ from growcert.cli import main
 from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.dump import dump_gradients
-from growcert.store import open_tree
+from growcert.store import open_store
 
 # Which stages read which variable of a store (`inspect` checks them all).
 READERS = {"q": ["estimate-alignment", "estimate-misalignment", "estimate-depth", "intervene", "inspect"],
@@ -82,9 +82,9 @@ def test_the_package_opener_names_a_damaged_chunk_and_the_raw_tree_is_warning_fr
     shutil.copytree(stores["resnet"]["S"], store)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert sorted(open_tree(store).children) == ["block0", "block1", "block2", "block3", "block4"][:len(open_tree(store).children)]
+        assert sorted(open_store(store).children) == ["block0", "block1", "block2", "block3", "block4"][:len(open_store(store).children)]
     corrupt(store, "block1", "q")
-    tree = open_tree(store)  # lazy: opening reads no chunk
+    tree = open_store(store)  # lazy: opening reads no chunk
     with pytest.raises(StoreError, match=r"block1/q samples \[0, \d+\) unreadable"), reading(store):
         tree["block1"]["q"].values
 

@@ -45,6 +45,8 @@ class Family:
     name: str
     data_kind: str                         # the prepared dataset kind it reads: "image" or "text"
     loss_name: str                         # the per-example loss, as recorded in store attrs
+    # the per-example loss in words: its reduction and the factor it puts in q (the store's variable descriptions)
+    loss_description: str
     native_dims: tuple[str, ...]           # dim names of one example's stream at a point (docs/design.md §5)
     channel_dim: int                       # where the stream's features sit, counted from the end
     block_norm: str                        # u(z) of the family's zero-output block: "identity" or "rms"
@@ -55,6 +57,12 @@ class Family:
     width_problem: Callable[[int, dict[str, Any]], str | None] = lambda width, options: None
     build: Callable[..., Any] | None = None  # (width, depth, data_info, options) -> model; None: loaded only
     context: bool = False                  # takes a sequence length (its `context` option; grids[].contexts)
+
+    @property
+    def position_dims(self) -> tuple[str, ...]:
+        """The native dims that index a position (every one but the features'): the store gives them coordinates."""
+        features = len(self.native_dims) + self.channel_dim
+        return tuple(dim for number, dim in enumerate(self.native_dims) if number != features)
 
     @property
     def pretrained(self) -> bool:

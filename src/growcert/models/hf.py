@@ -47,7 +47,7 @@ from torch import nn
 
 from growcert.config import settings_hash, stage_settings
 from growcert.errors import CheckpointError, ConfigError, GrowcertError
-from growcert.models.llama import Llama
+from growcert.models.llama import FAMILY as LLAMA, Llama
 from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
 
@@ -321,7 +321,8 @@ def load_byte_level_lm(path: str | Path, allow_download: bool = False, repo: str
 
 
 # A pretrained decoder: loaded (load_pretrained), never built; its points are block0..block{layers}.
-FAMILY = Family(name="hf", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
+# Its loss is the byte LM's (`per_example_loss` above), so are the words for it.
+FAMILY = Family(name="hf", data_kind="text", loss_name=LLAMA.loss_name, loss_description=LLAMA.loss_description,
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.width,
                 depth_problem=lambda depth: None, context=True)

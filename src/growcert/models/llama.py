@@ -225,6 +225,8 @@ def build(width: int, depth: int, data_info: dict, options: dict) -> Llama:
 
 
 FAMILY = Family(name="llama", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
+                loss_description="the next-token cross-entropy (nats) averaged over the window's T tokens, so q "
+                                 "includes the factor 1/T",
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.config.width,
                 depth_problem=lambda depth: None, width_problem=width_problem, build=build, context=True)

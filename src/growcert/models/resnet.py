@@ -172,6 +172,8 @@ def build(width: int, depth: int, data_info: dict, options: dict) -> ResNet:
 
 
 FAMILY = Family(name="resnet", data_kind="image", loss_name="cross_entropy",
+                loss_description="the cross-entropy (nats) of the example's class logits, one term per "
+                                 "example, so q carries no other factor",
                 native_dims=("channel", "height", "width"), channel_dim=-3, block_norm="identity",
                 point_count=point_count, stream_features=stream_features, depth_problem=depth_problem,
                 build=build)

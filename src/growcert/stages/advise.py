@@ -41,7 +41,7 @@ from growcert.report import advice
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
 from growcert.stages.dump import dump_gradients
-from growcert.store import open_store
+from growcert.store import store_attrs
 
 WORK = ".advise-work"
 
@@ -177,7 +177,7 @@ def work_folder(out: str | Path) -> Iterator[Path]:
 
 def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
     """What advice.md and provenance.json say was measured: model, data, sample, reduction, (M, K), level."""
-    attrs = open_store(store).attrs
+    attrs = store_attrs(store)
     return {"model": str(inputs.model), "data": str(inputs.data_path), "family": inputs.family,
             "n_train": int(attrs["n_train"]), "n_test": int(attrs["n_test"]), "seed": inputs.dump["seed"],
             "reduction": inputs.advise["reduction"], "M": inputs.M, "K": inputs.K, "level": inputs.depth["level"],

@@ -26,7 +26,7 @@ import pandas as pd
 from growcert.stats import alignment_row, misalignment, reduce_examples
 from growcert.stats.certificates import certificate_columns
 from growcert.config import stage_settings
-from growcert.store import open_group, open_store, reading, split_of, store_identity
+from growcert.store import open_group, reading, split_of, store_attrs, store_identity
 
 def reduced_pools(path: str | Path, point: str, reduction: str):
     """(train, test) reduced q of one point, lazily (dask-backed DataArrays)."""
@@ -47,7 +47,7 @@ def estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable
 def _estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable[[str], None]) -> pd.DataFrame:
     identity = store_identity(path)
     rows = []
-    for point in list(open_store(path).attrs["groups"]):
+    for point in list(store_attrs(path)["groups"]):
         for reduction in settings["reductions"]:
             train, test = reduced_pools(path, point, reduction)
             for pool, values in (("test", test), ("train", train)):

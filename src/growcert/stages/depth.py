@@ -38,7 +38,8 @@ from growcert.models.blocks import make_block, point_index
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
 from growcert.training import to_device
-from growcert.store import iter_sample_chunks, open_group, open_store, reading, require_variable, split_of, store_identity
+from growcert.store import (iter_sample_chunks, open_group, reading, require_variable, split_of, store_attrs,
+                            store_identity)
 
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
            "features", "hidden", "positions", "value", "value_se", "value_lo", "value_hi", "value_plugin",
@@ -85,7 +86,7 @@ def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Calla
     require_variable(store_path, "z", "estimate-depth (the inserted block reads the activations)")
     family = identity["family"]
     rows = []
-    for point in settings["points"] or list(open_store(store_path).attrs["groups"]):
+    for point in settings["points"] or list(store_attrs(store_path)["groups"]):
         arrays, block = point_arrays(store_path, point, family, settings, device)
         split = split_of(open_group(store_path, point))
         features, hidden = block.weight.shape

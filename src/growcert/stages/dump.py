@@ -83,13 +83,14 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     points = tuple(settings["points"] or model.points.keys())
 
     probe = capture_batch(model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points)
-    specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]))
-             for name in points]
+    rules = family_of(family)
+    specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]),
+                       rules.position_dims) for name in points]
     labels = examples.targets.numpy() if data.info["kind"] == "image" else np.full(len(examples), -1)
     attrs = {
         "family": family, "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
         "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
-        "loss_function": family_of(family).loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "loss_function": rules.loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
         "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
         "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
         "provenance": {**provenance(settings, settings["seed"]), **device_record(device), "zarr": zarr.__version__,
@@ -114,7 +115,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     # workers), in capture order, and `finish` runs only after the last one.
     background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growcert-dump-writer")
     creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs,
-                                 options=options, workers=workers)
+                                 options=options, workers=workers, loss_description=rules.loss_description)
     writing: list[Future] = []
 
     def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]], batch_workers: int | None = None) -> None:

@@ -42,7 +42,7 @@ from growcert.models.checkpoint import load_model
 from growcert.models.residual import ResidualParameter
 from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.stats import reduce_examples
-from growcert.store import open_group, open_store, reading, require_variable, split_of
+from growcert.store import open_group, reading, require_variable, split_of, store_attrs
 from growcert.training import to_device
 
 VARIANTS = ("shared", "per_position", "block")
@@ -204,14 +204,14 @@ def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedD
 def forward_batch_size(store, settings: dict[str, Any]) -> int:
     """intervene.batch_size, lowered by intervene.max_batch_mb to the float64 stream one batch holds at the
     store's insertion points (`runtime.capped_batch_size`)."""
-    groups = open_store(store).attrs["groups"]
+    groups = store_attrs(store)["groups"]
     stream = sum(int(np.prod(open_group(store, name)["z"].shape[1:])) for name in groups)
     return capped_batch_size(settings["batch_size"], 8 * stream, settings["max_batch_mb"])
 
 
 def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch.device) -> pd.DataFrame:
     model, meta, data = load_model(checkpoint, data, hf)
-    attrs = dict(open_store(store).attrs)
+    attrs = store_attrs(store)
     require_variable(store, "z", "intervene (the inserted block's weight gradient reads the activations)")
     check_pairing(checkpoint, store, meta, attrs, data)
     dtype = torch.float64  # observed changes of 1e-7 nats must be resolved

@@ -1,7 +1,7 @@
 """How the gradient store holds q and z on disk: which variables, in what precision, in what files.
 
-Three dump options (config key `dump`, defaults in the schema), each recorded in the store's root and
-group attrs (`dump_variables`, `dump_dtype`, `dump_shards`) so that a reader knows what it holds:
+Three dump options (config key `dump`, defaults in the schema), each recorded in the store's root attrs
+(`dump_variables`, `dump_dtype`, `dump_shards`) so that a reader knows what it holds:
 
     variables  [q, z] or [q]: q alone halves a store, for stores no depth or intervention stage reads
     dtype      float32, or bfloat16: half the bytes, 8 significant bits

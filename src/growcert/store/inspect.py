@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import zarr
 
-from growcert.store import (ARRAY_VARIABLES, SAMPLE_VARIABLES, StoreError, damaged_chunk, iter_sample_chunks, open_group,
-                            open_store, split_of, stored_variables)
+from growcert.store import (ARRAY_VARIABLES, SAMPLE_VARIABLES, StoreError, damaged_chunk, iter_sample_chunks, open_store,
+                            split_of, stored_variables)
 
 
 def _stored_bytes(folder: Path) -> int:
@@ -41,10 +41,10 @@ def q_summary(path: str | Path, group: str, split: np.ndarray) -> dict[str, dict
 
 def describe_store(path: str | Path, summaries: bool = True) -> dict[str, Any]:
     """What a store holds, as plain data (`growcert inspect --json`): attrs, provenance, and per group its
-    sizes, compression and variables (dims, shape, dtype, chunks) and, with `summaries`, q per split."""
+    sizes, compression and variables (dims, shape, dtype, chunks, long_name) and, with `summaries`, q per split."""
     path = Path(path)
-    root = open_store(path)
-    attrs, kept = dict(root.attrs), stored_variables(root)
+    tree = open_store(path)
+    attrs, kept = dict(tree.attrs), stored_variables(tree.attrs)
     if summaries:  # q is read chunk by chunk below; every other variable is checked here, once
         where = damaged_chunk(path, tuple(v for v in (*ARRAY_VARIABLES, *SAMPLE_VARIABLES) if v != "q"))
         if where:
@@ -54,7 +54,7 @@ def describe_store(path: str | Path, summaries: bool = True) -> dict[str, Any]:
                              if key not in ("provenance", "groups", "format", "complete")},
                    "provenance": attrs.get("provenance", {}), "groups": {}}
     for group in attrs["groups"]:
-        dataset = open_group(path, group)
+        dataset = tree[group].to_dataset(inherit=False)
         # Logical bytes as stored (2 per value for bfloat16), so the ratio is the compressor's alone.
         logical = sum(zarr.open_array(path / group / v, mode="r").nbytes for v in kept)
         on_disk = sum(_stored_bytes(path / group / v) for v in kept)
@@ -63,9 +63,11 @@ def describe_store(path: str | Path, summaries: bool = True) -> dict[str, Any]:
             array = zarr.open_array(path / group / variable, mode="r")
             variables[variable] = {"dims": list(dataset[variable].dims), "shape": list(array.shape),
                                    "dtype": str(dataset[variable].dtype), "stored_dtype": str(array.dtype),
-                                   "chunks": list(array.chunks), "shards": list(array.shards or []) or None}
+                                   "chunks": list(array.chunks), "shards": list(array.shards or []) or None,
+                                   "coordinate": variable in dataset.coords,
+                                   "long_name": dataset[variable].attrs.get("long_name")}
         description["groups"][group] = {
-            "samples": int(dataset.sizes["sample"]),
+            "samples": int(dataset.sizes["sample"]), "attrs": dict(dataset.attrs),
             "native_dims": {d: int(s) for d, s in dataset.sizes.items() if d != "sample"},
             "compression": logical / max(on_disk, 1), "bytes_on_disk": int(on_disk), "variables": variables,
             "q_summary": q_summary(path, group, split_of(dataset)) if summaries else None}
@@ -80,16 +82,17 @@ def inspect_store(path: str | Path, summaries: bool = True) -> str:
              "  attrs: " + json.dumps(described["attrs"], default=str),
              f"  provenance: code {prov.get('code_hash')}, git {prov.get('git_commit')}, "
              f"config {prov.get('config_hash')}, versions {prov.get('versions')}",
-             f"  dump options: variables {described['attrs'].get('dump_variables', list(ARRAY_VARIABLES))}, dtype "
-             f"{described['attrs'].get('dump_dtype', 'float32')}, shards {described['attrs'].get('dump_shards')}"]
+             f"  dump options: variables {described['attrs']['dump_variables']}, dtype "
+             f"{described['attrs']['dump_dtype']}, shards {described['attrs']['dump_shards']}"]
     for group, info in described["groups"].items():
         lines.append(f"  group {group}: {info['samples']} samples, native dims {info['native_dims']}, "
                      f"q+z compression {info['compression']:.2f}x ({info['bytes_on_disk'] / 2**20:.1f} MiB on disk)")
         for variable, meta in info["variables"].items():
             stored = f" (stored {meta['stored_dtype']})" if meta["stored_dtype"] != meta["dtype"] else ""
             sharded = f", shards {tuple(meta['shards'])}" if meta["shards"] else ""
-            lines.append(f"    {variable:<6} {str(tuple(meta['dims'])):<40} {str(tuple(meta['shape'])):<22} "
-                         f"{meta['dtype']:<8} chunks {tuple(meta['chunks'])}{sharded}{stored}")
+            kind = "coord" if meta["coordinate"] else "data"
+            lines.append(f"    {variable:<6} {kind:<5} {str(tuple(meta['dims'])):<40} {str(tuple(meta['shape'])):<22} "
+                         f"{meta['dtype']:<13} chunks {tuple(meta['chunks'])}{sharded}{stored}  {meta['long_name']}")
         for name, numbers in sorted((info["q_summary"] or {}).items(), key=lambda item: item[0] != "train"):
             lines.append(f"    q[{name}]: n={numbers['n']}  mean ||q_i|| = {numbers['mean_norm_q']:.4g}  "
                          f"||mean q|| = {numbers['norm_mean_q']:.4g}")
