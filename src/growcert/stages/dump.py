@@ -87,19 +87,7 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]),
                        rules.position_dims) for name in points]
     labels = examples.targets.numpy() if data.info["kind"] == "image" else np.full(len(examples), -1)
-    attrs = {
-        "family": family, "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
-        "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
-        "loss_function": rules.loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-        "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
-        "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
-        "provenance": {**provenance(settings, settings["seed"]), **device_record(device), "zarr": zarr.__version__,
-                       "xarray": xr.__version__},
-        **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
-    }
-    swept = meta["provenance"].get("settings", {}).get("context")
-    if swept is not None:  # a run of a context sweep: context joins the store's identity (and its tables' keys)
-        attrs["context"] = swept
+    attrs = _store_attrs(meta, data, rules, model, checkpoint, split, settings, device)
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
     options = StoreOptions.from_settings(settings)
     chunks = {spec.name: sample_chunk(spec, len(examples), itemsize=options.itemsize) for spec in specs}
@@ -153,6 +141,25 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         background.shutdown(wait=True, cancel_futures=True)
     log(f"done: {path} in {time.perf_counter() - started:.1f}s")
     return path
+
+
+def _store_attrs(meta: dict[str, Any], data: PreparedDataset, rules, model, checkpoint: str | Path, split: np.ndarray,
+                 settings: dict[str, Any], device) -> dict[str, Any]:
+    """The store's root attributes: the model, data and checkpoint it was dumped from, and the run's provenance."""
+    attrs = {
+        "family": meta["family"], "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
+        "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
+        "loss_function": rules.loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
+        "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
+        "provenance": {**provenance(settings, settings["seed"]), **device_record(device), "zarr": zarr.__version__,
+                       "xarray": xr.__version__},
+        **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
+    }
+    swept = meta["provenance"].get("settings", {}).get("context")
+    if swept is not None:  # a run of a context sweep: context joins the store's identity (and its tables' keys)
+        attrs["context"] = swept
+    return attrs
 
 
 def _check_finite(captured, points: tuple[str, ...], out: Path, first: int) -> None:
