@@ -203,7 +203,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "per context: the lowest held-out loss level every width and seed reaches (the furthest common progress), "
           "held-out pool, the last insertion point, reduction sum_positions; other levels, points and reductions are "
           "secondary", (REGIME_DALIGN_VS_WIDTH.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
-          decided_by="p1-seeds",
+          decided_by="p1-regime",  # p1-seeds keeps two checkpoints, which reach no common held-out loss level
           quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT,
           looks=(Look("2026-12-01", 3, "holds False in every context (before the four words)", "p1-regime", "60dd39a"),)),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
