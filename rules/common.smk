@@ -70,8 +70,8 @@ PRETRAINED_STORE = artifacts.STORE.path(RESULTS, **PRETRAINED)
 PRETRAINED_STORE_FILE = PRETRAINED_STORE if TEMPORARY_STORES else f"{PRETRAINED_STORE}/{artifacts.STORE_ROOT_FILE}"
 PRETRAINED_STORE_OUTPUT = temp(directory(PRETRAINED_STORE)) if TEMPORARY_STORES else PRETRAINED_STORE_FILE
 # Rules that read a store run before any other ready job: a finished dump is estimated before the next
-# one starts, so a sweep with temporary_stores holds about one store per core instead of a backlog
-# (the P1 regime sweep held 7.7 GB of stores waiting for their estimates without it).
+# one starts, so a sweep with temporary_stores holds about one store per core instead of a backlog of
+# stores waiting for their estimates.
 STORE_READER_PRIORITY = 1
 
 

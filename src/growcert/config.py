@@ -51,7 +51,7 @@ def key_path(path: Any) -> str:
 
 
 # Keys that were renamed so that each name has one meaning (parent section, old name) -> new name: a config
-# that still uses an old name gets one line giving the new one. `checkpoints` meant three things.
+# that still uses an old name gets one line giving the new one (`checkpoints` alone would name three things).
 RENAMED_KEYS = {("train", "checkpoints"): "save_steps",  # the steps at which a run saves a checkpoint
                 ("intervene", "checkpoints"): "analyse", ("depth", "checkpoints"): "analyse",  # last | all
                 ("alignment", "misalignment_checkpoints"): "analyse_misalignment",  # last | all

@@ -321,6 +321,8 @@ MISALIGNMENT = StoreArtifact(f"{STATS_FOLDER}/misalignment", ".csv")
 DEPTH_VALUES = StoreArtifact(f"{STATS_FOLDER}/depth", ".csv")
 INTERVENTION_TABLE = StoreArtifact("interventions", ".csv")
 STORE_ROOT_FILE = "zarr.json"  # a store's root metadata, written last when the store moves into place
+RUN_METRICS_FILE = "metrics.json"  # a training run's metrics, written last: a run folder with it is a finished run
+GROWTH_TABLE_FILE = "growth.csv"  # a growth experiment's table, written last: the file the summary reads
 
 # A growth experiment's folder under grow/, and the wildcard pattern it matches
 GROW_EXPERIMENT = "{family}_{dataset}_w{width}_d{base_depth}"

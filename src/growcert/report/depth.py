@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 
 from growcert.files import read_csvs, write_csv
+from growcert.pipeline.artifacts import GROWTH_TABLE_FILE
 from growcert.report.claims import CLAIMS, GROWTH_FRACTION, ROW_COLUMNS, claim_row
 from growcert.report.families import judge_family
 from growcert.report.looks import as_first_form, look_level, with_note
@@ -316,7 +317,7 @@ def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table:
                      figure: str | Path) -> str:
     """`growcert summarize-growth`: the pooled growth table, the P3 claim rows (with the pooled depth table)
     and the growth figure."""
-    growth = read_csvs([Path(folder) / "growth.csv" for folder in runs])
+    growth = read_csvs([Path(folder) / GROWTH_TABLE_FILE for folder in runs])
     write_csv(growth, out_table)
     claims = depth_claims(pd.read_csv(depth_table), growth)
     write_csv(pd.DataFrame(claims, columns=ROW_COLUMNS), out_claims)

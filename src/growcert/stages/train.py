@@ -28,7 +28,7 @@ from growcert.data import PreparedDataset, load_prepared
 from growcert.files import write_text
 from growcert.models import build_model, check_run
 from growcert.models.checkpoint import save_checkpoint
-from growcert.pipeline.artifacts import CHECKPOINT_FILE
+from growcert.pipeline.artifacts import CHECKPOINT_FILE, RUN_METRICS_FILE
 from growcert.provenance import provenance
 from growcert.resume import Interrupted, ResumeFolder, termination_requests
 from growcert.runtime import device_record, torch_runtime
@@ -43,8 +43,8 @@ def train_model(settings: dict[str, Any], data: PreparedDataset | str | Path, ou
     settings = stage_settings("train", settings)
     check_run(settings)  # the family's rules on this run (width, depth, data kind, context)
     data = data if isinstance(data, PreparedDataset) else load_prepared(data)
-    # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, slowing
-    # steps ~2x without changing results (growcert.runtime)
+    # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, which slows
+    # steps without changing results (growcert.runtime)
     with torch_runtime(threads, seed=settings["seed"], flush_denormal=True, device=device,
                        allow_tf32=settings["train"]["precision"] == "bf16") as runtime:
         return _train(settings, data, Path(out_dir), log, runtime.device)
@@ -125,7 +125,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         "checkpoints": {str(step): CHECKPOINT_FILE.format(step=step) for step in checkpoints},
         "history": history, "provenance": record,
     }
-    write_text(out_dir / "metrics.json", json.dumps(metrics, indent=1))
+    write_text(out_dir / RUN_METRICS_FILE, json.dumps(metrics, indent=1))
     resume.clear()
     log(f"done in {seconds:.1f}s ({metrics['seconds_per_step'] * 1000:.1f} ms/step)")
     return metrics

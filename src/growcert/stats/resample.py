@@ -64,8 +64,8 @@ DEFAULT_BATCH_BYTES = 64 * 2**20
 MAX_BATCH_REPLICATES = 1024
 DEFAULT_MAX_BYTES = 4 * 2**30  # the Gram matrix or the in-memory pools, whichever path
 GRAM, FEATURES = "gram", "features"
-# Rough costs in ns, measured on a 2-core AVX-512 machine (R = 10,000, M = K = 32, n = 512-2,000,
-# N = 1,024-4,096), only used to pick the cheaper path: a float64 multiply-add of the Gram product
+# Rough costs in ns of each path's inner operation (for R = 10,000, M = K = 32, n = 512-2,000, N = 1,024-4,096),
+# only used to pick the cheaper path, so only their ratios matter: a float64 multiply-add of the Gram product
 # (a syrk in the iid mode, half the products of a gemm); a random read of G by the compiled loop,
 # 1.0 ns while G fits in a core's cache (2 MiB) and 3.6 ns at 32 MiB, which 1.0 ns times
 # (size / 2 MiB)^0.46 follows; a float32 row element summed by the compiled loop.
