@@ -73,6 +73,7 @@ CASES = {
     "plot-training": ("--table {A} --out {O}/f.png", None, "{A}"),
     "report": ("--results {R} --out {O}/r.html", None, "{R}"),
     "advise": ("--model {C} --data {D} --out {O}", {}, "{C}"),
+    "advise-check": ("--model {C} --data {D} --out {O}", {}, "{C}"),
 }
 
 
@@ -118,7 +119,7 @@ def test_a_missing_input_file_is_one_line_naming_it_and_nothing_is_written(stage
 
 # The stages that run torch on the config's device (theory takes the option too and stays on the CPU).
 DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference",
-                 "advise"]
+                 "advise", "advise-check"]
 
 
 @pytest.mark.skipif(torch_sees_cuda(), reason="asserts the refusal on a machine without CUDA")

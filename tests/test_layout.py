@@ -166,6 +166,8 @@ def test_imports_follow_the_layers(path):
     stages = {module for module in used if module.startswith("growcert.stages.")}
     if name == "growcert.stages.advise":  # the one stage made of stages (dump, estimate-alignment, estimate-depth)
         assert {module.split(".")[2] for module in stages} <= {"alignment", "depth", "dump"}
+    elif name == "growcert.stages.advise_check":  # advise's decisions, then growth: made of the advise stage alone
+        assert {module.split(".")[2] for module in stages} <= {"advise"}
     elif layer(name) == "stages":
         assert {module for module in stages if not module.startswith(name)} == set(), "stages do not import stages"
     elif name != "growcert.cli":

@@ -261,6 +261,14 @@ def cmd_advise(args: argparse.Namespace) -> None:
                 threads=args.threads, device=args.device, progress=_progress(f"dumping {args.model}")))
 
 
+def cmd_advise_check(args: argparse.Namespace) -> None:
+    from growcert.stages.advise_check import advise_check
+
+    _log(advise_check(args.model, args.data, args.settings, args.out, examples=args.examples, threads=args.threads,
+                      device=args.device, progress=_progress(f"dumping {args.model}"),
+                      grow_progress=_progress(f"growing {args.model}")))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="growcert", description=__doc__.splitlines()[0])
     parser.set_defaults(settings_stage=None)
@@ -422,7 +430,7 @@ def _depth_commands(stages) -> None:
 
 
 def _advise_command(stages) -> None:
-    """advise: the growth decision for a user's own model."""
+    """advise, advise-check: the growth decision for a user's own model, and its check against growing."""
     advise = stages.add_parser("advise", help="should this model grow, and where? dump a sample, estimate every "
                                "point, decide (advice.csv, advice.md, figure)")
     advise.add_argument("--model", required=True, help="a growcert checkpoint step*.pt or a Hugging Face causal-LM folder")
@@ -435,6 +443,18 @@ def _advise_command(stages) -> None:
                         "(advise.growth_dims; default: alignment.reference_mk)")
     _torch_arguments(advise)
     advise.set_defaults(handler=cmd_advise)
+
+    check = stages.add_parser("advise-check", help="is advise right on this model? advise, then grow at every point "
+                              "for real and score each decision on held-out examples advise never saw")
+    check.add_argument("--model", required=True, help="a growcert checkpoint step*.pt")
+    check.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
+    check.add_argument("--out", required=True, help="folder for advise_check.csv, scorecard.csv, reliability.csv, "
+                       "reliability.png, claims.csv, provenance.json and advise's own advice/")
+    _settings_argument(check, "advise_check", "config key advise_check, as JSON or @file")
+    check.add_argument("--examples", type=int, default=None, help="advise's training and held-out examples each "
+                       "(advise.train_examples and test_examples)")
+    _torch_arguments(check)
+    check.set_defaults(handler=cmd_advise_check)
 
 
 def _report_commands(stages) -> None:

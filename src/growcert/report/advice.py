@@ -104,9 +104,14 @@ def _decide(row: pd.Series, plateau: bool, deepest: pd.Series, z: float, level: 
                   f"{1 - row['b_exact']:.0%} (P1's bound, for examples drawn like the held-out ones)."), math.nan
 
 
+def grow_candidates(table: pd.DataFrame) -> pd.DataFrame:
+    """The `grow here` rows, best first (largest scale-invariant value): the first is the point advise recommends."""
+    return table[table["decision"] == GROW].sort_values("scaled_value", ascending=False, kind="stable")
+
+
 def recommendation(table: pd.DataFrame, level: float) -> str:
     """The model-level line: the best `grow here` point and how sure it is, or "do not grow" and why."""
-    candidates = table[table["decision"] == GROW].sort_values("scaled_value", ascending=False)
+    candidates = grow_candidates(table)
     n = int(table["n"].max())
     if candidates.empty:
         counts = {word: int((table["decision"] == word).sum()) for word in DECISIONS if (table["decision"] == word).any()}

@@ -366,6 +366,21 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                       "control yet)", "p3-depth", "35bbfb4"),
                  Look("2026-12-04", 3, "unresolved (seeds 3-5 alone)", "p3-depth", "1a09b24"),
                  Look("2026-12-04", 6, "unresolved", "p3-depth", "5327c18"))),
+    Claim("advise_beats_first_order", "P1+P3", "advise's grow-here points beat always-growing at the largest "
+          "first-order value on held-out loss", "(growcert's own rule; no paper states it)",
+          "per checkpoint, the held-out gain (control minus grown loss, on held-out examples advise never saw) at "
+          "advise's recommended point (none: no growth, gain 0) minus the gain at the point of largest first-order "
+          "value (the TINY/GradMax rule, no certificate); per seed, the mean over its checkpoints; Student t over "
+          "seeds (verdicts.judge_samples)", "advise-check",
+          Effect("advise's held-out gain minus the largest first-order value's (nats per example)", None,
+                 direction=1, interval="Student t over per-seed paired differences",
+                 sesoi=0.001,
+                 sesoi_reason="a documented choice fixed before any scored run, no paper gives a number: one "
+                              "thousandth of a nat per example, the last digit the reference losses are reported "
+                              "to; a smaller edge would not change which model a person keeps"),
+          "variant new_block (only the inserted block trains, so the outcome is the growth P3's value measures), every "
+          "checkpoint of the reference run; variant whole is a secondary row",
+          references=("advise-check",), decided_by="advise-check"),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [

@@ -190,13 +190,22 @@ def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: s
     """Dump a sample of `model` on `data`, estimate every point and decide: writes advice.csv, advice.md, advice.png
     and provenance.json into `out`; returns the terminal summary (the table and the recommendation)."""
     inputs = advice_inputs(model, data, settings, examples, growth_dims)
-    quiet, level = (lambda _: None), inputs.depth["level"]
     with work_folder(out) as work:
-        store = dump_gradients(inputs.model, prepared_data(inputs, work), work / "store.zarr", inputs.dump,
-                               threads=threads, log=quiet, hf=inputs.hf, device=device, progress=progress)
-        table = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
-                                    estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
-                                    inputs.M, inputs.K, level, inputs.alignment["detect_threshold"])
-        line = advice.recommendation(table, level)
+        table, store = decide(inputs, prepared_data(inputs, work), work, threads=threads, device=device,
+                              progress=progress)
+        line = advice.recommendation(table, inputs.depth["level"])
         advice.write_advice(out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
     return f"{advice.terminal_table(table)}\n\n{line}\n-> {out}/advice.md"
+
+
+def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str = "cpu",
+           progress=lambda done, total: None):
+    """(advise's decision table, the store it was read from): the dump of `data` (as `prepared_data` gives it) into
+    `work`, estimate-alignment and estimate-depth on that store, and the rule of `growcert.report.advice`."""
+    quiet = lambda _: None  # noqa: E731 (the stages' log, unused here)
+    store = dump_gradients(inputs.model, data, work / "store.zarr", inputs.dump, threads=threads, log=quiet,
+                           hf=inputs.hf, device=device, progress=progress)
+    table = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
+                                estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
+                                inputs.M, inputs.K, inputs.depth["level"], inputs.alignment["detect_threshold"])
+    return table, store

@@ -1,0 +1,175 @@
+"""`growcert advise-check` scored: is advise's decision right, against actually growing? From the tidy table of
+`stages.advise_check` (one row per checkpoint × point × variant; one checkpoint's, or several concatenated), per
+variant (docs/science.md, "advise-check (is the advice right?)"):
+
+    precision   of "grow here": the share of its points where growing beat the control beyond the outcome's own
+                noise (outcome < −beat_z·se, `stats.growth_outcomes.beat`);
+    miss rate   of "no evidence" and of "saturated": the share of those points where growing would have beaten it;
+    gain        per checkpoint, the held-out gain (−outcome) at the point a rule picks: advise (its recommended
+                point, the first of `advice.grow_candidates`, or no growth, gain 0, when it has none), and the
+                baselines on the same points: largest_value (always grow at the largest first-order value, no
+                certificate: the TINY/GradMax rule), random (a point drawn from the seed and the checkpoint's
+                name), last (the last point);
+    regret      per checkpoint and rule, the best option's gain (not growing included) minus the rule's
+                (`stats.growth_outcomes.regret`);
+    reliability B_exact binned against the observed share of growths that made held-out loss worse.
+Every score is computed per training seed (that seed's checkpoints alone) and given a Student t interval over the
+per-seed scores (`stats.growth_outcomes.per_seed_interval`): clustered by seed, so points and examples of one
+training run are never independent replicates. One checkpoint gives one seed: the scores, no interval.
+
+The claim (`advise_beats_first_order`): per seed, the mean over its checkpoints of advise's gain minus largest_value's
+gain on the primary variant (PRIMARY_VARIANT), judged by `verdicts.judge_samples`.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from growcert.files import write_csv
+from growcert.report.advice import DECISIONS, GROW, grow_candidates
+from growcert.report.claims import CLAIMS, claim_row, write_rows
+from growcert.report.figures import save_figure
+from growcert.report.verdicts import judge_samples
+from growcert.stats.growth_outcomes import beat, per_seed_interval, regret, reliability
+
+COLUMNS = ["model", "family", "width", "depth", "train_seed", "step", "point", "point_index", "variant", "decision",
+           "value", "value_se", "value_lo", "scaled_value", "detectability", "b_exact", "outcome", "outcome_se",
+           "n_outcome", "grown_loss", "control", "control_loss", "steps", "lr", "batches", "control_batches"]
+RULES = ("advise", "largest_value", "random", "last")
+PRIMARY_VARIANT = "new_block"  # the growth P3's first-order value measures: the block's own step, the base as it was
+CLAIM = "advise_beats_first_order"
+SCORE_COLUMNS = ["variant", "score", "rule", "estimate", "low", "high", "level", "seeds", "points", "interval"]
+INTERVAL = "Student t over per-seed scores (clustered by training seed)"
+
+
+def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
+    """The position in `rows` (one checkpoint and variant, in point order) of the point `rule` grows at; None: no growth."""
+    if rule == "advise":
+        candidates = grow_candidates(rows.reset_index(drop=True))
+        return None if candidates.empty else int(candidates.index[0])
+    if rule == "largest_value":
+        return int(np.argmax(rows["value"].to_numpy(float)))
+    if rule == "random":
+        model = str(rows["model"].iloc[0])
+        return int(np.random.default_rng([seed, zlib.crc32(model.encode())]).integers(len(rows)))
+    if rule == "last":
+        return len(rows) - 1
+    raise ValueError(f"rule {rule!r}: one of {', '.join(RULES)}")
+
+
+def choices(table: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """One row per checkpoint × variant × rule: the point chosen (empty: no growth), its gain, the regret."""
+    rows = []
+    for (model, variant), part in table.groupby(["model", "variant"], sort=False):
+        part = part.sort_values("point_index")
+        gains = -part["outcome"].to_numpy(float)
+        for rule in RULES:
+            chosen = pick(part, rule, seed)
+            rows.append({"model": model, "variant": variant, "train_seed": part["train_seed"].iloc[0], "rule": rule,
+                         "point": "" if chosen is None else part["point"].iloc[chosen],
+                         "gain": 0.0 if chosen is None else gains[chosen],
+                         "beat": bool(chosen is not None and part["beat"].iloc[chosen]),
+                         "regret": regret(gains, chosen)})
+    return pd.DataFrame(rows)
+
+
+def _score_row(variant: str, score: str, rule: str, per_seed: pd.Series, points: int, level: float) -> dict:
+    estimate, low, high, seeds = per_seed_interval(per_seed.to_numpy(float), level)
+    return {"variant": variant, "score": score, "rule": rule, "estimate": estimate, "low": low, "high": high,
+            "level": level, "seeds": seeds, "points": points, "interval": INTERVAL}
+
+
+def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
+    """Precision, miss rates, and every rule's gain, regret and share of picks that beat the control, per variant."""
+    table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
+    picked = choices(table, settings["seed"])
+    level, rows = settings["level"], []
+    for variant, part in table.groupby("variant", sort=False):
+        for word in DECISIONS:
+            words = part[part["decision"] == word]
+            share = words.groupby("train_seed")["beat"].mean().reindex(part["train_seed"].unique())
+            rows.append(_score_row(variant, "precision" if word == GROW else "miss rate", word, share, len(words), level))
+        mine = picked[picked["variant"] == variant]
+        for rule in RULES:
+            theirs = mine[mine["rule"] == rule]
+            per_seed = theirs.groupby("train_seed")
+            grown = theirs[theirs["point"] != ""]
+            rows += [_score_row(variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
+                     _score_row(variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
+                     _score_row(variant, "share of picks that beat the control", rule,
+                                grown.groupby("train_seed")["beat"].mean(), len(grown), level)]
+    return pd.DataFrame(rows, columns=SCORE_COLUMNS)
+
+
+def reliability_table(table: pd.DataFrame, bins: int) -> pd.DataFrame:
+    """Per variant and B_exact bin: the growths, their mean B_exact, the observed share that made held-out loss worse."""
+    return pd.DataFrame([{"variant": variant, **row} for variant, part in table.groupby("variant", sort=False)
+                         for row in reliability(part["b_exact"], part["outcome"] > 0, bins)])
+
+
+def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str) -> list[dict]:
+    """The claim's primary row (PRIMARY_VARIANT) and a secondary row per other variant: per seed, mean over its
+    checkpoints of advise's gain minus largest_value's."""
+    table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
+    picked = choices(table, settings["seed"])
+    rows = []
+    for variant in table["variant"].unique():
+        mine = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
+                                                                values="gain").reset_index()
+        per_seed = (mine["advise"] - mine["largest_value"]).groupby(mine["train_seed"]).mean()
+        judgement = judge_samples(CLAIMS[CLAIM].effect, per_seed.to_numpy(float), settings["level"])
+        rows.append(claim_row(CLAIM, judgement, this_run, f"variant {variant}; {len(mine)} checkpoints",
+                              scope=f"variant {variant}", role="primary" if variant == PRIMARY_VARIANT else "secondary"))
+    return rows
+
+
+def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
+    """Observed share of growths that made held-out loss worse against mean B_exact per bin, per variant."""
+    figure, axis = plt.subplots(figsize=(4.8, 4.2))
+    axis.plot([0, 1], [0, 1], color="black", lw=0.8, ls="--", label="share = B_exact")
+    for variant, part in reliable.dropna(subset=["share_worse"]).groupby("variant", sort=False):
+        axis.plot(part["mean_b_exact"], part["share_worse"], marker="o", label=variant)
+        for _, row in part.iterrows():
+            axis.annotate(f"{int(row['growths'])}", (row["mean_b_exact"], row["share_worse"]), fontsize=7,
+                          textcoords="offset points", xytext=(3, 3))
+    axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="B_exact (bin mean)", ylabel="share of growths that made loss worse",
+             title="reliability of B_exact (labels: growths per bin)")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
+                 this_run: str = "advise-check") -> dict[str, Path]:
+    """reliability.png, scorecard.csv, reliability.csv, claims.csv, and advise_check.csv last (the table the scores
+    come from: a folder holding it is complete)."""
+    out = Path(out)
+    paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
+             "reliability": out / "reliability.csv", "claims": out / "claims.csv", "table": out / "advise_check.csv"}
+    reliable = reliability_table(table, settings["bins"])
+    plot_reliability(reliable, paths["figure"])
+    write_csv(scorecard(table, settings), paths["scorecard"])
+    write_csv(reliable, paths["reliability"])
+    write_rows(claim_judgement_rows(table, settings, this_run), claims=paths["claims"])
+    write_csv(table, paths["table"])
+    return paths
+
+
+def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
+    """Per point and variant: advise's decision and the outcome; then precision and each rule's regret."""
+    shown = table.assign(outcome=[f"{o:+.4f} ± {s:.4f}" for o, s in zip(table["outcome"], table["outcome_se"])])
+    card = scorecard(table, settings)
+    lines = [shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False), ""]
+    for _, row in card[card["score"].isin(["precision", "regret"])].iterrows():
+        if row["points"] and not math.isnan(row["estimate"]):
+            lines.append(f"{row['variant']}: {row['score']} of {row['rule']} = {row['estimate']:.3g} "
+                         f"({row['points']} points, {row['seeds']} seed{'s' if row['seeds'] != 1 else ''})")
+    return "\n".join(lines)
