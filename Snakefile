@@ -25,6 +25,7 @@ include: "rules/depth.smk"
 include: "rules/poprisk.smk"
 include: "rules/report.smk"
 include: "rules/advise.smk"
+include: "rules/advise_check.smk"
 
 
 rule all:

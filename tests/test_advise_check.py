@@ -160,3 +160,48 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_written(case, llama, prepare
     assert len(lines) == 1 and lines[0].startswith("growcert advise-check: error: ") and named in lines[0], lines
     assert not out.exists()
 
+
+
+def test_tables_of_many_checkpoints_pool_into_scores_over_seeds(checked, tmp_path, capsys):
+    """The one checkpoint's table as two seeds' (the second's outcomes shifted): the pooled scorecard's gains are
+    the two seeds' mean with a t interval; a table that is not advise-check's is one line, exit 2."""
+    table = pd.read_csv(checked / "advise_check.csv")
+    other = table.assign(model="other.pt", train_seed=table["train_seed"] + 1, outcome=table["outcome"] - 0.01)
+    paths = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    table.to_csv(paths[0], index=False)
+    other.to_csv(paths[1], index=False)
+    assert main(["summarize-advise-check", *map(str, paths), "--out", str(tmp_path / "pooled")]) == 0
+    card = pd.read_csv(tmp_path / "pooled" / "scorecard.csv").set_index(["variant", "score", "rule"])
+    single = advice_check.scorecard(table, stage_settings("advise_check")).set_index(["variant", "score", "rule"])
+    last = card.loc[("new_block", "gain", "last")]
+    assert last["seeds"] == 2 and last["estimate"] == pytest.approx(single.loc[("new_block", "gain", "last"),
+                                                                              "estimate"] + 0.005)
+    assert last["low"] < last["estimate"] < last["high"]
+    assert len(pd.read_csv(tmp_path / "pooled" / "claims.csv")) == 2
+    capsys.readouterr()
+    (tmp_path / "wrong.csv").write_text("a,b\n1,2\n")
+    assert main(["summarize-advise-check", str(tmp_path / "wrong.csv"), "--out", str(tmp_path / "no")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "not an advise-check table" in lines[0] and not (tmp_path / "no").exists()
+
+
+def test_the_snakemake_target_plans_one_advise_check_per_checkpoint_and_one_summary(tmp_path, planned_jobs):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "summarize_advise_check", "--configfile",
+                             "configs/ci.yaml", "--config", f"results={tmp_path / 'results'}"],
+                            cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import yaml
+
+    from growcert.pipeline.plan import Plan, validate_config
+
+    config = yaml.safe_load((root / "configs/ci.yaml").read_text())
+    checkpoints = len(Plan(validate_config({**config, "results": str(tmp_path / "results")})).advise_check_tables())
+    assert planned_jobs(result.stdout)["advise_check"] == checkpoints > 1
+    assert planned_jobs(result.stdout)["summarize_advise_check"] == 1
+    commands = [line for line in result.stdout.splitlines() if "growcert advise-check --model" in line]
+    assert len(commands) == checkpoints and all(".pt --data" in line for line in commands)

@@ -74,6 +74,7 @@ CASES = {
     "report": ("--results {R} --out {O}/r.html", None, "{R}"),
     "advise": ("--model {C} --data {D} --out {O}", {}, "{C}"),
     "advise-check": ("--model {C} --data {D} --out {O}", {}, "{C}"),
+    "summarize-advise-check": ("{A} --out {O}", {}, "{A}"),
 }
 
 

@@ -255,18 +255,21 @@ def _progress(label: str):
 
 
 def cmd_advise(args: argparse.Namespace) -> None:
-    from growcert.stages.advise import advise
+    """advise, advise-check and summarize-advise-check: one handler, the command is args.stage."""
+    if args.stage == "summarize-advise-check":
+        from growcert.report.advice_check import summarize
 
-    _log(advise(args.model, args.data, args.settings, args.out, examples=args.examples, growth_dims=args.growth_dims,
-                threads=args.threads, device=args.device, progress=_progress(f"dumping {args.model}")))
+        return _log(summarize(args.tables, args.settings, args.out))
+    common = {"examples": args.examples, "threads": args.threads, "device": args.device,
+              "progress": _progress(f"dumping {args.model}")}
+    if args.stage == "advise":
+        from growcert.stages.advise import advise
 
-
-def cmd_advise_check(args: argparse.Namespace) -> None:
+        return _log(advise(args.model, args.data, args.settings, args.out, growth_dims=args.growth_dims, **common))
     from growcert.stages.advise_check import advise_check
 
-    _log(advise_check(args.model, args.data, args.settings, args.out, examples=args.examples, threads=args.threads,
-                      device=args.device, progress=_progress(f"dumping {args.model}"),
-                      grow_progress=_progress(f"growing {args.model}")))
+    _log(advise_check(args.model, args.data, args.settings, args.out, grow_progress=_progress(f"growing {args.model}"),
+                      **common))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -429,32 +432,34 @@ def _depth_commands(stages) -> None:
     growth_summary.set_defaults(handler=cmd_summarize_growth)
 
 
+def _user_model_arguments(parser: argparse.ArgumentParser, stage: str, model_help: str, out_help: str) -> None:
+    """--model, --data, --out, --settings, --examples and the torch arguments of a command on a user's own model."""
+    parser.add_argument("--model", required=True, help=model_help)
+    parser.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
+    parser.add_argument("--out", required=True, help=out_help)
+    _settings_argument(parser, stage, f"config key {stage}, as JSON or @file")
+    parser.add_argument("--examples", type=int, default=None, help="advise.train_examples and test_examples, both")
+    _torch_arguments(parser)
+    parser.set_defaults(handler=cmd_advise)
+
+
 def _advise_command(stages) -> None:
-    """advise, advise-check: the growth decision for a user's own model, and its check against growing."""
+    """advise, advise-check, summarize-advise-check: the growth decision for a user's own model, and its check."""
     advise = stages.add_parser("advise", help="should this model grow, and where? dump a sample, estimate every "
                                "point, decide (advice.csv, advice.md, figure)")
-    advise.add_argument("--model", required=True, help="a growcert checkpoint step*.pt or a Hugging Face causal-LM folder")
-    advise.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
-    advise.add_argument("--out", required=True, help="folder for advice.csv, advice.md, advice.png, provenance.json")
-    _settings_argument(advise, "advise", "config key advise, as JSON or @file")
-    advise.add_argument("--examples", type=int, default=None, help="training and held-out examples each "
-                        "(advise.train_examples and test_examples)")
+    _user_model_arguments(advise, "advise", "a growcert checkpoint step*.pt or a Hugging Face causal-LM folder",
+                          "folder for advice.csv, advice.md, advice.png, provenance.json")
     advise.add_argument("--growth-dims", type=int, default=None, help="M new directions of the certificates "
                         "(advise.growth_dims; default: alignment.reference_mk)")
-    _torch_arguments(advise)
-    advise.set_defaults(handler=cmd_advise)
 
-    check = stages.add_parser("advise-check", help="is advise right on this model? advise, then grow at every point "
-                              "for real and score each decision on held-out examples advise never saw")
-    check.add_argument("--model", required=True, help="a growcert checkpoint step*.pt")
-    check.add_argument("--data", required=True, help="a prepared dataset folder, or a text file for a language model")
-    check.add_argument("--out", required=True, help="folder for advise_check.csv, scorecard.csv, reliability.csv, "
-                       "reliability.png, claims.csv, provenance.json and advise's own advice/")
-    _settings_argument(check, "advise_check", "config key advise_check, as JSON or @file")
-    check.add_argument("--examples", type=int, default=None, help="advise's training and held-out examples each "
-                       "(advise.train_examples and test_examples)")
-    _torch_arguments(check)
-    check.set_defaults(handler=cmd_advise_check)
+    check = stages.add_parser("advise-check", help="is advise right here? grow at every point for real, score it")
+    _user_model_arguments(check, "advise_check", "a growcert checkpoint step*.pt", "folder for its tables and figure")
+
+    pooled = stages.add_parser("summarize-advise-check", help="pool advise-check tables: scores over seeds, claim")
+    pooled.add_argument("tables", nargs="+", help="advise_check.csv of each checkpoint")
+    _settings_argument(pooled, "advise_check", "config key advise_check, as JSON or @file (beat_z, bins, level, seed)")
+    pooled.add_argument("--out", required=True, help="folder for the scores and the pooled advise_check.csv")
+    pooled.set_defaults(handler=cmd_advise)
 
 
 def _report_commands(stages) -> None:

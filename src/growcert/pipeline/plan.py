@@ -199,6 +199,12 @@ class Plan:
         return [artifact.path(self.results, **run_wildcards(run), step=step)
                 for run, step in stores + self.pretrained_stores()]
 
+    def advise_check_tables(self) -> list[str]:
+        """advise-check's table of every checkpoint of every trained run (growcert checkpoints only: a pretrained
+        model is not grown)."""
+        return [artifacts.ADVISE_CHECK_TABLE.path(self.results, **run_wildcards(run), step=step)
+                for run in self.runs() for step in self.analysed_steps(run, "all")]
+
     def run_folders(self) -> list[str]:
         return [artifacts.run_folder(self.results, **run_wildcards(run)) for run in self.runs()]
 

@@ -32,7 +32,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from growcert.files import write_csv
+from growcert.errors import ConfigError
+from growcert.files import read_csvs, write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
@@ -163,13 +164,35 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     return paths
 
 
+def score_lines(table: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
+    """Precision of "grow here" and each rule's regret, one line each, per variant."""
+    card = scorecard(table, settings)
+    lines = []
+    for _, row in card[card["score"].isin(["precision", "regret"])].iterrows():
+        if row["points"] and not math.isnan(row["estimate"]):
+            interval = "" if math.isnan(row["low"]) else f" [{row['low']:.3g}, {row['high']:.3g}]"
+            counted = "points" if row["score"] == "precision" else "checkpoints"
+            lines.append(f"{row['variant']}: {row['score']} of {row['rule']} = {row['estimate']:.3g}{interval} "
+                         f"({row['points']} {counted}, {row['seeds']} seed{'s' if row['seeds'] != 1 else ''})")
+    return lines
+
+
 def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
     """Per point and variant: advise's decision and the outcome; then precision and each rule's regret."""
     shown = table.assign(outcome=[f"{o:+.4f} ± {s:.4f}" for o, s in zip(table["outcome"], table["outcome_se"])])
-    card = scorecard(table, settings)
-    lines = [shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False), ""]
-    for _, row in card[card["score"].isin(["precision", "regret"])].iterrows():
-        if row["points"] and not math.isnan(row["estimate"]):
-            lines.append(f"{row['variant']}: {row['score']} of {row['rule']} = {row['estimate']:.3g} "
-                         f"({row['points']} points, {row['seeds']} seed{'s' if row['seeds'] != 1 else ''})")
-    return "\n".join(lines)
+    return "\n".join([shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False),
+                      "", *score_lines(table, settings)])
+
+
+def summarize(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
+    """The advise-check tables of many checkpoints pooled into one folder's scores (write_scores); returns the
+    score lines. A table without the stage's columns is refused, naming it."""
+    for path in tables:
+        missing = [column for column in COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
+        if missing:
+            raise ConfigError(f"{path}: not an advise-check table (no column {missing[0]!r})")
+    table = read_csvs(tables)
+    paths = write_scores(out, table, settings)
+    checkpoints = table["model"].nunique()
+    return "\n".join([f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
+                      *score_lines(table, settings), f"-> {paths['scorecard']}"])

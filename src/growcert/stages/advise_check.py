@@ -175,9 +175,9 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
     checked = checked_table(table, grown, about, settings)
     line = advice.recommendation(table, inputs.depth["level"])
     advice.write_advice(out / "advice", table, line, about, provenance(inputs.advise, inputs.dump["seed"]))
-    paths = scores.write_scores(out, checked, settings)
     write_text(out / "provenance.json", json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
                                                    indent=1, default=str))
+    paths = scores.write_scores(out, checked, settings)  # advise_check.csv last: the file a rule waits for
     return f"{scores.terminal_summary(checked, settings)}\n\nadvise: {line}\n-> {paths['table']}"
 
 
