@@ -146,14 +146,24 @@ def test_the_scores_by_hand():
     assert rows[0]["estimate"] == pytest.approx(((-1 - 1) + (0 - (-0.1))) / 2) and rows[0]["seeds"] == 2
 
 
-@pytest.mark.parametrize("case", ["missing model", "data of the wrong kind", "a bad setting"])
+@pytest.mark.parametrize("case", ["missing model", "data of the wrong kind", "a bad setting", "a Hugging Face model",
+                                  "no held-out rows left beside advise's"])
 def test_a_bad_input_is_one_line_exit_2_and_nothing_written(case, llama, prepared, tmp_path, capsys):
     checkpoint, data = llama
+    if case == "a Hugging Face model":
+        from test_hf import save_tiny
+
+        checkpoint = save_tiny(tmp_path / "tiny-neox", "gpt_neox", width=16, depth=2)
+        capsys.readouterr()
     argv = {"missing model": ["--model", str(tmp_path / "missing.pt"), "--data", str(data)],
             "data of the wrong kind": ["--model", str(checkpoint), "--data", str(prepared("digits").folder)],
-            "a bad setting": ["--model", str(checkpoint), "--data", str(data), "--settings", '{"steps": 0}']}[case]
+            "a bad setting": ["--model", str(checkpoint), "--data", str(data), "--settings", '{"steps": 0}'],
+            "a Hugging Face model": ["--model", str(checkpoint), "--data", str(data)],
+            "no held-out rows left beside advise's": ["--model", str(checkpoint), "--data", str(data), "--examples",
+                                                      "10000000"]}[case]
     named = {"missing model": "missing.pt", "data of the wrong kind": str(prepared("digits").folder),
-             "a bad setting": "steps"}[case]
+             "a bad setting": "steps", "a Hugging Face model": "--model", "no held-out rows left beside advise's":
+             "held-out examples remain"}[case]
     out = tmp_path / "fresh"
     assert main(["advise-check", *argv, "--out", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

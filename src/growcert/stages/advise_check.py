@@ -155,10 +155,10 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
                  progress=lambda done, total: None, grow_progress=lambda done, total: None) -> str:
     """advise on `model`, then every point grown for real (see the module docstring); returns the terminal summary."""
     settings = stage_settings("advise_check", settings)
-    inputs = advice_inputs(model, data, settings["advise"], examples)
-    if inputs.hf is not None:
-        raise CheckpointError(f"--model {inputs.model}: a Hugging Face folder; advise-check grows growcert "
+    if Path(model).is_dir():
+        raise CheckpointError(f"--model {model}: a folder (a Hugging Face model?); advise-check grows growcert "
                               "checkpoints (step*.pt) only (`growcert advise` reads both)")
+    inputs = advice_inputs(model, data, settings["advise"], examples)
     out = Path(out)
     with work_folder(out) as work:
         prepared = prepared_data(inputs, work)
