@@ -9,13 +9,13 @@ times the readers every stage goes through:
     alignment  `estimate_alignment` with the schema's settings (q through dask, both reductions, both pools)
     inspect    `describe_store` with the per-split q summaries (`growcert inspect`)
 
-"before" is the code of git revision `--before` (default main: format version 1, the per-sample variables as
-data variables chunked like q), exported with `git archive` and imported in a child process; "after" is this
+"before" is the code of git revision `--before` (default ec00dca, the last with format version 1: the
+per-sample variables as data variables chunked like q), exported with `git archive` and imported in a child process; "after" is this
 checkout's src/ (version 2: coordinates of `sample`, one chunk each). The sides alternate for `--rounds`
 rounds, each reader's best time per side is kept (drift on a shared machine hits both alike), and the table
 shows both and after/before.
 
-    PYTHONPATH=$PWD/src .venv/bin/python benchmarks/store_read.py [--before main] [--examples 1024] [--rounds 3]
+    PYTHONPATH=$PWD/src .venv/bin/python benchmarks/store_read.py [--before ec00dca] [--examples 1024] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def run_side(source: Path, examples: int, repeats: int, folder: Path) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="main", help="git revision of the previous format's code")
+    parser.add_argument("--before", default="ec00dca", help="git revision of the previous format's code")
     parser.add_argument("--examples", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3, help="before/after alternations")
     parser.add_argument("--repeats", type=int, default=3, help="timed reads per reader and round")
