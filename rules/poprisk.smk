@@ -57,7 +57,7 @@ rule p2_experiment:
     resources:
         mem_mb=per_attempt(4000),
         runtime=per_attempt(120),
-        gpu=GPUS,
+        gpu=PLAN.aggregate_gpus(GPUS),
     conda:
         CONDA_ENV
     shell:

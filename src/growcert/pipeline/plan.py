@@ -301,6 +301,10 @@ class Plan:
         return json.dumps(module.unit_settings(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed)),
                           sort_keys=True)
 
+    def aggregate_gpus(self, gpus: int) -> Callable[[Any], int]:
+        """A task rule's `gpu` resource: none where it gathers units (they train), `gpus` otherwise."""
+        return lambda wildcards: 0 if has_units(task(wildcards.task)) else gpus
+
     def aggregate_threads(self, wildcards: Any) -> int:
         """A task rule's threads: 1 where it gathers units (the units train), config threads.<task> otherwise."""
         return 1 if has_units(task(wildcards.task)) else self.task_threads(wildcards)
