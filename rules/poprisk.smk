@@ -1,7 +1,10 @@
 # One unit of a P2 task that has units (growcert.experiments.units): one optimizer arm at one seed, its own job
 # and folder. A killed unit resumes from the resume state in its folder (.resume, not an output, so a failed
-# job keeps it) when Snakemake runs it again.
+# job keeps it) when Snakemake runs it again. Its inputs: the units it reads (grokking.cap paired: a gate
+# reading's AdamW unit at its seed), none otherwise.
 rule p2_unit:
+    input:
+        units=PLAN.unit_inputs,
     output:
         curves=artifacts.unit_table(RESULTS, "{task}", "curves"),
         summary=artifacts.unit_table(RESULTS, "{task}", "summary"),
@@ -25,7 +28,7 @@ rule p2_unit:
         CONDA_ENV
     shell:
         "growcert {wildcards.task} --settings {params.settings:q} --arm {wildcards.arm} --seed {wildcards.seed} "
-        "--out {params.out_dir} --threads {threads} --device {params.device} > {log} 2>&1"
+        "--unit-inputs {input.units} --out {params.out_dir} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
 # The self-contained P2 experiments of the growcert.experiments registry: each trains its own small models from

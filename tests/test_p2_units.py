@@ -146,3 +146,95 @@ def test_the_plan_makes_one_unit_job_per_arm_and_seed_and_the_task_job_gathers_t
     assert {key: value for key, value in unit.items() if key not in ("seeds", "only_arms")} == {
         key: value for key, value in stage_settings("grokking", config["grokking"]).items()
         if key not in ("seeds", "only_arms")}
+
+
+# ------------------------------------------------------------------ paired caps (grokking.cap: paired)
+
+PAIRED = {**GROKKING, "seeds": [0], "cap": "paired"}
+READING = "poprisk-update-microbatch-wd0.1"
+
+
+def test_a_paired_reading_stops_at_its_seeds_adamw_step_with_the_rows_of_the_fixed_run_up_to_it(tmp_path):
+    """The reading's job reads its seed's AdamW unit summary and runs to that step: its rows are the fixed-cap
+    run's up to there, bit for bit (stopping changes none of the steps before it); AdamW censored there: the cap."""
+    fixed = tmp_path / "fixed"
+    assert cli.main(["grokking", "--settings", json.dumps({**GROKKING, "seeds": [0]}), "--arm", READING,
+                     "--seed", "0", "--out", str(fixed)]) == 0
+    for adamw_step, stopped in ((20, 20), (None, GROKKING["steps"])):
+        baseline = tmp_path / f"adamw{adamw_step}" / "summary.csv"
+        baseline.parent.mkdir()
+        pd.DataFrame([{"optimizer": "AdamW wd=0.1", "weight_decay": 0.1, "seed": 0, "memorised_step": None,
+                       "step_95": adamw_step, "step_99": None, "final_test_acc": 0.9, "seconds": 1.0}]).to_csv(
+            baseline, index=False)
+        out = tmp_path / f"paired{adamw_step}"
+        assert cli.main(["grokking", "--settings", json.dumps(PAIRED), "--arm", READING, "--seed", "0",
+                         "--unit-inputs", str(baseline), "--out", str(out)]) == 0
+        curves, whole = read(out, "curves"), read(fixed, "curves")
+        assert curves["step"].max() == stopped
+        pd.testing.assert_frame_equal(curves, whole[whole["step"] <= stopped], check_exact=True)
+        recorded = json.loads((out / "provenance.json").read_text())
+        assert recorded.get("paired_cap") == (adamw_step if adamw_step else None)
+
+
+def test_a_paired_run_in_one_process_caps_each_reading_at_its_seeds_adamw_unit(tmp_path):
+    from growcert.experiments.grokking import run_grokking
+
+    tables = run_grokking({**PAIRED, "seeds": [0, 3]}, tmp_path, log=quiet, threads=1)
+    units = json.loads((tmp_path / "provenance.json").read_text())["units"]
+    summary = tables["summary"].set_index(["optimizer", "seed"])
+    for unit in units:
+        arm, seed = unit["folder"].split("/")[1], int(unit["folder"].split("seed")[-1])
+        if arm == READING:  # AdamW never reaches 95 % here: the reading runs to the cap
+            assert "paired_cap" not in unit and pd.isna(summary.loc[("AdamW wd=0.1", seed), "step_95"])
+    assert task("grokking").unit_inputs(PAIRED, READING, 0) == [("AdamW_wd_0.1", 0)]
+    assert task("grokking").unit_inputs(PAIRED, "AdamW_wd_0.1", 0) == []
+    assert task("grokking").unit_inputs({**PAIRED, "cap": "fixed"}, READING, 0) == []
+
+
+def test_a_reading_censored_at_its_paired_cap_is_bounded_there_not_at_the_cap():
+    """Baseline reached 95 % at 1,000 (known to the evaluation interval 100), the reading did not by then: its
+    speed-up lies in (0, 1000/1000], not (0, 1000/cap] as a run stopped at the cap would say."""
+    import math
+
+    import numpy as np
+
+    from growcert.stats.seeds import step_bounds
+
+    fixed = step_bounds([1000.0, 2000.0], [math.nan, 500.0], 8000, 100)
+    paired = step_bounds([1000.0, 2000.0], [math.nan, 500.0], 8000, 100, variant_cap=[1000.0, 8000.0])
+    assert paired.upper[0] == pytest.approx(0.0) and fixed.upper[0] == pytest.approx(math.log(1000 / 8000))
+    assert paired.lower[0] == fixed.lower[0] == -math.inf
+    np.testing.assert_array_equal(paired.upper[1:], fixed.upper[1:])  # a reading that reached it: unchanged
+
+
+def test_paired_claims_read_a_censored_reading_up_to_its_seeds_adamw_step():
+    from growcert.experiments.grokking_report import grokking_claims
+
+    seeds = range(8)
+    rows = [{"optimizer": "AdamW wd=0.1", "weight_decay": 0.1, "seed": seed, "step_95": 1000 + 100 * seed}
+            for seed in seeds]
+    rows += [{"optimizer": READING, "weight_decay": 0.1, "seed": seed, "step_95": None} for seed in seeds]
+    table = pd.DataFrame(rows)
+    settings = {**GROKKING, "steps": 8000, "eval_every": 100}
+    fixed, paired = (grokking_claims(table, {**settings, "cap": cap})[0] for cap in ("fixed", "paired"))
+    assert paired["high"] == pytest.approx(1.0)  # the readings' upper bounds: B_s / B_s
+    assert fixed["high"] < 0.25  # the cap read as each reading's censoring point: at most 1,700 / 8,000
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({**PAIRED, "cap": "sometimes"}, "config key 'grokking.cap': 'sometimes' is not one of ['fixed', 'paired']"),
+])
+def test_a_bad_paired_setting_is_one_line_naming_the_key_and_exit_2(settings, message, tmp_path, capsys):
+    status = cli.main(["grokking", "--settings", json.dumps(settings), "--out", str(tmp_path / "out"), "--figure",
+                       str(tmp_path / "f.png"), "--claims", str(tmp_path / "c.csv"), "--table", str(tmp_path / "t.csv")])
+    error = capsys.readouterr().err
+    assert status == 2 and message in error and error.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_paired_reading_without_its_adamw_summary_is_one_line_and_exit_2(tmp_path, capsys):
+    status = cli.main(["grokking", "--settings", json.dumps(PAIRED), "--arm", READING, "--seed", "0",
+                       "--out", str(tmp_path / "out")])
+    assert status == 2 and capsys.readouterr().err == (
+        "growcert grokking: error: config key 'grokking.cap': paired needs the summary.csv of "
+        f"{READING}'s AdamW unit at its seed (--unit-inputs), got none\n")

@@ -197,7 +197,9 @@ def cmd_experiment(args: argparse.Namespace) -> None:
         if None in unit or getattr(args, "aggregate", False):
             raise ConfigError("--arm and --seed name one unit together (and without --aggregate)")
         check_unit(module, args.stage, args.settings, *unit)
-        module.run_unit(args.settings, Path(args.out), *unit, log=_log, threads=args.threads, device=args.device)
+        reads = {"inputs": [Path(path) for path in args.unit_inputs]} if hasattr(module, "unit_inputs") else {}
+        module.run_unit(args.settings, Path(args.out), *unit, log=_log, threads=args.threads, device=args.device,
+                        **reads)
         return
     missing = [f"--{name}" for name in ("figure", "claims", "table") if getattr(args, name) is None]
     if missing:
@@ -395,6 +397,8 @@ def _experiment_commands(stages) -> None:
             command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
                                  ".units) at --seed into --out; no figure, claims or table")
             command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
+            command.add_argument("--unit-inputs", nargs="*", default=[], help="the summary.csv of each unit this unit "
+                                 "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
             command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
                                  "its finished units (--out/units/ARM/seedSEED), then the figure, claims and table")
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")

@@ -243,6 +243,35 @@ def grokking_units(settings: dict[str, Any]) -> list[tuple[str, int]]:
     return [(unit_name(arm.name), seed) for seed in settings["seeds"] for arm in arms]
 
 
+def paired_baseline(settings: dict[str, Any], arm: Arm) -> Arm | None:
+    """With `cap: paired`, the AdamW arm whose step to 95 % caps gate reading `arm` (AdamW at the reading's decay,
+    which the config's checks require); None for fixed caps and for every other arm."""
+    if settings["cap"] != "paired" or arm.kind != "poprisk":
+        return None
+    return next(candidate for candidate in optimizer_arms(settings)
+                if candidate.kind == "adamw" and candidate.weight_decay == arm.weight_decay)
+
+
+def grokking_unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[tuple[str, int]]:
+    """The units unit (`arm`, `seed`) reads: with paired caps a gate reading reads its seed's AdamW unit."""
+    settings = grokking_unit_settings(settings, arm, seed)
+    (chosen,) = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
+    baseline = paired_baseline(settings, chosen)
+    return [] if baseline is None else [(unit_name(baseline.name), seed)]
+
+
+def paired_cap(settings: dict[str, Any], arm: Arm, inputs: list[Path] | None) -> int:
+    """The step arm `arm` runs to: grokking.steps, or with paired caps (a gate reading) its seed's AdamW step to
+    95 % from that AdamW unit's summary.csv (`inputs`), grokking.steps when AdamW is censored there."""
+    if paired_baseline(settings, arm) is None:
+        return settings["steps"]
+    if not inputs or not Path(inputs[0]).is_file():
+        raise ConfigError(f"config key 'grokking.cap': paired needs the summary.csv of {arm.name}'s AdamW unit at its "
+                          f"seed (--unit-inputs), got {inputs[0] if inputs else 'none'}")
+    baseline = pd.read_csv(inputs[0])["step_95"]
+    return int(baseline.iloc[0]) if baseline.notna().iloc[0] else settings["steps"]
+
+
 def grokking_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
     """The settings of unit (`arm`, `seed`) alone: one seed, one arm (`only_arms`, by its table name)."""
     settings = stage_settings("grokking", settings)
@@ -261,19 +290,23 @@ def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[s
 
 
 def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
-                      log: Callable[[str], None] = print, threads: int | None = None,
-                      device: str = "cpu") -> dict[str, Any]:
+                      log: Callable[[str], None] = print, threads: int | None = None, device: str = "cpu",
+                      inputs: list[Path] | None = None) -> dict[str, Any]:
     """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves.csv, summary.csv and
-    provenance.json (with the device); resumable from the folder's resume state."""
+    provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
+    `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
+    AdamW unit)."""
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
     # ~2x slower steps after a few thousand of them, without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
-        return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device)
+        return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device,
+                         inputs)
 
 
 def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[[str], None],
-              device: torch.device) -> dict[str, Any]:
+              device: torch.device, inputs: list[Path] | None) -> dict[str, Any]:
     (arm,) = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
+    cap = paired_cap(settings, arm, inputs)
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
     check_arm_batch(arm, settings, min(settings["batch_size"] or len(train_index), len(train_index)), len(train_index))
@@ -283,14 +316,18 @@ def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[
     data = tuple(to_device(part, device) for part in
                  (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index]))
     log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
-        f"{arm.name} at seed {seed}, up to {settings['steps']} steps")
+        f"{arm.name} at seed {seed}, up to {cap} steps" + (" (its seed's AdamW step: paired caps)"
+                                                             if cap != settings["steps"] else ""))
     sizes = {}
-    resume = UnitResume(out_dir, settings, settings["resume_every"], log, path=unit_resume_folder(out_dir))
+    # the step it runs to is part of what a snapshot was made under (paired caps: read from AdamW's unit)
+    resume = UnitResume(out_dir, {**settings, "steps": cap}, settings["resume_every"], log,
+                        path=unit_resume_folder(out_dir))
 
     def train(arm: Arm, seed: int, prepared: tuple[nn.Module, dict], resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
         model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume, snapshot=snapshot)
+        return train_arm(arm, {**settings, "steps": cap}, seed, initial_state, model, data, log, resume=resume,
+                         snapshot=snapshot)
 
     def prepare(seed: int) -> tuple[nn.Module, dict]:
         model, initial_state = prepare_seed(settings, seed, device)
@@ -302,7 +339,7 @@ def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
                                                "summary": summary},
-                           **sizes, **device_record(device))
+                           **sizes, **device_record(device), **({"paired_cap": cap} if cap != settings["steps"] else {}))
     resume.folder.clear()
     return written
 

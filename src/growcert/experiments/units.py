@@ -10,6 +10,9 @@ A task with units (grokking, pinn) has, besides the protocol's four functions (`
                                             state and provenance are hashed with)
     run_unit(settings, out, arm, seed, **runtime)   train it: out/curves.csv, provenance.json, summary.csv
 
+and, for a unit that reads others (grokking's paired caps: a gate reading reads its seed's AdamW unit),
+`unit_inputs(settings, arm, seed) -> [(arm, seed)]`, whose summary.csv files `run_unit` gets as `inputs`.
+
 A unit rebuilds everything its arm shares with the other arms of its seed (the split, the initial weights,
 the batch order) from the seed, so a unit run alone is the unit run among the others, bit for bit. Its
 resume state is its folder's `.resume` (`resume.UnitResume`): a killed unit continues where it stopped.
@@ -82,11 +85,20 @@ def run_all_units(module: ModuleType, settings: dict[str, Any], out: str | Path,
         if finished(module, settings, folder, arm, seed):
             log(f"unit {arm} seed {seed}: finished in {folder}, kept")
             continue
-        module.run_unit(settings, Path(folder), arm, seed, log=log, **runtime)
+        reads = {"inputs": unit_inputs(module, settings, out, arm, seed)} if hasattr(module, "unit_inputs") else {}
+        module.run_unit(settings, Path(folder), arm, seed, log=log, **reads, **runtime)
     aggregate_units(module, settings, out)
     out = Path(out)
     return {**{name: pd.read_csv(out / f"{name}.csv") for name in UNIT_TABLES},
             "provenance": json.loads((out / "provenance.json").read_text())}
+
+
+def unit_inputs(module: ModuleType, settings: dict[str, Any], task_folder: str | Path, arm: str,
+                seed: int) -> list[Path]:
+    """The summary.csv files of the units that unit (`arm`, `seed`) reads, in task folder `task_folder` (none
+    for a task without `unit_inputs`); `units` orders a unit after those it reads."""
+    read = module.unit_inputs(settings, arm, seed) if hasattr(module, "unit_inputs") else []
+    return [Path(unit_folder(str(task_folder), *unit)) / "summary.csv" for unit in read]
 
 
 def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Path) -> list[str]:

@@ -291,6 +291,14 @@ class Plan:
         return [artifacts.unit_summary(self.results, wildcards.task, arm, seed)
                 for arm, seed in module.units(self.job_settings(wildcards.task))]
 
+    def unit_inputs(self, wildcards: Any) -> list[str]:
+        """The summaries of the units a p2_unit job's unit reads (grokking.cap paired: its seed's AdamW unit)."""
+        module = task(wildcards.task)
+        if not hasattr(module, "unit_inputs"):
+            return []
+        read = module.unit_inputs(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed))
+        return [artifacts.unit_summary(self.results, wildcards.task, arm, seed) for arm, seed in read]
+
     def aggregate_option(self, wildcards: Any) -> str:
         """`--aggregate` for a task with units (its job gathers them), nothing for one that runs whole."""
         return "--aggregate" if has_units(task(wildcards.task)) else ""

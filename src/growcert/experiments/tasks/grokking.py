@@ -23,6 +23,12 @@ def unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, An
     return grokking_unit_settings(settings, arm, seed)
 
 
+def unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[tuple[str, int]]:
+    from growcert.experiments.grokking import grokking_unit_inputs
+
+    return grokking_unit_inputs(settings, arm, seed)
+
+
 def run_unit(settings: dict[str, Any], out: Path, arm: str, seed: int, **runtime: Any) -> None:
     from growcert.experiments.grokking import run_grokking_unit
 
