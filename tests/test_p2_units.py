@@ -238,3 +238,27 @@ def test_a_paired_reading_without_its_adamw_summary_is_one_line_and_exit_2(tmp_p
     assert status == 2 and capsys.readouterr().err == (
         "growcert grokking: error: config key 'grokking.cap': paired needs the summary.csv of "
         f"{READING}'s AdamW unit at its seed (--unit-inputs), got none\n")
+
+
+# ------------------------------------------------------------------ the grokking reference runs as configs
+
+@pytest.mark.parametrize("name, units_folder, count", [("grokking-calibrated", "units", 72),
+                                                       ("grokking-calibration", "units-calibration", 18)])
+def test_a_reference_run_is_a_config_of_one_job_per_arm_and_seed_holding_its_committed_units(name, units_folder, count):
+    """configs/<name>.yaml plans one p2_unit job per arm x seed; every unit committed under
+    docs/reference-results/grokking-calibrated/ is one of them, in its folder, with the summary a unit writes."""
+    from growcert.experiments.grokking import SUMMARY_COLUMNS
+
+    merged = yaml.safe_load((ROOT / "config.yaml").read_text())
+    merged.update(yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text()))
+    config = validate_config(merged)
+    planned = Plan(config).task_units(types.SimpleNamespace(task="grokking"))
+    assert len(planned) == count
+    committed = sorted((ROOT / "docs" / "reference-results" / "grokking-calibrated" / units_folder).glob("*/seed*"))
+    assert committed
+    task_folder = artifacts.task_folder(config["results"], "grokking")
+    for folder in committed:
+        unit = artifacts.unit_folder(task_folder, folder.parent.name, folder.name.removeprefix("seed"))
+        assert f"{unit}/summary.csv" in planned
+        if (folder / "summary.csv").is_file():
+            assert pd.read_csv(folder / "summary.csv").columns.tolist() == SUMMARY_COLUMNS
