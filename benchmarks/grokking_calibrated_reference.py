@@ -18,7 +18,9 @@ Three phases, each its own command (all resumable: a job with a summary.csv is d
   initialisation (`grokking.model.init: pytorch`, N(0, 1) embeddings as in Power et al. and Grokfast), cap 40,000:
   does the paper's delay appear there?
 
-Each job (one regime, seed and arm) runs `run_grokking` in its own folder under <work>/runs-<phase>/..., and
+Each job (one regime, seed and arm) runs `run_grokking` in its own folder, the pipeline's unit layout
+(<work>/units/<arm>/seed<s>, the calibration's <work>/units-calibration/<arm>/seed<s>: configs/grokking-calibrated.yaml
+and configs/grokking-calibration.yaml run the same units through Snakemake; the nominal job <work>/runs-nominal/), and
 records its process CPU time in cpu_seconds.log (one line per session part: the CPU-hours of provenance are CPU
 time, not wall time). A part killed without warning (a session's end) leaves its CPU time so far in
 cpu_seconds.part, refreshed every HEARTBEAT_S seconds, which the next part folds into the log. CPU seconds per step
@@ -145,7 +147,7 @@ def unrecorded_parts(work: Path) -> int:
     """Session parts of the jobs under `work` that left no CPU record (killed before cpu_seconds.part existed): the
     parts log.txt shows ("grokking a/b mod" lines) beyond the lines of cpu_seconds.log."""
     missing = 0
-    for log in work.glob("runs-*/**/log.txt"):
+    for log in [*work.glob("runs-*/**/log.txt"), *work.glob("units*/**/log.txt")]:
         record = log.parent / "cpu_seconds.log"
         recorded = len(record.read_text().split()) if record.is_file() else 0
         missing += max(0, log.read_text().count("grokking a/b mod") - recorded)
@@ -247,6 +249,13 @@ def run_jobs(groups: dict[str, list[Job]], parallel: int, work: Path, stop_rule:
                 print(f"done: {running.pop(future).folder}", flush=True)
 
 
+def unit_folder(units: Path, arm: str, seed: int) -> Path:
+    """<units>/<the arm's unit name>/seed<seed>: the pipeline's unit folder (growcert.experiments.units)."""
+    from growcert.experiments.units import unit_name
+
+    return units / unit_name(arm) / f"seed{seed}"
+
+
 def calibration_jobs(candidates: list[tuple[float, int]], seeds: list[int], common: dict, late: dict,
                      work: Path) -> dict[str, list[Job]]:
     """AdamW alone at each candidate (decay, cap), one job per seed."""
@@ -254,7 +263,7 @@ def calibration_jobs(candidates: list[tuple[float, int]], seeds: list[int], comm
     for decay, cap in candidates:
         name = f"wd{decay:g}_cap{cap}"
         groups[name] = [Job(job_settings(late, adamw_arms(decay), seed, {**common, "steps": cap}, baseline_name(decay)),
-                            arm_folder(work / "runs-calibration" / name / f"seed{seed}", baseline_name(decay)),
+                            unit_folder(work / "units-calibration", baseline_name(decay), seed),
                             baseline_name(decay), {"candidate": name, "weight_decay_candidate": decay, "cap": cap})
                         for seed in seeds]
     return groups
@@ -363,7 +372,7 @@ def reference_jobs(decay: float, cap: int, seeds: list[int], common: dict, late:
     arms = reference_arms(decay)
     names = arm_names(job_settings(late, arms, 0, {**common, "steps": cap}))
     return {name: [Job(job_settings(late, arms, seed, {**common, "steps": cap}, name),
-                       arm_folder(work / "runs-reference" / f"seed{seed}", name), name, {"regime": "calibrated"})
+                       unit_folder(work / "units", name, seed), name, {"regime": "calibrated"})
                    for seed in seeds] for name in names}
 
 
@@ -567,7 +576,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("phase", choices=["calibrate", "reference", "nominal", "aggregate"])
     parser.add_argument("--out", default=str(OUT))
-    parser.add_argument("--work", default=str(OUT), help="the jobs' folders go under <work>/runs-<phase>")
+    parser.add_argument("--work", default=str(OUT), help="the jobs' folders go under <work>/units, <work>/units-calibration, <work>/runs-nominal")
     parser.add_argument("--parallel", type=int, default=1, help="jobs at a time (each one torch thread)")
     parser.add_argument("--candidates", default="0.3:15000,0.2:20000",
                         help="every calibration candidate as decay:cap,... (the calibrate phase runs them; every phase "

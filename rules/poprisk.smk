@@ -1,8 +1,44 @@
+# One unit of a P2 task that has units (growcert.experiments.units): one optimizer arm at one seed, its own job
+# and folder. A killed unit resumes from the resume state in its folder (.resume, not an output, so a failed
+# job keeps it) when Snakemake runs it again. Its inputs: the units it reads (grokking.cap paired: a gate
+# reading's AdamW unit at its seed), none otherwise.
+rule p2_unit:
+    input:
+        units=PLAN.unit_inputs,
+    output:
+        curves=artifacts.unit_table(RESULTS, "{task}", "curves"),
+        summary=artifacts.unit_table(RESULTS, "{task}", "summary"),
+    wildcard_constraints:
+        task=PLAN.unit_task_pattern(),
+        arm=r"[A-Za-z0-9._-]+",
+    params:
+        device=DEVICE,
+        settings=PLAN.unit_settings,
+        out_dir=output_folder("summary"),
+    log:
+        log(RESULTS, "p2_unit", "{task}", "{arm}", "seed{seed}"),
+    benchmark:
+        benchmark(RESULTS, "p2_unit", "{task}", "{arm}", "seed{seed}")
+    threads: PLAN.task_threads
+    resources:
+        mem_mb=per_attempt(2000),
+        runtime=per_attempt(120),
+        gpu=GPUS,
+    conda:
+        CONDA_ENV
+    shell:
+        "growcert {wildcards.task} --settings {params.settings:q} --arm {wildcards.arm} --seed {wildcards.seed} "
+        "--unit-inputs {input.units} --out {params.out_dir} --threads {threads} --device {params.device} > {log} 2>&1"
+
+
 # The self-contained P2 experiments of the growcert.experiments registry: each trains its own small models from
-# its config section (none: {}) and writes its folder, figure, claim rows and report table. A task with INPUTS
+# its config section (none: {}) and writes its folder, figure, claim rows and report table; a task with units
+# gathers them (--aggregate) instead of training. A task with INPUTS
 # (preference) has a rule of its own; the others run in p2_experiment when they draw a gate figure (GATE_TITLE),
 # else in p2_ungated (which writes a checks file). This one: the tasks with optimizer arms (a gate figure).
 rule p2_experiment:
+    input:
+        units=PLAN.task_units,
     output:
         summary=artifacts.task_summary(RESULTS, "{task}"),
         figure=report_output(artifacts.task_figure("{task}")),
@@ -15,19 +51,20 @@ rule p2_experiment:
         device=DEVICE,
         settings=PLAN.task_settings,
         out_dir=output_folder("summary"),
+        aggregate=PLAN.aggregate_option,
     log:
         log(RESULTS, "{task}"),
     benchmark:
         benchmark(RESULTS, "{task}")
-    threads: PLAN.task_threads
+    threads: PLAN.aggregate_threads
     resources:
         mem_mb=per_attempt(4000),
         runtime=per_attempt(120),
-        gpu=GPUS,
+        gpu=PLAN.aggregate_gpus(GPUS),
     conda:
         CONDA_ENV
     shell:
-        "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
+        "growcert {wildcards.task} --settings {params.settings:q} {params.aggregate} --out {params.out_dir} --figure {output.figure} "
         "--gate-figure {output.gate} --claims {output.claims} --table {output.table} --threads {threads} --device {params.device} > {log} 2>&1"
 
 
@@ -40,17 +77,20 @@ rule p2_ungated:
         claims=report_output(artifacts.task_claims("{task}")),
         checks=artifacts.task_checks("{task}").path(RESULTS),
         table=report_output(artifacts.task_table("{task}")),
+    input:
+        units=PLAN.task_units,
     wildcard_constraints:
         task=PLAN.task_pattern(gated=False),
     params:
         device=DEVICE,
         settings=PLAN.task_settings,
         out_dir=output_folder("summary"),
+        aggregate=PLAN.aggregate_option,
     log:
         log(RESULTS, "{task}"),
     benchmark:
         benchmark(RESULTS, "{task}")
-    threads: PLAN.task_threads
+    threads: PLAN.aggregate_threads
     resources:
         mem_mb=per_attempt(4000),
         runtime=per_attempt(120),
@@ -58,7 +98,7 @@ rule p2_ungated:
     conda:
         CONDA_ENV
     shell:
-        "growcert {wildcards.task} --settings {params.settings:q} --out {params.out_dir} --figure {output.figure} "
+        "growcert {wildcards.task} --settings {params.settings:q} {params.aggregate} --out {params.out_dir} --figure {output.figure} "
         "--claims {output.claims} --checks {output.checks} --table {output.table} --threads {threads} "
         "--device {params.device} > {log} 2>&1"
 

@@ -213,9 +213,14 @@ def test_a_bare_stage_runs_the_pipeline_settings(files, tmp_path):
         stage, pipeline = words[1], json.loads(words[words.index("--settings") + 1])
         if stage in ("estimate-alignment", "estimate-depth", "estimate-misalignment") and "/hf/" in line:
             continue  # pretrained models' depth overrides: config pretrained.depth, tested in test_hf
-        section = stages[stage]
-        assert stage_settings(section, pipeline) == stage_settings(section, explicit_settings(stage, raw, pipeline)), stage
-        if not explicit_settings(stage, raw, pipeline) and stage not in ("train", "grow"):
+        section, explicit = stages[stage], explicit_settings(stage, raw, pipeline)
+        if "--arm" in words:  # a P2 unit's job: the settings of that unit alone (growcert.experiments.units)
+            from growcert.experiments import task
+
+            arm, seed = words[words.index("--arm") + 1], int(words[words.index("--seed") + 1])
+            explicit = task(stage).unit_settings(explicit, arm, seed)
+        assert stage_settings(section, pipeline) == stage_settings(section, explicit), stage
+        if not explicit and stage not in ("train", "grow"):
             assert stage_settings(section, pipeline) == stage_settings(section, {}), stage
         checked.add(stage)
     expected = {"train", "dump", "estimate-alignment", "estimate-misalignment", "summarize-alignment", "intervene",

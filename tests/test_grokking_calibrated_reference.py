@@ -96,7 +96,7 @@ def test_cpu_per_step_comes_from_the_part_that_finished_a_job_and_a_killed_part_
     at 5,800 in 51.14 CPU-seconds costs 51.14 / 800 per step, not 51.14 / 5,800; a killed part's heartbeat
     (cpu_seconds.part) joins the log on the next start, so the CPU-hours count it."""
     script = load_script()
-    folder = tmp_path / "runs-reference" / "seed6" / "poprisk-gradient-exact-wd0.15"
+    folder = tmp_path / "units" / "poprisk-gradient-exact-wd0.15" / "seed6"
     folder.mkdir(parents=True)
     (folder / "log.txt").write_text(
         "grokking a/b mod 47: 1081 train / 1081 held-out equations, 1 optimizers x 1 seeds, up to 32000 steps\n"

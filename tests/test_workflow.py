@@ -225,7 +225,7 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
 
 # the stages that move their model to the device: every torch stage
 GPU_RULES = {"train_model", "dump_gradients", "dump_pretrained", "intervene", "intervene_pretrained", "estimate_depth",
-             "grow_model", "p2_experiment", "p2_ungated", "preference"}
+             "grow_model", "p2_unit", "p2_ungated", "preference"}  # p2_experiment gathers units: no training
 
 
 def gpu_requests(output):

@@ -186,11 +186,28 @@ def cmd_summarize_regime(args: argparse.Namespace) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> None:
+    from growcert.errors import ConfigError
     from growcert.experiments import run_experiment, task
 
-    inputs = {name: getattr(args, name) for name in getattr(task(args.stage), "INPUTS", ())}
+    module = task(args.stage)
+    unit = getattr(args, "arm", None), getattr(args, "seed", None)
+    if unit != (None, None):  # one unit: --out is its folder, nothing else is written
+        from growcert.experiments.units import check_unit
+
+        if None in unit or getattr(args, "aggregate", False):
+            raise ConfigError("--arm and --seed name one unit together (and without --aggregate)")
+        check_unit(module, args.stage, args.settings, *unit)
+        reads = {"inputs": [Path(path) for path in args.unit_inputs]} if hasattr(module, "unit_inputs") else {}
+        module.run_unit(args.settings, Path(args.out), *unit, log=_log, threads=args.threads, device=args.device,
+                        **reads)
+        return
+    missing = [f"--{name}" for name in ("figure", "claims", "table") if getattr(args, name) is None]
+    if missing:
+        raise ConfigError(f"growcert {args.stage} needs {', '.join(missing)} (or --arm and --seed for one unit)")
+    inputs = {name: getattr(args, name) for name in getattr(module, "INPUTS", ())}
     run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table, checks=args.checks,
-                   threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device, **inputs)
+                   threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device,
+                   aggregate=getattr(args, "aggregate", False), **inputs)
 
 
 def cmd_estimate_depth(args: argparse.Namespace) -> None:
@@ -371,7 +388,7 @@ def _intervention_commands(stages) -> None:
 
 def _experiment_commands(stages) -> None:
     """One command per P2 experiment of the registry (growcert.experiments), all of one shape."""
-    from growcert.experiments import EXPERIMENTS, task
+    from growcert.experiments import EXPERIMENTS, has_units, task
     from growcert.schema import load_schema
 
     sections = load_schema()["properties"]  # a task without a section of its own gets {} (parsed only)
@@ -381,11 +398,20 @@ def _experiment_commands(stages) -> None:
         inputs = getattr(experiment, "INPUTS", ())
         command = stages.add_parser(name, help=experiment.HELP)
         _settings_argument(command, name if name in sections else None, f"config key {name}, as JSON or @file")
-        command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json")
-        command.add_argument("--figure", required=True)
-        command.add_argument("--claims", required=True)
+        command.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json "
+                             "(with --arm and --seed: the unit's folder)")
+        command.add_argument("--figure", help="the task's figure (needed unless --arm and --seed run one unit)")
+        command.add_argument("--claims", help="the task's claim rows (needed unless one unit)")
         command.add_argument("--checks", help="implementation checks (not claims), for a task that has them")
-        command.add_argument("--table", required=True, help="the experiment's table for the report")
+        command.add_argument("--table", help="the experiment's table for the report (needed unless one unit)")
+        if has_units(experiment):
+            command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
+                                 ".units) at --seed into --out; no figure, claims or table")
+            command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
+            command.add_argument("--unit-inputs", nargs="*", default=[], help="the summary.csv of each unit this unit "
+                                 "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
+            command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
+                                 "its finished units (--out/units/ARM/seedSEED), then the figure, claims and table")
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         _torch_arguments(command)
         if "reference_checkpoint" in inputs:

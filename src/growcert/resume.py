@@ -1,7 +1,8 @@
 """Resume states for long jobs: atomic snapshots beside the output, checked against the settings, and
 SIGTERM (a SLURM time limit or preemption) turned into a last snapshot and a clean exit.
 
-A job's resume folder is the hidden sibling `.{name}.resume` of its output folder. It is not a declared
+A job's resume folder is the hidden sibling `.{name}.resume` of its output folder (a P2 unit, whose outputs
+are files in a folder of its own, keeps it inside that folder: `experiments.units`). It is not a declared
 output, so Snakemake's cleanup of a failed job's outputs leaves it alone; the job removes it once its
 outputs are complete. `state.pt` is written to a temporary name and renamed, so a kill at any moment
 leaves either the previous snapshot or the new one. A snapshot records the settings hash it was made
@@ -39,8 +40,11 @@ def resume_folder(out: str | Path) -> Path:
 class ResumeFolder:
     """Snapshots of one job, valid for one settings hash; files saved alongside (checkpoints) live here too."""
 
-    def __init__(self, out: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print):
-        self.path, self.hash, self.log = resume_folder(out), settings_hash(settings), log
+    def __init__(self, out: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print,
+                 path: str | Path | None = None):
+        # `path`: the folder itself, for a job whose output is files inside a folder it owns (a P2 unit)
+        self.path = resume_folder(out) if path is None else Path(path)
+        self.hash, self.log = settings_hash(settings), log
 
     @property
     def state_file(self) -> Path:
@@ -105,8 +109,9 @@ class UnitResume:
     its loop hands to `tick`. Saved after every unit, every `every` steps inside one, and at once on SIGTERM
     (then `Interrupted` is raised). Keys are tuples of ints: (seed index, unit index)."""
 
-    def __init__(self, out: str | Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None]):
-        self.folder, self.every, self.log = ResumeFolder(out, settings, log), every, log
+    def __init__(self, out: str | Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None],
+                 path: str | Path | None = None):
+        self.folder, self.every, self.log = ResumeFolder(out, settings, log, path), every, log
         self.state = self.folder.load() or {"done": {}, "current": None}
         self.stop: StopRequest | None = None
         self.key: tuple[int, ...] | None = None

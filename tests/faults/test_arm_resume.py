@@ -1,4 +1,4 @@
-"""Preemption inside a PINN arm, inside a DPO arm, and between two theory cases: SIGTERM's stop request at a chosen step of a chosen arm
+"""Preemption inside a PINN unit (one arm at one seed), inside a DPO arm, and between two theory cases: SIGTERM's stop request at a chosen step of a chosen arm
 saves a resume state and raises `Interrupted`; the rerun takes the finished arms from that state, continues the
 interrupted arm from its snapshot, and writes the same tables as an uninterrupted run (timing aside).
 
@@ -34,12 +34,14 @@ def stop_at(monkeypatch):
     """stop_at(unit, step): the run's stop request is set when that unit reaches that step, as SIGTERM would."""
     ticks = []
 
-    def arm(unit: int, step: int) -> list[tuple]:
+    def arm(unit: int | str, step: int) -> list[tuple]:
+        """`unit`: the arm's index in a run of several (its resume key), or a P2 unit's folder name (its own job)."""
         real_tick = UnitResume.tick
 
         def tick(self, current, snapshot):
             ticks.append((self.key, current))
-            if self.key[1] == unit and current == step and self.stop is not None:
+            here = unit in self.folder.path.parts if isinstance(unit, str) else self.key[1] == unit
+            if here and current == step and self.stop is not None:
                 self.stop.requested = True
             return real_tick(self, current, snapshot)
 
@@ -67,13 +69,25 @@ def interrupt_then_resume(run, out, stop_at, monkeypatch, unit, step, logs):
     assert f"resumed unit (0, {unit}) at step {step}" in "\n".join(logs)
 
 
-def test_sigterm_inside_a_pinn_arm_then_rerun_gives_the_same_tables(tmp_path, stop_at, monkeypatch):
+def test_sigterm_inside_a_pinn_unit_then_rerun_gives_the_same_tables(tmp_path, stop_at, monkeypatch):
+    """The whole task in one process (`run_pinn`, every unit in turn): stopped inside its second unit, the rerun
+    keeps the finished first unit and continues the second from the snapshot in its own folder."""
     run_pinn(PINN, tmp_path / "reference", log=lambda _: None, threads=1)
     logs = []
-    run = lambda out: run_pinn(PINN, out, log=logs.append, threads=1)  # noqa: E731
-    # inside the second arm (PopulationRiskAdam), between two snapshots and two evaluations
-    interrupt_then_resume(run, tmp_path / "killed", stop_at, monkeypatch, unit=1, step=23, logs=logs)
-    assert_same_tables(tmp_path / "killed", tmp_path / "reference")
+    out = tmp_path / "killed"
+    second = "poprisk-update-microbatch-wd0-lr0.01"
+    state = out / "units" / second / "seed0" / ".resume" / "state.pt"
+    stop_at(second, 23)  # between two snapshots and two evaluations
+    with pytest.raises(Interrupted, match=r"unit \(0, 0\) after step 23"):
+        run_pinn(PINN, out, log=logs.append, threads=1)
+    assert state.is_file() and (out / "units" / "AdamW-lr0.01" / "seed0" / "summary.csv").is_file()
+    assert not (out / "summary.csv").exists()
+    monkeypatch.undo()  # the rerun: no stop request
+    run_pinn(PINN, out, log=logs.append, threads=1)
+    log = "\n".join(logs)
+    assert "unit AdamW-lr0.01 seed 0: finished" in log and "resumed unit (0, 0) at step 23" in log
+    assert_same_tables(out, tmp_path / "reference")
+    assert not state.parent.exists()
 
 
 def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, prepared, train_tiny, stop_at,

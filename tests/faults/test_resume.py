@@ -144,43 +144,46 @@ GROKKING = {"p": 11, "steps": 500, "batch_size": 16, "eval_every": 50, "stop_at_
             "poprisk": {"weight_decays": [0.01], "gates": ["update"], "variances": ["streaming"]}}
 
 
-def grokking(out, settings):
+STREAMING = "poprisk-update-streaming-wd0.01"  # the unit killed: its snapshots carry the gate diagnostics
+
+
+def grokking_unit(out, settings, arm):
     return subprocess.Popen([sys.executable, "-m", "growcert.cli", "grokking", "--settings", json.dumps(settings),
-                             "--out", str(out), "--figure", str(out.parent / "f.png"), "--claims",
-                             str(out.parent / "c.csv"), "--table", str(out.parent / "t.csv")],
+                             "--arm", arm, "--seed", "0", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_sigkill_inside_a_grokking_arm_then_rerun_is_bit_identical(tmp_path):
-    """Three arms (AdamW, Grokfast, PopulationRiskAdam); killed inside the second or third, the rerun takes the
-    finished arms from the resume state and continues the interrupted one from its snapshot."""
+def test_sigkill_inside_a_grokking_unit_then_rerun_is_bit_identical(tmp_path):
+    """One unit (an arm at a seed) is its own process, as its own Snakemake job: killed inside it, the rerun
+    continues from the snapshot in the unit's folder and writes the rows that unit has in a run of the whole
+    task (three arms: AdamW, Grokfast, PopulationRiskAdam, in one process)."""
     import pandas as pd
 
     from growcert.experiments.grokking import run_grokking
 
     reference = tmp_path / "reference" / "grokking"
     run_grokking(GROKKING, reference, log=lambda _: None, threads=1)
-    out = tmp_path / "killed" / "grokking"
-    out.parent.mkdir()
-    state = resume_folder(out) / "state.pt"
-    target = (1, int(np.random.default_rng(5).integers(1, 19)) * 25)  # (arm index, step) to pass before the kill
+    out = tmp_path / "killed" / STREAMING
+    state = out / ".resume" / "state.pt"
+    target = (0, int(np.random.default_rng(5).integers(1, 19)) * 25)  # (unit key, step) to pass before the kill
 
-    process = grokking(out, GROKKING)
+    process = grokking_unit(out, GROKKING, STREAMING)
     while unit_progress(state) < target and process.poll() is None:
         time.sleep(0.01)
     assert process.poll() is None, "the run finished before it could be killed; lengthen it"
     process.kill()
     process.wait()
     killed_at = unit_progress(state)
-    rerun = grokking(out, GROKKING)
+    rerun = grokking_unit(out, GROKKING, STREAMING)
     stdout, stderr = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, stderr
-    assert f"resumed unit (0, {killed_at[0]}) at step {killed_at[1]}" in stdout
+    assert f"resumed unit (0, 0) at step {killed_at[1]}" in stdout
     for name in ("curves", "summary"):
-        ours, theirs = pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv")
+        ours = pd.read_csv(out / f"{name}.csv")
+        theirs = pd.read_csv(reference / "units" / STREAMING / "seed0" / f"{name}.csv")
         pd.testing.assert_frame_equal(ours.drop(columns=["seconds"], errors="ignore"),
                                       theirs.drop(columns=["seconds"], errors="ignore"), check_exact=True)
-    assert not resume_folder(out).exists()
+    assert not state.parent.exists()
 
 
 GROW = {"family": "llama", "dataset": "shakespeare", "width": 16, "base_depth": 1, "blocks": 1, "deeper_depth": 2,

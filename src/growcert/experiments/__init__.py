@@ -7,6 +7,7 @@ from that folder. Every experiment is a *task module* with the same four functio
 
     HELP                                   one line: the help of `growcert <task>`
     run(settings, out, *, log, threads, device, **inputs)   train; write out/*.csv and provenance.json
+                                           (a task with units has `run_unit` instead, below)
     table(out) -> DataFrame                the report table (results/tables/p2_<task>.csv)
     figures(out, figure)                   the task's figure (results/figures/p2_<task>.png)
     claims(out, settings) -> rows          claim rows (claims.ROW_COLUMNS) and check rows (CHECK_COLUMNS)
@@ -16,6 +17,11 @@ diagnostics figure, `report.figures.gate_diagnostics`, from out/curves.csv, and 
 p2_experiment runs it; without one, rule p2_ungated, which also writes its checks file) and INPUTS (extra
 keyword arguments of `run` given on the command line; such a task needs its own rule, as preference has).
 The arm loop the gated tasks share is `experiments.arms` (`run_arm`; the `Arm` itself is `experiments.common`'s).
+
+A task may also have *units* (one arm at one seed, each its own job: `units`, `unit_settings`, `run_unit`,
+said in `experiments.units`); then `run_unit` trains one (`growcert <task> --arm A --seed S`), `run_experiment`
+with `aggregate` makes the task's folder from its finished units (rules p2_unit, then p2_experiment), and
+without it runs every unit in this process.
 
 The registry maps a task's name to its module's *name*, resolved by `task(name)`. Names, not imported
 modules: importing the registry (the Snakefile, `growcert --help`) then imports no task, and a task added
@@ -48,18 +54,31 @@ def task(name: str) -> ModuleType:
     return importlib.import_module(EXPERIMENTS[name])
 
 
+def has_units(module: ModuleType) -> bool:
+    """Whether a task module runs as units (it defines `units`: `experiments.units`)."""
+    return hasattr(module, "units")
+
+
 def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, figure: str | Path,
                    claims: str | Path, table: str | Path, threads: int = 1,
                    log: Callable[[str], None] = print, gate_figure: str | Path | None = None, device: str = "cpu",
-                   checks: str | Path | None = None, **inputs: Any) -> None:
-    """Run task `name` on `device` (a `device` setting), then write its figure (and `gate_figure`, when given
-    and the task has one), claim rows, check rows (to `checks`, when given) and table."""
+                   checks: str | Path | None = None, aggregate: bool = False, **inputs: Any) -> None:
+    """Run task `name` on `device` (a `device` setting; with `aggregate`, gather its finished units instead),
+    then write its figure (and `gate_figure`, when given and the task has one), claim rows, check rows (to
+    `checks`, when given) and table."""
     from growcert.files import write_csv
     from growcert.report.claims import write_rows
 
+    from growcert.experiments.units import aggregate_units, run_all_units
+
     module = task(name)
     out_dir = Path(out_dir)
-    module.run(settings, out_dir, log=log, threads=threads, device=device, **inputs)
+    if aggregate:
+        aggregate_units(module, settings, out_dir)
+    elif has_units(module):
+        run_all_units(module, settings, out_dir, log=log, threads=threads, device=device)
+    else:
+        module.run(settings, out_dir, log=log, threads=threads, device=device, **inputs)
     Path(figure).parent.mkdir(parents=True, exist_ok=True)
     module.figures(out_dir, Path(figure))
     if gate_figure is not None and getattr(module, "GATE_TITLE", None):

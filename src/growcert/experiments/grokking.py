@@ -17,7 +17,9 @@ Every optimizer starts from the same initial weights and sees the same split and
   (`per_example_square_sums`), microbatch from K micro-batches of the same batch.
 Model: `model.architecture` llama (above) or classic (LayerNorm, learned positions, GELU MLP, as in
 Power et al.; `models.classic`).
-Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv,
+Each (optimizer, seed) is a unit of its own (`experiments.units`: `run_grokking_unit`), which rebuilds the
+seed's initial weights (`prepare_seed`) and batch order from the seed. Outputs, per unit and for the task
+(its units' rows): curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv,
 provenance.json; `grokking_report` (figures, claim rows) reads them.
 """
 
@@ -38,6 +40,8 @@ from growcert.errors import ConfigError
 from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_sums, make_poprisk, poprisk_arms,
                                       run_arm, run_arms, variance_step)
 from growcert.experiments.common import Arm, select_arms, step_columns, steps_to_target, write_tables
+from growcert.experiments import task
+from growcert.experiments.units import run_all_units, unit_name, unit_resume_folder
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.resume import UnitResume
@@ -227,52 +231,123 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=
     return history, summary
 
 
+def grokking_units(settings: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every unit (arm's unit name, seed) of these settings, seeds outer and arms inner; an arm the batch does
+    not suit is refused here, before any arm trains or anything is written."""
+    settings = stage_settings("grokking", settings)
+    arms = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
+    train_size = len(split_indices(settings["p"] * (settings["p"] - 1), settings["train_fraction"],
+                                   settings["split_seed"])[0])
+    for arm in arms:
+        check_arm_batch(arm, settings, min(settings["batch_size"] or train_size, train_size), train_size)
+    return [(unit_name(arm.name), seed) for seed in settings["seeds"] for arm in arms]
+
+
+def paired_baseline(settings: dict[str, Any], arm: Arm) -> Arm | None:
+    """With `cap: paired`, the AdamW arm whose step to 95 % caps gate reading `arm` (AdamW at the reading's decay,
+    which the config's checks require); None for fixed caps and for every other arm."""
+    if settings["cap"] != "paired" or arm.kind != "poprisk":
+        return None
+    return next(candidate for candidate in optimizer_arms(settings)
+                if candidate.kind == "adamw" and candidate.weight_decay == arm.weight_decay)
+
+
+def grokking_unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[tuple[str, int]]:
+    """The units unit (`arm`, `seed`) reads: with paired caps a gate reading reads its seed's AdamW unit."""
+    settings = grokking_unit_settings(settings, arm, seed)
+    (chosen,) = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
+    baseline = paired_baseline(settings, chosen)
+    return [] if baseline is None else [(unit_name(baseline.name), seed)]
+
+
+def paired_cap(settings: dict[str, Any], arm: Arm, inputs: list[Path] | None) -> int:
+    """The step arm `arm` runs to: grokking.steps, or with paired caps (a gate reading) its seed's AdamW step to
+    95 % from that AdamW unit's summary.csv (`inputs`), grokking.steps when AdamW is censored there."""
+    if paired_baseline(settings, arm) is None:
+        return settings["steps"]
+    if not inputs or not Path(inputs[0]).is_file():
+        raise ConfigError(f"config key 'grokking.cap': paired needs the summary.csv of {arm.name}'s AdamW unit at its "
+                          f"seed (--unit-inputs), got {inputs[0] if inputs else 'none'}")
+    baseline = pd.read_csv(inputs[0])["step_95"]
+    return int(baseline.iloc[0]) if baseline.notna().iloc[0] else settings["steps"]
+
+
+def grokking_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    """The settings of unit (`arm`, `seed`) alone: one seed, one arm (`only_arms`, by its table name)."""
+    settings = stage_settings("grokking", settings)
+    names = {unit_name(candidate.name): candidate.name for candidate in optimizer_arms(settings)}
+    if arm not in names:
+        raise ConfigError(f"--arm {arm!r} is not an arm of config key 'grokking' (its arms: {', '.join(names)})")
+    return {**settings, "seeds": [seed], "only_arms": [names[arm]]}
+
+
 def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
                  threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
-    """Train every optimizer arm for every seed on `device` (a `device` setting); write curves.csv,
-    summary.csv and provenance.json (with the device)."""
+    """Every unit (arm × seed) in this process on `device` (a `device` setting), then the task's curves.csv,
+    summary.csv and provenance.json from them (`experiments.units`)."""
+    return run_all_units(task("grokking"), stage_settings("grokking", settings), out_dir, log=log, threads=threads,
+                         device=device)
+
+
+def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
+                      log: Callable[[str], None] = print, threads: int | None = None, device: str = "cpu",
+                      inputs: list[Path] | None = None) -> dict[str, Any]:
+    """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves.csv, summary.csv and
+    provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
+    `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
+    AdamW unit)."""
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
     # ~2x slower steps after a few thousand of them, without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
-        return _run_grokking(stage_settings("grokking", settings), Path(out_dir), log, runtime.device)
+        return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device,
+                         inputs)
 
 
-def _run_grokking(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
-                  device: torch.device) -> dict[str, Any]:
+def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[[str], None],
+              device: torch.device, inputs: list[Path] | None) -> dict[str, Any]:
+    (arm,) = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
+    cap = paired_cap(settings, arm, inputs)
     tokens, answers = division_equations(settings["p"])
     train_index, test_index = split_indices(len(tokens), settings["train_fraction"], settings["split_seed"])
-    arms = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
-    train_size = len(train_index)
-    for arm in arms:  # refused before any arm trains or anything is written, not when its turn comes
-        check_arm_batch(arm, settings, min(settings["batch_size"] or train_size, train_size), train_size)
+    check_arm_batch(arm, settings, min(settings["batch_size"] or len(train_index), len(train_index)), len(train_index))
     out_dir.mkdir(parents=True, exist_ok=True)
 
     # every equation fits on the device at once; batches are index draws on the CPU generator
     data = tuple(to_device(part, device) for part in
                  (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index]))
     log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
-        f"{len(arms)} optimizers x {len(settings['seeds'])} seeds, up to {settings['steps']} steps")
-
+        f"{arm.name} at seed {seed}, up to {cap} steps" + (" (its seed's AdamW step: paired caps)"
+                                                             if cap != settings["steps"] else ""))
     sizes = {}
-
-    def prepare_seed(seed: int) -> tuple[nn.Module, dict]:
-        torch.manual_seed(seed)
-        model = build_model(settings).to(device)  # drawn on the CPU, then moved: the same weights anywhere
-        if "num_parameters" not in sizes:
-            sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
-            log(f"{settings['model']['architecture']} decoder: {sizes['num_parameters']:,} parameters")
-        return model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
+    # the step it runs to is part of what a snapshot was made under (paired caps: read from AdamW's unit)
+    resume = UnitResume(out_dir, {**settings, "steps": cap}, settings["resume_every"], log,
+                        path=unit_resume_folder(out_dir))
 
     def train(arm: Arm, seed: int, prepared: tuple[nn.Module, dict], resume=None,
               snapshot=None) -> tuple[list[dict], dict]:
         model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, data, log, resume=resume, snapshot=snapshot)
+        return train_arm(arm, {**settings, "steps": cap}, seed, initial_state, model, data, log, resume=resume,
+                         snapshot=snapshot)
 
-    resume = UnitResume(out_dir, settings, settings["resume_every"], log)
-    curves, summaries = run_arms(settings["seeds"], arms, prepare_seed, train, resume=resume)
+    def prepare(seed: int) -> tuple[nn.Module, dict]:
+        model, initial_state = prepare_seed(settings, seed, device)
+        sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
+        log(f"{settings['model']['architecture']} decoder: {sizes['num_parameters']:,} parameters")
+        return model, initial_state
+
+    curves, summaries = run_arms([seed], [arm], prepare, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
                                                "summary": summary},
-                           **sizes, **device_record(device))
+                           **sizes, **device_record(device), **({"paired_cap": cap} if cap != settings["steps"] else {}))
     resume.folder.clear()
     return written
+
+
+def prepare_seed(settings: dict[str, Any], seed: int, device: torch.device) -> tuple[nn.Module, dict]:
+    """What every arm of a seed starts from, rebuilt from the seed alone: the model (drawn on the CPU under
+    torch.manual_seed(seed), then moved: the same weights anywhere) and a copy of its initial weights. Each
+    unit calls it, so the arms of a seed start from the same weights without sharing a process."""
+    torch.manual_seed(seed)
+    model = build_model(settings).to(device)
+    return model, copy.deepcopy(model.state_dict())

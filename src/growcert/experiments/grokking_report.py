@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from growcert.config import stage_settings
@@ -78,8 +79,11 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
             baseline_name, baseline_steps = baselines[name]
             steps = frame.set_index("seed")["step_95"]
             seeds = baseline_steps.index.intersection(steps.index)
-            judged[name] = judge_steps(effect, baseline_steps[seeds].to_numpy(float), steps[seeds].to_numpy(float),
-                                       level, cap, settings["eval_every"], baseline_name, plan=plan)
+            baseline = baseline_steps[seeds].to_numpy(float)
+            # paired caps: a reading stopped at its seed's AdamW step (the cap where AdamW is censored)
+            stopped = np.where(np.isfinite(baseline), baseline, cap) if settings["cap"] == "paired" else None
+            judged[name] = judge_steps(effect, baseline, steps[seeds].to_numpy(float), level, cap,
+                                       settings["eval_every"], baseline_name, plan=plan, variant_cap=stopped)
         return judged
 
     setting = (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "

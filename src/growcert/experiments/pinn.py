@@ -58,10 +58,13 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
+from growcert.errors import ConfigError
 from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, make_poprisk, poprisk_arms, run_arm, run_arms,
                                       square_sums_from_rows, uses_microbatches)
 from growcert.experiments.common import Arm, step_columns, steps_to_target, write_tables
 from growcert.optim import SquareSums
+from growcert.experiments import task
+from growcert.experiments.units import run_all_units, unit_name, unit_resume_folder
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
@@ -327,43 +330,82 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log
     return history, summary
 
 
+def pinn_units(settings: dict[str, Any]) -> list[tuple[str, int]]:
+    """Every unit (arm's unit name, seed) of these settings: the judged and the tuning seeds in order, each with
+    every arm at every lr of its grid (`pinn_unit_name`)."""
+    settings = stage_settings("pinn", settings)
+    return [(pinn_unit_name(arm), seed) for seed in pinn_seeds(settings) for arm in optimizer_arms(settings)]
+
+
+def pinn_seeds(settings: dict[str, Any]) -> list[int]:
+    """The seeds every arm runs on: the judged and the tuning seeds, in order."""
+    return sorted(set(settings["seeds"]) | set(settings["tuning_seeds"]))
+
+
+def pinn_unit_name(arm: Arm) -> str:
+    """An arm at one lr as a unit name: its name and its lr ('AdamW-lr0.01')."""
+    return unit_name(f"{arm.name}-lr{arm.lr:g}")
+
+
+def pinn_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    """The settings a unit runs with: the whole section (a unit is one of its arms, lrs and seeds)."""
+    return stage_settings("pinn", settings)
+
+
 def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
              threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
-    """Train every optimizer arm for every seed on `device` (a `device` setting); write curves.csv,
-    summary.csv and provenance.json (with the device)."""
+    """Every unit (arm × lr × seed) in this process on `device` (a `device` setting), then the task's
+    curves.csv, summary.csv and provenance.json from them (`experiments.units`)."""
+    return run_all_units(task("pinn"), stage_settings("pinn", settings), out_dir, log=log, threads=threads,
+                         device=device)
+
+
+def run_pinn_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
+                  log: Callable[[str], None] = print, threads: int | None = None,
+                  device: str = "cpu") -> dict[str, Any]:
+    """Train arm `arm` (its unit name: an optimizer at one lr) at `seed` on `device` into `out_dir`:
+    curves.csv, summary.csv and provenance.json (with the device); resumable from the folder's resume state."""
     with torch_runtime(threads, device=device) as runtime:
-        return _run_pinn(stage_settings("pinn", settings), Path(out_dir), log, runtime.device)
+        return _run_unit(pinn_unit_settings(settings, arm, seed), Path(out_dir), arm, seed, log, runtime.device)
 
 
-def _run_pinn(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
+def _run_unit(settings: dict[str, Any], out_dir: Path, unit: str, seed: int, log: Callable[[str], None],
               device: torch.device) -> dict[str, Any]:
+    arms = {pinn_unit_name(arm): arm for arm in optimizer_arms(settings)}
+    if unit not in arms:
+        raise ConfigError(f"--arm {unit!r} is not an arm of config key 'pinn' (its arms: {', '.join(arms)})")
+    arm = arms[unit]
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = tuple(to_device(values, device) for values in evaluation_grid(settings))
-    arms = optimizer_arms(settings)
-    seeds = sorted(set(settings["seeds"]) | set(settings["tuning_seeds"]))
-    log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: "
-        f"{len(arms)} optimizers x {len(seeds)} seeds ({len(settings['tuning_seeds'])} to choose each lr), "
-        f"{settings['steps']} steps, "
-        f"batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
+    log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: {arm.name} lr={arm.lr:g} "
+        f"at seed {seed}, {settings['steps']} steps, batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
     sizes = {}
 
-    def prepare_seed(seed: int):
-        problem = make_problem(settings, seed)
-        with torch.random.fork_rng():  # seeded initial weights without reseeding the caller's generator
-            torch.manual_seed(seed)
-            model = AdvectionPINN(settings["width"], settings["depth"]).to(device)
+    def prepare(seed: int):
+        problem, model, initial_state = prepare_seed(settings, seed, device)
         sizes["num_parameters"] = sum(p.numel() for p in model.parameters())
-        return problem, model, copy.deepcopy(model.state_dict())  # the same initial weights for every optimizer
+        return problem, model, initial_state
 
     def train(arm: Arm, seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         problem, model, initial_state = prepared
         return train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=resume,
                          snapshot=snapshot)
 
-    resume = UnitResume(out_dir, settings, settings["resume_every"], log)
-    curves, summaries = run_arms(seeds, arms, prepare_seed, train, resume=resume)
+    resume = UnitResume(out_dir, settings, settings["resume_every"], log, path=unit_resume_folder(out_dir))
+    curves, summaries = run_arms([seed], [arm], prepare, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
     written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
                                                "summary": summary}, **sizes, **device_record(device))
     resume.folder.clear()
     return written
+
+
+def prepare_seed(settings: dict[str, Any], seed: int, device: torch.device):
+    """What every arm of a seed starts from, rebuilt from the seed alone: its problem (noisy observations and
+    point pools), the model and a copy of its initial weights (drawn under the seed without reseeding the
+    caller's generator). Each unit calls it, so the arms of a seed share them without sharing a process."""
+    problem = make_problem(settings, seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = AdvectionPINN(settings["width"], settings["depth"]).to(device)
+    return problem, model, copy.deepcopy(model.state_dict())

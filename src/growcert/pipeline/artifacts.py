@@ -277,6 +277,27 @@ def task_summary(results: str, task: str) -> str:
     return f"{task_folder(results, task)}/summary.csv"
 
 
+# One unit of a P2 task (one arm at one seed, growcert.experiments), relative to the task's folder: its own
+# curves.csv, provenance.json and summary.csv (written last), and its hidden resume state.
+UNIT = "units/{arm}/seed{seed}"
+
+
+def unit_folder(task_folder: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
+    """The folder of unit (`arm`, `seed`) of the P2 task whose folder is `task_folder` (default: the rules'
+    wildcards)."""
+    return f"{task_folder}/{fill(UNIT, arm=arm, seed=seed)}"
+
+
+def unit_table(results: str, task: str, table: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
+    """A unit's table `table` (curves, summary) in results folder `results`."""
+    return f"{unit_folder(task_folder(results, task), arm, seed)}/{table}.csv"
+
+
+def unit_summary(results: str, task: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
+    """A unit's summary table (written last: the unit is done when it is there)."""
+    return unit_table(results, task, "summary", arm, seed)
+
+
 # A trained run's folder under models/ (and the place of everything made from its checkpoints under the
 # other folders): family/dataset/w<width>_d<depth>_s<seed><context_tag>. context_tag is "" for a grid without
 # contexts, "_c<context>" in a context sweep (growcert.pipeline.grids.context_tag).

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from growcert import config as config_module
 from growcert.config import PRETRAINED_SHARED_KEYS
 from growcert.errors import ConfigError
-from growcert.experiments import EXPERIMENTS, task
+from growcert.experiments import EXPERIMENTS, has_units, task
 from growcert.models import check_growth, family_of, pretrained_family, trained_families
 from growcert.pipeline import artifacts
 from growcert.pipeline.grids import Run, check_grids, run_of, run_steps, run_wildcards, train_settings, training_runs
@@ -284,6 +284,44 @@ class Plan:
         names = [name for name in self.tasks() if not getattr(task(name), "INPUTS", ())
                  and bool(getattr(task(name), "GATE_TITLE", None)) == gated]
         return "|".join(names) or "(?!)"
+
+    def unit_task_pattern(self) -> str:
+        """The registry's tasks that run as units (`growcert.experiments.units`), as a wildcard pattern."""
+        return "|".join(name for name in self.tasks() if has_units(task(name))) or "(?!)"
+
+    def task_units(self, wildcards: Any) -> list[str]:
+        """The unit summaries a task rule's job aggregates (its `task` wildcard): none for a task without units."""
+        module = task(wildcards.task)
+        if not has_units(module):
+            return []
+        return [artifacts.unit_summary(self.results, wildcards.task, arm, seed)
+                for arm, seed in module.units(self.job_settings(wildcards.task))]
+
+    def unit_inputs(self, wildcards: Any) -> list[str]:
+        """The summaries of the units a p2_unit job's unit reads (grokking.cap paired: its seed's AdamW unit)."""
+        module = task(wildcards.task)
+        if not hasattr(module, "unit_inputs"):
+            return []
+        read = module.unit_inputs(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed))
+        return [artifacts.unit_summary(self.results, wildcards.task, arm, seed) for arm, seed in read]
+
+    def aggregate_option(self, wildcards: Any) -> str:
+        """`--aggregate` for a task with units (its job gathers them), nothing for one that runs whole."""
+        return "--aggregate" if has_units(task(wildcards.task)) else ""
+
+    def unit_settings(self, wildcards: Any) -> str:
+        """The JSON of the settings of the unit a p2_unit job runs (its task, arm and seed wildcards)."""
+        module = task(wildcards.task)
+        return json.dumps(module.unit_settings(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed)),
+                          sort_keys=True)
+
+    def aggregate_gpus(self, gpus: int) -> Callable[[Any], int]:
+        """A task rule's `gpu` resource: none where it gathers units (they train), `gpus` otherwise."""
+        return lambda wildcards: 0 if has_units(task(wildcards.task)) else gpus
+
+    def aggregate_threads(self, wildcards: Any) -> int:
+        """A task rule's threads: 1 where it gathers units (the units train), config threads.<task> otherwise."""
+        return 1 if has_units(task(wildcards.task)) else self.task_threads(wildcards)
 
     def p1_figures(self) -> list[artifacts.Figure]:
         """The P1 alignment figures this config draws: the misalignment ones need a run of a fixed-context grid."""

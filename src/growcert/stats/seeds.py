@@ -169,16 +169,19 @@ class StepBounds:
     upper: np.ndarray
 
 
-def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float, eval_every: float) -> StepBounds:
-    """The seeds' `StepBounds` (NaN, None or inf steps are censored at `cap`)."""
-    def parse(values):
+def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float, eval_every: float,
+                variant_cap: Sequence[float] | None = None) -> StepBounds:
+    """The seeds' `StepBounds` (NaN, None or inf steps are censored at `cap`; a variant's at its seed's entry of
+    `variant_cap` when given: paired caps, each variant run stopped at its own seed's step)."""
+    def parse(values, censored_at):
         steps = np.asarray([math.inf if v is None or not math.isfinite(float(v)) else float(v) for v in values], float)
         censored = np.isinf(steps)
         # the first step at the target lies in (s − eval_every, s], and is at least 1 when s is
-        low = np.where(censored, float(cap), np.minimum(np.maximum(steps - eval_every, 1.0), steps))
+        low = np.where(censored, np.asarray(censored_at, float), np.minimum(np.maximum(steps - eval_every, 1.0), steps))
         return steps, low, np.where(censored, math.inf, steps)
 
-    (b, b_low, b_high), (v, v_low, v_high) = parse(baseline), parse(variant)
+    (b, b_low, b_high) = parse(baseline, cap)
+    (v, v_low, v_high) = parse(variant, cap if variant_cap is None else variant_cap)
     if b.shape != v.shape:
         raise ValueError(f"paired seeds: {len(b)} baseline runs against {len(v)} variant runs")
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,5 +1,6 @@
 """P2 grokking as a protocol task: training in `experiments.grokking`, figure and claims in
-`experiments.grokking_report`; the report table is summary.csv as written."""
+`experiments.grokking_report`; the report table is summary.csv as written. Its units are the (arm, seed)
+pairs (`experiments.units`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,28 @@ HELP = "P2 grokking: AdamW, Grokfast-EMA, PopulationRiskAdam on a/b mod p"
 GATE_TITLE = "grokking: gate diagnostics"
 
 
-def run(settings: dict[str, Any], out: Path, **runtime: Any) -> None:
-    from growcert.experiments.grokking import run_grokking
+def units(settings: dict[str, Any]) -> list[tuple[str, int]]:
+    from growcert.experiments.grokking import grokking_units
 
-    run_grokking(settings, out, **runtime)
+    return grokking_units(settings)
+
+
+def unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    from growcert.experiments.grokking import grokking_unit_settings
+
+    return grokking_unit_settings(settings, arm, seed)
+
+
+def unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[tuple[str, int]]:
+    from growcert.experiments.grokking import grokking_unit_inputs
+
+    return grokking_unit_inputs(settings, arm, seed)
+
+
+def run_unit(settings: dict[str, Any], out: Path, arm: str, seed: int, **runtime: Any) -> None:
+    from growcert.experiments.grokking import run_grokking_unit
+
+    run_grokking_unit(settings, out, arm, seed, **runtime)
 
 
 def table(out: Path):

@@ -1,5 +1,6 @@
 """P2 noisy PINN as a protocol task: training in `experiments.pinn`; figure, claims and the report table
-(best lr per optimizer) in `experiments.pinn_report`."""
+(best lr per optimizer) in `experiments.pinn_report`. Its units are the (arm at one lr, seed) pairs
+(`experiments.units`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,22 @@ HELP = "P2 noisy PINN (1-d advection): steps to test l2 <= target, tuned AdamW v
 GATE_TITLE = "PINN: gate diagnostics (every lr)"
 
 
-def run(settings: dict[str, Any], out: Path, **runtime: Any) -> None:
-    from growcert.experiments.pinn import run_pinn
+def units(settings: dict[str, Any]) -> list[tuple[str, int]]:
+    from growcert.experiments.pinn import pinn_units
 
-    run_pinn(settings, out, **runtime)
+    return pinn_units(settings)
+
+
+def unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
+    from growcert.experiments.pinn import pinn_unit_settings
+
+    return pinn_unit_settings(settings, arm, seed)
+
+
+def run_unit(settings: dict[str, Any], out: Path, arm: str, seed: int, **runtime: Any) -> None:
+    from growcert.experiments.pinn import run_pinn_unit
+
+    run_pinn_unit(settings, out, arm, seed, **runtime)
 
 
 def table(out: Path):
