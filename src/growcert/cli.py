@@ -21,31 +21,10 @@ from pathlib import Path
 from typing import Any
 
 
-def parse_settings(text: str) -> dict[str, Any]:
-    """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
-    import yaml
-
-    from growcert.errors import ConfigError
-
-    if text.startswith("@"):
-        path = Path(text[1:])
-        if not path.is_file():
-            raise ConfigError(f"settings file {path}: no such file")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
-        return {} if loaded is None else loaded
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None
-
-
 def _resolve_settings(args: argparse.Namespace) -> None:
     """The command's settings, resolved once for the whole job (growcert.config.stage_settings), before any input
     is read, so a bad key fails first."""
-    from growcert.config import stage_settings
+    from growcert.config import parse_settings, stage_settings
 
     if args.settings_stage is not None:
         args.settings = stage_settings(args.settings_stage, parse_settings(args.settings))
@@ -186,24 +165,12 @@ def cmd_summarize_regime(args: argparse.Namespace) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> None:
-    from growcert.errors import ConfigError
     from growcert.experiments import run_experiment, task
+    from growcert.experiments.units import run_unit_command
 
     module = task(args.stage)
-    unit = getattr(args, "arm", None), getattr(args, "seed", None)
-    if unit != (None, None):  # one unit: --out is its folder, nothing else is written
-        from growcert.experiments.units import check_unit
-
-        if None in unit or getattr(args, "aggregate", False):
-            raise ConfigError("--arm and --seed name one unit together (and without --aggregate)")
-        check_unit(module, args.stage, args.settings, *unit)
-        reads = {"inputs": [Path(path) for path in args.unit_inputs]} if hasattr(module, "unit_inputs") else {}
-        module.run_unit(args.settings, Path(args.out), *unit, log=_log, threads=args.threads, device=args.device,
-                        **reads)
+    if run_unit_command(module, args, log=_log):  # one unit: --out is its folder, nothing else is written
         return
-    missing = [f"--{name}" for name in ("figure", "claims", "table") if getattr(args, name) is None]
-    if missing:
-        raise ConfigError(f"growcert {args.stage} needs {', '.join(missing)} (or --arm and --seed for one unit)")
     inputs = {name: getattr(args, name) for name in getattr(module, "INPUTS", ())}
     run_experiment(args.stage, args.settings, args.out, args.figure, args.claims, args.table, checks=args.checks,
                    threads=args.threads, log=_log, gate_figure=args.gate_figure, device=args.device,
@@ -389,6 +356,7 @@ def _intervention_commands(stages) -> None:
 def _experiment_commands(stages) -> None:
     """One command per P2 experiment of the registry (growcert.experiments), all of one shape."""
     from growcert.experiments import EXPERIMENTS, has_units, task
+    from growcert.experiments.units import add_unit_arguments
     from growcert.schema import load_schema
 
     sections = load_schema()["properties"]  # a task without a section of its own gets {} (parsed only)
@@ -405,13 +373,7 @@ def _experiment_commands(stages) -> None:
         command.add_argument("--checks", help="implementation checks (not claims), for a task that has them")
         command.add_argument("--table", help="the experiment's table for the report (needed unless one unit)")
         if has_units(experiment):
-            command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
-                                 ".units) at --seed into --out; no figure, claims or table")
-            command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
-            command.add_argument("--unit-inputs", nargs="*", default=[], help="the summary.csv of each unit this unit "
-                                 "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
-            command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
-                                 "its finished units (--out/units/ARM/seedSEED), then the figure, claims and table")
+            add_unit_arguments(command)
         command.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         _torch_arguments(command)
         if "reference_checkpoint" in inputs:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import jsonschema
@@ -263,3 +264,22 @@ def settings_hash(settings: dict[str, Any]) -> str:
     """Stable short hash of a settings dict (canonical JSON)."""
     canonical = json.dumps(settings, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def parse_settings(text: str) -> dict[str, Any]:
+    """A `--settings` value: inline JSON, or `@path` to a JSON/YAML file (one line naming the file when unreadable)."""
+    import yaml
+
+    if text.startswith("@"):
+        path = Path(text[1:])
+        if not path.is_file():
+            raise ConfigError(f"settings file {path}: no such file")
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            raise ConfigError(f"settings file {path}: not valid YAML or JSON ({error})") from None
+        return {} if loaded is None else loaded
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--settings: not valid JSON ({error}); give JSON or @file") from None

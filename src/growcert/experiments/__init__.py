@@ -41,6 +41,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from growcert.errors import ConfigError
+
 EXPERIMENTS: dict[str, str] = {
     "grokking": "growcert.experiments.tasks.grokking",
     "pinn": "growcert.experiments.tasks.pinn",
@@ -71,6 +73,9 @@ def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, fig
 
     from growcert.experiments.units import aggregate_units, run_all_units
 
+    missing = [f"--{key}" for key, path in (("figure", figure), ("claims", claims), ("table", table)) if path is None]
+    if missing:
+        raise ConfigError(f"growcert {name} needs {', '.join(missing)} (or --arm and --seed for one unit)")
     module = task(name)
     out_dir = Path(out_dir)
     if aggregate:

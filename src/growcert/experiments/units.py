@@ -61,6 +61,31 @@ def check_unit(module: ModuleType, task: str, settings: dict[str, Any], arm: str
                           f"{', '.join(map(str, seeds))})")
 
 
+def add_unit_arguments(command) -> None:
+    """The arguments of `growcert <task>` that run one unit (`run_unit_command`) or aggregate the finished ones."""
+    command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
+                         ".units) at --seed into --out; no figure, claims or table")
+    command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
+    command.add_argument("--unit-inputs", nargs="*", default=[], help="the summary.csv of each unit this unit "
+                         "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
+    command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
+                         "its finished units (--out/units/ARM/seedSEED), then the figure, claims and table")
+
+
+def run_unit_command(module: ModuleType, args, log: Callable[[str], None]) -> bool:
+    """Run the one unit that `args` names (--arm and --seed) into --out, checked first (`check_unit`); False when
+    they name none. Both or neither, and never with --aggregate: a ConfigError otherwise."""
+    unit = getattr(args, "arm", None), getattr(args, "seed", None)
+    if unit == (None, None):
+        return False
+    if None in unit or getattr(args, "aggregate", False):
+        raise ConfigError("--arm and --seed name one unit together (and without --aggregate)")
+    check_unit(module, args.stage, args.settings, *unit)
+    reads = {"inputs": [Path(path) for path in args.unit_inputs]} if hasattr(module, "unit_inputs") else {}
+    module.run_unit(args.settings, Path(args.out), *unit, log=log, threads=args.threads, device=args.device, **reads)
+    return True
+
+
 def unit_resume_folder(out: str | Path) -> Path:
     return Path(out) / RESUME_FOLDER
 
