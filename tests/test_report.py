@@ -237,3 +237,25 @@ def test_seed_counts_are_whole_numbers_with_their_noun():
     assert seeds_text(1) == "1 seed" and seeds_text(16.0) == "16 seeds" and seeds_text("242.0") == "242 seeds"
     # a CSV reader that took a design figure for a float shows it whole
     assert _design_text(242.0) == "242" and _design_text("> 10,000") == "> 10,000" and _design_text(None) == "–"
+
+
+def test_the_report_asks_whether_the_advice_is_right(tmp_path):
+    """The section "Is the advice right?" shows the advise-check reference run's verdict, scorecard and reliability
+    figure when the references folder holds it, and the command that makes it when it does not."""
+    results = synthetic_results(tmp_path / "results")
+    build_report(results, results / "report.html", references=tmp_path / "none")
+    text = (results / "report.html").read_text()
+    assert '<section id="advice"><h2>Is the advice right?</h2>' in text and "summarize_advise_check" in text
+    folder = tmp_path / "references" / "advise-check"
+    folder.mkdir(parents=True)
+    pd.DataFrame({"variant": ["new_block"], "score": ["precision"], "rule": ["advise"], "estimate": [0.6],
+                  "low": [0.4], "high": [0.8]}).to_csv(folder / "scorecard.csv", index=False)
+    pd.DataFrame([claim_row("advise_beats_first_order", judge_samples(CLAIMS["advise_beats_first_order"].effect,
+                                                                      [0.01, 0.02, 0.015], 0.95), "RUN", "NOTE")],
+                 columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+    build_report(results, results / "report.html", references=tmp_path / "references")
+    text = (results / "report.html").read_text()
+    section = text[text.index('<section id="advice">'):]
+    section = section[:section.index("</section>")]
+    assert "precision" in section and "<b>reproduced</b>" in section and "3 seeds" in section
+    assert 'href="#advice"' in text

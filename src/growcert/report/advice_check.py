@@ -23,6 +23,8 @@ gain on the primary variant (PRIMARY_VARIANT), judged by `verdicts.judge_samples
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 import zlib
 from pathlib import Path
@@ -37,6 +39,7 @@ from growcert.files import read_csvs, write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
+from growcert.report.page import table_html
 from growcert.report.verdicts import judge_samples
 from growcert.stats.growth_outcomes import beat, per_seed_interval, regret, reliability
 
@@ -196,3 +199,37 @@ def summarize(tables: list[str | Path], settings: dict[str, Any], out: str | Pat
     checkpoints = table["model"].nunique()
     return "\n".join([f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
                       *score_lines(table, settings), f"-> {paths['scorecard']}"])
+
+
+ADVICE_SECTION = ("advice", "Is the advice right?")
+ADVICE_REFERENCE = "advise-check"  # the reference run (docs/reference-results/advise-check) the section shows
+
+
+def advice_section(references: Path | None) -> str:
+    """The report's "Is the advice right?" section: the advise-check reference run's scorecard, its reliability
+    figure and the claim's verdict (its folder under `references`), or how to make it when it is not there."""
+    folder = None if references is None else Path(references) / ADVICE_REFERENCE
+    command = "snakemake summarize_advise_check --configfile configs/advise-check.yaml --cores 2"
+    if folder is None or not (folder / "scorecard.csv").is_file():
+        return (f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2><p>The advise-check reference run '
+                f"(every advise decision scored against actually growing) is not in this report: <code>{command}"
+                f"</code> makes it; <code>growcert advise-check --model M --data D --out DIR</code> checks one model."
+                "</p></section>")
+    parts = [f"<p>Reference run <code>{ADVICE_REFERENCE}</code> (not this pipeline run): every checkpoint advised, then "
+             "grown for real at every insertion point beside its no-growth control on the same batches, scored on "
+             "held-out examples advise never saw; each score with a t interval over training seeds.</p>"]
+    claims = folder / "claims.csv"
+    if claims.is_file():
+        for row in pd.read_csv(claims).itertuples():
+            parts.append(f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
+                         f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
+                         f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>")
+    parts.append("<h3>Scorecard</h3>" + table_html(pd.read_csv(folder / "scorecard.csv")))
+    figure = folder / "reliability.png"
+    if figure.is_file():
+        encoded = base64.b64encode(figure.read_bytes()).decode()
+        parts.append(f'<figure><img alt="reliability of B_exact" src="data:image/png;base64,{encoded}"><figcaption>'
+                     "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
+                     "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>")
+    return f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2>{"".join(parts)}</section>'
+

@@ -23,6 +23,7 @@ import pandas as pd
 from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
+from growcert.report.advice_check import ADVICE_SECTION, advice_section
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
 from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
                                          TRAINING_TABLE, section_figures)
@@ -267,7 +268,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
     report_dir = out.parent.resolve()
     version_text = ", ".join(f"{name} {value}" for name, value in versions().items())
     toc = "".join(f'<li><a href="#{key}">{html.escape(title)}</a></li>' for key, title, _, _ in
-                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS
+                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS + [(*ADVICE_SECTION, None, None)]
                   + [("reference", "Reference runs", None, None)])
     header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
               f"from <code>{html.escape(str(results))}</code> · git commit <code>{git_commit() or 'none'}</code> · "
@@ -306,6 +307,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
                       for path in sorted((results / TABLES_FOLDER).glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
+    body.append(advice_section(references))
     body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(references, report_dir)
                 + "</section>")
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
