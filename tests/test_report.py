@@ -114,7 +114,9 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
     check = browser_check(results / "report.html", width=1280)
     # every section's figures, and those of the reference runs kept in the repository (docs/reference-results)
     references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(REFERENCES))
-    assert check["images"] == sum(len(figures) for _, _, figures, _ in SECTIONS) + references
+    advice = int((REFERENCES / "advise-check" / "scorecard.csv").is_file()
+                 and (REFERENCES / "advise-check" / "reliability.png").is_file())  # "Is the advice right?" shows it
+    assert check["images"] == sum(len(figures) for _, _, figures, _ in SECTIONS) + references + advice
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
     assert check["links"] > len(CLAIMS) and check["broken"] == [], check
