@@ -1,6 +1,8 @@
 """Plain helpers shared by several test files (imported as `from helpers import ...`; pytest puts tests/
 on the path): exactness checks against single-example autograd, a toy module added to a registry."""
 
+from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
@@ -116,3 +118,10 @@ def mse_per_example(outputs, targets):
 def regression_batch(generator, b=16):
     x = torch.randn(b, 6, generator=generator)
     return x, torch.stack((x[:, 0] * 2, x[:, 1] - x[:, 2], torch.sin(x[:, 3])), dim=1) + 0.3 * torch.randn(b, 3, generator=generator)
+
+
+def advice_figures(references: Path) -> int:
+    """The figures the report's "Is the advice right?" section embeds from the advise-check reference run (its
+    reliability figure, once the run is kept), besides the reference runs' own."""
+    folder = Path(references) / "advise-check"
+    return int((folder / "scorecard.csv").is_file() and (folder / "reliability.png").is_file())

@@ -15,7 +15,7 @@ from growcert.report.claims import CLAIMS, ROW_COLUMNS, check_row, claim_row  # 
 from growcert.report.verdicts import Effect, judge_samples  # noqa: E402
 from growcert.report.html import SECTIONS, build_report  # noqa: E402
 from growcert.report.reference import reference_folders  # noqa: E402
-from helpers import browser_check, chromium  # noqa: E402
+from helpers import advice_figures, browser_check, chromium  # noqa: E402
 
 REFERENCES = Path(__file__).resolve().parents[1] / "docs" / "reference-results"  # the repository's reference runs
 
@@ -114,9 +114,7 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
     check = browser_check(results / "report.html", width=1280)
     # every section's figures, and those of the reference runs kept in the repository (docs/reference-results)
     references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(REFERENCES))
-    advice = int((REFERENCES / "advise-check" / "scorecard.csv").is_file()
-                 and (REFERENCES / "advise-check" / "reliability.png").is_file())  # "Is the advice right?" shows it
-    assert check["images"] == sum(len(figures) for _, _, figures, _ in SECTIONS) + references + advice
+    assert check["images"] == sum(len(figures) for _, _, figures, _ in SECTIONS) + references + advice_figures(REFERENCES)
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
     assert check["links"] > len(CLAIMS) and check["broken"] == [], check

@@ -24,7 +24,7 @@ from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.reference import reference_folders
 from growcert.report.verdicts import WORDS
 from growcert.store import open_group, open_store
-from helpers import browser_check, chromium
+from helpers import advice_figures, browser_check, chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [str(Path(sys.executable).parent / "snakemake")]  # the environment's own entry point
@@ -138,7 +138,8 @@ def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
 def test_the_pipeline_report_renders_in_a_real_browser(ci_run):
     results = ci_run / "results"
     check = browser_check(results / "report.html", width=1280)
-    references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(ROOT / "docs" / "reference-results"))
+    kept = ROOT / "docs" / "reference-results"
+    references = sum(len(list(folder.glob("*.png"))) for folder in reference_folders(kept)) + advice_figures(kept)
     assert check["images"] == len(list((results / "figures").glob("*.png"))) + references, check
     assert check["undecoded"] == [], check
     assert check["scroll_width"] <= check["viewport"] and check["outside"] == [], check
