@@ -43,6 +43,15 @@ def train_tiny():
     return _train_tiny
 
 
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory, prepared):
+    """(checkpoint, prepared folder) of a tiny llama (width 16, depth 2: points block0..block2) trained here, once
+    for every test that advises a model or checks the advice."""
+    data = prepared("shakespeare")
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    return _train_tiny(data, folder / "run", "llama", "shakespeare", 16, 2), data.folder
+
+
 def _planned_jobs(output: str) -> dict[str, int]:
     """{rule: count} from the job-stats table Snakemake prints for a (dry) run."""
     lines = output.splitlines()

@@ -22,11 +22,9 @@ OUTPUTS = ("advice", "advise_check.csv", "claims.csv", "provenance.json", "relia
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory, prepared, train_tiny):
-    """(checkpoint, prepared folder) of a tiny llama (width 16, depth 2: points block0..block2) trained here."""
-    data = prepared("shakespeare")
-    folder = tmp_path_factory.mktemp("advise-check-llama")
-    return train_tiny(data, folder / "run", "llama", "shakespeare", 16, 2), data.folder
+def llama(tiny_llama):
+    """(checkpoint, prepared folder) of the session's tiny llama (conftest.tiny_llama)."""
+    return tiny_llama
 
 
 @pytest.fixture(scope="module")

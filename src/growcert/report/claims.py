@@ -426,15 +426,23 @@ def claim_row(key: str, judgement: Judgement, this_run: str, note: str, scope: s
             "seeds_to_contradict": judgement.seeds_to_contradict, "why": judgement.why, "this_run": this_run, "note": note}
 
 
+def design_figure(value) -> str:
+    """One design figure as text: "242" (a whole number even where a CSV reader took it for a float), "> 10,000",
+    or "" where it has no meaning or no spread is known."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() in ("", "nan"):
+        return ""
+    text = str(value).strip()
+    try:
+        return f"{int(float(text)):,}"
+    except ValueError:
+        return text
+
+
 def design_text(row) -> str:
     """A claim row's two design figures in words ("" when neither is known): "design: 242 seeds to reproduce it if
     the effect is the paper's, 20 to contradict it if nil"."""
     def figure(name: str) -> str:
-        value = getattr(row, name, None) if not isinstance(row, dict) else row.get(name)
-        if value is None or (isinstance(value, float) and math.isnan(value)) or str(value).strip() in ("", "nan"):
-            return ""
-        text = str(value).strip()
-        return text[:-2] if text.endswith(".0") else text
+        return design_figure(getattr(row, name, None) if not isinstance(row, dict) else row.get(name))
 
     reproduce, contradict = figure("seeds_to_reproduce"), figure("seeds_to_contradict")
     parts = ([f"{reproduce} seeds to reproduce it if the effect is the paper's"] if reproduce else []) + \

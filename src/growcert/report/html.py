@@ -24,7 +24,7 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.advice_check import ADVICE_SECTION, advice_section
-from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS
+from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_figure
 from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
                                          TRAINING_TABLE, section_figures)
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
@@ -69,15 +69,8 @@ def seeds_text(count) -> str:
 
 
 def _design_text(value) -> str:
-    """A design figure as the claims table shows it: "242", "> 10,000" (a whole number even when a CSV read it as
-    a float), or "–" when it has no meaning here."""
-    if value is None or pd.isna(value) or str(value).strip() == "":
-        return "–"
-    text = str(value).strip()
-    try:
-        return f"{int(float(text)):,}"
-    except ValueError:
-        return text
+    """A design figure as the claims table shows it (`claims.design_figure`), "–" where it has no meaning here."""
+    return design_figure(value) or "–"
 
 
 def _counts(words: list[str]) -> str:
