@@ -143,3 +143,27 @@ def test_p1_p_hat_fall_keeps_its_first_form_without_the_floor_rule():
     assert primary["role"] == "primary" and primary["verdict"] == "not tested at this scale"
     assert first["role"] == "secondary" and first["verdict"] == "contradicted"  # what the first form said
     assert "first registered form (no p̂ floor rule), changed 2026-12-04: " in first["claim"]
+
+
+def test_grokking_claims_at_a_later_look_use_the_boundary_level():
+    """grokking-calibrated judged on 8 seeds after its registered look at 1: the readings' family is judged at the
+    boundary's nominal level and every row says which look it is; outside a reference run it is a first look."""
+    from growcert.experiments.grokking_report import grokking_claims
+
+    seeds = range(6, 14)
+    adamw = [{"optimizer": "AdamW wd=0.15", "weight_decay": 0.15, "seed": seed, "step_95": 12000.0 + 500 * seed}
+             for seed in seeds]
+    reading = [{"optimizer": "poprisk-update-exact-wd0.15", "weight_decay": 0.15, "seed": seed,
+                "step_95": 3000.0 + 100 * seed} for seed in seeds]
+    summary = pd.DataFrame(adamw + reading)
+    settings = {"steps": 32000, "cap": "paired", "eval_every": 100, "adamw": {"weight_decays": [0.15]},
+                "poprisk": {"weight_decays": [0.15]}}
+    expected = look_level("p2_grokking", 8, "grokking-calibrated", 0.95)
+    assert expected.look == 2 and expected.level > 0.95
+    rows = grokking_claims(summary, settings, reference="grokking-calibrated")
+    primary = [row for row in rows if row["role"] == "primary"]
+    assert len(primary) == 1 and primary[0]["level"] == pytest.approx(expected.level)
+    assert all("Second look: O'Brien–Fleming boundary" in row["note"] for row in rows)
+    plain = grokking_claims(summary, settings)
+    assert [row for row in plain if row["role"] == "primary"][0]["level"] == 0.95
+    assert not any("look:" in row["note"] for row in plain)

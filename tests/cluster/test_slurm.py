@@ -7,6 +7,10 @@
    one *running* train_model job is scancel'ed. Snakemake stops with an error naming that job; a
    dry run then plans exactly the missing training runs and stores, nothing whose output exists;
    the rerun runs exactly that plan and leaves the finished training run untouched.
+3. A job killed at its time limit resumes on its retry.
+4. P2's units (slurm_grokking.yaml: 2 arms x 2 seeds, paired caps): each (arm, seed) is a SLURM job of its own;
+   one unit cancelled mid-run resumes from the state it saved on SIGTERM when Snakemake runs again, and ends
+   bit for bit as the same unit run uninterrupted on this machine.
 
 The checks read rule names from Snakemake's own output rather than a fixed list, so rules added to
 the DAG later are covered without editing this file.
@@ -26,6 +30,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -44,6 +49,7 @@ FINAL_STATES = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", 
 
 
 GRIDS = Path(__file__).resolve().parent / "slurm_grids.yaml"  # merged over configs/ci.yaml: its grids win
+GROKKING = Path(__file__).resolve().parent / "slurm_grokking.yaml"  # merged over both: the toy P2 task of test 4
 
 
 def ci_config():
@@ -325,3 +331,94 @@ def test_job_killed_at_its_time_limit_resumes_on_retry(full_run, tmp_path):
     assert 0 < int(resumed.group(1)) < steps, resumed.group(0)
     assert (run_folder / f"step{steps}.pt").is_file() and (run_folder / "metrics.json").is_file()
     assert not any(path.name.endswith(".resume") for path in run_folder.parent.iterdir())  # cleared when done
+
+
+def grokking_config():
+    with open(ROOT / "configs" / "ci.yaml") as handle, open(GROKKING) as toy:
+        return {**yaml.safe_load(handle)["grokking"], **yaml.safe_load(toy)["grokking"]}
+
+
+def unit_of_job(log):
+    """(arm, seed) of a p2_unit job, from the job header Snakemake prints into its SLURM log; None before that."""
+    found = re.search(r"wildcards: task=grokking, arm=([^,\s]+), seed=(\d+)", log.read_text()) if log.is_file() else None
+    return (found.group(1), int(found.group(2))) if found else None
+
+
+def cancel_unit_with_resume_state(process, log, results, unit, deadline):
+    """scancel unit (arm, seed)'s job once it runs and has saved resume state; returns the SLURM job id."""
+    folder = results / "grokking" / "units" / unit[0] / f"seed{unit[1]}"
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"snakemake exited (code {process.returncode}) before unit {unit} could be cancelled:\n"
+                        f"{log.read_text()[-3000:]}")
+        jobs = [job_id for job_id, rule, job_log in submitted_jobs(log.read_text())
+                if rule == "p2_unit" and unit_of_job(job_log) == unit]
+        if jobs and job_state(jobs[0]) == "RUNNING" and any((folder / ".resume").glob("*")):
+            subprocess.run(["scancel", jobs[0]], capture_output=True, timeout=30)
+            for _ in range(60):
+                if job_state(jobs[0]) == "CANCELLED":
+                    return jobs[0]
+                time.sleep(0.5)
+        time.sleep(0.5)
+    pytest.fail(f"unit {unit} could not be cancelled while running; snakemake output:\n{log.read_text()[-3000:]}")
+
+
+def test_p2_units_are_slurm_jobs_and_a_cancelled_unit_resumes_bit_for_bit(slurm_cluster, tmp_path):
+    settings = grokking_config()
+    arms = ["AdamW_wd_1", "poprisk-update-exact-wd1"]  # the config's arms, in the task's order
+    units = [(arm, seed) for seed in settings["seeds"] for arm in arms]
+    victim = ("AdamW_wd_1", settings["seeds"][0])  # an AdamW unit: its seed's gate reading waits on it (paired cap)
+    results = tmp_path / "results"
+    claims = results / "claims" / "p2_grokking.csv"
+    files = ("--configfile", "configs/ci.yaml", str(GROKKING))
+    log = tmp_path / "cancelled_run.log"
+    with open(log, "w") as sink:  # --retries 0: the profile's retry would resubmit the cancelled job at once
+        process = subprocess.Popen(snakemake_command(tmp_path, tmp_path / "prepared", *files, "--retries", "0",
+                                                     targets=[claims]),
+                                   cwd=ROOT, env=ENV, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        cancelled = cancel_unit_with_resume_state(process, log, results, victim, time.monotonic() + TIMEOUT / 2)
+        process.wait(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        cancel_unfinished([job_id for job_id, _, _ in submitted_jobs(log.read_text())])
+    first = log.read_text()
+    assert process.returncode != 0 and f"SLURM-job '{cancelled}' failed" in first, first[-3000:]
+    unit_folder = results / "grokking" / "units" / victim[0] / f"seed{victim[1]}"
+    assert not (unit_folder / "summary.csv").exists() and any((unit_folder / ".resume").glob("*")), first[-3000:]
+
+    returncode, second = "?", ""
+    try:
+        returncode, second = run(snakemake_command(tmp_path, tmp_path / "prepared", *files, targets=[claims]))
+    finally:
+        cancel_unfinished([job_id for job_id, _, _ in submitted_jobs(second)])
+    assert returncode == 0, second[-4000:]
+
+    # Every unit was a SLURM job of its own: one job per (arm, seed), the cancelled one submitted again.
+    jobs = [(job_id, unit_of_job(job_log)) for output in (first, second)
+            for job_id, rule, job_log in submitted_jobs(output) if rule == "p2_unit"]
+    assert Counter(unit for _, unit in jobs) == Counter(units + [victim]), jobs
+    states = {job_id: job_state(job_id) for job_id, _ in jobs}
+    assert states.pop(cancelled) == "CANCELLED"
+    assert set(states.values()) <= {"COMPLETED", "GONE"} and "COMPLETED" in states.values(), states
+
+    # The resubmitted unit continued from the state its cancelled job saved, not from step 0.
+    unit_log = (results / "logs" / "p2_unit" / "grokking" / victim[0] / f"seed{victim[1]}.log").read_text()
+    resumed = re.search(r"resumed unit \S+ \S+ at step (\d+)", unit_log)
+    assert resumed and 0 < int(resumed.group(1)) < settings["steps"], unit_log[-2000:]
+
+    # ... and ends bit for bit as the same unit run uninterrupted here, without SLURM.
+    local = tmp_path / "local"
+    reference = local / "grokking" / "units" / victim[0] / f"seed{victim[1]}" / "summary.csv"
+    done = subprocess.run([sys.executable, "-m", "snakemake", str(reference), "--cores", "1", *files,
+                           "--config", f"results={local}"], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    for table in ("curves.csv", "summary.csv"):
+        resumed_table, uninterrupted = (pd.read_csv(folder / table) for folder in (unit_folder, reference.parent))
+        timing = [column for column in ("seconds",) if column in resumed_table]
+        pd.testing.assert_frame_equal(resumed_table.drop(columns=timing), uninterrupted.drop(columns=timing),
+                                      check_exact=True)
+    assert (pd.read_csv(claims)["claim_id"] == "p2_grokking").any()  # the aggregate judged the units

@@ -21,6 +21,7 @@ from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.families import judge_family
+from growcert.report.looks import look_level, with_note
 from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 
@@ -50,11 +51,14 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
+                    reference: str | None = None) -> list[dict[str, Any]]:
     """Claim rows (claims.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
     decay, the row's scope, a part), its speed-up over AdamW at the variant's own decay paired by seed, steps as
     interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary row over every
-    variant (families.judge_family)."""
+    variant (families.judge_family). In reference run `reference` (docs/reference-results/<name>), a judgement on
+    more seeds than a registered look at that run is a later look: the family's level is the group-sequential one
+    of `growcert.report.looks.look_level`, and every row says so."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     cap = settings["steps"]
@@ -91,7 +95,8 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
                f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
     if not variants:
         return []
-    family = judge_family("p2_grokking", judge, LEVEL, "readings")
+    at = look_level("p2_grokking", int(table["seed"].nunique()), reference, LEVEL)
+    family = judge_family("p2_grokking", judge, at.level, "readings")
     rows = [claim_row("p2_grokking", judgement, scope=name, role="part",
                       this_run=f"{name}: {format_steps(median_steps(variants[name]['step_95']), cap)} vs "
                                f"{baselines[name][0]}: {format_steps(median_steps(baselines[name][1]), cap)} "
@@ -99,4 +104,4 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
             for name, judgement in family.readings.items()]
     rows.append(claim_row("p2_grokking", family.claim, scope=family.scope("readings"),
                           this_run=f"{len(variants)} readings, each against AdamW at its own decay", note=setting))
-    return rows
+    return [with_note(row, at) for row in rows]
