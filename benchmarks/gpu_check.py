@@ -62,6 +62,38 @@ def training_flops_per_step(metrics: dict, width: int, depth: int, context: int,
     return 6 * non_embedding * tokens + 12 * depth * context * width * tokens
 
 
+def merged(base: dict, over: dict) -> dict:
+    """`over` merged into `base` key by key, nested sections too: how Snakemake merges a --configfile."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def nominal_grokking_unit(out: Path, steps: int, device: str, smoke: bool) -> dict:
+    """One unit of P2's nominal grokking task (configs/grokking-nominal.yaml over config.yaml: AdamW at decay 0.01,
+    seed 0), `steps` steps by its `growcert grokking --arm --seed` command, never stopped early; its seconds per
+    step, and the whole config's worst case (every unit to its cap) at that rate, in GPU-hours."""
+    import yaml
+
+    from growcert.config import stage_settings
+    from growcert.experiments import task as experiment
+
+    with open(ROOT / "config.yaml") as base, open(ROOT / "configs" / "grokking-nominal.yaml") as nominal:
+        task = merged(yaml.safe_load(base)["grokking"], yaml.safe_load(nominal)["grokking"])
+    cap, units = task["steps"], len(experiment("grokking").units(stage_settings("grokking", task)))
+    settings = {**task, "steps": steps, "stop_at_test_acc": None, "cap": "fixed", "eval_every": steps,
+                "resume_every": 10 * steps}
+    if smoke:
+        settings.update(p=11, batch_size=16, model={**task.get("model", {}), "width": 16, "depth": 1, "heads": 2})
+    folder = out / "grokking-nominal-unit"
+    growcert("grokking", "--settings", json.dumps(settings), "--arm", "AdamW_wd_0.01", "--seed", "0",
+             "--out", str(folder), "--device", device, "--threads", "4")
+    seconds = float(pd.read_csv(folder / "summary.csv")["seconds"].iloc[0])
+    return {"steps": steps, "ms_per_step": 1000 * seconds / steps, "units": units, "cap": cap,
+            "worst_case_hours": units * cap * seconds / steps / 3600}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -74,10 +106,12 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=48, help="train and held-out examples per store")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--precision", default="bf16")
+    parser.add_argument("--grokking-steps", type=int, default=2000, help="steps of the nominal grokking unit")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on any device: checks the plumbing only")
     args = parser.parse_args()
     if args.smoke:
         args.widths, args.depth, args.context, args.steps, args.batch, args.examples = [16, 32], 1, 32, 20, 8, 8
+        args.grokking_steps = 20
         args.device = "auto"
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -126,6 +160,11 @@ def main() -> None:
     print(alignment[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     pd.DataFrame(rows).to_csv(args.out / "training.csv", index=False)
     alignment.to_csv(args.out / "alignment.csv", index=False)
+
+    print("\nP2 grokking at the nominal task (configs/grokking-nominal.yaml), one unit (AdamW wd 0.01, seed 0):")
+    unit = pd.DataFrame([nominal_grokking_unit(args.out, args.grokking_steps, args.device, args.smoke)])
+    print(unit.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    unit.to_csv(args.out / "grokking_nominal.csv", index=False)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 # `growcert <stage>` command. Output: the CUDA-marked tests, then benchmarks/gpu_check.py's tables; the
 # tables are also written under ${GPU_CHECK_OUT:-$OUT or /tmp}/gpu-check.
 # P2's grokking headline at the paper's nominal task (p 97, batch 512, PyTorch's default init, 9 arms x 8 seeds, up to
-# 40,000 steps each: hours, more than one lent session) is configs/grokking-nominal.yaml, for a GPU allocation of its own.
+# 40,000 steps each: more than one lent session) is configs/grokking-nominal.yaml, for a GPU allocation of its own;
+# this check times one of its units and prints the whole config's worst case in GPU-hours at that rate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1

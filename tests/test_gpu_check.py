@@ -33,3 +33,6 @@ def test_gpu_check_smoke_runs_every_stage_and_prints_the_tables(tmp_path):
     alignment = pd.read_csv(tmp_path / "gpu-check" / "alignment.csv")
     assert set(alignment["width"]) == {16, 32} and set(alignment["reduction"]) == {"sum_positions", "flatten"}
     assert "d_align (P1), by width:" in out and "d_align_lo" in out
+    nominal = pd.read_csv(tmp_path / "gpu-check" / "grokking_nominal.csv")
+    assert nominal["units"].tolist() == [72] and nominal["cap"].tolist() == [40000]  # configs/grokking-nominal.yaml
+    assert (nominal["ms_per_step"] > 0).all() and "P2 grokking at the nominal task" in out
