@@ -346,3 +346,18 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     tuning_run = [run for run in plan.runs() if f"{run_folder(config['results'], **run_wildcards(run))}/" in named]
     assert len(tuning_run) == 1 and plan.analysed_steps(tuning_run[0], "all") == [300]
     assert all(run.seed != tuning_run[0].seed for run in plan.runs() if run != tuning_run[0])
+
+
+@pytest.mark.parametrize("half", [EXPLORATION, CONFIRMATION])
+@pytest.mark.parametrize("rule", advice_check.CANDIDATE_RULES)
+def test_the_committed_candidate_scores_are_what_the_command_prints(rule, half, tmp_path):
+    """docs/reference-results/advise-check/rules/<rule>/<half>: the command its README gives, on the committed
+    table, writes the very scorecard and comparison kept there."""
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "docs" / "reference-results" / "advise-check"
+    settings = json.dumps({"advise_rule": rule, "half": half})
+    assert main(["summarize-advise-check", str(run / "advise_check.csv"), "--settings", settings,
+                 "--out", str(tmp_path)]) == 0
+    for name in ("scorecard.csv", "comparison.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(run / "rules" / rule / half / name))
