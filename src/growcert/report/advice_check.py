@@ -50,7 +50,7 @@ from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.report.page import table_html
 from growcert.report.verdicts import judge_samples
-from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half, SPLIT_RULE
+from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
 COLUMNS = ["model", "family", "width", "depth", "train_seed", "step", "point", "point_index", "variant", "decision",
            "value", "value_se", "value_lo", "scaled_value", "detectability", "b_exact", "outcome", "outcome_se",
@@ -180,7 +180,8 @@ def comparison_rows(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFra
     candidate = settings["advise_rule"]
     if candidate == SHIPPED:
         raise ValueError("comparison_rows needs a candidate advise_rule, not the shipped rule itself")
-    picked = choices(table.assign(beat=False), settings["seed"], (*RULES, candidate))
+    table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
+    picked = choices(table, settings["seed"], (*RULES, candidate))
     rows = []
     for variant in table["variant"].unique():
         gains = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
