@@ -12,7 +12,8 @@ from growcert.cli import main
 from growcert.config import stage_settings
 from growcert.data import load_prepared
 from growcert.report import advice_check
-from growcert.stats.growth_outcomes import paired_outcome, regret, reliability
+from growcert.report.claims import CLAIMS
+from growcert.stats.growth_outcomes import CONFIRMATION, EXPLORATION, paired_outcome, regret, reliability, seed_half
 from growcert.stats.seeds import t_quantile
 
 EXAMPLES = 32
@@ -213,3 +214,150 @@ def test_the_snakemake_target_plans_one_advise_check_per_checkpoint_and_one_summ
     assert planned_jobs(result.stdout)["summarize_advise_check"] == 1
     commands = [line for line in result.stdout.splitlines() if "growcert advise-check --model" in line]
     assert len(commands) == checkpoints and all(".pt --data" in line for line in commands)
+
+
+def _full_table(points_by_seed, variants=("new_block",), model=lambda seed: f"m{seed}.pt"):
+    """A checked table with every column of the stage's: one checkpoint per seed, rows (decision, detectability,
+    scaled_value, outcome) per point, outcome_se 0.01, the same outcomes in every variant."""
+    rows = []
+    for seed, points in points_by_seed.items():
+        for variant in variants:
+            for index, (decision, detectability, scaled, outcome) in enumerate(points):
+                rows.append({column: math.nan for column in advice_check.COLUMNS} | {
+                    "model": model(seed), "family": "llama", "train_seed": seed, "point": f"block{index}",
+                    "point_index": index, "variant": variant, "decision": decision, "value": scaled,
+                    "scaled_value": scaled, "detectability": detectability, "b_exact": 0.1, "outcome": outcome,
+                    "outcome_se": 0.01})
+    return pd.DataFrame(rows, columns=advice_check.COLUMNS)
+
+
+def _brute_force_pick(points, rule):
+    """The candidate's point by a plain loop over (decision, detectability, scaled_value, outcome) rows; None: none."""
+    chosen = None
+    for index, (decision, detectability, _, _) in enumerate(points):
+        if rule == "most_detectable" and (chosen is None or detectability > points[chosen][1]):
+            chosen = index
+        if rule == "deepest_grow_here" and decision == "grow here":
+            chosen = index
+    return chosen
+
+
+GROW, NONE, FLAT = "grow here", "no evidence", "saturated"
+CASES = {0: [(GROW, 3.0, 2.0, -0.5), (NONE, 9.0, 0.1, -0.1), (GROW, 1.0, 1.0, -0.2), (FLAT, 2.0, 1.0, -0.3)],
+         1: [(NONE, 0.5, 0.0, 0.2), (NONE, 0.4, 0.0, -0.4), (NONE, 0.1, 0.0, 0.1)],
+         2: [(FLAT, 5.0, 1.0, -0.3), (GROW, 5.0, 3.0, -0.1), (GROW, 4.0, 2.5, 0.2)],
+         3: [(GROW, 2.0, 4.0, 0.3), (FLAT, 7.0, 1.0, -0.6), (NONE, 1.0, 0.0, 0.0)]}
+
+
+@pytest.mark.parametrize("rule", advice_check.CANDIDATE_RULES)
+def test_candidate_rules_pick_what_a_brute_force_loop_picks_and_score_by_hand(rule):
+    """Per checkpoint the candidate's point equals a plain loop's (most_detectable: the largest ‖μ‖²/SE, the
+    shallowest on a tie; deepest_grow_here: the deepest grow-here point, none without one); its gain row is the
+    mean over seeds of those points' gains, and comparison.csv's row against the shipped rule is the per-seed
+    difference, by hand."""
+    table = _full_table(CASES)
+    settings = stage_settings("advise_check", {"advise_rule": rule})
+    picked = advice_check.choices(table.assign(beat=False), settings["seed"], advice_check.scored_rules(settings))
+    mine = picked[picked["rule"] == rule].set_index("train_seed")
+    expected = {seed: _brute_force_pick(points, rule) for seed, points in CASES.items()}
+    assert {seed: mine.loc[seed, "point"] for seed in CASES} == {
+        seed: "" if index is None else f"block{index}" for seed, index in expected.items()}
+    gains = {seed: 0.0 if index is None else -CASES[seed][index][3] for seed, index in expected.items()}
+    card = advice_check.scorecard(table, settings).set_index(["score", "rule"])
+    assert card.loc[("gain", rule), "estimate"] == pytest.approx(np.mean(list(gains.values())))
+    # the shipped rule: the grow-here point of largest scaled value (seed 0 block0, 1 none, 2 block1, 3 block0)
+    shipped = {0: 0.5, 1: 0.0, 2: 0.1, 3: -0.3}
+    comparison = advice_check.comparison_rows(table, settings).set_index("against")
+    assert comparison.loc["advise", "estimate"] == pytest.approx(np.mean([gains[s] - shipped[s] for s in CASES]))
+    assert comparison.loc["advise", "role"] == "primary" and comparison.loc["advise", "seeds"] == 4
+    assert comparison.loc["advise", "sesoi"] == CLAIMS[advice_check.CLAIM].effect.sesoi
+    assert (comparison.drop("advise")["role"] == "secondary").all()
+
+
+def test_the_split_by_seed_is_fixed_and_its_halves_disjoint():
+    """Even seeds explore, odd seeds confirm: the same answer on any order of the seeds, each seed in one half."""
+    seeds = np.arange(20)
+    halves = seed_half(seeds)
+    assert set(seeds[halves == EXPLORATION]) == set(range(0, 20, 2))
+    assert set(seeds[halves == CONFIRMATION]) == set(range(1, 20, 2))
+    shuffled = np.random.default_rng(1).permutation(seeds)
+    assert (seed_half(shuffled) == np.where(shuffled % 2 == 0, EXPLORATION, CONFIRMATION)).all()
+    assert (seed_half(seeds.astype(float)) == halves).all()  # a CSV reader's floats: the same split
+    with pytest.raises(ValueError, match="whole numbers"):
+        seed_half([1.5])
+
+
+def test_confirmation_scores_never_read_exploration_rows(tmp_path, capsys):
+    """Scoring the confirmation half of a table whose exploration rows are poisoned (outcomes of ±1000, decisions
+    swapped) gives the very scores of the confirmation rows alone; the pooled table holds odd seeds only, and the
+    registered claim is not judged on a half."""
+    table = _full_table(CASES, variants=("new_block", "whole"))
+    exploring = table["train_seed"] % 2 == 0
+    poisoned = table.copy()
+    poisoned.loc[exploring, "outcome"] = np.where(poisoned.loc[exploring, "point_index"] % 2 == 0, 1000.0, -1000.0)
+    poisoned.loc[exploring, "decision"] = GROW
+    outs = {}
+    for name, frame in {"clean": table, "poisoned": poisoned, "alone": table[~exploring]}.items():
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        settings = stage_settings("advise_check", {"advise_rule": "most_detectable",
+                                                   "half": "all" if name == "alone" else CONFIRMATION})
+        outs[name] = tmp_path / f"out-{name}"
+        advice_check.summarize([path], settings, outs[name])
+    for name in ("scorecard.csv", "comparison.csv", "reliability.csv"):
+        alone = pd.read_csv(outs["alone"] / name)
+        pd.testing.assert_frame_equal(pd.read_csv(outs["clean"] / name), alone)
+        pd.testing.assert_frame_equal(pd.read_csv(outs["poisoned"] / name), alone)
+    assert set(pd.read_csv(outs["poisoned"] / "advise_check.csv")["train_seed"]) == {1, 3}
+    assert not (outs["poisoned"] / "claims.csv").exists() and (outs["alone"] / "claims.csv").exists()
+
+
+def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
+    """A tuning checkpoint's rows (however good or bad) leave every pooled score as it is without them, and the
+    summary says so in one line; the reference config's tuning checkpoint is one the pipeline trains and checks."""
+    table = _full_table(CASES, model=lambda seed: f"results/models/run_s{seed}/step300.pt")
+    tuning = _full_table({9: [(GROW, 9.0, 9.0, -50.0), (NONE, 0.0, 0.0, 50.0)]},
+                         model=lambda seed: "results/models/tuning/step300.pt")
+    paths = [tmp_path / "scored.csv", tmp_path / "tuning.csv"]
+    table.to_csv(paths[0], index=False)
+    tuning.to_csv(paths[1], index=False)
+    plain = advice_check.summarize(paths[:1], stage_settings("advise_check"), tmp_path / "plain")
+    said = advice_check.summarize(paths, stage_settings("advise_check", {
+        "tuning_checkpoint": "./results/models/tuning/step300.pt"}), tmp_path / "pooled")
+    assert said.splitlines()[0] == "tuning checkpoint ./results/models/tuning/step300.pt: 2 rows left out"
+    for name in ("scorecard.csv", "claims.csv", "reliability.csv", "advise_check.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "pooled" / name), pd.read_csv(tmp_path / "plain" / name))
+    assert said.splitlines()[1:] == plain.splitlines()[:-1] + [said.splitlines()[-1]]
+
+    import yaml
+    from pathlib import Path
+
+    from growcert.pipeline.artifacts import CHECKPOINT_FILE, run_folder
+    from growcert.pipeline.grids import run_wildcards
+    from growcert.pipeline.plan import Plan, validate_config
+
+    config = validate_config(yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml")
+                                            .read_text()))
+    plan = Plan(config)
+    checkpoints = [f"{run_folder(config['results'], **run_wildcards(run))}/{CHECKPOINT_FILE.format(step=step)}"
+                   for run in plan.runs() for step in plan.analysed_steps(run, "all")]
+    named = config["advise_check"]["tuning_checkpoint"]
+    assert named in checkpoints and len(checkpoints) == len(plan.advise_check_tables())
+    tuning_run = [run for run in plan.runs() if f"{run_folder(config['results'], **run_wildcards(run))}/" in named]
+    assert len(tuning_run) == 1 and plan.analysed_steps(tuning_run[0], "all") == [300]
+    assert all(run.seed != tuning_run[0].seed for run in plan.runs() if run != tuning_run[0])
+
+
+@pytest.mark.parametrize("half", [EXPLORATION, CONFIRMATION])
+@pytest.mark.parametrize("rule", advice_check.CANDIDATE_RULES)
+def test_the_committed_candidate_scores_are_what_the_command_prints(rule, half, tmp_path):
+    """docs/reference-results/advise-check/rules/<rule>/<half>: the command its README gives, on the committed
+    table, writes the very scorecard and comparison kept there."""
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[1] / "docs" / "reference-results" / "advise-check"
+    settings = json.dumps({"advise_rule": rule, "half": half})
+    assert main(["summarize-advise-check", str(run / "advise_check.csv"), "--settings", settings,
+                 "--out", str(tmp_path)]) == 0
+    for name in ("scorecard.csv", "comparison.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(run / "rules" / rule / half / name))

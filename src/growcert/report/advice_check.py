@@ -19,13 +19,22 @@ training run are never independent replicates. One checkpoint gives one seed: th
 
 The claim (`advise_beats_first_order`): per seed, the mean over its checkpoints of advise's gain minus largest_value's
 gain on the primary variant (PRIMARY_VARIANT), judged by `verdicts.judge_samples`.
+
+Candidate rules (settings `advise_rule`, docs/science.md "advise-check: a rule the data suggest"): the shipped rule
+never changes; a named candidate (CANDIDATE_RULES, `candidate_pick`), proposed from the exploration half of the
+checkpoints, is scored beside it and the baselines (its own gain, regret and share of picks that beat the control),
+and `comparison_rows` judges, per variant, its gain minus every other rule's by the referee's rule with the claim's
+SESOI. Pooling (`summarize`) scores one half of the fixed split by training seed (`half`,
+`stats.growth_outcomes.seed_half`) and never the tuning checkpoint S and lr were fixed on (`tuning_checkpoint`).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import math
+import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -41,7 +50,7 @@ from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.report.page import table_html
 from growcert.report.verdicts import judge_samples
-from growcert.stats.growth_outcomes import beat, per_seed_interval, regret, reliability
+from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
 COLUMNS = ["model", "family", "width", "depth", "train_seed", "step", "point", "point_index", "variant", "decision",
            "value", "value_se", "value_lo", "scaled_value", "detectability", "b_exact", "outcome", "outcome_se",
@@ -51,6 +60,32 @@ PRIMARY_VARIANT = "new_block"  # the growth P3's first-order value measures: the
 CLAIM = "advise_beats_first_order"
 SCORE_COLUMNS = ["variant", "score", "rule", "estimate", "low", "high", "level", "seeds", "points", "interval"]
 INTERVAL = "Student t over per-seed scores (clustered by training seed)"
+SHIPPED = "shipped"  # advise_rule: advise's own rule, scored as rule "advise"
+# Rules proposed from the exploration half (docs/science.md), scored under their own names beside the shipped one:
+#   most_detectable    always grow, at the point whose mean activation gradient is most detectable (‖μ‖²/SE);
+#   deepest_grow_here  advise's decisions unchanged, but grow at the deepest "grow here" point (none: no growth).
+CANDIDATE_RULES = ("most_detectable", "deepest_grow_here")
+ADVISE_RULES = (SHIPPED, *CANDIDATE_RULES)
+EVERY_HALF = "all"
+COMPARISON_COLUMNS = ["variant", "candidate", "against", "role", "effect", "sesoi", "estimate", "low", "high", "level",
+                      "seeds", "checkpoints", "verdict", "seeds_to_contradict", "why"]
+
+
+def candidate_pick(rows: pd.DataFrame, rule: str) -> int | None:
+    """The position in `rows` (one checkpoint and variant, in point order) of the point candidate `rule` grows at."""
+    if rule == "most_detectable":
+        detectability = rows["detectability"].to_numpy(float)
+        return int(np.nanargmax(detectability)) if np.isfinite(detectability).any() else None  # ties: the shallowest
+    if rule == "deepest_grow_here":
+        grow_here = np.flatnonzero(rows["decision"].to_numpy() == GROW)
+        return int(grow_here[-1]) if len(grow_here) else None
+    raise ValueError(f"advise_rule {rule!r}: one of {', '.join(ADVISE_RULES)}")
+
+
+def scored_rules(settings: dict[str, Any]) -> tuple[str, ...]:
+    """RULES, and the candidate `advise_rule` names when it is not the shipped rule."""
+    candidate = settings["advise_rule"]
+    return RULES if candidate == SHIPPED else (*RULES, candidate)
 
 
 def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
@@ -58,6 +93,8 @@ def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
     if rule == "advise":
         candidates = grow_candidates(rows.reset_index(drop=True))
         return None if candidates.empty else int(candidates.index[0])
+    if rule in CANDIDATE_RULES:
+        return candidate_pick(rows.reset_index(drop=True), rule)
     if rule == "largest_value":
         return int(np.argmax(rows["value"].to_numpy(float)))
     if rule == "random":
@@ -65,16 +102,16 @@ def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
         return int(np.random.default_rng([seed, zlib.crc32(model.encode())]).integers(len(rows)))
     if rule == "last":
         return len(rows) - 1
-    raise ValueError(f"rule {rule!r}: one of {', '.join(RULES)}")
+    raise ValueError(f"rule {rule!r}: one of {', '.join(RULES + CANDIDATE_RULES)}")
 
 
-def choices(table: pd.DataFrame, seed: int) -> pd.DataFrame:
+def choices(table: pd.DataFrame, seed: int, rules: tuple[str, ...] = RULES) -> pd.DataFrame:
     """One row per checkpoint × variant × rule: the point chosen (empty: no growth), its gain, the regret."""
     rows = []
     for (model, variant), part in table.groupby(["model", "variant"], sort=False):
         part = part.sort_values("point_index")
         gains = -part["outcome"].to_numpy(float)
-        for rule in RULES:
+        for rule in rules:
             chosen = pick(part, rule, seed)
             rows.append({"model": model, "variant": variant, "train_seed": part["train_seed"].iloc[0], "rule": rule,
                          "point": "" if chosen is None else part["point"].iloc[chosen],
@@ -93,7 +130,8 @@ def _score_row(variant: str, score: str, rule: str, per_seed: pd.Series, points:
 def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     """Precision, miss rates, and every rule's gain, regret and share of picks that beat the control, per variant."""
     table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
-    picked = choices(table, settings["seed"])
+    rules = scored_rules(settings)
+    picked = choices(table, settings["seed"], rules)
     level, rows = settings["level"], []
     for variant, part in table.groupby("variant", sort=False):
         for word in DECISIONS:
@@ -101,7 +139,7 @@ def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
             share = words.groupby("train_seed")["beat"].mean().reindex(part["train_seed"].unique())
             rows.append(_score_row(variant, "precision" if word == GROW else "miss rate", word, share, len(words), level))
         mine = picked[picked["variant"] == variant]
-        for rule in RULES:
+        for rule in rules:
             theirs = mine[mine["rule"] == rule]
             per_seed = theirs.groupby("train_seed")
             grown = theirs[theirs["point"] != ""]
@@ -134,6 +172,52 @@ def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run
     return rows
 
 
+def comparison_rows(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
+    """The candidate `advise_rule` against the shipped rule ("advise") and every baseline, per variant: per seed, the
+    mean over its checkpoints of the candidate's gain minus the other rule's, judged by the referee's rule
+    (`verdicts.judge_samples`) with the SESOI of the claim CLAIM. Against the shipped rule on PRIMARY_VARIANT is the
+    primary row; every other row is secondary."""
+    candidate = settings["advise_rule"]
+    if candidate == SHIPPED:
+        raise ValueError("comparison_rows needs a candidate advise_rule, not the shipped rule itself")
+    table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
+    picked = choices(table, settings["seed"], (*RULES, candidate))
+    rows = []
+    for variant in table["variant"].unique():
+        gains = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
+                                                                 values="gain").reset_index()
+        for against in RULES:
+            effect = dataclasses.replace(CLAIMS[CLAIM].effect, name=f"{candidate}'s held-out gain minus {against}'s "
+                                                                    "(nats per example)")
+            per_seed = (gains[candidate] - gains[against]).groupby(gains["train_seed"]).mean()
+            judged = judge_samples(effect, per_seed.to_numpy(float), settings["level"])
+            rows.append({"variant": variant, "candidate": candidate, "against": against,
+                         "role": "primary" if variant == PRIMARY_VARIANT and against == "advise" else "secondary",
+                         "effect": effect.name, "sesoi": effect.sesoi, "estimate": judged.estimate, "low": judged.low,
+                         "high": judged.high, "level": judged.level, "seeds": judged.seeds, "checkpoints": len(gains),
+                         "verdict": judged.verdict, "seeds_to_contradict": judged.seeds_to_contradict,
+                         "why": judged.why})
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+
+def scored_table(table: pd.DataFrame, settings: dict[str, Any]) -> tuple[pd.DataFrame, list[str]]:
+    """The rows pooling scores: without the tuning checkpoint (`tuning_checkpoint`, where S and lr were fixed: never
+    scored), and of one half of the seed split (`half`) unless it is EVERY_HALF; with one line per thing left out."""
+    said = []
+    tuning = settings["tuning_checkpoint"]
+    if tuning is not None:
+        is_tuning = table["model"].map(lambda model: os.path.normpath(str(model)) == os.path.normpath(tuning))
+        said.append(f"tuning checkpoint {tuning}: {int(is_tuning.sum())} rows left out" if is_tuning.any() else
+                    f"tuning checkpoint {tuning}: not among these tables")
+        table = table[~is_tuning]
+    if settings["half"] != EVERY_HALF:
+        kept = seed_half(table["train_seed"].to_numpy()) == settings["half"]
+        said.append(f"{settings['half']} half ({SPLIT_RULE}): {int((~kept).sum())} rows of "
+                    f"the other half left out")
+        table = table[kept]
+    return table.reset_index(drop=True), said
+
+
 def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
     """Observed share of growths that made held-out loss worse against mean B_exact per bin, per variant."""
     figure, axis = plt.subplots(figsize=(4.8, 4.2))
@@ -153,16 +237,22 @@ def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
 
 def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
                  this_run: str = "advise-check") -> dict[str, Path]:
-    """reliability.png, scorecard.csv, reliability.csv, claims.csv, and advise_check.csv last (the table the scores
-    come from: a folder holding it is complete)."""
+    """reliability.png, scorecard.csv, reliability.csv, claims.csv (the registered claim, decided on every
+    checkpoint: not written for one half), comparison.csv (a candidate advise_rule's, when one is named), and
+    advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
     out = Path(out)
     paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
-             "reliability": out / "reliability.csv", "claims": out / "claims.csv", "table": out / "advise_check.csv"}
+             "reliability": out / "reliability.csv", "table": out / "advise_check.csv"}
     reliable = reliability_table(table, settings["bins"])
     plot_reliability(reliable, paths["figure"])
     write_csv(scorecard(table, settings), paths["scorecard"])
     write_csv(reliable, paths["reliability"])
-    write_rows(claim_judgement_rows(table, settings, this_run), claims=paths["claims"])
+    if settings["half"] == EVERY_HALF:
+        paths["claims"] = out / "claims.csv"
+        write_rows(claim_judgement_rows(table, settings, this_run), claims=paths["claims"])
+    if settings["advise_rule"] != SHIPPED:
+        paths["comparison"] = out / "comparison.csv"
+        write_csv(comparison_rows(table, settings), paths["comparison"])
     write_csv(table, paths["table"])
     return paths
 
@@ -194,11 +284,22 @@ def summarize(tables: list[str | Path], settings: dict[str, Any], out: str | Pat
         missing = [column for column in COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
         if missing:
             raise ConfigError(f"{path}: not an advise-check table (no column {missing[0]!r})")
-    table = read_csvs(tables)
+    table, left_out = scored_table(read_csvs(tables), settings)
+    if table.empty:
+        raise ConfigError(f"no rows left to score in {len(tables)} tables: {'; '.join(left_out)}")
     paths = write_scores(out, table, settings)
     checkpoints = table["model"].nunique()
-    return "\n".join([f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
-                      *score_lines(table, settings), f"-> {paths['scorecard']}"])
+    return "\n".join([*left_out, f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
+                      *score_lines(table, settings), *comparison_lines(paths), f"-> {paths['scorecard']}"])
+
+
+def comparison_lines(paths: dict[str, Path]) -> list[str]:
+    """One line per row of the comparison.csv in `paths` (none when there is none)."""
+    if "comparison" not in paths:
+        return []
+    return [f"{row.variant}: {row.candidate} minus {row.against}, gain {row.estimate:+.4g} [{row.low:+.4g}, "
+            f"{row.high:+.4g}] ({row.seeds} seeds, {row.role}): {row.verdict}"
+            for row in pd.read_csv(paths["comparison"]).itertuples()]
 
 
 ADVICE_SECTION = ("advice", "Is the advice right?")

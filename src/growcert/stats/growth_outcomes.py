@@ -14,6 +14,10 @@ outcome against its control, paired per held-out example, and the scores of a ru
 - `reliability(b_exact, worse, bins)`: per equal-width bin of B_exact on [0, 1], the count and the observed share of
   growths that made held-out loss worse (outcome > 0), beside the bin's mean B_exact: a calibrated certificate
   has the share at or below B_exact in every bin.
+- `seed_half(train_seeds)`: the fixed split of the checkpoints into an exploration half (even training seeds: a
+  candidate rule is chosen there) and a confirmation half (odd seeds: it is judged there alone), fixed before any
+  outcome was read. By seed, not by point or checkpoint: one training run's checkpoints share their seed and their
+  outcomes cluster by it, so a split by seed keeps the halves independent.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ from typing import Sequence
 import numpy as np
 
 from growcert.stats.seeds import t_interval
+
+EXPLORATION, CONFIRMATION = "exploration", "confirmation"
+HALVES = (EXPLORATION, CONFIRMATION)
+SPLIT_RULE = "even training seeds explore, odd training seeds confirm"
 
 
 def paired_outcome(grown: Sequence[float], control: Sequence[float]) -> tuple[float, float]:
@@ -78,3 +86,11 @@ def reliability(b_exact: Sequence[float], worse: Sequence[bool], bins: int) -> l
                      "mean_b_exact": float(b_exact[known][inside].mean()) if count else math.nan,
                      "share_worse": float(worse[known][inside].mean()) if count else math.nan})
     return rows
+
+
+def seed_half(train_seeds: Sequence[int]) -> np.ndarray:
+    """Per training seed, its half: EXPLORATION for an even seed, CONFIRMATION for an odd one."""
+    seeds = np.asarray(train_seeds)
+    if seeds.size and not np.all(np.equal(np.mod(seeds, 1), 0)):
+        raise ValueError(f"training seeds are whole numbers, got {seeds[np.mod(seeds, 1) != 0][0]!r}")
+    return np.where(seeds.astype(np.int64) % 2 == 0, EXPLORATION, CONFIRMATION)
