@@ -1,0 +1,84 @@
+"""`growcert reference rejudge|export` (growcert.reference_runs): every committed reference run, judged again from its
+committed tables by the command, reproduces its committed judged tables and claims.csv exactly (DataFrames compared,
+no column left out), without retraining; and the command's failure modes are one clear line, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from growcert import cli
+from growcert.reference_runs.registry import RUNS, reference_run
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK_FOLDERS = shutil.ignore_patterns("units*", "runs*", "benchmarks", "*.png")  # jobs' folders, not judged
+
+
+def committed(name: str) -> Path:
+    return ROOT / reference_run(name).folder()
+
+
+def scratch_copy(name: str, tmp_path: Path) -> Path:
+    """A copy of the committed run that keeps its name (the name sets the level of a claim at a later look)."""
+    copy = tmp_path / name
+    shutil.copytree(committed(name), copy, ignore=WORK_FOLDERS)
+    return copy
+
+
+def read_table(path: Path) -> pd.DataFrame | dict:
+    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def test_every_committed_run_is_registered_with_its_configs():
+    folders = {path.name for path in (ROOT / "docs" / "reference-results").iterdir() if path.is_dir()}
+    assert folders == set(RUNS)
+    for run in RUNS.values():
+        assert run.configs and all((ROOT / config).is_file() for config in run.configs), run.name
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_rejudge_reproduces_the_committed_tables_and_claims(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the runs' configs are read relative to the repository root
+    copy = scratch_copy(name, tmp_path)
+    original = json.loads((copy / "provenance.json").read_text())
+    assert cli.main(["reference", "rejudge", name, "--out", str(copy)]) == 0
+    for table in reference_run(name).judged:
+        got, want = read_table(copy / table), read_table(committed(name) / table)
+        if isinstance(want, dict):
+            assert got == want, table
+        else:
+            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    record = json.loads((copy / "provenance.json").read_text())
+    assert {key: record[key] for key in original if key not in ("rejudged", "rejudged_earlier")} == \
+        {key: original[key] for key in original if key not in ("rejudged", "rejudged_earlier")}
+    assert record["rejudged"]["command"].startswith(f"growcert reference rejudge {name}")
+    claims = pd.read_csv(copy / "claims.csv")
+    verdicts = [line for line in (copy / "README.md").read_text().splitlines() if line.startswith("- ")]
+    assert [line.split("**")[1] for line in verdicts[-len(claims):]] == claims["verdict"].tolist() if len(claims) \
+        else verdicts == []
+
+
+def test_rejudge_notices_a_changed_judgement(tmp_path, monkeypatch):
+    """The equality above is not vacuous: a committed table edited to another outcome is judged to other claims."""
+    monkeypatch.chdir(ROOT)
+    copy = scratch_copy("p3-depth", tmp_path)
+    growth = pd.read_csv(copy / "growth.csv")
+    growth.loc[growth["arm"].str.startswith("grown"), "test_loss"] *= 1.5  # grown far worse than scratch
+    growth.to_csv(copy / "growth.csv", index=False)
+    assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(copy)]) == 0
+    got, want = pd.read_csv(copy / "claims.csv"), pd.read_csv(committed("p3-depth") / "claims.csv")
+    assert not got["verdict"].equals(want["verdict"])
+
+
+def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(tmp_path, capsys):
+    assert cli.main(["reference", "rejudge", "no-such-run"]) == 2
+    assert "no reference run 'no-such-run'" in capsys.readouterr().err
+    (tmp_path / "p3-depth").mkdir()
+    (tmp_path / "p3-depth" / "provenance.json").write_text("{}")
+    assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(tmp_path / "p3-depth")]) == 2
+    error = capsys.readouterr().err
+    assert "depth.csv is missing" in error and len(error.strip().splitlines()) == 1
