@@ -82,3 +82,73 @@ def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(
     assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(tmp_path / "p3-depth")]) == 2
     error = capsys.readouterr().err
     assert "depth.csv is missing" in error and len(error.strip().splitlines()) == 1
+
+
+# Each run's results folder rebuilt from its committed tables: (its path under the results folder, the committed
+# table). p1-interventions is left out: its alignment.csv pools one table per store, which the committed pool does
+# not split back into; grokking-late was not a pipeline run (rejudge only).
+REBUILT = {
+    "p1-regime": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
+    "p1-seeds": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
+    "p3-depth": {"stats/depth.csv": "depth.csv", "tables/p3_growth.csv": "growth.csv"},
+    "p2-small": {source: target for target, source in RUNS["p2-small"].kept.items()},
+    "advise-check": {"advise-check/scores/advise_check.csv": "advise_check.csv"},
+}
+
+
+def rebuilt_results(name: str, tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    for source, target in REBUILT[name].items():
+        (results / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(committed(name) / target, results / source)
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT))
+def test_export_from_a_results_folder_rebuilt_from_the_committed_tables_reproduces_them(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    results, out = rebuilt_results(name, tmp_path), tmp_path / "out" / name
+    (results / "benchmarks" / "train").mkdir(parents=True)
+    (results / "benchmarks" / "train" / "job.tsv").write_text("s\th:m:s\tcpu_time\n7200.0\t2:00:00\t3600.0\n")
+    if name == "p1-seeds":  # its misalignment rows are judged from the folder it is exported to
+        out.mkdir(parents=True)
+        shutil.copyfile(committed(name) / "misalignment.csv", out / "misalignment.csv")
+    assert cli.main(["reference", "export", name, "--results", str(results), "--out", str(out)]) == 0
+    for table in reference_run(name).judged:
+        got, want = read_table(out / table), read_table(committed(name) / table)
+        if isinstance(want, dict):
+            assert got == want, table
+        else:
+            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["cost"]["cpu_hours"] == 1.0 and record["cost"]["jobs"] == 1  # the benchmark file's cpu_time
+    assert record["commands"][-1].startswith(f"growcert reference export {name} --results {results}")
+    assert record["config"] == (ROOT / reference_run(name).configs[0]).read_text()
+    readme = (out / "README.md").read_text()
+    assert record["commands"][0] in readme and f"## {reference_run(name).question}" in readme
+
+
+def test_export_of_a_partial_unit_run_judges_the_units_that_finished(tmp_path, monkeypatch):
+    """grokking-calibrated from a results folder holding only the committed summary's units (seed 6): the units'
+    summary, claims and table come back as committed; a unit without summary.csv (unfinished) is left out."""
+    monkeypatch.chdir(ROOT)
+    units, results = committed("grokking-calibrated") / "units", tmp_path / "results"
+    arms = set(pd.read_csv(committed("grokking-calibrated") / "summary.csv")["optimizer"])
+    for unit in units.glob("*/seed6"):
+        if (unit / "summary.csv").is_file() and pd.read_csv(unit / "summary.csv")["optimizer"].iloc[0] in arms:  # a unit that landed after the export: out
+            shutil.copytree(unit, results / "grokking" / "units" / unit.parent.name / "seed6")
+    (results / "grokking" / "units" / "AdamW_wd_0.15" / "seed7").mkdir()  # unfinished: no summary.csv
+    out = tmp_path / "out" / "grokking-calibrated"
+    assert cli.main(["reference", "export", "grokking-calibrated", "--results", str(results), "--out", str(out)]) == 0
+    for table in ("summary.csv", "claims.csv", "table.csv"):
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("grokking-calibrated") / table),
+                                      obj=table)
+
+
+def test_export_of_an_unfinished_run_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "results" / "stats").mkdir(parents=True)
+    assert cli.main(["reference", "export", "p3-depth", "--results", str(tmp_path / "results"),
+                     "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "stats/depth.csv is missing" in error and len(error.splitlines()) == 1

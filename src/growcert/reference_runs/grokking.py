@@ -156,13 +156,15 @@ def resumed_step(unit: Path) -> int:
     return int(found.group(1)) if found else 0
 
 
-def collect_units(units: Path, benchmarks: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_units(units: Path, benchmarks: Path, arms: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary.csv has
-    finished), in arm then seed order; `benchmarks` holds their Snakemake benchmark files (<arm>/seed<s>.tsv)."""
+    finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
+    benchmark files (<arm>/seed<s>.tsv)."""
     rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv")
-            for summary in sorted(units.glob("*/seed*/summary.csv"),
-                                  key=lambda path: (path.parent.parent.name, int(path.parent.name[4:])))]
+            for summary in units.glob("*/seed*/summary.csv")]
     if not rows:
         return pd.DataFrame(), pd.DataFrame()
+    order = {arm: index for index, arm in enumerate(arms)}
+    rows.sort(key=lambda pair: (order.get(pair[0]["optimizer"].iloc[0], len(order)), int(pair[0]["seed"].iloc[0])))
     return (pd.concat([summary for summary, _ in rows], ignore_index=True),
             pd.concat([curves for _, curves in rows], ignore_index=True))

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from growcert.errors import ConfigError
 from growcert.reference_runs import grokking, judges
+from growcert.reference_runs.join import Join
 
 FOLDER = Path("docs") / "reference-results"  # relative to the repository root
 
@@ -34,10 +35,12 @@ class ReferenceRun:
     inputs: tuple[str, ...]  # the kept tables the judge reads
     judge: Callable[[Path, dict[str, Any]], None]
     judged: tuple[str, ...]
+    targets: tuple[str, ...] = ()  # the Snakemake targets that make its results
     kept: dict[str, str] = field(default_factory=dict)
     figures: tuple[str, ...] = ()  # glob patterns under <results>/figures, copied when present
     store_alignment: bool = False  # alignment.csv pools each store's alignment table (configs.store_tables)
     units: str | None = None  # a unit-layout run: its units folder under <results>/<units>/ (grokking.collect_units)
+    joins: dict[str, Join] = field(default_factory=dict)  # the tables `--join` joins (reference_runs.join)
 
     def folder(self) -> Path:
         return FOLDER / self.name
@@ -54,7 +57,14 @@ REGIME = dict(
     inputs=("alignment.csv", "training.csv"),
     judge=judges.judge_regime,
     judged=("table.csv", "claims.csv", "budget.csv", "loss.csv", "matched.csv", "map.json", "spread.csv"),
-    kept={"alignment.csv": "stats/alignment.csv", "training.csv": "stats/training.csv"})
+    targets=("summarize_regime",),
+    kept={"alignment.csv": "stats/alignment.csv", "training.csv": "stats/training.csv"},
+    # a retrained run reproduces the committed map's rows within --rtol (the README says which); the committed
+    # rows are kept at the steps and contexts this run trained
+    joins={"alignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context", "point",
+                                  "reduction", "pool"), ("width", "seed", "context"), ("step", "context")),
+           "training.csv": Join(("family", "dataset", "width", "depth", "seed", "context", "step"),
+                                ("width", "seed", "context"), ("context",), ("step",))})
 
 RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
     ReferenceRun(name="p1-regime", configs=("configs/p1-regime.yaml",),
@@ -71,7 +81,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  why="P1's interventions judged over seeds at ε = 0.1 on llama at context 256, where the mean "
                      "activation gradient is detectable",
                  inputs=("interventions.csv",), judge=judges.judge_interventions,
-                 judged=("table.csv", "claims.csv", "checks.csv"),
+                 judged=("table.csv", "claims.csv", "checks.csv"), targets=("summarize_interventions",),
                  kept={"interventions.csv": "stats/interventions.csv",
                        "summary.csv": "tables/p1_interventions_summary.csv"},
                  figures=("p1_interventions.png",), store_alignment=True),
@@ -84,6 +94,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  inputs=tuple(f"{task}/{name}" for task in judges.P2_TASKS
                               for name in ("summary.csv", "provenance.json")),
                  judge=judges.judge_p2_small, judged=("claims.csv", "checks.csv", "table.csv"),
+                 targets=tuple(f"results-p2-small/claims/p2_{task}.csv" for task in judges.P2_TASKS),
                  kept={**{f"{task}/{name}": f"{task}/{name}" for task, names in (
                      ("pinn", ("summary.csv", "curves.csv", "provenance.json")),
                      ("preference", ("summary.csv", "curves.csv", "provenance.json")),
@@ -99,7 +110,11 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  why="P3's plateau over real depth: llama on Shakespeare, depths 1-8, and growth 2 → 3 and 4 → 6 "
                      "against scratch",
                  inputs=("depth.csv", "growth.csv"), judge=judges.judge_depth,
-                 judged=("table.csv", "recommended.csv", "claims.csv"),
+                 judged=("table.csv", "recommended.csv", "claims.csv"), targets=("summarize_depth", "summarize_growth"),
+                 joins={"depth.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "point", "pool"),
+                                          ("family", "dataset", "width", "depth", "seed")),
+                        "growth.csv": Join(("family", "dataset", "width", "base_depth", "seed", "arm", "step"),
+                                           ("family", "dataset", "width", "base_depth", "seed"))},
                  kept={"depth.csv": "stats/depth.csv", "growth.csv": "tables/p3_growth.csv"},
                  figures=("p3_depth.png", "p3_growth.png")),
     ReferenceRun(name="grokking-late", configs=("configs/grokking-nominal.yaml",),
@@ -116,7 +131,8 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                        "readings",
                  why="P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
                  inputs=("summary.csv",), judge=grokking.judge_grokking_calibrated,
-                 judged=("claims.csv", "table.csv"), units="grokking"),
+                 judged=("claims.csv", "table.csv"), units="grokking",
+                 targets=("results-grokking-calibrated/claims/p2_grokking.csv",)),
     ReferenceRun(name="advise-check", configs=("configs/advise-check.yaml",),
                  title='Is `growcert advise` right? (the advise-check reference run, docs/science.md "advise-check")',
                  question="Do advise's grow-here points beat always growing at the largest first-order value?",
@@ -125,6 +141,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  why="is growcert advise right? every decision scored against actually growing (issue 53)",
                  inputs=("advise_check.csv",), judge=judges.judge_advise_check,
                  judged=("scorecard.csv", "reliability.csv", "claims.csv", "table.csv"),
+                 targets=("summarize_advise_check",),
                  kept={"advise_check.csv": "advise-check/scores/advise_check.csv"},
                  figures=()),
 )}

@@ -1,0 +1,138 @@
+"""`growcert reference export <name> --results DIR`: a finished pipeline results folder of a reference run's config
+written as docs/reference-results/<name>/ (docs/reproducing.md, "Reference runs").
+
+The run's kept tables (registry: `kept`, the pooled store alignment tables, a unit-layout run's finished units and
+their benchmark files) and figures are copied; with `--join <committed folder>` its tables are joined to the
+committed run's (reference_runs.join); then provenance.json is written (date, commit, the reproduce commands, the
+configs' text, cost from Snakemake's benchmark files and the disk log, versions, machine), the run's judge writes
+its judged tables and claims.csv, and README.md is filled from the one template (reference_runs.readme).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from growcert.config import stage_settings
+from growcert.errors import ConfigError
+from growcert.experiments.grokking import optimizer_arms
+from growcert.files import read_csvs
+from growcert.pipeline import artifacts
+from growcert.provenance import git_commit, machine_record, versions
+from growcert.reference_runs.configs import merged_config, store_tables
+from growcert.reference_runs.cost import run_cost
+from growcert.reference_runs.grokking import baseline_name, collect_units
+from growcert.reference_runs.join import join_folder
+from growcert.reference_runs.readme import write_readme
+from growcert.reference_runs.registry import ReferenceRun
+
+
+# what a kept unit holds: its tables and provenance, and where a session part recorded them, its CPU seconds and log
+UNIT_FILES = ("summary.csv", "curves.csv", "provenance.json", "cpu_seconds.log", "log.txt")
+
+
+def require(results: Path, sources: list[str]) -> None:
+    """ConfigError naming the first of `sources` (paths under `results`) that the run has not written."""
+    missing = [source for source in sources if not (results / source).is_file()]
+    if missing:
+        raise ConfigError(f"results folder {results}: the run has not finished ({missing[0]} is missing); resume it "
+                          "with the same snakemake command")
+
+
+def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any]) -> None:
+    """The run's kept tables and figures from `results` into `out` (a figure the run did not draw is left out)."""
+    require(results, list(run.kept.values()))
+    for target, source in run.kept.items():
+        (out / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(results / source, out / target)
+    for pattern in run.figures:
+        for figure in sorted((results / "figures").glob(pattern)):
+            shutil.copyfile(figure, out / figure.name)
+    if run.store_alignment:
+        paths = store_tables(results, config, "alignment")
+        require(results, [str(Path(path).relative_to(results)) for path in paths])
+        read_csvs(paths).to_csv(out / "alignment.csv", index=False)
+
+
+def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
+    """A unit-layout run's finished units (summary.csv written last: a unit without one is left out) and their
+    benchmark files into out/units and out/benchmarks; then summary.csv and curves.csv of every unit `out` holds
+    (reference_runs.grokking.collect_units). Returns how many units `out` holds."""
+    units = Path(artifacts.task_folder(str(results), run.units)) / "units"
+    benchmarks = Path("benchmarks") / "p2_unit" / run.units
+    for summary in sorted(units.glob("*/seed*/summary.csv")):
+        unit = summary.parent.relative_to(units)
+        (out / "units" / unit).mkdir(parents=True, exist_ok=True)
+        for name in UNIT_FILES:
+            if (summary.parent / name).is_file():
+                shutil.copyfile(summary.parent / name, out / "units" / unit / name)
+        tsv = results / benchmarks / unit.parent / f"{unit.name}.tsv"
+        if tsv.is_file():
+            (out / benchmarks / unit.parent).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tsv, out / benchmarks / unit.parent / tsv.name)
+    arms = [arm.name for arm in optimizer_arms(stage_settings(run.units, merged_config(run.configs[0])[run.units]))]
+    summary, curves = collect_units(out / "units", out / benchmarks, arms)
+    if summary.empty:
+        raise ConfigError(f"results folder {results}: no finished unit under {units}")
+    summary.to_csv(out / "summary.csv", index=False)
+    curves.to_csv(out / "curves.csv", index=False)
+    return len(summary)
+
+
+def unit_plan(config: dict[str, Any]) -> dict[str, Any]:
+    """The grokking plan a unit-layout run is judged with: the config's grokking settings, its baseline's decay (the
+    first of adamw.weight_decays) and cap (steps)."""
+    settings = dict(stage_settings("grokking", config["grokking"]))
+    decay = float(settings["adamw"]["weight_decays"][0])
+    return {"reference": {"weight_decay": decay, "cap": int(settings["steps"]), "settings": settings,
+                          "baseline": baseline_name(decay)}}
+
+
+def commands(run: ReferenceRun, results: Path, out: Path, join: Path | None) -> list[str]:
+    """The commands that reproduce the run: Snakemake over each of its configs, then this export."""
+    export = (f"growcert reference export {run.name} --results {results}"
+              + ("" if out == run.folder() else f" --out {out}") + (f" --join {join}" if join else ""))
+    return [f"nice -n 19 snakemake --cores 2 --configfile {config} --config results={results} {' '.join(run.targets)}"
+            .rstrip() for config in run.configs[:1]] + [export]
+
+
+def run_record(run: ReferenceRun, results: Path, out: Path, join: Path | None) -> dict[str, Any]:
+    """provenance.json of an export: when, at which commit, the commands, the configs and their text, the cost,
+    versions and machine, what table.csv holds and why the run exists."""
+    config_files = list(run.configs[:1])
+    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+            "command": commands(run, results, out, join)[-1], "commands": commands(run, results, out, join),
+            "table": run.table, "why": run.why, "config_file": config_files[0], "config_files": config_files,
+            "config": Path(config_files[0]).read_text(encoding="utf-8"), "results": str(results),
+            "cost": run_cost(results), "versions": versions(), "machine": machine_record()}
+
+
+def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path | None = None,
+           rtol: float = 0.0) -> Path:
+    """Write `out` (default docs/reference-results/<name>) from the finished results folder `results`; returns it."""
+    results, out = Path(results), Path(out) if out is not None else run.folder()
+    if not results.is_dir():
+        raise ConfigError(f"results folder {results}: not a folder")
+    if join is not None and not run.joins:
+        raise ConfigError(f"--join: {run.name} has no table that joins a committed run's")
+    config = merged_config(run.configs[0])
+    with tempfile.TemporaryDirectory() as scratch:
+        if join is not None:  # `out` may be the committed folder: keep its tables before they are overwritten
+            shutil.copytree(join, Path(scratch) / "committed", ignore=shutil.ignore_patterns("units*", "runs*"))
+        out.mkdir(parents=True, exist_ok=True)
+        copy_kept(run, results, out, config)
+        record = run_record(run, results, out, join)
+        if run.units:
+            copy_units(run, results, out)
+            record["plan"] = unit_plan(config)
+        if join is not None:
+            record["joined"] = join_folder(out, Path(scratch) / "committed", run.joins, rtol)
+            record["joined"]["committed"] = str(join)
+    run.judge(out, record)
+    (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+    write_readme(out, run, record)
+    return out
