@@ -152,3 +152,45 @@ def test_export_of_an_unfinished_run_is_one_line_and_status_2(tmp_path, monkeypa
                      "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err.strip()
     assert "stats/depth.csv is missing" in error and len(error.splitlines()) == 1
+
+
+def split_depth_run(tmp_path: Path, retrained_shift: float = 0.0) -> tuple[Path, Path]:
+    """The committed p3-depth run cut in two: a 'committed' folder with seeds 0-2, and a results folder with seeds
+    3-5 and seed 0 retrained (its rows as committed, moved by `retrained_shift` relative)."""
+    depth, growth = (pd.read_csv(committed("p3-depth") / name) for name in ("depth.csv", "growth.csv"))
+    earlier = tmp_path / "earlier" / "p3-depth"
+    earlier.mkdir(parents=True)
+    depth[depth["seed"] <= 2].to_csv(earlier / "depth.csv", index=False)
+    growth[growth["seed"] <= 2].to_csv(earlier / "growth.csv", index=False)
+    results = tmp_path / "results"
+    (results / "stats").mkdir(parents=True)
+    (results / "tables").mkdir()
+    new_depth = depth[depth["seed"].isin([0, 3, 4, 5])].copy()
+    new_depth.loc[new_depth["seed"] == 0, "value"] *= 1 + retrained_shift
+    new_depth.to_csv(results / "stats" / "depth.csv", index=False)
+    growth[growth["seed"].isin([0, 3, 4, 5])].to_csv(results / "tables" / "p3_growth.csv", index=False)
+    return earlier, results
+
+
+def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_them(tmp_path, monkeypatch):
+    """--join: seeds 3-5 joined to a committed seeds 0-2 run whose seed 0 they retrained: equal rows give back the
+    six-seed run's claims; rows 2 % off are refused value for value, kept under --rtol 0.05, and without the
+    committed rows the run is judged on its new seeds alone."""
+    monkeypatch.chdir(ROOT)
+    earlier, results = split_depth_run(tmp_path)
+    out = tmp_path / "out" / "p3-depth"
+    assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
+                     "--join", str(earlier)]) == 0
+    joined = json.loads((out / "provenance.json").read_text())["joined"]["tables"]
+    assert joined["depth.csv"]["reproduction"]["identical"] and joined["depth.csv"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    pd.testing.assert_frame_equal(pd.read_csv(out / "claims.csv"), pd.read_csv(committed("p3-depth") / "claims.csv"))
+
+    earlier, results = split_depth_run(tmp_path / "off", retrained_shift=0.02)
+    for rtol, seeds in ((0.0, [3, 4, 5]), (0.05, [0, 1, 2, 3, 4, 5])):
+        out = tmp_path / f"rtol{rtol}" / "p3-depth"
+        assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
+                         "--join", str(earlier), "--rtol", str(rtol)]) == 0
+        check = json.loads((out / "provenance.json").read_text())["joined"]["tables"]["depth.csv"]
+        assert check["seeds"] == seeds and check["reproduction"]["differing_columns"] == ["value"]
+        assert check["reproduction"]["largest_relative_difference"]["value"] == pytest.approx(0.02)
+        assert sorted(pd.read_csv(out / "depth.csv")["seed"].unique()) == seeds
