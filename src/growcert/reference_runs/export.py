@@ -43,8 +43,9 @@ def require(results: Path, sources: list[str]) -> None:
                           "with the same snakemake command")
 
 
-def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any]) -> None:
-    """The run's kept tables and figures from `results` into `out` (a figure the run did not draw is left out)."""
+def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any], misalignment: bool = False) -> None:
+    """The run's kept tables and figures from `results` into `out` (a figure the run did not draw is left out); with
+    `misalignment`, the misalignment table of every run's last checkpoint that has one, pooled."""
     require(results, list(run.kept.values()))
     for target, source in run.kept.items():
         (out / target).parent.mkdir(parents=True, exist_ok=True)
@@ -52,6 +53,11 @@ def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any
     for pattern in run.figures:
         for figure in sorted((results / "figures").glob(pattern)):
             shutil.copyfile(figure, out / figure.name)
+    if misalignment:
+        paths = [path for path in store_tables(results, config, "misalignment") if Path(path).is_file()]
+        if not paths:
+            raise ConfigError(f"results folder {results}: --misalignment, but no run has a misalignment table")
+        read_csvs(paths).to_csv(out / "misalignment.csv", index=False)
     if run.store_alignment:
         paths = store_tables(results, config, "alignment")
         require(results, [str(Path(path).relative_to(results)) for path in paths])
@@ -75,7 +81,7 @@ def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
             (out / benchmarks / unit.parent).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(tsv, out / benchmarks / unit.parent / tsv.name)
     arms = [arm.name for arm in optimizer_arms(stage_settings(run.units, merged_config(run.configs[0])[run.units]))]
-    summary, curves = collect_units(out / "units", out / benchmarks, arms)
+    summary, curves = collect_units(out / "units", out / benchmarks, arms, run.regime)
     if summary.empty:
         raise ConfigError(f"results folder {results}: no finished unit under {units}")
     summary.to_csv(out / "summary.csv", index=False)
@@ -92,45 +98,74 @@ def unit_plan(config: dict[str, Any]) -> dict[str, Any]:
                           "baseline": baseline_name(decay)}}
 
 
-def commands(run: ReferenceRun, results: Path, out: Path, join: Path | None) -> list[str]:
-    """The commands that reproduce the run: Snakemake over each of its configs, then this export."""
-    export = (f"growcert reference export {run.name} --results {results}"
-              + ("" if out == run.folder() else f" --out {out}") + (f" --join {join}" if join else ""))
-    return [f"nice -n 19 snakemake --cores 2 --configfile {config} --config results={results} {' '.join(run.targets)}"
-            .rstrip() for config in run.configs[:1]] + [export]
+def snakemake_targets(run: ReferenceRun, results: Path, config_file: str | None = None,
+                      misalignment: bool = False) -> list[str]:
+    """What Snakemake is asked for to make the run's results: its rules, the per-store alignment tables its export
+    pools, and with `misalignment` every run's misalignment table (paths under `results`)."""
+    config_file = config_file or run.configs[0]
+    if config_file not in run.configs:
+        raise ConfigError(f"--config {config_file}: not a config of {run.name} ({', '.join(run.configs)})")
+    config = merged_config(config_file)
+    stores = [*(store_tables(results, config, "alignment") if run.store_alignment else []),
+              *(store_tables(results, config, "misalignment") if misalignment else [])]
+    return [*(target.format(results=results) for target in run.targets), *stores]
 
 
-def run_record(run: ReferenceRun, results: Path, out: Path, join: Path | None) -> dict[str, Any]:
-    """provenance.json of an export: when, at which commit, the commands, the configs and their text, the cost,
+def commands(run: ReferenceRun, config_file: str, results: Path, options: str = "") -> list[str]:
+    """The commands that reproduce one export of the run: Snakemake over `config_file`, then the export (with its
+    `options`)."""
+    stores = run.store_alignment or "--misalignment" in options
+    targets = (f"$(growcert reference targets {run.name} --results {results}"
+               + ("" if config_file == run.configs[0] else f" --config {config_file}")
+               + (" --misalignment" if "--misalignment" in options else "") + ")") if stores else " ".join(target.format(results=results) for target in run.targets)
+    return [f"nice -n 19 snakemake --cores 2 --configfile {config_file} --config results={results} {targets}",
+            f"growcert reference export {run.name} --results {results}" + (f" {options}" if options else "")]
+
+
+def run_record(run: ReferenceRun, results: Path, config_file: str, options: str) -> dict[str, Any]:
+    """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
     versions and machine, what table.csv holds and why the run exists."""
-    config_files = list(run.configs[:1])
+    config_files = [config_file]
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-            "command": commands(run, results, out, join)[-1], "commands": commands(run, results, out, join),
+            "command": commands(run, config_file, results, options)[-1],
+            "commands": commands(run, config_file, results, options),
             "table": run.table, "why": run.why, "config_file": config_files[0], "config_files": config_files,
             "config": Path(config_files[0]).read_text(encoding="utf-8"), "results": str(results),
             "cost": run_cost(results), "versions": versions(), "machine": machine_record()}
 
 
-def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path | None = None,
-           rtol: float = 0.0) -> Path:
-    """Write `out` (default docs/reference-results/<name>) from the finished results folder `results`; returns it."""
+def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path | None = None, rtol: float = 0.0,
+           keep: dict[str, list] | None = None, misalignment: bool = False, config_file: str | None = None,
+           options: str = "") -> Path:
+    """Write `out` (default docs/reference-results/<name>) from the finished results folder `results` of
+    `config_file` (default the run's first config); returns it. `options`: the export's options as the reproduce
+    command gives them."""
     results, out = Path(results), Path(out) if out is not None else run.folder()
+    config_file = config_file or run.configs[0]
+    if config_file not in run.configs:
+        raise ConfigError(f"--config {config_file}: not a config of {run.name} ({', '.join(run.configs)})")
     if not results.is_dir():
         raise ConfigError(f"results folder {results}: not a folder")
     if join is not None and not run.joins:
         raise ConfigError(f"--join: {run.name} has no table that joins a committed run's")
-    config = merged_config(run.configs[0])
+    if misalignment and not run.store_misalignment:
+        raise ConfigError(f"--misalignment: {run.name} keeps no misalignment table")
+    config = merged_config(config_file)
     with tempfile.TemporaryDirectory() as scratch:
         if join is not None:  # `out` may be the committed folder: keep its tables before they are overwritten
             shutil.copytree(join, Path(scratch) / "committed", ignore=shutil.ignore_patterns("units*", "runs*"))
+            for name in run.joins:  # what this run does not make is the committed run's, not this one's
+                (out / name).unlink(missing_ok=True)
         out.mkdir(parents=True, exist_ok=True)
-        copy_kept(run, results, out, config)
-        record = run_record(run, results, out, join)
+        copy_kept(run, results, out, config, misalignment)
+        record = run_record(run, results, config_file, options)
+        if misalignment:
+            record["misalignment"] = {"reference_mk": list(config["alignment"]["reference_mk"])}
         if run.units:
             copy_units(run, results, out)
             record["plan"] = unit_plan(config)
         if join is not None:
-            record["joined"] = join_folder(out, Path(scratch) / "committed", run.joins, rtol)
+            record["joined"] = join_folder(out, Path(scratch) / "committed", run.joins, rtol, keep)
             record["joined"]["committed"] = str(join)
     run.judge(out, record)
     (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")

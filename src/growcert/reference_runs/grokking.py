@@ -72,12 +72,13 @@ def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: floa
 def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     """grokking-late (the uncalibrated first attempt): table.csv and claims.csv from summary.csv; its claim rows are
     secondary and labelled so (grokking-calibrated decides p2_grokking)."""
-    plan = record["plan"]
+    plan = record["plan"]  # the retired driver's plan, or an export's (`reference`: the config's settings)
     summary = pd.read_csv(folder / "summary.csv")
-    cap, eval_every = plan["common"]["steps"], plan["common"]["eval_every"]
+    settings = plan["reference"]["settings"] if "reference" in plan else late_settings(plan)
+    cap, eval_every = settings["steps"], settings["eval_every"]
     late_arm_table(summary, cap, eval_every, LEVEL).to_csv(folder / "table.csv", index=False)
     late = summary[summary["regime"] == "late"]
-    settings = {**late_settings(plan), "seeds": sorted(late["seed"].unique().tolist()) or [0]}
+    settings = {**settings, "seeds": sorted(late["seed"].unique().tolist()) or [0]}
     claims = grokking_claims(late, settings) if (late["optimizer"] == LATE_BASELINE).any() else []
     claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
     pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
@@ -126,8 +127,8 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
                                                                                            index=False)
 
 
-def unit_rows(unit: Path, benchmark: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One finished unit's summary and curve rows, labelled regime "calibrated", with its CPU seconds and CPU seconds
+def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One finished unit's summary and curve rows, labelled `regime`, with its CPU seconds and CPU seconds
     per step: from the unit's cpu_seconds.log where it kept one (each line a session part; per step, the last
     part's over the steps it ran), else from Snakemake's benchmark file (`cpu_time` of the job that finished it,
     over the steps the unit ran)."""
@@ -142,8 +143,8 @@ def unit_rows(unit: Path, benchmark: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         cpu = last = math.nan
     ran = float(curves["step"].max()) - resumed_step(unit)
     summary = summary.assign(cpu_seconds=cpu, cpu_seconds_per_step=last / ran if ran > 0 else math.nan,
-                             regime="calibrated")
-    return summary, curves.assign(regime="calibrated")
+                             regime=regime)
+    return summary, curves.assign(regime=regime)
 
 
 def resumed_step(unit: Path) -> int:
@@ -156,11 +157,12 @@ def resumed_step(unit: Path) -> int:
     return int(found.group(1)) if found else 0
 
 
-def collect_units(units: Path, benchmarks: Path, arms: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_units(units: Path, benchmarks: Path, arms: list[str], regime: str = "calibrated"
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary.csv has
     finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
     benchmark files (<arm>/seed<s>.tsv)."""
-    rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv")
+    rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
             for summary in units.glob("*/seed*/summary.csv")]
     if not rows:
         return pd.DataFrame(), pd.DataFrame()

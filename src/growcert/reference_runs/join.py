@@ -21,12 +21,14 @@ import pandas as pd
 class Join:
     """How one kept table joins: the columns that identify a row (`keys`), those that identify a trained run
     (`run_keys`), the columns whose values in this run's rows restrict the committed rows (`within`), and those
-    whose largest value in this run's rows bounds them (`up_to`, e.g. a training history's step)."""
+    whose largest value in this run's rows bounds them (`up_to`, e.g. a training history's step); a table that
+    `follows` another is reused when that one is."""
 
     keys: tuple[str, ...]
     run_keys: tuple[str, ...]
     within: tuple[str, ...] = ()
     up_to: tuple[str, ...] = ()
+    follows: str | None = None  # another table whose check decides this one's reuse (its retrained runs have none)
 
 
 def _largest_relative_difference(values: pd.Series, committed: pd.Series) -> float:
@@ -67,30 +69,46 @@ def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[st
             "largest_relative_difference": largest, "rtol": rtol, "reusable": identical or (rtol > 0 and close)}
 
 
-def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: float = 0.0
+def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: float = 0.0,
+                keep: dict[str, list] | None = None, decided: dict[str, Any] | None = None
                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """(the rows to judge, the check): the committed rows within this run's cells followed by this run's rows
-    without its retrained runs when the retrained runs reproduce the committed rows; this run's rows alone
-    otherwise."""
+    """(the rows to judge, the check): the committed rows within this run's cells (or at the values `keep` gives a
+    column) followed by this run's rows without its retrained runs when the retrained runs reproduce the committed
+    rows (or, given, the check `decided` of the table this one follows); this run's rows alone otherwise."""
     for column in join.within:
-        committed = committed[committed[column].isin(new[column].unique())]
+        values = (keep or {}).get(column)
+        if values is not None or len(new):
+            committed = committed[committed[column].isin(new[column].unique() if values is None else values)]
     for column in join.up_to:
-        committed = committed[committed[column] <= new[column].max()]
-    check = reproduction_check(new, committed, list(join.keys), list(join.run_keys), rtol)
+        committed = committed[committed[column] <= new[column].max()] if len(new) else committed
+    check = decided if decided is not None else reproduction_check(new, committed, list(join.keys),
+                                                                     list(join.run_keys), rtol)
     retrained = {tuple(run[key] for key in join.run_keys) for run in check["runs"]}
     own = new[[tuple(map(_plain, run)) not in retrained for run in zip(*(new[key] for key in join.run_keys))]]
     rows = pd.concat([committed, own], ignore_index=True) if check["reusable"] else own.reset_index(drop=True)
     return rows, check
 
 
-def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0) -> dict[str, Any]:
-    """Each table of `joins` in `folder` (this run's rows) rewritten as joined with the same table of `committed`;
-    returns the record provenance.json keeps (the committed folder, each table's check and seeds). `folder` may be
-    `committed` itself: every committed table is read before anything is written."""
-    tables = {name: (pd.read_csv(folder / name), pd.read_csv(committed / name)) for name in joins}
-    record: dict[str, Any] = {"committed": str(committed), "tables": {}}
+def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0,
+                keep: dict[str, list] | None = None) -> dict[str, Any]:
+    """Each table of `joins` that `folder` holds (this run's rows) rewritten as joined with the same table of
+    `committed` (where it has none, this run's rows stand alone); returns the record provenance.json keeps (the
+    committed folder, each table's check and seeds). A table this run did not make but the committed run has is
+    kept when the table it follows is reused."""
+    tables = {}
+    for name in joins:
+        old = pd.read_csv(committed / name) if (committed / name).is_file() else None
+        if (folder / name).is_file():
+            tables[name] = (pd.read_csv(folder / name), old)
+        elif old is not None and joins[name].follows:  # this run made none: the committed rows alone, if reused
+            tables[name] = (old.iloc[0:0], old)
+    record: dict[str, Any] = {"committed": str(committed), "keep": keep or {}, "tables": {}}
     for name, (new, old) in tables.items():
-        rows, check = joined_rows(new, old, joins[name], rtol)
+        follows = joins[name].follows
+        decided = record["tables"][follows]["reproduction"] if follows in record["tables"] else None
+        if old is None:
+            old, decided = new.iloc[0:0], {**(decided or {}), "reusable": False, "runs": (decided or {}).get("runs", [])}
+        rows, check = joined_rows(new, old, joins[name], rtol, keep, decided)
         rows.to_csv(folder / name, index=False)
         seeds = sorted(int(seed) for seed in rows["seed"].dropna().unique()) if "seed" in rows else []
         record["tables"][name] = {"reproduction": check, "seeds": seeds}

@@ -35,11 +35,13 @@ class ReferenceRun:
     inputs: tuple[str, ...]  # the kept tables the judge reads
     judge: Callable[[Path, dict[str, Any]], None]
     judged: tuple[str, ...]
-    targets: tuple[str, ...] = ()  # the Snakemake targets that make its results
+    targets: tuple[str, ...] = ()  # the Snakemake targets that make its results ({results}: the results folder)
     kept: dict[str, str] = field(default_factory=dict)
     figures: tuple[str, ...] = ()  # glob patterns under <results>/figures, copied when present
     store_alignment: bool = False  # alignment.csv pools each store's alignment table (configs.store_tables)
     units: str | None = None  # a unit-layout run: its units folder under <results>/<units>/ (grokking.collect_units)
+    store_misalignment: bool = False  # `--misalignment` pools each store's misalignment table (misalignment.csv)
+    regime: str = "calibrated"  # a unit-layout run's rows are labelled with it (summary.csv's `regime`)
     joins: dict[str, Join] = field(default_factory=dict)  # the tables `--join` joins (reference_runs.join)
 
     def folder(self) -> Path:
@@ -57,14 +59,16 @@ REGIME = dict(
     inputs=("alignment.csv", "training.csv"),
     judge=judges.judge_regime,
     judged=("table.csv", "claims.csv", "budget.csv", "loss.csv", "matched.csv", "map.json", "spread.csv"),
-    targets=("summarize_regime",),
+    targets=("summarize_regime",), store_misalignment=True,
     kept={"alignment.csv": "stats/alignment.csv", "training.csv": "stats/training.csv"},
     # a retrained run reproduces the committed map's rows within --rtol (the README says which); the committed
     # rows are kept at the steps and contexts this run trained
     joins={"alignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context", "point",
                                   "reduction", "pool"), ("width", "seed", "context"), ("step", "context")),
            "training.csv": Join(("family", "dataset", "width", "depth", "seed", "context", "step"),
-                                ("width", "seed", "context"), ("context",), ("step",))})
+                                ("width", "seed", "context"), ("context",), ("step",), follows="alignment.csv"),
+           "misalignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context"),
+                                    ("width", "seed", "context"), ("context",), follows="alignment.csv")})
 
 RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
     ReferenceRun(name="p1-regime", configs=("configs/p1-regime.yaml",),
@@ -94,14 +98,15 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  inputs=tuple(f"{task}/{name}" for task in judges.P2_TASKS
                               for name in ("summary.csv", "provenance.json")),
                  judge=judges.judge_p2_small, judged=("claims.csv", "checks.csv", "table.csv"),
-                 targets=tuple(f"results-p2-small/claims/p2_{task}.csv" for task in judges.P2_TASKS),
+                 targets=tuple("{results}/claims/p2_" + task + ".csv" for task in judges.P2_TASKS),
                  kept={**{f"{task}/{name}": f"{task}/{name}" for task, names in (
                      ("pinn", ("summary.csv", "curves.csv", "provenance.json")),
                      ("preference", ("summary.csv", "curves.csv", "provenance.json")),
                      ("theory", ("summary.csv", "drift.csv", "provenance.json"))) for name in names},
                        **{f"{task}_table.csv": f"tables/p2_{task}.csv" for task in judges.P2_TASKS}},
                  figures=("p2_*.png",)),
-    ReferenceRun(name="p3-depth", configs=("configs/p3-depth.yaml", "configs/p3-depth-seeds.yaml"),
+    ReferenceRun(name="p3-depth", configs=("configs/p3-depth.yaml", "configs/p3-depth-seeds.yaml",
+                                           "configs/p3-depth-seeds-0-2.yaml"),
                  title="P3 depth reference run (docs/science.md, P3)",
                  question="Does the value of a new block fall with depth and settle on a plateau, and does growing "
                           "match scratch (P3)?",
@@ -117,7 +122,8 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                                            ("family", "dataset", "width", "base_depth", "seed"))},
                  kept={"depth.csv": "stats/depth.csv", "growth.csv": "tables/p3_growth.csv"},
                  figures=("p3_depth.png", "p3_growth.png")),
-    ReferenceRun(name="grokking-late", configs=("configs/grokking-nominal.yaml",),
+    ReferenceRun(name="grokking-late", configs=("configs/grokking-late.yaml",), units="grokking", regime="late",
+                 targets=("{results}/claims/p2_grokking.csv",),
                  title="Grokking where the baseline groks late (reference run, docs/science.md P2)",
                  question="Does the paper's 4.9× (5,950 vs 29,450 steps) reproduce where AdamW groks late?",
                  table="steps to 95 % held-out per regime and arm, and the speed-up verdicts",
@@ -132,13 +138,13 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  why="P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
                  inputs=("summary.csv",), judge=grokking.judge_grokking_calibrated,
                  judged=("claims.csv", "table.csv"), units="grokking",
-                 targets=("results-grokking-calibrated/claims/p2_grokking.csv",)),
+                 targets=("{results}/claims/p2_grokking.csv",)),
     ReferenceRun(name="advise-check", configs=("configs/advise-check.yaml",),
-                 title='Is `growcert advise` right? (the advise-check reference run, docs/science.md "advise-check")',
+                 title='Is `growcert advise` right? (the advise-check reference run, docs/science.md, "advise-check (is the advice right?)")',
                  question="Do advise's grow-here points beat always growing at the largest first-order value?",
                  table="the scorecard: each score of each rule (advise, largest first-order value, random, last "
                        "point) per variant, with its t interval over training seeds",
-                 why="is growcert advise right? every decision scored against actually growing (issue 53)",
+                 why="is growcert advise right? every decision scored against actually growing",
                  inputs=("advise_check.csv",), judge=judges.judge_advise_check,
                  judged=("scorecard.csv", "reliability.csv", "claims.csv", "table.csv"),
                  targets=("summarize_advise_check",),
