@@ -194,3 +194,41 @@ def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_
         assert check["seeds"] == seeds and check["reproduction"]["differing_columns"] == ["value"]
         assert check["reproduction"]["largest_relative_difference"]["value"] == pytest.approx(0.02)
         assert sorted(pd.read_csv(out / "depth.csv")["seed"].unique()) == seeds
+
+
+def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_path, monkeypatch):
+    """p1-seeds' last step (configs/p1-seeds-16-c256.yaml: seeds 8-15 at context 256, seed 5 width 32 retrained,
+    p̂ of the new runs) from a results folder rebuilt from the committed rows, joined to the committed run without
+    them: --keep context=256,512 keeps the committed context 512, --rtol 0.01 and --misalignment as its command
+    says; the claims (p̂ rows among them) come back as committed."""
+    from growcert.pipeline.grids import run_wildcards, training_runs
+    from growcert.reference_runs.configs import merged_config, store_tables
+
+    monkeypatch.chdir(ROOT)
+    config = "configs/p1-seeds-16-c256.yaml"
+    alignment, training, misaligned = (pd.read_csv(committed("p1-seeds") / name)
+                                       for name in ("alignment.csv", "training.csv", "misalignment.csv"))
+    new = lambda table: (table["context"] == 256) & ((table["seed"] >= 8) | ((table["seed"] == 5) & (table["width"] == 32)))
+    earlier = tmp_path / "earlier" / "p1-seeds"
+    earlier.mkdir(parents=True)
+    alignment[~new(alignment) | (alignment["seed"] == 5)].to_csv(earlier / "alignment.csv", index=False)
+    training[~new(training) | (training["seed"] == 5)].to_csv(earlier / "training.csv", index=False)
+    results = tmp_path / "results"
+    (results / "stats").mkdir(parents=True)
+    alignment[new(alignment)].to_csv(results / "stats" / "alignment.csv", index=False)
+    training[new(training)].to_csv(results / "stats" / "training.csv", index=False)
+    runs = training_runs(merged_config(config))
+    for run, path in zip(runs, store_tables(results, merged_config(config), "misalignment")):
+        rows = misaligned[(misaligned["width"] == run.width) & (misaligned["seed"] == run.seed)
+                          & (misaligned["context"] == run.context)]
+        if len(rows):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            rows.to_csv(path, index=False)
+    out = tmp_path / "out" / "p1-seeds"
+    assert cli.main(["reference", "export", "p1-seeds", "--results", str(results), "--out", str(out), "--config", config,
+                     "--join", str(earlier), "--rtol", "0.01", "--keep", "context=256,512", "--misalignment"]) == 0
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["joined"]["tables"]["alignment.csv"]["reproduction"]["identical"]
+    assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
+    for table in ("claims.csv", "table.csv"):
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("p1-seeds") / table), obj=table)
