@@ -232,3 +232,16 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
     assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
     for table in ("claims.csv", "table.csv"):
         pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("p1-seeds") / table), obj=table)
+
+
+def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["reference", "targets", "p1-interventions", "--results", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[0] == "summarize_interventions" and len(printed) == 1 + 18
+    assert all(path.startswith(f"{tmp_path}/stats/alignment/") for path in printed[1:])
+    assert cli.main(["reference", "targets", "p2-small", "--results", "r"]) == 0
+    assert capsys.readouterr().out.split() == ["r/claims/p2_pinn.csv", "r/claims/p2_preference.csv",
+                                               "r/claims/p2_theory.csv"]
+    assert cli.main(["reference", "targets", "p2-small", "--results", "r", "--config", "configs/ci.yaml"]) == 2
+    assert "not a config of p2-small" in capsys.readouterr().err

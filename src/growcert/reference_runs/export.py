@@ -112,25 +112,27 @@ def snakemake_targets(run: ReferenceRun, results: Path, config_file: str | None 
 
 
 def commands(run: ReferenceRun, config_file: str, results: Path, options: str = "") -> list[str]:
-    """The commands that reproduce one export of the run: Snakemake over `config_file`, then the export (with its
-    `options`)."""
-    stores = run.store_alignment or "--misalignment" in options
-    targets = (f"$(growcert reference targets {run.name} --results {results}"
-               + ("" if config_file == run.configs[0] else f" --config {config_file}")
-               + (" --misalignment" if "--misalignment" in options else "") + ")") if stores else " ".join(target.format(results=results) for target in run.targets)
+    """The commands that reproduce one export of the run: Snakemake over `config_file` (its targets printed by
+    `growcert reference targets` where they include per-store tables), then the export with its `options`."""
+    misalignment = "--misalignment" in options.split()
+    if run.store_alignment or misalignment:
+        targets = " ".join(filter(None, [f"$(growcert reference targets {run.name} --results {results}",
+                                         "" if config_file == run.configs[0] else f"--config {config_file}",
+                                         "--misalignment" if misalignment else ""])) + ")"
+    else:
+        targets = " ".join(target.format(results=results) for target in run.targets)
     return [f"nice -n 19 snakemake --cores 2 --configfile {config_file} --config results={results} {targets}",
-            f"growcert reference export {run.name} --results {results}" + (f" {options}" if options else "")]
+            " ".join(filter(None, [f"growcert reference export {run.name} --results {results}", options]))]
 
 
 def run_record(run: ReferenceRun, results: Path, config_file: str, options: str) -> dict[str, Any]:
     """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
     versions and machine, what table.csv holds and why the run exists."""
-    config_files = [config_file]
+    reproduce = commands(run, config_file, results, options)
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-            "command": commands(run, config_file, results, options)[-1],
-            "commands": commands(run, config_file, results, options),
-            "table": run.table, "why": run.why, "config_file": config_files[0], "config_files": config_files,
-            "config": Path(config_files[0]).read_text(encoding="utf-8"), "results": str(results),
+            "command": reproduce[-1], "commands": reproduce, "table": run.table, "why": run.why,
+            "config_file": config_file, "config_files": [config_file],
+            "config": Path(config_file).read_text(encoding="utf-8"), "results": str(results),
             "cost": run_cost(results), "versions": versions(), "machine": machine_record()}
 
 
