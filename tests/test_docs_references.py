@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ("src", "rules", "configs", "benchmarks", "tests", "docs", "report", "profiles", "envs",
            "README.md", "config.yaml", "Snakefile", "Makefile", "pyproject.toml")
 SUFFIXES = {".py", ".smk", ".yaml", ".md", ".rst", ".sh", ".toml", ".txt", ""}
-# Not scanned: the reference runs' own records (written by benchmarks/*_reference.py at the time of the run,
+# Not scanned: the reference runs' own records (written by `growcert reference export` at the time of the run,
 # including the config text of that day) and caches.
 SKIPPED_PARTS = {"reference-results", "__pycache__", ".pytest_cache"}
 TRACKED_DIRS = ("docs", "src", "configs", "rules", "benchmarks", "tests", "report", "profiles", "envs")

@@ -62,6 +62,7 @@ LAYERS = [
     {"report"},  # tidy tables to figures, claims and the page
     {"experiments", "stages"},  # compute
     {"pipeline"},  # the pipeline's wiring (grids, plan, rules)
+    {"reference_runs"},  # the committed reference runs: export and re-judge pipeline results
     {"cli"},  # the command line: wires stages to files
 ]
 
@@ -140,7 +141,7 @@ def test_the_cycle_finder_finds_cycles():
 # (the experiments registry and its task modules), to keep torch out of it; an experiment's report module where
 # it draws (matplotlib through report.figures, which a claims-only call does not need); and the misalignment
 # estimator's compiled loops (numba, only for the jobs that resample). cli.py's opening comment says so.
-LOCAL_IMPORTS = {"growcert.cli": None, "growcert.experiments": None, "growcert.experiments.tasks.": None,
+LOCAL_IMPORTS = {"growcert.cli": None, "growcert.reference_runs.command": None, "growcert.experiments": None, "growcert.experiments.tasks.": None,
                  "growcert.stats.resample": {"growcert.stats.subset_sums"}, "growcert": ROOT_FACADE}
 DRAWING = {"growcert.report.figures"}
 

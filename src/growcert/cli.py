@@ -263,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     for add_commands in (_training_commands, _store_commands, _alignment_commands, _intervention_commands,
                          _experiment_commands, _depth_commands, _advise_command, _report_commands):
         add_commands(stages)
+    from growcert.reference_runs import command as reference  # a command module (NAME, HELP, SETTINGS, ...)
+
+    for module in (reference,):
+        command = stages.add_parser(module.NAME, help=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(handler=module.run, settings_stage=module.SETTINGS)
     return parser
 
 

@@ -1,7 +1,7 @@
 """The report's "Reference runs" section: long runs kept in the repository, shown beside the default run.
 
-A reference run (`benchmarks/grokking_late_reference.py` -> docs/reference-results/grokking-late/,
-`benchmarks/p1_regime_reference.py` -> docs/reference-results/p1-regime/) is a folder holding
+A reference run (configs/<name>.yaml through `growcert reference export <name>` -> docs/reference-results/<name>/,
+growcert.reference_runs) is a folder holding
 provenance.json (date, commit, command, optionally `table`: what table.csv holds, and `why`),
 table.csv (its main results), optionally calibration.csv, README.md (its last heading is the question
 the run answers, the "- " lines under it the verdicts) and PNG figures. Each folder becomes one

@@ -1,0 +1,172 @@
+"""How the grokking reference runs judge P2's grokking claim from their kept tables, and how grokking-calibrated's
+pipeline units (rule p2_unit: <units>/<arm>/seed<s>/summary.csv and curves.csv, CPU time in Snakemake's
+benchmark file <results>/benchmarks/p2_unit/grokking/<arm>/seed<s>.tsv) become its summary and curves.
+
+The claim rows are growcert.experiments.grokking_report.grokking_claims on summary.csv with the settings the run's
+provenance records (plan); table.csv is one row per arm: steps to 95 % per seed (a censored seed, not reached by
+the cap, as "> cap"), the median (censored seeds beyond the cap) and the speed-up verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from growcert.experiments.common import format_steps, median_steps
+from growcert.experiments.grokking_report import grokking_claims
+from growcert.report.claims import GROKKING_SPEEDUP, ROW_COLUMNS
+from growcert.report.verdicts import LEVEL, judge_steps
+
+LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up is measured against it
+UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide p2_grokking
+
+
+def steps_text(steps: pd.Series, cap: int) -> str:
+    """Steps to 95 % per seed, a censored seed as "> cap"."""
+    return ", ".join(f"{int(step):,}" if pd.notna(step) else f"> {cap:,}" for step in steps)
+
+
+def baseline_name(decay: float) -> str:
+    """The AdamW arm's table name at a decay (experiments.grokking.optimizer_arms)."""
+    return f"AdamW wd={decay:g}"
+
+
+def late_settings(plan: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """grokking-late's grokking settings of its late regime (plan: common, late, arms), at one seed."""
+    common, regime = plan["common"], plan["late"]
+    model = {**common.get("model", {}), "architecture": regime["architecture"]}
+    return {**{k: v for k, v in common.items() if k != "model"}, **plan["arms"], "p": regime["p"], "seeds": [seed],
+            "train_fraction": regime["train_fraction"], "batch_size": regime["batch_size"], "model": model,
+            "only_arms": None}
+
+
+def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: float) -> pd.DataFrame:
+    """grokking-late's table: per regime and arm, steps per seed, the median, wall time per step, and the speed-up
+    over AdamW wd=0.01 of the same regime, paired by seed (growcert.report.verdicts.judge_steps)."""
+    rows = []
+    for (regime, arm), frame in summary.groupby(["regime", "optimizer"], sort=False):
+        frame = frame.sort_values("seed")
+        steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
+        row = {"regime": regime, "optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
+               "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
+               "seconds_per_step": float(frame["seconds"].sum() / steps.fillna(cap).sum()), "cap": cap}
+        baseline = summary[(summary["regime"] == regime) & (summary["optimizer"] == LATE_BASELINE)]
+        if arm != LATE_BASELINE and len(baseline):
+            paired = baseline.set_index("seed")["step_95"].astype(float)
+            mine = frame.set_index("seed")["step_95"].astype(float)
+            seeds = paired.index.intersection(mine.index)
+            judged = judge_steps(GROKKING_SPEEDUP, paired[seeds].to_numpy(), mine[seeds].to_numpy(), level, cap,
+                                 eval_every, LATE_BASELINE)
+            row.update({"speedup": judged.estimate, "speedup_low": judged.low, "speedup_high": judged.high,
+                        "level": judged.level, "paired_seeds": judged.seeds, "verdict": judged.verdict,
+                        "seeds_to_reproduce": judged.seeds_to_reproduce,
+                        "seeds_to_contradict": judged.seeds_to_contradict, "why": judged.why})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
+    """grokking-late (the uncalibrated first attempt): table.csv and claims.csv from summary.csv; its claim rows are
+    secondary and labelled so (grokking-calibrated decides p2_grokking)."""
+    plan = record["plan"]  # the retired driver's plan, or an export's (`reference`: the config's settings)
+    summary = pd.read_csv(folder / "summary.csv")
+    settings = plan["reference"]["settings"] if "reference" in plan else late_settings(plan)
+    cap, eval_every = settings["steps"], settings["eval_every"]
+    late_arm_table(summary, cap, eval_every, LEVEL).to_csv(folder / "table.csv", index=False)
+    late = summary[summary["regime"] == "late"]
+    settings = {**settings, "seeds": sorted(late["seed"].unique().tolist()) or [0]}
+    claims = grokking_claims(late, settings) if (late["optimizer"] == LATE_BASELINE).any() else []
+    claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
+    pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+
+
+def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: float) -> pd.DataFrame:
+    """grokking-calibrated's table: per arm, steps per seed, the median, CPU seconds per step and to 95 % per seed
+    (censored: beyond the cap's time), each gate reading's word from claims.csv, and the cost over AdamW."""
+    rows = []
+    for arm, frame in summary.groupby("optimizer", sort=False):
+        frame = frame.sort_values("seed")
+        steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
+        ran = steps.fillna(cap)
+        per_step = frame["cpu_seconds_per_step"].astype(float)
+        time_to = [f"{t:,.0f}" if pd.notna(s) else f"> {t:,.0f}" for s, t in zip(steps, per_step * ran)]
+        row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
+               "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
+               "cpu_seconds_per_step": float((per_step * ran).sum() / ran.sum()),
+               "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}
+        part = claims[claims["claim"].str.endswith(f"({arm})")] if len(claims) else claims
+        if len(part):
+            judged = part.iloc[0]
+            row.update({"speedup": judged["estimate"], "speedup_low": judged["low"], "speedup_high": judged["high"],
+                        "level": judged["level"], "verdict": judged["verdict"], "direction": judged["direction"],
+                        "seeds_to_reproduce": judged["seeds_to_reproduce"],
+                        "seeds_to_contradict": judged["seeds_to_contradict"], "why": judged["why"]})
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    baseline = table.loc[table["optimizer"] == baseline_name(decay), "cpu_seconds_per_step"]
+    if len(baseline):
+        table["cost_over_adamw"] = table["cpu_seconds_per_step"] / float(baseline.iloc[0])
+    return table
+
+
+def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
+    """grokking-calibrated: claims.csv (grokking_claims at the reference regime's settings, every seed summary.csv
+    holds) and table.csv from summary.csv; judges whatever units have finished."""
+    reference = record["plan"]["reference"]
+    summary = pd.read_csv(folder / "summary.csv")
+    settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
+    claims = pd.DataFrame(columns=ROW_COLUMNS)
+    if (summary["optimizer"] == baseline_name(reference["weight_decay"])).any():
+        claims = pd.DataFrame(grokking_claims(summary, settings), columns=ROW_COLUMNS)
+    claims.to_csv(folder / "claims.csv", index=False)
+    calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(folder / "table.csv",
+                                                                                           index=False)
+
+
+def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One finished unit's summary and curve rows, labelled `regime`, with its CPU seconds and CPU seconds
+    per step: from the unit's cpu_seconds.log where it kept one (each line a session part; per step, the last
+    part's over the steps it ran), else from Snakemake's benchmark file (`cpu_time` of the job that finished it,
+    over the steps the unit ran)."""
+    summary, curves = (pd.read_csv(unit / name) for name in ("summary.csv", "curves.csv"))
+    log = unit / "cpu_seconds.log"
+    parts = [float(value) for value in log.read_text().split()] if log.is_file() else []
+    if parts:
+        cpu, last = sum(parts), parts[-1]
+    elif benchmark.is_file():
+        cpu = last = float(pd.read_csv(benchmark, sep="\t")["cpu_time"].iloc[-1])
+    else:
+        cpu = last = math.nan
+    ran = float(curves["step"].max()) - resumed_step(unit)
+    summary = summary.assign(cpu_seconds=cpu, cpu_seconds_per_step=last / ran if ran > 0 else math.nan,
+                             regime=regime)
+    return summary, curves.assign(regime=regime)
+
+
+def resumed_step(unit: Path) -> int:
+    """The step the unit's last session part resumed from (its log.txt: "resumed unit ... at step N"), 0 if none."""
+    log = unit / "log.txt"
+    if not log.is_file():
+        return 0
+    last = log.read_text().split("\ngrokking a/b mod")[-1]
+    found = re.search(r"resumed unit .* at step (\d+)", last)
+    return int(found.group(1)) if found else 0
+
+
+def collect_units(units: Path, benchmarks: Path, arms: list[str], regime: str = "calibrated"
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary.csv has
+    finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
+    benchmark files (<arm>/seed<s>.tsv)."""
+    rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
+            for summary in units.glob("*/seed*/summary.csv")]
+    if not rows:
+        return pd.DataFrame(), pd.DataFrame()
+    order = {arm: index for index, arm in enumerate(arms)}
+    rows.sort(key=lambda pair: (order.get(pair[0]["optimizer"].iloc[0], len(order)), int(pair[0]["seed"].iloc[0])))
+    return (pd.concat([summary for summary, _ in rows], ignore_index=True),
+            pd.concat([curves for _, curves in rows], ignore_index=True))

@@ -1,0 +1,122 @@
+"""How each reference run judges its claims from the tables it keeps (docs/reproducing.md, "Reference runs").
+
+A judge takes a reference run's folder (docs/reference-results/<name>/, or a scratch copy that keeps the name: a
+claim judged on more seeds than at one of its registered looks is judged at the group-sequential level of
+growcert.report.looks, which reads the folder's name) and its provenance record, reads the run's kept input tables
+and rewrites the judged ones (claims.csv and the tables built on the verdicts), by the current referee's rule
+(growcert.report.verdicts). Nothing is retrained. The grokking runs' judges live in reference_runs.grokking.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from growcert.config import stage_settings
+from growcert.experiments import task
+from growcert.reference_runs.configs import merged_config
+from growcert.report.advice_check import write_scores
+from growcert.report.alignment import misalignment_width_rows
+from growcert.report.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
+from growcert.report.depth import depth_claims, depth_profile, recommend_depth
+from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
+from growcert.report.regime import summarize_regime
+
+REGIME_OUTPUTS = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
+                  "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
+                  "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
+                  "spread.csv": "stats/p1_regime_spread.csv"}
+DEFAULT_REFERENCE_MK = (32, 32)  # alignment.reference_mk of config.yaml, for a map that recorded none
+P2_TASKS = ("pinn", "preference", "theory")
+P2_TABLE_COLUMNS = ["task", "claim_id", "claim", "role", "verdict", "estimate", "low", "high", "level", "seeds",
+                    "seeds_to_reproduce", "seeds_to_contradict", "direction"]
+
+
+def judge_regime(folder: Path, record: dict[str, Any]) -> None:
+    """The P1 regime map (p1-regime, p1-seeds): `growcert summarize-regime` on the map's alignment.csv (its rows
+    with a context) and training.csv, its tables and figures copied over the folder's, then the "p̂ falls with
+    width" rows from misalignment.csv where the map has one (report.alignment.misalignment_width_rows)."""
+    alignment = pd.read_csv(folder / "alignment.csv")
+    alignment[alignment["context"].notna()].to_csv(folder / "alignment.csv", index=False)
+    with tempfile.TemporaryDirectory() as scratch:
+        results = Path(scratch)
+        (results / "stats").mkdir()
+        for name in ("alignment.csv", "training.csv"):
+            shutil.copyfile(folder / name, results / "stats" / name)
+        summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv", results / "stats",
+                         results / REGIME_OUTPUTS["table.csv"], results / REGIME_OUTPUTS["claims.csv"],
+                         results / REGIME_OUTPUTS["map.json"], results / "figures", reference=folder.name)
+        for target, source in REGIME_OUTPUTS.items():
+            shutil.copyfile(results / source, folder / target)
+        for figure in sorted((results / "figures").glob("p1_regime_*.png")):
+            shutil.copyfile(figure, folder / figure.name)
+    reference_mk = tuple((record.get("misalignment") or {}).get("reference_mk") or DEFAULT_REFERENCE_MK)
+    add_misalignment_claims(folder, reference_mk)
+
+
+def add_misalignment_claims(folder: Path, reference_mk: tuple[int, int], level: float = 0.95) -> int:
+    """Append the "p̂ falls with width" rows judged on `folder`'s misalignment.csv to its claims.csv; how many."""
+    if not (folder / "misalignment.csv").is_file():
+        return 0
+    rows = misalignment_width_rows(pd.read_csv(folder / "misalignment.csv"), tuple(reference_mk), level)
+    claims = pd.read_csv(folder / "claims.csv", dtype=DESIGN_DTYPES)
+    pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(folder / "claims.csv",
+                                                                                        index=False)
+    return len(rows)
+
+
+def intervention_seed_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per seed and ε: the median observed / predicted over the (draw, width) cells the claim reads
+    (report.interventions.claim_cells), how many cells, and the share whose sign agrees."""
+    rows = claim_cells(table).groupby(["seed", "epsilon"])
+    return rows.agg(median_ratio=("ratio", "median"), cells=("ratio", "size"),
+                    sign_agreement=("sign_agree", "mean")).reset_index()
+
+
+def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
+    """p1-interventions: table.csv (per seed and ε), claims.csv (report.interventions.intervention_claim) and
+    checks.csv (intervention_checks) from interventions.csv."""
+    table = pd.read_csv(folder / "interventions.csv")
+    intervention_seed_table(table).to_csv(folder / "table.csv", index=False)
+    write_rows(intervention_claim(table) + intervention_checks(table), claims=folder / "claims.csv",
+               checks=folder / "checks.csv")
+
+
+def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
+    """p2-small: each task's `claims` function (the one the pipeline's rules call) on its kept folder, with the
+    settings its provenance.json records: claims.csv, checks.csv and table.csv (one line per claim row)."""
+    claims, checks = [], []
+    for name in P2_TASKS:
+        settings = json.loads((folder / name / "provenance.json").read_text())["settings"]
+        for row in task(name).claims(folder / name, settings):
+            (claims if "claim_id" in row else checks).append(row)
+    frame = pd.DataFrame(claims, columns=ROW_COLUMNS)
+    frame.to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame(checks, columns=CHECK_COLUMNS).to_csv(folder / "checks.csv", index=False)
+    stage = {key: claim.stage for key, claim in CLAIMS.items()}
+    frame.assign(task=frame["claim_id"].map(stage))[P2_TABLE_COLUMNS].to_csv(folder / "table.csv", index=False)
+
+
+def judge_depth(folder: Path, record: dict[str, Any], level: float = 0.95) -> None:
+    """p3-depth: table.csv (report.depth.depth_profile of the held-out pool at the last checkpoint),
+    recommended.csv (recommend_depth) and claims.csv (depth_claims) from depth.csv and growth.csv."""
+    depth, growth = pd.read_csv(folder / "depth.csv"), pd.read_csv(folder / "growth.csv")
+    held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
+    depth_profile(held_out, level).to_csv(folder / "table.csv", index=False)
+    recommend_depth(held_out, level=level).to_csv(folder / "recommended.csv", index=False)
+    pd.DataFrame(depth_claims(depth, growth, level, reference=folder.name),
+                 columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+
+
+def judge_advise_check(folder: Path, record: dict[str, Any]) -> None:
+    """advise-check: `growcert summarize-advise-check`'s scores (report.advice_check.write_scores: scorecard,
+    reliability, claims) from the pooled advise_check.csv, with the advise_check settings of the run's config;
+    table.csv is the scorecard."""
+    settings = stage_settings("advise_check", merged_config(record["config_file"]).get("advise_check", {}))
+    write_scores(folder, pd.read_csv(folder / "advise_check.csv"), settings)
+    shutil.copyfile(folder / "scorecard.csv", folder / "table.csv")

@@ -1,0 +1,247 @@
+"""`growcert reference rejudge|export` (growcert.reference_runs): every committed reference run, judged again from its
+committed tables by the command, reproduces its committed judged tables and claims.csv exactly (DataFrames compared,
+no column left out), without retraining; and the command's failure modes are one clear line, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from growcert import cli
+from growcert.reference_runs.registry import RUNS, reference_run
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK_FOLDERS = shutil.ignore_patterns("units*", "runs*", "benchmarks", "*.png")  # jobs' folders, not judged
+
+
+def committed(name: str) -> Path:
+    return ROOT / reference_run(name).folder()
+
+
+def scratch_copy(name: str, tmp_path: Path) -> Path:
+    """A copy of the committed run that keeps its name (the name sets the level of a claim at a later look)."""
+    copy = tmp_path / name
+    shutil.copytree(committed(name), copy, ignore=WORK_FOLDERS)
+    return copy
+
+
+def read_table(path: Path) -> pd.DataFrame | dict:
+    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def test_every_committed_run_is_registered_with_its_configs():
+    folders = {path.name for path in (ROOT / "docs" / "reference-results").iterdir() if path.is_dir()}
+    assert folders == set(RUNS)
+    for run in RUNS.values():
+        assert run.configs and all((ROOT / config).is_file() for config in run.configs), run.name
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_rejudge_reproduces_the_committed_tables_and_claims(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the runs' configs are read relative to the repository root
+    copy = scratch_copy(name, tmp_path)
+    original = json.loads((copy / "provenance.json").read_text())
+    assert cli.main(["reference", "rejudge", name, "--out", str(copy)]) == 0
+    for table in reference_run(name).judged:
+        got, want = read_table(copy / table), read_table(committed(name) / table)
+        if isinstance(want, dict):
+            assert got == want, table
+        else:
+            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    record = json.loads((copy / "provenance.json").read_text())
+    assert {key: record[key] for key in original if key not in ("rejudged", "rejudged_earlier")} == \
+        {key: original[key] for key in original if key not in ("rejudged", "rejudged_earlier")}
+    assert record["rejudged"]["command"].startswith(f"growcert reference rejudge {name}")
+    claims = pd.read_csv(copy / "claims.csv")
+    verdicts = [line for line in (copy / "README.md").read_text().splitlines() if line.startswith("- ")]
+    assert [line.split("**")[1] for line in verdicts[-len(claims):]] == claims["verdict"].tolist() if len(claims) \
+        else verdicts == []
+
+
+def test_rejudge_notices_a_changed_judgement(tmp_path, monkeypatch):
+    """The equality above is not vacuous: a committed table edited to another outcome is judged to other claims."""
+    monkeypatch.chdir(ROOT)
+    copy = scratch_copy("p3-depth", tmp_path)
+    growth = pd.read_csv(copy / "growth.csv")
+    growth.loc[growth["arm"].str.startswith("grown"), "test_loss"] *= 1.5  # grown far worse than scratch
+    growth.to_csv(copy / "growth.csv", index=False)
+    assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(copy)]) == 0
+    got, want = pd.read_csv(copy / "claims.csv"), pd.read_csv(committed("p3-depth") / "claims.csv")
+    assert not got["verdict"].equals(want["verdict"])
+
+
+def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(tmp_path, capsys):
+    assert cli.main(["reference", "rejudge", "no-such-run"]) == 2
+    assert "no reference run 'no-such-run'" in capsys.readouterr().err
+    (tmp_path / "p3-depth").mkdir()
+    (tmp_path / "p3-depth" / "provenance.json").write_text("{}")
+    assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(tmp_path / "p3-depth")]) == 2
+    error = capsys.readouterr().err
+    assert "depth.csv is missing" in error and len(error.strip().splitlines()) == 1
+
+
+# Each run's results folder rebuilt from its committed tables: (its path under the results folder, the committed
+# table). p1-interventions is left out: its alignment.csv pools one table per store, which the committed pool does
+# not split back into; grokking-late was not a pipeline run (rejudge only).
+REBUILT = {
+    "p1-regime": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
+    "p1-seeds": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
+    "p3-depth": {"stats/depth.csv": "depth.csv", "tables/p3_growth.csv": "growth.csv"},
+    "p2-small": {source: target for target, source in RUNS["p2-small"].kept.items()},
+    "advise-check": {"advise-check/scores/advise_check.csv": "advise_check.csv"},
+}
+
+
+def rebuilt_results(name: str, tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    for source, target in REBUILT[name].items():
+        (results / source).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(committed(name) / target, results / source)
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(REBUILT))
+def test_export_from_a_results_folder_rebuilt_from_the_committed_tables_reproduces_them(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    results, out = rebuilt_results(name, tmp_path), tmp_path / "out" / name
+    (results / "benchmarks" / "train").mkdir(parents=True)
+    (results / "benchmarks" / "train" / "job.tsv").write_text("s\th:m:s\tcpu_time\n7200.0\t2:00:00\t3600.0\n")
+    if name == "p1-seeds":  # its misalignment rows are judged from the folder it is exported to
+        out.mkdir(parents=True)
+        shutil.copyfile(committed(name) / "misalignment.csv", out / "misalignment.csv")
+    assert cli.main(["reference", "export", name, "--results", str(results), "--out", str(out)]) == 0
+    for table in reference_run(name).judged:
+        got, want = read_table(out / table), read_table(committed(name) / table)
+        if isinstance(want, dict):
+            assert got == want, table
+        else:
+            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["cost"]["cpu_hours"] == 1.0 and record["cost"]["jobs"] == 1  # the benchmark file's cpu_time
+    assert record["commands"][-1].startswith(f"growcert reference export {name} --results {results}")
+    assert record["config"] == (ROOT / reference_run(name).configs[0]).read_text()
+    readme = (out / "README.md").read_text()
+    assert record["commands"][0] in readme and f"## {reference_run(name).question}" in readme
+
+
+def test_export_of_a_partial_unit_run_judges_the_units_that_finished(tmp_path, monkeypatch):
+    """grokking-calibrated from a results folder holding only the committed summary's units (seed 6): the units'
+    summary, claims and table come back as committed; a unit without summary.csv (unfinished) is left out."""
+    monkeypatch.chdir(ROOT)
+    units, results = committed("grokking-calibrated") / "units", tmp_path / "results"
+    arms = set(pd.read_csv(committed("grokking-calibrated") / "summary.csv")["optimizer"])
+    for unit in units.glob("*/seed6"):
+        if (unit / "summary.csv").is_file() and pd.read_csv(unit / "summary.csv")["optimizer"].iloc[0] in arms:  # a unit that landed after the export: out
+            shutil.copytree(unit, results / "grokking" / "units" / unit.parent.name / "seed6")
+    (results / "grokking" / "units" / "AdamW_wd_0.15" / "seed7").mkdir()  # unfinished: no summary.csv
+    out = tmp_path / "out" / "grokking-calibrated"
+    assert cli.main(["reference", "export", "grokking-calibrated", "--results", str(results), "--out", str(out)]) == 0
+    for table in ("summary.csv", "claims.csv", "table.csv"):
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("grokking-calibrated") / table),
+                                      obj=table)
+
+
+def test_export_of_an_unfinished_run_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    (tmp_path / "results" / "stats").mkdir(parents=True)
+    assert cli.main(["reference", "export", "p3-depth", "--results", str(tmp_path / "results"),
+                     "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "stats/depth.csv is missing" in error and len(error.splitlines()) == 1
+
+
+def split_depth_run(tmp_path: Path, retrained_shift: float = 0.0) -> tuple[Path, Path]:
+    """The committed p3-depth run cut in two: a 'committed' folder with seeds 0-2, and a results folder with seeds
+    3-5 and seed 0 retrained (its rows as committed, moved by `retrained_shift` relative)."""
+    depth, growth = (pd.read_csv(committed("p3-depth") / name) for name in ("depth.csv", "growth.csv"))
+    earlier = tmp_path / "earlier" / "p3-depth"
+    earlier.mkdir(parents=True)
+    depth[depth["seed"] <= 2].to_csv(earlier / "depth.csv", index=False)
+    growth[growth["seed"] <= 2].to_csv(earlier / "growth.csv", index=False)
+    results = tmp_path / "results"
+    (results / "stats").mkdir(parents=True)
+    (results / "tables").mkdir()
+    new_depth = depth[depth["seed"].isin([0, 3, 4, 5])].copy()
+    new_depth.loc[new_depth["seed"] == 0, "value"] *= 1 + retrained_shift
+    new_depth.to_csv(results / "stats" / "depth.csv", index=False)
+    growth[growth["seed"].isin([0, 3, 4, 5])].to_csv(results / "tables" / "p3_growth.csv", index=False)
+    return earlier, results
+
+
+def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_them(tmp_path, monkeypatch):
+    """--join: seeds 3-5 joined to a committed seeds 0-2 run whose seed 0 they retrained: equal rows give back the
+    six-seed run's claims; rows 2 % off are refused value for value, kept under --rtol 0.05, and without the
+    committed rows the run is judged on its new seeds alone."""
+    monkeypatch.chdir(ROOT)
+    earlier, results = split_depth_run(tmp_path)
+    out = tmp_path / "out" / "p3-depth"
+    assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
+                     "--join", str(earlier)]) == 0
+    joined = json.loads((out / "provenance.json").read_text())["joined"]["tables"]
+    assert joined["depth.csv"]["reproduction"]["identical"] and joined["depth.csv"]["seeds"] == [0, 1, 2, 3, 4, 5]
+    pd.testing.assert_frame_equal(pd.read_csv(out / "claims.csv"), pd.read_csv(committed("p3-depth") / "claims.csv"))
+
+    earlier, results = split_depth_run(tmp_path / "off", retrained_shift=0.02)
+    for rtol, seeds in ((0.0, [3, 4, 5]), (0.05, [0, 1, 2, 3, 4, 5])):
+        out = tmp_path / f"rtol{rtol}" / "p3-depth"
+        assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
+                         "--join", str(earlier), "--rtol", str(rtol)]) == 0
+        check = json.loads((out / "provenance.json").read_text())["joined"]["tables"]["depth.csv"]
+        assert check["seeds"] == seeds and check["reproduction"]["differing_columns"] == ["value"]
+        assert check["reproduction"]["largest_relative_difference"]["value"] == pytest.approx(0.02)
+        assert sorted(pd.read_csv(out / "depth.csv")["seed"].unique()) == seeds
+
+
+def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_path, monkeypatch):
+    """p1-seeds' last step (configs/p1-seeds-16-c256.yaml: seeds 8-15 at context 256, seed 5 width 32 retrained,
+    p̂ of the new runs) from a results folder rebuilt from the committed rows, joined to the committed run without
+    them: --keep context=256,512 keeps the committed context 512, --rtol 0.01 and --misalignment as its command
+    says; the claims (p̂ rows among them) come back as committed."""
+    from growcert.pipeline.grids import run_wildcards, training_runs
+    from growcert.reference_runs.configs import merged_config, store_tables
+
+    monkeypatch.chdir(ROOT)
+    config = "configs/p1-seeds-16-c256.yaml"
+    alignment, training, misaligned = (pd.read_csv(committed("p1-seeds") / name)
+                                       for name in ("alignment.csv", "training.csv", "misalignment.csv"))
+    new = lambda table: (table["context"] == 256) & ((table["seed"] >= 8) | ((table["seed"] == 5) & (table["width"] == 32)))
+    earlier = tmp_path / "earlier" / "p1-seeds"
+    earlier.mkdir(parents=True)
+    alignment[~new(alignment) | (alignment["seed"] == 5)].to_csv(earlier / "alignment.csv", index=False)
+    training[~new(training) | (training["seed"] == 5)].to_csv(earlier / "training.csv", index=False)
+    results = tmp_path / "results"
+    (results / "stats").mkdir(parents=True)
+    alignment[new(alignment)].to_csv(results / "stats" / "alignment.csv", index=False)
+    training[new(training)].to_csv(results / "stats" / "training.csv", index=False)
+    runs = training_runs(merged_config(config))
+    for run, path in zip(runs, store_tables(results, merged_config(config), "misalignment")):
+        rows = misaligned[(misaligned["width"] == run.width) & (misaligned["seed"] == run.seed)
+                          & (misaligned["context"] == run.context)]
+        if len(rows):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            rows.to_csv(path, index=False)
+    out = tmp_path / "out" / "p1-seeds"
+    assert cli.main(["reference", "export", "p1-seeds", "--results", str(results), "--out", str(out), "--config", config,
+                     "--join", str(earlier), "--rtol", "0.01", "--keep", "context=256,512", "--misalignment"]) == 0
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["joined"]["tables"]["alignment.csv"]["reproduction"]["identical"]
+    assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
+    for table in ("claims.csv", "table.csv"):
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("p1-seeds") / table), obj=table)
+
+
+def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["reference", "targets", "p1-interventions", "--results", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed[0] == "summarize_interventions" and len(printed) == 1 + 18
+    assert all(path.startswith(f"{tmp_path}/stats/alignment/") for path in printed[1:])
+    assert cli.main(["reference", "targets", "p2-small", "--results", "r"]) == 0
+    assert capsys.readouterr().out.split() == ["r/claims/p2_pinn.csv", "r/claims/p2_preference.csv",
+                                               "r/claims/p2_theory.csv"]
+    assert cli.main(["reference", "targets", "p2-small", "--results", "r", "--config", "configs/ci.yaml"]) == 2
+    assert "not a config of p2-small" in capsys.readouterr().err
