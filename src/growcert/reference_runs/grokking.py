@@ -79,7 +79,8 @@ def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     late_arm_table(summary, cap, eval_every, LEVEL).to_csv(folder / "table.csv", index=False)
     late = summary[summary["regime"] == "late"]
     settings = {**settings, "seeds": sorted(late["seed"].unique().tolist()) or [0]}
-    claims = grokking_claims(late, settings) if (late["optimizer"] == LATE_BASELINE).any() else []
+    claims = (grokking_claims(late, settings, reference=folder.name) if (late["optimizer"] == LATE_BASELINE).any()
+              else [])
     claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
     pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
 
@@ -121,7 +122,7 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
     claims = pd.DataFrame(columns=ROW_COLUMNS)
     if (summary["optimizer"] == baseline_name(reference["weight_decay"])).any():
-        claims = pd.DataFrame(grokking_claims(summary, settings), columns=ROW_COLUMNS)
+        claims = pd.DataFrame(grokking_claims(summary, settings, reference=folder.name), columns=ROW_COLUMNS)
     claims.to_csv(folder / "claims.csv", index=False)
     calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(folder / "table.csv",
                                                                                            index=False)
