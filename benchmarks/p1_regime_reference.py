@@ -119,7 +119,7 @@ def rejudge(out: Path) -> None:
     sweep's record and adds when, at which commit and with which command it was re-judged."""
     import tempfile
 
-    from growcert.report.regime import summarize_regime
+    from growcert.stages.summaries import summarize_regime
 
     record = json.loads((out / "provenance.json").read_text())
     with tempfile.TemporaryDirectory() as folder:
@@ -223,7 +223,7 @@ def write_joined(new_alignment: pd.DataFrame, new_training: pd.DataFrame, new_mi
     import tempfile
 
     from growcert.provenance import git_commit, machine_record, versions
-    from growcert.report.regime import summarize_regime
+    from growcert.stages.summaries import summarize_regime
 
     map_alignment, map_training = pd.read_csv(committed / "alignment.csv"), pd.read_csv(committed / "training.csv")
     check = reproduction_check(new_alignment, map_alignment)

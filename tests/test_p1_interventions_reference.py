@@ -55,7 +55,7 @@ def medians_mean(at_tenth: dict[int, float]) -> float:
 def finished_sweep(results: Path, at_tenth: dict[int, float]) -> None:
     """A results folder as the sweep of configs/p1-interventions.yaml leaves it: summarize-interventions' outputs,
     each store's alignment table, benchmark files and the disk log."""
-    from growcert.report.interventions import summarize_intervention_tables
+    from growcert.stages.summaries import summarize_intervention_tables
 
     script = load_script()
     from sweeps import sweep_config

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from growcert.report import regime
+from growcert.stages.summaries import summarize_regime
 from helpers import reference_section
 from test_regime_map import synthetic_tables
 
@@ -31,9 +31,9 @@ def finished_sweep(results: Path) -> None:
         (results / folder).mkdir(parents=True)
     alignment.to_csv(results / "stats" / "alignment.csv", index=False)
     training.to_csv(results / "stats" / "training.csv", index=False)
-    regime.summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv", results / "stats",
-                            results / "tables" / "p1_regime_cells.csv", results / "claims" / "p1_regime.csv",
-                            results / "stats" / "p1_regime_map.json", results / "figures")
+    summarize_regime(results / "stats" / "alignment.csv", results / "stats" / "training.csv", results / "stats",
+                     results / "tables" / "p1_regime_cells.csv", results / "claims" / "p1_regime.csv",
+                     results / "stats" / "p1_regime_map.json", results / "figures")
     for rule, job, wall, cpu in [("train_model", "a", 100.0, 90.0), ("train_model", "b", 50.0, 45.0),
                                  ("dump_gradients", "a", 20.0, 18.0)]:
         tsv = results / "benchmarks" / rule / "llama" / f"{job}.tsv"

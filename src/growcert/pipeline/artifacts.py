@@ -220,7 +220,7 @@ POOLED_MISALIGNMENT = f"{STATS_FOLDER}/misalignment.csv"
 POOLED_INTERVENTIONS = f"{STATS_FOLDER}/interventions.csv"
 POOLED_DEPTH = f"{STATS_FOLDER}/depth.csv"
 REGIME_MAP = f"{STATS_FOLDER}/p1_regime_map.json"
-# the regime map's own tables beside it (growcert.report.regime.summarize_regime writes them into the folder)
+# the regime map's own tables beside it (growcert.stages.summaries.summarize_regime writes them into the folder)
 REGIME_STATS = {part: f"{STATS_FOLDER}/p1_regime_{part}.csv" for part in ("budget", "loss", "matched", "spread")}
 
 

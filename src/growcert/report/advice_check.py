@@ -34,8 +34,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from growcert.errors import ConfigError
-from growcert.files import read_csvs, write_csv
+from growcert.files import write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
@@ -187,20 +186,6 @@ def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
                       "", *score_lines(table, settings)])
 
 
-def summarize(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
-    """The advise-check tables of many checkpoints pooled into one folder's scores (write_scores); returns the
-    score lines. A table without the stage's columns is refused, naming it."""
-    for path in tables:
-        missing = [column for column in COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
-        if missing:
-            raise ConfigError(f"{path}: not an advise-check table (no column {missing[0]!r})")
-    table = read_csvs(tables)
-    paths = write_scores(out, table, settings)
-    checkpoints = table["model"].nunique()
-    return "\n".join([f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
-                      *score_lines(table, settings), f"-> {paths['scorecard']}"])
-
-
 ADVICE_SECTION = ("advice", "Is the advice right?")
 ADVICE_REFERENCE = "advise-check"  # the reference run (docs/reference-results/advise-check) the section shows
 
@@ -232,4 +217,3 @@ def advice_section(references: Path | None) -> str:
                      "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
                      "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>")
     return f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2>{"".join(parts)}</section>'
-
