@@ -183,7 +183,7 @@ def run_job(settings: dict, out: str) -> str:
     threading.Thread(target=heartbeat, daemon=True).start()
     try:
         with open(folder / "log.txt", "a") as log:
-            run_grokking(settings, folder, log=lambda line: print(line, file=log, flush=True), threads=1)
+            run_grokking(settings, folder, log=lambda line: print(line, file=log, flush=True), threads=1, device="cpu")
     finally:
         done.set()
         with open(folder / "cpu_seconds.log", "a") as record:

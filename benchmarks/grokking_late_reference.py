@@ -121,7 +121,7 @@ def run_job(settings: dict, out: str) -> str:
     log_path = Path(out) / "log.txt"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
-        run_grokking(settings, out, log=lambda line: print(line, file=log, flush=True), threads=1)
+        run_grokking(settings, out, log=lambda line: print(line, file=log, flush=True), threads=1, device="cpu")
     return out
 
 
@@ -298,7 +298,8 @@ def step_cost(late: dict, common: dict, names: list[str], steps: int, rounds: in
         for round_index in range(rounds):
             for index, name in enumerate(names):
                 out = Path(folder) / f"round{round_index}-arm{index}"
-                run_grokking(job_settings(late, ARMS, 0, timing, name), out, log=lambda _: None, threads=1)
+                run_grokking(job_settings(late, ARMS, 0, timing, name), out, log=lambda _: None, threads=1,
+                             device="cpu")
                 seconds = float(pd.read_csv(out / "summary.csv")["seconds"].iloc[0])
                 best[name] = min(best[name], seconds / steps)
                 print(f"  {name}: {seconds / steps:.4f} s/step (round {round_index + 1})", flush=True)

@@ -204,3 +204,32 @@ def test_functions_fit_on_a_screen(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
     assert long == [], f"functions over {FUNCTION_LINES} lines"
+
+
+COMPUTE = [path for path in MODULES if layer(module_name(path)) in ("stages", "experiments")]
+
+
+def device_defaults(path: Path) -> list[str]:
+    """The functions of `path` whose `device` parameter has a default."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = node.args.posonlyargs + node.args.args
+        defaulted = positional[len(positional) - len(node.args.defaults):] if node.args.defaults else []
+        defaulted += [arg for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults) if default is not None]
+        found += [node.name for arg in defaulted if arg.arg == "device"]
+    return found
+
+
+@pytest.mark.parametrize("path", COMPUTE, ids=lambda path: module_name(path))
+def test_no_stage_or_task_function_has_a_device_default_of_its_own(path):
+    """The device comes from the settings or the command's --device (the schema's default): a function that ran
+    on a device of its own choosing when not told would run a job somewhere the config did not say."""
+    assert device_defaults(path) == []
+
+
+def test_the_device_default_finder_finds_them(tmp_path):
+    (tmp_path / "a.py").write_text("def f(x, device='cpu'): ...\ndef g(x, *, device='auto'): ...\n"
+                                   "def h(x, *, device): ...\ndef k(x, device, y=1): ...\n")
+    assert device_defaults(tmp_path / "a.py") == ["f", "g"]

@@ -102,7 +102,7 @@ def test_a_rerun_of_the_whole_task_keeps_its_finished_units(tmp_path):
     task("pinn").run_unit(settings, tmp_path / "units" / "AdamW-lr0.01" / "seed1", "AdamW-lr0.01", 1, log=quiet)
     from growcert.experiments.pinn import run_pinn
 
-    run_pinn(PINN, tmp_path, log=logs.append, threads=1)
+    run_pinn(PINN, tmp_path, log=logs.append, threads=1, device="cpu")
     assert [line for line in logs if "kept" in line] == [
         f"unit AdamW-lr0.01 seed 1: finished in {tmp_path}/units/AdamW-lr0.01/seed1, kept"]
     assert len(pd.read_csv(tmp_path / "summary.csv")) == 4  # 2 arms x 2 seeds (judged and tuning)
@@ -179,7 +179,7 @@ def test_a_paired_reading_stops_at_its_seeds_adamw_step_with_the_rows_of_the_fix
 def test_a_paired_run_in_one_process_caps_each_reading_at_its_seeds_adamw_unit(tmp_path):
     from growcert.experiments.grokking import run_grokking
 
-    tables = run_grokking({**PAIRED, "seeds": [0, 3]}, tmp_path, log=quiet, threads=1)
+    tables = run_grokking({**PAIRED, "seeds": [0, 3]}, tmp_path, log=quiet, threads=1, device="cpu")
     units = json.loads((tmp_path / "provenance.json").read_text())["units"]
     summary = tables["summary"].set_index(["optimizer", "seed"])
     for unit in units:

@@ -133,7 +133,7 @@ def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dic
 
 
 def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-               threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+               threads: int | None = None, *, device: str) -> dict[str, Any]:
     """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
 
     Data, initial weights and label noise are drawn on the CPU, then moved to `device`; the float64

@@ -148,7 +148,7 @@ class GrowthArm:
 
 
 def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path,
-                     log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+                     log: Callable[[str], None] = print, threads: int = 1, *, device: str) -> pd.DataFrame:
     """Run every arm for every seed on `device` (a `device` setting) on `data` (a prepared dataset, or its folder,
     read once the settings are checked); write growth.csv and selection.csv to out_dir; return the growth table."""
     settings = stage_settings("grow", settings)
