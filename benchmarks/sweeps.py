@@ -152,11 +152,11 @@ def require_finished(results: Path, sources) -> None:
 def sweep_config(config_file: str | Path, base: str | Path = "config.yaml") -> dict:
     """The config a sweep's jobs get: `base` (the Snakefile's configfile) with `config_file` merged over it as
     `snakemake --configfile` merges them (mappings merged, lists such as grids replaced), the schema's defaults
-    filled in and validated as the pipeline validates it (growcert.pipeline.plan.validate_config). Paths are
+    filled in and validated as the pipeline validates it (growcert.plan.validate_config). Paths are
     relative to the repository root."""
     import yaml
 
-    from growcert.pipeline.plan import validate_config
+    from growcert.plan import validate_config
 
     def update(into: dict, other: dict) -> dict:
         for key, value in other.items():
@@ -176,7 +176,7 @@ def store_tables(results: Path, config: dict, kind: str, skip=frozenset()) -> li
     (width, seed, context) is in `skip` are left out. tests/test_p1_interventions_reference.py checks with a dry run
     that Snakemake plans them."""
     from growcert.pipeline import artifacts
-    from growcert.pipeline.grids import run_steps, run_wildcards, training_runs
+    from growcert.plan.grids import run_steps, run_wildcards, training_runs
 
     table = {"alignment": artifacts.ALIGNMENT, "misalignment": artifacts.MISALIGNMENT}[kind]
     return [table.path(str(results), step=run_steps(config, run)[-1], **run_wildcards(run))

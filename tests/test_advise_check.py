@@ -205,7 +205,7 @@ def test_the_snakemake_target_plans_one_advise_check_per_checkpoint_and_one_summ
     assert result.returncode == 0, result.stderr[-2000:]
     import yaml
 
-    from growcert.pipeline.plan import Plan, validate_config
+    from growcert.plan import Plan, validate_config
 
     config = yaml.safe_load((root / "configs/ci.yaml").read_text())
     checkpoints = len(Plan(validate_config({**config, "results": str(tmp_path / "results")})).advise_check_tables())

@@ -15,7 +15,7 @@ import yaml
 
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_model
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 from growcert.data import load_prepared, prepare_dataset
 from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients

@@ -61,7 +61,7 @@ LAYERS = [
     {"models", "optim", "store", "training", "resume", "block_features"},  # networks, the store, the training step
     {"report"},  # tidy tables to figures, claims and the page
     {"experiments", "stages"},  # compute
-    {"pipeline"},  # the pipeline's wiring (grids, plan, rules)
+    {"plan", "pipeline"},  # what a config plans (grids, targets, settings, resources), the rules' Snakemake marks
     {"cli", "commands"},  # the command line and its commands: wire stages to files
 ]
 
@@ -233,3 +233,33 @@ def test_the_device_default_finder_finds_them(tmp_path):
     (tmp_path / "a.py").write_text("def f(x, device='cpu'): ...\ndef g(x, *, device='auto'): ...\n"
                                    "def h(x, *, device): ...\ndef k(x, device, y=1): ...\n")
     assert device_defaults(tmp_path / "a.py") == ["f", "g"]
+
+
+def folder(name: str) -> str:
+    """The folder of module `name` under growcert/ (a top-level module is a folder of its own)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{folder: the other folders its modules import}; the package root's lazy facade aside (ROOT_FACADE)."""
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if module == "growcert":
+            continue
+        folders.setdefault(folder(module), set()).update(
+            folder(target) for target in imported if folder(target) != folder(module))
+    return folders
+
+
+def test_no_loop_between_folders():
+    """No folder imports one that imports it back through any chain (experiments -> report -> pipeline, so
+    nothing in pipeline/ may read experiments)."""
+    assert cycles(folder_graph(import_graph())) == []
+
+
+def test_the_folder_loop_finder_finds_a_loop_through_modules_that_do_not_loop():
+    graph = {"growcert.plan.a": {"growcert.experiments.b"}, "growcert.experiments.b": {"growcert.report.c"},
+             "growcert.report.c": {"growcert.plan.d"}, "growcert.plan.d": set()}
+    assert cycles(graph) == []
+    assert cycles(folder_graph(graph)) == [["experiments", "plan", "report"]]

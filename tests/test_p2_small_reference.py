@@ -132,8 +132,8 @@ def test_the_config_is_the_default_run_but_for_the_seeds(monkeypatch):
     """configs/p2-small.yaml over config.yaml: DPO starts from the default run's reference llama, trained with the
     same settings; PINN, DPO and theory have 8 judged seeds, PINN's lr tuning seeds disjoint from them; every other
     setting of the three sections is the default's."""
-    from growcert.pipeline.grids import train_settings
-    from growcert.pipeline.plan import preference_reference_run
+    from growcert.plan.grids import train_settings
+    from growcert.plan.preference import preference_reference_run
 
     monkeypatch.chdir(ROOT)
     script = load_script()

@@ -22,7 +22,7 @@ from growcert.errors import ConfigError
 from growcert.experiments import task
 from growcert.experiments.units import aggregate_units
 from growcert.pipeline import artifacts
-from growcert.pipeline.plan import Plan, validate_config
+from growcert.plan import Plan, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0, 3], "steps": 30, "batch_size": 16, "eval_every": 10,

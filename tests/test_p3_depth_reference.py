@@ -210,8 +210,8 @@ def test_the_seeds_config_is_p3_depth_but_for_its_seeds(monkeypatch):
     committed seed-0 depth-1 run, and grows seeds 0, 3, 4, 5 with the same experiments."""
     monkeypatch.chdir(SCRIPT.parents[1])
     load_script()
-    from growcert.pipeline.grids import train_settings, training_runs
-    from growcert.pipeline.plan import grow_experiment_settings
+    from growcert.plan.grids import train_settings, training_runs
+    from growcert.plan.settings import grow_experiment_settings
     from sweeps import sweep_config
 
     first, seeds = sweep_config("configs/p3-depth.yaml"), sweep_config("configs/p3-depth-seeds.yaml")

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from growcert.errors import ConfigError
-from growcert.pipeline.grids import run_wildcards, train_settings, training_runs
-from growcert.pipeline.plan import validate_config
+from growcert.plan.grids import run_wildcards, train_settings, training_runs
+from growcert.plan import validate_config
 from growcert.report import regime
 from growcert.stages.summaries import summarize_regime
 from pathlib import Path

@@ -11,7 +11,7 @@ import torch
 import zarr
 
 from growcert.errors import ConfigError
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 from growcert.schema import load_schema
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
