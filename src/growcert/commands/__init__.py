@@ -48,7 +48,7 @@ COMMANDS = {
     "summarize-training": "growcert.commands.summarize_training",
     "plot-training": "growcert.commands.plot_training",
     "report": "growcert.commands.report",
-    # "reference": "growcert.reference_runs.command",  the reference runs' export and re-judge (issue 52, point 1)
+    # "reference": "growcert.reference_runs.command",  the reference runs' export and re-judge, once that module is here
 }
 
 

@@ -47,8 +47,8 @@ from growcert.pipeline.artifacts import INFO_FILE
 FORMAT = "growcert-tokens-1"
 CACHE_FOLDER = "tokens"
 SPLITS = ("train", "test")
-# Text per tokenizer call: 4 MB. Its ids and the tokenizer's encodings peak at ~180-200 MB resident above
-# the job's start on a 16 or 32 MB corpus alike (benchmarks/token_cache.py; the in-RAM way: 420 and 845 MB).
+# Text per tokenizer call: 4 MB. It bounds the ids and the tokenizer's encodings resident at once, whatever the
+# corpus size (benchmarks/token_cache.py measures it; docs/science.md, "Cost").
 _BATCH_BYTES = 1 << 22
 Encode = Callable[[Sequence[str]], Sequence[Sequence[int]]]
 

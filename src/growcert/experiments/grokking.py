@@ -296,8 +296,8 @@ def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, s
     provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
     `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
     AdamW unit)."""
-    # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
-    # ~2x slower steps after a few thousand of them, without changing the trajectory (growcert.runtime)
+    # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU, which
+    # slows the steps after a few thousand of them without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device,
                          inputs)

@@ -167,7 +167,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
             f"channel {measures['response_channel_noise_retrained']:.2e}")
         return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
 
-    # Cases of seconds each: a killed run keeps the cases it finished and reruns the one it was in.
+    # A case is short: a killed run keeps the cases it finished and reruns the one it was in.
     resume = UnitResume(out_dir, settings, None, log)
     _, results = run_arms(settings["seeds"], cases, lambda seed: None, run_case, resume=resume)
     summary, spectra, drifts = [], [], []

@@ -212,7 +212,7 @@ def _depth_claim(depth_table: pd.DataFrame, level: float, reference: str | None 
                                       this_run=f"{name}: {summary.get(criterion, '')}",
                                       note=f"{where}; the effect is the per-seed log ratio deepest / shallowest of the "
                                            f"{name}.{adds}"), at)
-            # the scale-invariant value was the registered primary until the change the registry records
+            # a secondary row keeps the form it was registered in (the registry records the change of primary)
             claims.append(row if role == "primary" else as_first_form(row, "p3_depth_plateau", f"{family}/{dataset}"))
         logs = _seed_level_logs(part, view, "scaled_value")
         levels = sorted(logs.columns)

@@ -154,7 +154,7 @@ def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Pat
     settings = stage_settings("grow", settings)
     check_growth(settings)  # the family's rules on this experiment (depths, width, data kind, blocks)
     data = data if isinstance(data, PreparedDataset) else load_prepared(data)
-    # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps ~2x
+    # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         log(f"growing on {runtime.device}")
         return _grow_and_compare(settings, data, Path(out_dir), log, runtime.device)
