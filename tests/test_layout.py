@@ -1,5 +1,6 @@
-"""The package's layers (docs/design.md §2): which way imports run (in layer order, without cycles), where a
-function may import, module size, docstrings."""
+"""The package's layers (docs/design.md §2): which way imports run (in layer order, without cycles between
+modules or loops between folders), where a function may import, that no compute function picks a device of its
+own, module size, docstrings."""
 
 from __future__ import annotations
 

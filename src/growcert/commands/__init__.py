@@ -18,7 +18,7 @@ the command line (growcert.cli) resolves --settings once, before `run` reads any
 from __future__ import annotations
 
 from importlib import import_module
-from types import ModuleType
+from typing import Any
 
 from growcert.experiments import EXPERIMENTS
 
@@ -58,8 +58,9 @@ def names() -> list[str]:
     return [each for name in COMMANDS for each in (EXPERIMENTS if name == TASKS else [name])]
 
 
-def command(name: str) -> ModuleType:
-    """The module of command `name` (a P2 task's: its command, of the same interface)."""
+def command(name: str) -> Any:
+    """The module of command `name`; for a P2 task, its `growcert.commands.experiment.ExperimentCommand`, of the
+    same interface."""
     if name in EXPERIMENTS:
         return import_module(COMMANDS[TASKS]).for_task(name)
     return import_module(COMMANDS[name])
