@@ -220,10 +220,10 @@ def test_a_value_no_larger_than_the_deepest_points_is_saturated(tmp_path):
         table = advice_table(copies, values, 32, 32, 0.95, 2.0)
         return list(table["decision"]), recommendation(table, 0.95)
 
-    decisions, line = decide([5.0, 5.5, 5.0], device="cpu")
+    decisions, line = decide([5.0, 5.5, 5.0])
     assert decisions == ["saturated", "saturated", GROW] and line.startswith("Grow at block2")
-    decisions, line = decide([5.0, 5.5, 0.5], device="cpu")
+    decisions, line = decide([5.0, 5.5, 0.5])
     assert decisions == [GROW, GROW, GROW] and line.startswith("Grow at block1") and "within noise" in line
     # ‖μ‖⁴ ≪ V makes B_exact = V/(V + ‖μ‖⁴) ≈ 1: a clear value with a vacuous certificate is no evidence
-    decisions, line = decide([5.0, 5.5, 0.5], fourth_moment=1e-12, device="cpu")
+    decisions, line = decide([5.0, 5.5, 0.5], fourth_moment=1e-12)
     assert decisions == [NO_EVIDENCE] * 3 and line.startswith("Do not grow") and "(3 no evidence)" in line

@@ -99,7 +99,8 @@ def test_units_run_apart_are_the_whole_task_and_aggregate_to_its_tables_and_clai
 def test_a_rerun_of_the_whole_task_keeps_its_finished_units(tmp_path):
     settings = stage_settings("pinn", PINN)
     logs = []
-    task("pinn").run_unit(settings, tmp_path / "units" / "AdamW-lr0.01" / "seed1", "AdamW-lr0.01", 1, log=quiet)
+    task("pinn").run_unit(settings, tmp_path / "units" / "AdamW-lr0.01" / "seed1", "AdamW-lr0.01", 1, log=quiet,
+                         device="cpu")
     from growcert.experiments.pinn import run_pinn
 
     run_pinn(PINN, tmp_path, log=logs.append, threads=1, device="cpu")
