@@ -1,6 +1,7 @@
 # Validate the config (defaults filled in, one-line errors naming the key), plan the jobs and constrain the
-# wildcards. Every fact comes from the package (growcert.pipeline), where the tests reach it: paths and
-# names from `artifacts`, the grids, settings and resources from `plan`, the families from `growcert.models`.
+# wildcards. Every fact comes from the package, where the tests reach it: paths and names from
+# `growcert.pipeline.artifacts`, the grids, settings and resources from `growcert.plan`, the families from
+# `growcert.models`.
 import os
 import shlex
 import sys
@@ -11,9 +12,9 @@ from growcert.errors import ConfigError
 from growcert.models import FAMILIES, trained_families
 from growcert.pipeline import artifacts
 from growcert.pipeline.artifacts import log, benchmark
-from growcert.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
 from growcert.pipeline.rules import (input_checkpoint, input_folder, input_store, output_folder, output_store,
                                      report_marks, results_subfolder)
+from growcert.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
 from growcert.runtime import resolve_device, wants_gpu
 from growcert.schema import load_schema
 
