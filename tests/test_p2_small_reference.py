@@ -67,7 +67,7 @@ def finished_sweep(results: Path) -> None:
                                   ("theory", THEORY, {"checks": results / "checks" / "p2_theory.csv"})):
         run_experiment(name, settings, results / name, results / "figures" / f"p2_{name}.png",
                        results / "claims" / f"p2_{name}.csv", results / "tables" / f"p2_{name}.csv",
-                       log=lambda _: None, **extra)
+                       log=lambda _: None, device="cpu", **extra)
     preference_folder(results)
     for rule, cpu in (("pinn", 300.0), ("preference", 200.0), ("theory", 100.0)):
         (results / "benchmarks").mkdir(exist_ok=True)
