@@ -1,7 +1,7 @@
 # growcert: when does growing a trained residual network help on unseen data?
 # Thin workflow: rules/common.smk validates the config and takes the plan, the paths and the wildcard
-# constraints from the package (growcert.pipeline), the stages live in rules/*.smk, and every rule shells out
-# to the `growcert` command line.
+# constraints from the package (growcert.plan, growcert.pipeline), the stages live in rules/*.smk, and every
+# rule shells out to the `growcert` command line.
 from snakemake.utils import min_version
 
 min_version("9.0")

@@ -105,8 +105,9 @@ def main() -> None:
                     store = work / f"{family}-{name}.zarr"
                     shutil.rmtree(store, ignore_errors=True)
                     started, main_cpu, all_cpu = time.perf_counter(), time.thread_time(), time.process_time()
-                    dump_gradients(checkpoint, data, store, {**settings, **extra}, threads=args.threads,
-                                   log=lambda _: None)
+                    dump_gradients(checkpoint, data, store, stage_settings("dump", {**settings, **extra}),
+                                   threads=args.threads,
+                                   log=lambda _: None, device="cpu")
                     main_cpu = time.thread_time() - main_cpu
                     dumped[name].append((time.perf_counter() - started, main_cpu, time.process_time() - all_cpu - main_cpu))
             for name, _ in VARIANTS:

@@ -1,6 +1,7 @@
 # Validate the config (defaults filled in, one-line errors naming the key), plan the jobs and constrain the
-# wildcards. Every fact comes from the package (growcert.pipeline), where the tests reach it: paths and
-# names from `artifacts`, the grids, settings and resources from `plan`, the families from `growcert.models`.
+# wildcards. Every fact comes from the package, where the tests reach it: paths and names from
+# `growcert.pipeline.artifacts`, the grids, settings and resources from `growcert.plan`, the families from
+# `growcert.models`.
 import os
 import shlex
 import sys
@@ -11,9 +12,9 @@ from growcert.errors import ConfigError
 from growcert.models import FAMILIES, trained_families
 from growcert.pipeline import artifacts
 from growcert.pipeline.artifacts import log, benchmark
-from growcert.pipeline.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
 from growcert.pipeline.rules import (input_checkpoint, input_folder, input_store, output_folder, output_store,
                                      report_marks, results_subfolder)
+from growcert.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
 from growcert.runtime import resolve_device, wants_gpu
 from growcert.schema import load_schema
 
@@ -53,7 +54,7 @@ onstart:
 shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.executable))}:\"$PATH\"; ")
 
 RUN_DIR = artifacts.run_folder(RESULTS)
-INFO = f"{PREPARED}/{{dataset}}/info.json"  # a prepared dataset, by its info.json (written last)
+INFO = f"{PREPARED}/{{dataset}}/{artifacts.INFO_FILE}"  # a prepared dataset, by its info file (written last)
 # Rules name a store by its root metadata file, written last when the store moves into place: Snakemake
 # then keeps its .snakemake_timestamp (which directory() outputs get) out of the store, where zarr would
 # warn on every open of the hierarchy (xr.open_datatree). With config temporary_stores the dump's output is

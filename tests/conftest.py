@@ -33,7 +33,7 @@ def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8
                 "train": {"steps": steps, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
                           "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [steps], "eval_every": steps,
                           "eval_examples": 16, "single_pass": True}}
-    train_model(settings, data, folder, log=lambda _: None)
+    train_model(settings, data, folder, log=lambda _: None, device="cpu")
     return folder / f"step{steps}.pt"
 
 

@@ -123,7 +123,8 @@ def test_a_clear_first_order_value_grows_and_none_gives_no_evidence(tmp_path):
     alignment_settings = stage_settings("alignment", {"reductions": ["sum_positions"]})
     depth_settings = stage_settings("depth", {"pools": ["test"]})
     table = advice_table(estimate_alignment(store, alignment_settings, log=lambda _: None),
-                         estimate_depth(store, depth_settings, log=lambda _: None), 32, 32, depth_settings["level"],
+                         estimate_depth(store, depth_settings, log=lambda _: None,
+                                        device="cpu"), 32, 32, depth_settings["level"],
                          alignment_settings["detect_threshold"])
     assert list(table["decision"]) == [GROW, NO_EVIDENCE], table[["point", "decision", "why"]]
     assert table["value"].iloc[1] < 0 and table["mu_sq"].iloc[1] < 0  # exactly cancelled, as derived
@@ -208,7 +209,7 @@ def test_a_value_no_larger_than_the_deepest_points_is_saturated(tmp_path):
     store = _constructed_store(tmp_path / "constructed.zarr")
     alignment = estimate_alignment(store, stage_settings("alignment", {"reductions": ["sum_positions"]}),
                                    log=lambda _: None).query("point == 'block0'")
-    depth = estimate_depth(store, {"pools": ["test"]}, log=lambda _: None).query("point == 'block0'")
+    depth = estimate_depth(store, {"pools": ["test"]}, log=lambda _: None, device="cpu").query("point == 'block0'")
     points = ["block0", "block1", "block2"]
 
     def decide(scaled, fourth_moment=None):

@@ -13,6 +13,7 @@ from growcert.config import stage_settings
 from growcert.data import load_prepared
 from growcert.report import advice_check
 from growcert.report.claims import CLAIMS
+from growcert.stages.summaries import summarize_advise_check
 from growcert.stats.growth_outcomes import CONFIRMATION, EXPLORATION, paired_outcome, regret, reliability, seed_half
 from growcert.stats.seeds import t_quantile
 
@@ -206,7 +207,7 @@ def test_the_snakemake_target_plans_one_advise_check_per_checkpoint_and_one_summ
     assert result.returncode == 0, result.stderr[-2000:]
     import yaml
 
-    from growcert.pipeline.plan import Plan, validate_config
+    from growcert.plan import Plan, validate_config
 
     config = yaml.safe_load((root / "configs/ci.yaml").read_text())
     checkpoints = len(Plan(validate_config({**config, "results": str(tmp_path / "results")})).advise_check_tables())
@@ -303,7 +304,7 @@ def test_confirmation_scores_never_read_exploration_rows(tmp_path, capsys):
         settings = stage_settings("advise_check", {"advise_rule": "most_detectable",
                                                    "half": "all" if name == "alone" else CONFIRMATION})
         outs[name] = tmp_path / f"out-{name}"
-        advice_check.summarize([path], settings, outs[name])
+        summarize_advise_check([path], settings, outs[name])
     for name in ("scorecard.csv", "comparison.csv", "reliability.csv"):
         alone = pd.read_csv(outs["alone"] / name)
         pd.testing.assert_frame_equal(pd.read_csv(outs["clean"] / name), alone)
@@ -321,8 +322,8 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     paths = [tmp_path / "scored.csv", tmp_path / "tuning.csv"]
     table.to_csv(paths[0], index=False)
     tuning.to_csv(paths[1], index=False)
-    plain = advice_check.summarize(paths[:1], stage_settings("advise_check"), tmp_path / "plain")
-    said = advice_check.summarize(paths, stage_settings("advise_check", {
+    plain = summarize_advise_check(paths[:1], stage_settings("advise_check"), tmp_path / "plain")
+    said = summarize_advise_check(paths, stage_settings("advise_check", {
         "tuning_checkpoint": "./results/models/tuning/step300.pt"}), tmp_path / "pooled")
     assert said.splitlines()[0] == "tuning checkpoint ./results/models/tuning/step300.pt: 2 rows left out"
     for name in ("scorecard.csv", "claims.csv", "reliability.csv", "advise_check.csv"):
@@ -333,8 +334,8 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     from pathlib import Path
 
     from growcert.pipeline.artifacts import CHECKPOINT_FILE, run_folder
-    from growcert.pipeline.grids import run_wildcards
-    from growcert.pipeline.plan import Plan, validate_config
+    from growcert.plan.grids import run_wildcards
+    from growcert.plan import Plan, validate_config
 
     config = validate_config(yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml")
                                             .read_text()))

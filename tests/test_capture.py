@@ -7,6 +7,7 @@ import torch
 from growcert.data.batches import fixed_examples
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_checkpoint
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import open_group
 from helpers import relative_error, single_example
@@ -27,7 +28,8 @@ def dumped(request, prepared, tmp_path_factory, train_tiny):
     family, dataset, width, depth, device = request.param
     checkpoint = train_tiny(prepared(dataset), tmp_path_factory.mktemp(f"run-{family}"), family, dataset, width, depth)
     store = tmp_path_factory.mktemp(f"store-{family}-{device}") / "step8.zarr"
-    dump_gradients(checkpoint, prepared(dataset), store, DUMP, log=lambda _: None, device=device)
+    dump_gradients(checkpoint, prepared(dataset), store, stage_settings("dump", DUMP), log=lambda _: None,
+                   device=device)
     return checkpoint, store, prepared(dataset)
 
 

@@ -119,6 +119,24 @@ def test_a_missing_input_file_is_one_line_naming_it_and_nothing_is_written(stage
     assert not out.exists()
 
 
+def test_the_dump_resolves_its_settings_once(inputs, tmp_path, monkeypatch):
+    """The command resolves --settings before it reads any input and passes them down; the stage takes them as
+    they are (no second resolution)."""
+    import growcert.config
+    import growcert.stages.dump
+
+    resolved, resolve = [], growcert.config.stage_settings
+
+    def counted(stage, overrides=None):
+        resolved.append(stage)
+        return resolve(stage, overrides)
+
+    monkeypatch.setattr(growcert.config, "stage_settings", counted)
+    monkeypatch.setattr(growcert.stages.dump, "stage_settings", counted, raising=False)
+    assert main(argv_of("dump", inputs, tmp_path, {"train_examples": 8, "test_examples": 8, "batch_size": 8})) == 0
+    assert resolved.count("dump") == 1
+
+
 # The stages that run torch on the config's device (theory takes the option too and stays on the CPU).
 DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference",
                  "advise", "advise-check"]

@@ -1,6 +1,6 @@
 """Config validation: defaults filled in, one-line errors naming the key, grid expansion.
 
-`validate_config` here is the pipeline's (growcert.pipeline.plan): growcert.config's validation and stage checks,
+`validate_config` here is the pipeline's (growcert.plan): growcert.config's validation and stage checks,
 then the grids' and families' rules.
 """
 
@@ -14,8 +14,8 @@ import yaml
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.pipeline.grids import Run, train_settings, training_runs
-from growcert.pipeline.plan import validate_config
+from growcert.plan.grids import Run, train_settings, training_runs
+from growcert.plan import validate_config
 from growcert.schema import SCHEMA_FILE, load_schema
 
 SCHEMA = load_schema(SCHEMA_FILE)

@@ -11,6 +11,7 @@ from growcert.block_features import block_features
 from growcert.data.batches import dump_examples
 from growcert.report.depth import plot_depth, recommend_depth
 from growcert.stages.depth import COLUMNS, estimate_depth
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.models import build_model
 from growcert.models.blocks import insert_block, insert_blocks, make_block
@@ -57,7 +58,8 @@ def dumped(request, prepared, tmp_path_factory, train_tiny):
     family, dataset, width, depth = request.param
     folder = tmp_path_factory.mktemp(f"depth-{family}")
     train_tiny(prepared(dataset), folder, family, dataset, width, depth, model=LLAMA if family == "llama" else {})
-    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", DUMP, log=lambda _: None)
+    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", stage_settings("dump", DUMP),
+                   log=lambda _: None, device="cpu")
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 
 
@@ -67,7 +69,7 @@ def test_autograd_gradient_of_inserted_w_out_equals_the_stored_estimate(dumped):
     context = meta["model_options"].get("context") if data.info["kind"] == "text" else None
     examples, split = dump_examples(data, DUMP, context)
     test = split == "test"
-    table = estimate_depth(store, {"seed": 5, "pools": ["test"]}, log=lambda _: None)
+    table = estimate_depth(store, {"seed": 5, "pools": ["test"]}, log=lambda _: None, device="cpu")
     for point in model.points:
         block = insert_block(model, point, seed=5)
         loss = model.per_example_loss(model(examples.inputs[test]), examples.targets[test]).mean()
@@ -89,7 +91,7 @@ def test_autograd_gradient_of_inserted_w_out_equals_the_stored_estimate(dumped):
 
 def test_estimate_depth_table_and_decision(dumped, tmp_path):
     _, store, _ = dumped
-    table = estimate_depth(store, {}, log=lambda _: None)
+    table = estimate_depth(store, {}, log=lambda _: None, device="cpu")
     assert list(table.columns) == COLUMNS
     assert set(table["pool"]) == {"test", "train"} and (table["n"] == 24).all()
     assert list(table["point"].unique()) == list(open_store(store).attrs["groups"]) and len(table) == 2 * table["point"].nunique()
@@ -155,7 +157,7 @@ def planted_store(path, n=400, tokens=6, features=8, signal=0.0, seed=0):
 def test_planted_null_reads_as_zero_while_the_plugin_does_not(tmp_path):
     """E[q | z] = 0 by construction: the unbiased value's interval holds zero, the plug-in sits far above it."""
     truth = planted_store(tmp_path / "planted.zarr", signal=0.15)
-    table = estimate_depth(tmp_path / "planted.zarr", {}, log=lambda _: None).set_index(["point", "pool"])
+    table = estimate_depth(tmp_path / "planted.zarr", {}, log=lambda _: None, device="cpu").set_index(["point", "pool"])
     for pool in ("test", "train"):
         null = table.loc[("block0", pool)]
         assert null["value_lo"] <= 0.0 <= null["value_hi"] and null["status"] == stats.STATUS_NULL
@@ -223,7 +225,7 @@ def test_recommend_depth_reports_raw_and_scale_invariant_decisions():
 def test_block_features_on_cuda_give_the_cpu_table(dumped):
     """The feature pass is float64 on either device (G kept in float32): the table agrees to float32 rounding."""
     _, store, _ = dumped
-    on_cpu = estimate_depth(store, {"seed": 5}, log=lambda _: None)
+    on_cpu = estimate_depth(store, {"seed": 5}, log=lambda _: None, device="cpu")
     on_cuda = estimate_depth(store, {"seed": 5}, log=lambda _: None, device="cuda")
     numeric = on_cpu.select_dtypes("number").columns
     np.testing.assert_allclose(on_cuda[numeric].to_numpy(float), on_cpu[numeric].to_numpy(float), rtol=1e-5,

@@ -1,7 +1,7 @@
 """docs/reproducing.md's "Default" settings are generated from config.yaml over the schema's defaults.
 
 Each passage between `<!-- defaults: SECTION -->` and `<!-- /defaults -->` is what `render(SECTION, config)`
-writes from the validated default config (growcert.pipeline.plan.validate_config fills in the schema's defaults),
+writes from the validated default config (growcert.plan.validate_config fills in the schema's defaults),
 so a changed default in config.yaml or src/growcert/resources/config.schema.yaml fails this test until the page says
 it. To rewrite the passages after such a change:
 
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import yaml
 
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reproducing.md"

@@ -9,6 +9,7 @@ import pytest
 
 from growcert.data import prepare_dataset, load_prepared
 from growcert.stages.alignment import estimate_alignment
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "stores.md"
@@ -31,7 +32,8 @@ def results(tmp_path_factory, train_tiny):
         checkpoint = train_tiny(load_prepared(prepared), folder / "results" / "models" / run, family, dataset, width,
                                 depth, model=model, steps=20)
         store = folder / "results" / "grads" / run / "step20.zarr"
-        dump_gradients(checkpoint, load_prepared(prepared), store, CI_DUMP, log=lambda _: None)
+        dump_gradients(checkpoint, load_prepared(prepared), store, stage_settings("dump", CI_DUMP), log=lambda _: None,
+                       device="cpu")
         table = folder / "results" / "stats" / "alignment" / run / "step20.csv"
         table.parent.mkdir(parents=True)
         estimate_alignment(store, None, log=lambda _: None).to_csv(table, index=False)

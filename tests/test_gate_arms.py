@@ -97,8 +97,10 @@ GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 12, "batch_si
 
 
 def test_grokking_diagnostics_leave_every_trajectory_unchanged(tmp_path):
-    measured = run_grokking({**GROKKING, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None)["curves"]
-    unmeasured = run_grokking({**GROKKING, "diagnostics_every": 10**6}, tmp_path / "b", log=lambda _: None)["curves"]
+    measured = run_grokking({**GROKKING, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None,
+                            device="cpu")["curves"]
+    unmeasured = run_grokking({**GROKKING, "diagnostics_every": 10**6}, tmp_path / "b", log=lambda _: None,
+                              device="cpu")["curves"]
     columns = ["optimizer", "step", "train_loss", "test_loss", "train_acc", "test_acc", "gated_fraction",
                "open_fraction"]
     pd.testing.assert_frame_equal(measured[columns], unmeasured[columns], check_exact=True)
@@ -114,8 +116,10 @@ def test_pinn_diagnostics_leave_the_trajectory_unchanged(tmp_path):
     settings = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
                 "depth": 2, "steps": 9, "eval_every": 3, "test_grid": [16, 8], "seeds": [0], "adamw_lrs": [1e-2],
                 "poprisk": {"lrs": [1e-2], "gates": ["update", "gradient"], "variances": ["microbatch"]}}
-    measured = run_pinn({**settings, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None)["curves"]
-    unmeasured = run_pinn({**settings, "diagnostics_every": 1000}, tmp_path / "b", log=lambda _: None)["curves"]
+    measured = run_pinn({**settings, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None,
+                        device="cpu")["curves"]
+    unmeasured = run_pinn({**settings, "diagnostics_every": 1000}, tmp_path / "b", log=lambda _: None,
+                          device="cpu")["curves"]
     pd.testing.assert_frame_equal(measured.drop(columns="variance_ratio"), unmeasured.drop(columns="variance_ratio"),
                                   check_exact=True)
     gated = measured[measured["optimizer"].str.startswith("poprisk") & (measured["step"] > 0)]

@@ -66,7 +66,7 @@ TINY = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 30, "batch_size":
 
 
 def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
-    run_grokking(TINY, tmp_path, log=lambda _: None, threads=1)
+    run_grokking(TINY, tmp_path, log=lambda _: None, threads=1, device="cpu")
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     names = ["AdamW wd=0", "AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-streaming-wd0",
@@ -231,7 +231,7 @@ def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path
                 "model": {"width": 64, "depth": 1, "heads": 2},
                 "adamw": {"weight_decays": [0.0, 1.0]},
                 "grokfast": {"enabled": False}, "poprisk": {"weight_decays": []}}
-    curves = run_grokking(settings, tmp_path, log=lambda _: None, threads=1)["curves"]
+    curves = run_grokking(settings, tmp_path, log=lambda _: None, threads=1, device="cpu")["curves"]
     final = curves[curves["step"] == 1000].set_index("optimizer")
     assert (final["train_acc"] >= 0.99).all(), final
     assert final.loc["AdamW wd=1", "test_acc"] >= 0.12, final
@@ -283,7 +283,7 @@ def test_classic_architecture_runs_the_task_and_records_its_size(tmp_path):
     settings = {**TINY, "model": {"architecture": "classic", "width": 16, "depth": 1, "heads": 2},
                 "grokfast": {"enabled": False}, "poprisk": {"weight_decays": [0.0], "gates": ["update"],
                                                             "variances": ["exact"]}}
-    run_grokking(settings, tmp_path, log=lambda _: None, threads=1)
+    run_grokking(settings, tmp_path, log=lambda _: None, threads=1, device="cpu")
     record = json.loads((tmp_path / "provenance.json").read_text())
     assert record["settings"]["model"]["architecture"] == "classic"
     assert record["num_parameters"] == classic_parameter_count(13, 16, 1, 64)
@@ -296,7 +296,7 @@ def test_classic_architecture_runs_the_task_and_records_its_size(tmp_path):
 def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(tmp_path):
     """Weights are drawn on the CPU and moved: the step-0 evaluation is the CPU's up to kernel rounding."""
     settings = {**TINY, "steps": 10, "eval_every": 5}
-    on_cpu = run_grokking(settings, tmp_path / "cpu", log=lambda _: None, threads=1)["curves"]
+    on_cpu = run_grokking(settings, tmp_path / "cpu", log=lambda _: None, threads=1, device="cpu")["curves"]
     on_cuda = run_grokking(settings, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")["curves"]
     start = lambda curves: curves[curves["step"] == 0][["train_loss", "test_loss"]].to_numpy()  # noqa: E731
     np.testing.assert_allclose(start(on_cuda), start(on_cpu), rtol=1e-4)
@@ -342,13 +342,13 @@ def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path)
     """grokking.only_arms splits a sweep into one job per arm: each arm starts from the seed's weights and
     batch order, so its curve and summary rows are those of the run that trains every arm, bit for bit."""
     settings = {**TINY, "poprisk": {**TINY["poprisk"], "variances": ["streaming", "microbatch"], "microbatches": 2}}
-    run_grokking(settings, tmp_path / "all", log=lambda _: None, threads=1)
+    run_grokking(settings, tmp_path / "all", log=lambda _: None, threads=1, device="cpu")
     every = pd.read_csv(tmp_path / "all" / "curves.csv"), pd.read_csv(tmp_path / "all" / "summary.csv")
     names = every[1]["optimizer"].tolist()
     assert len(names) == 7
     for name in (names[2], names[-1]):  # Grokfast and a microbatch arm (its own RNG use), alone
         out = tmp_path / name.replace(" ", "_")
-        run_grokking({**settings, "only_arms": [name]}, out, log=lambda _: None, threads=1)
+        run_grokking({**settings, "only_arms": [name]}, out, log=lambda _: None, threads=1, device="cpu")
         for alone, table in zip((pd.read_csv(out / "curves.csv"), pd.read_csv(out / "summary.csv")), every):
             mine = table[table["optimizer"] == name].reset_index(drop=True)
             assert set(alone["optimizer"]) == {name}
@@ -359,7 +359,8 @@ def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path)
 def test_an_arm_that_is_not_configured_is_refused_naming_the_key_and_the_arms(tmp_path):
     with pytest.raises(ConfigError, match=r"^config key 'grokking.only_arms': 'AdamW wd=1' is not a configured "
                                           r"arm \(the arms are 'AdamW wd=0', 'AdamW wd=0.1', "):
-        run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1)
+        run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1,
+                     device="cpu")
     assert not (tmp_path / "out").exists()
 
 

@@ -69,7 +69,7 @@ def grown(prepared, tmp_path_factory):
     experiment = EXPERIMENTS["llama"]
     out = tmp_path_factory.mktemp("grow")
     settings = {**experiment, "seeds": [0, 1], "select_examples": 8, "train": TINY_TRAIN}
-    return grow_and_compare(settings, prepared(experiment["dataset"]), out, log=lambda _: None), out
+    return grow_and_compare(settings, prepared(experiment["dataset"]), out, log=lambda _: None, device="cpu"), out
 
 
 def test_grow_and_compare_end_to_end(grown, tmp_path):

@@ -15,8 +15,9 @@ import yaml
 
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_model
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 from growcert.data import load_prepared, prepare_dataset
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.errors import CheckpointError, ConfigError
 from growcert.stages.interventions import run_interventions
@@ -68,7 +69,8 @@ def dumped(request, tmp_path_factory, shakespeare):
     """(architecture, checkpoint folder, store) of a tiny saved model of each architecture."""
     folder = save_tiny(tmp_path_factory.mktemp(f"hf-{request.param}") / "model", request.param)
     store = folder.parent / "step0.zarr"
-    dump_gradients(folder, shakespeare[1], store, DUMP, log=lambda _: None, hf={"context": CONTEXT})
+    dump_gradients(folder, shakespeare[1], store, stage_settings("dump", DUMP), log=lambda _: None,
+                   hf={"context": CONTEXT}, device="cpu")
     return request.param, folder, store
 
 
@@ -133,7 +135,8 @@ def test_inserted_zero_output_block_leaves_logits_unchanged(dumped, shakespeare)
 def test_interventions_predict_the_held_out_change(dumped, shakespeare):
     _, folder, store = dumped
     settings = {"M": 4, "K": 4, "draws": 2, "epsilons": [1e-4, 1.0], "max_points": 2, "seed": 2}
-    table = run_interventions(folder, store, shakespeare[1], settings, log=lambda _: None, hf={"context": CONTEXT})
+    table = run_interventions(folder, store, shakespeare[1], settings, log=lambda _: None, hf={"context": CONTEXT},
+                              device="cpu")
     smallest = table[table["epsilon"] == 1e-4]
     assert set(smallest["variant"]) == {"shared", "per_position", "block"} and set(table["family"]) == {"hf"}
     assert np.allclose(smallest["ratio"], 1.0, atol=0.02), smallest[["point", "variant", "ratio"]]
@@ -155,8 +158,9 @@ def test_checkpoint_tokenizer_reads_the_text(tmp_path, shakespeare):
     first_chunk = shakespeare[1].train_x[: shakespeare[1].segment_starts("train")[1]].tobytes().decode("utf-8", "replace")
     expected = fast(first_chunk, add_special_tokens=False)["input_ids"]
     assert data.train_x[: len(expected)].tolist() == expected and len(data.train_x) < len(shakespeare[1].train_x) / 2
-    store = dump_gradients(folder, shakespeare[1], tmp_path / "worded.zarr", {**DUMP, "train_examples": 6, "test_examples": 6},
-                           log=lambda _: None, hf={"context": CONTEXT})
+    store = dump_gradients(folder, shakespeare[1], tmp_path / "worded.zarr",
+                           stage_settings("dump", {**DUMP, "train_examples": 6, "test_examples": 6}),
+                           log=lambda _: None, hf={"context": CONTEXT}, device="cpu")
     group = open_group(store, "block1")
     offset = int(group["index"][0].values)  # a token offset in the tokenized training stream
     window = torch.from_numpy(data.train_x[offset:offset + CONTEXT + 1].astype(np.int64)).view(1, -1)  # int32 ids

@@ -27,14 +27,15 @@ def dumped(request, prepared, tmp_path_factory, train_tiny):
     family, dataset, width, depth = request.param
     folder = tmp_path_factory.mktemp(f"intervene-{family}")
     train_tiny(prepared(dataset), folder, family, dataset, width, depth)
-    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", DUMP, log=lambda _: None)
+    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", stage_settings("dump", DUMP),
+                   log=lambda _: None, device="cpu")
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 
 
 @pytest.fixture(scope="module")
 def table(dumped):
     checkpoint, store, data = dumped
-    return run_interventions(checkpoint, store, data, SETTINGS, log=lambda _: None)
+    return run_interventions(checkpoint, store, data, SETTINGS, log=lambda _: None, device="cpu")
 
 
 def interventions(dumped, dtype=torch.float32):
@@ -173,10 +174,10 @@ def test_a_memory_cap_lowers_the_forward_batch_and_only_chooses_the_batch(table,
     per_example = sum(8 * int(np.prod(open_group(store, g)["z"].shape[1:])) for g in groups)
     lines = []
     capped = run_interventions(checkpoint, store, data, {**SETTINGS, "max_batch_mb": 2.5 * per_example / 2**20},
-                               log=lines.append)
+                               log=lines.append, device="cpu")
     assert any("forward batches of 2 (intervene.batch_size 256" in line for line in lines), lines
     # the cap does nothing but choose the batch: bit for bit the table of batch_size 2
-    two = run_interventions(checkpoint, store, data, {**SETTINGS, "batch_size": 2}, log=lambda _: None)
+    two = run_interventions(checkpoint, store, data, {**SETTINGS, "batch_size": 2}, log=lambda _: None, device="cpu")
     pd.testing.assert_frame_equal(capped, two)
     # predictions come from the store: the forward batch never touches them
     np.testing.assert_array_equal(capped["predicted"], table["predicted"])

@@ -1,5 +1,6 @@
-"""The package's layers (docs/design.md §2): which way imports run (in layer order, without cycles), where a
-function may import, module size, docstrings."""
+"""The package's layers (docs/design.md §2): which way imports run (in layer order, without cycles between
+modules or loops between folders), where a function may import, that no compute function picks a device of its
+own, module size, docstrings."""
 
 from __future__ import annotations
 
@@ -61,9 +62,9 @@ LAYERS = [
     {"models", "optim", "store", "training", "resume", "block_features"},  # networks, the store, the training step
     {"report"},  # tidy tables to figures, claims and the page
     {"experiments", "stages"},  # compute
-    {"pipeline"},  # the pipeline's wiring (grids, plan, rules)
+    {"plan", "pipeline"},  # what a config plans (grids, targets, settings, resources), the rules' Snakemake marks
     {"reference_runs"},  # the committed reference runs: export and re-judge pipeline results
-    {"cli"},  # the command line: wires stages to files
+    {"cli", "commands"},  # the command line and its commands: wire stages to files
 ]
 
 
@@ -137,11 +138,13 @@ def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-# Where a function may import a module of the package: the command line and the modules `growcert --help` reads
+# Where a function may import a module of the package: the command line (cli.py, commands/) and the modules `growcert --help` reads
 # (the experiments registry and its task modules), to keep torch out of it; an experiment's report module where
 # it draws (matplotlib through report.figures, which a claims-only call does not need); and the misalignment
 # estimator's compiled loops (numba, only for the jobs that resample). cli.py's opening comment says so.
-LOCAL_IMPORTS = {"growcert.cli": None, "growcert.reference_runs.command": None, "growcert.experiments": None, "growcert.experiments.tasks.": None,
+LOCAL_IMPORTS = {"growcert.cli": None, "growcert.commands": None, "growcert.commands.": None,
+                 "growcert.reference_runs.command": None, "growcert.experiments": None,
+                 "growcert.experiments.tasks.": None,
                  "growcert.stats.resample": {"growcert.stats.subset_sums"}, "growcert": ROOT_FACADE}
 DRAWING = {"growcert.report.figures"}
 
@@ -171,8 +174,8 @@ def test_imports_follow_the_layers(path):
         assert {module.split(".")[2] for module in stages} <= {"advise"}
     elif layer(name) == "stages":
         assert {module for module in stages if not module.startswith(name)} == set(), "stages do not import stages"
-    elif name != "growcert.cli":
-        assert stages == set(), "only cli.py wires stages"
+    elif name != "growcert.cli" and layer(name) not in {"commands", "reference_runs"}:  # the layers above stages
+        assert stages == set(), "only the command line (and the reference runs' export it runs) wires stages"
     if layer(name) == "stats":
         assert all(layer(module) == "stats" for module in used), "stats/ is pure numerics"
         assert "torch" not in imports(path)
@@ -204,3 +207,62 @@ def test_functions_fit_on_a_screen(path):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
     assert long == [], f"functions over {FUNCTION_LINES} lines"
+
+
+COMPUTE = [path for path in MODULES if layer(module_name(path)) in ("stages", "experiments")]
+
+
+def device_defaults(path: Path) -> list[str]:
+    """The functions of `path` whose `device` parameter has a default."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        positional = node.args.posonlyargs + node.args.args
+        defaulted = positional[len(positional) - len(node.args.defaults):] if node.args.defaults else []
+        defaulted += [arg for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults) if default is not None]
+        found += [node.name for arg in defaulted if arg.arg == "device"]
+    return found
+
+
+@pytest.mark.parametrize("path", COMPUTE, ids=lambda path: module_name(path))
+def test_no_stage_or_task_function_has_a_device_default_of_its_own(path):
+    """The device comes from the settings or the command's --device (the schema's default): a function that ran
+    on a device of its own choosing when not told would run a job somewhere the config did not say."""
+    assert device_defaults(path) == []
+
+
+def test_the_device_default_finder_finds_them(tmp_path):
+    (tmp_path / "a.py").write_text("def f(x, device='cpu'): ...\ndef g(x, *, device='auto'): ...\n"
+                                   "def h(x, *, device): ...\ndef k(x, device, y=1): ...\n")
+    assert device_defaults(tmp_path / "a.py") == ["f", "g"]
+
+
+def folder(name: str) -> str:
+    """The folder of module `name` under growcert/ (a top-level module is a folder of its own)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """{folder: the other folders its modules import}; the package root's lazy facade aside (ROOT_FACADE)."""
+    folders: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        if module == "growcert":
+            continue
+        folders.setdefault(folder(module), set()).update(
+            folder(target) for target in imported if folder(target) != folder(module))
+    return folders
+
+
+def test_no_loop_between_folders():
+    """No folder imports one that imports it back through any chain (experiments -> report -> pipeline, so
+    nothing in pipeline/ may read experiments)."""
+    assert cycles(folder_graph(import_graph())) == []
+
+
+def test_the_folder_loop_finder_finds_a_loop_through_modules_that_do_not_loop():
+    graph = {"growcert.plan.a": {"growcert.experiments.b"}, "growcert.experiments.b": {"growcert.report.c"},
+             "growcert.report.c": {"growcert.plan.d"}, "growcert.plan.d": set()}
+    assert cycles(graph) == []
+    assert cycles(folder_graph(graph)) == [["experiments", "plan", "report"]]

@@ -22,7 +22,7 @@ from growcert.errors import ConfigError
 from growcert.experiments import task
 from growcert.experiments.units import aggregate_units
 from growcert.pipeline import artifacts
-from growcert.pipeline.plan import Plan, validate_config
+from growcert.plan import Plan, validate_config
 
 ROOT = Path(__file__).resolve().parents[1]
 GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0, 3], "steps": 30, "batch_size": 16, "eval_every": 10,
@@ -99,10 +99,11 @@ def test_units_run_apart_are_the_whole_task_and_aggregate_to_its_tables_and_clai
 def test_a_rerun_of_the_whole_task_keeps_its_finished_units(tmp_path):
     settings = stage_settings("pinn", PINN)
     logs = []
-    task("pinn").run_unit(settings, tmp_path / "units" / "AdamW-lr0.01" / "seed1", "AdamW-lr0.01", 1, log=quiet)
+    task("pinn").run_unit(settings, tmp_path / "units" / "AdamW-lr0.01" / "seed1", "AdamW-lr0.01", 1, log=quiet,
+                         device="cpu")
     from growcert.experiments.pinn import run_pinn
 
-    run_pinn(PINN, tmp_path, log=logs.append, threads=1)
+    run_pinn(PINN, tmp_path, log=logs.append, threads=1, device="cpu")
     assert [line for line in logs if "kept" in line] == [
         f"unit AdamW-lr0.01 seed 1: finished in {tmp_path}/units/AdamW-lr0.01/seed1, kept"]
     assert len(pd.read_csv(tmp_path / "summary.csv")) == 4  # 2 arms x 2 seeds (judged and tuning)
@@ -179,7 +180,7 @@ def test_a_paired_reading_stops_at_its_seeds_adamw_step_with_the_rows_of_the_fix
 def test_a_paired_run_in_one_process_caps_each_reading_at_its_seeds_adamw_unit(tmp_path):
     from growcert.experiments.grokking import run_grokking
 
-    tables = run_grokking({**PAIRED, "seeds": [0, 3]}, tmp_path, log=quiet, threads=1)
+    tables = run_grokking({**PAIRED, "seeds": [0, 3]}, tmp_path, log=quiet, threads=1, device="cpu")
     units = json.loads((tmp_path / "provenance.json").read_text())["units"]
     summary = tables["summary"].set_index(["optimizer", "seed"])
     for unit in units:

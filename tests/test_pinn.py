@@ -328,7 +328,7 @@ TINY = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch
 def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resample):
     settings = dict(TINY, poprisk={**TINY["poprisk"], "variances": [variance]}, resample_collocation=resample)
     name = f"poprisk-update-{variance}-wd0"
-    run_pinn(settings, tmp_path, log=lambda _: None, threads=1)
+    run_pinn(settings, tmp_path, log=lambda _: None, threads=1, device="cpu")
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     # the judged seeds 0 and 1 and the tuning seed 2 (the default), every lr on each
@@ -366,7 +366,7 @@ def test_both_optimizers_reach_the_target_at_the_default_scale(tmp_path):
     (one seed and one good lr each, 250 steps: the comparison is not between two failures)."""
     result = run_pinn({"seeds": [0], "steps": 250, "adamw_lrs": [1e-2],
                        "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}}, tmp_path,
-                      log=lambda _: None, threads=1)
+                      log=lambda _: None, threads=1, device="cpu")
     reached = result["summary"].set_index("optimizer")["step_to_target"]
     assert reached.notna().all() and (reached <= 250).all()
 
@@ -376,7 +376,7 @@ def test_both_optimizers_reach_the_target_at_the_default_scale(tmp_path):
 def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(tmp_path):
     """The exact gate's vmap rows and the stratified batches run on the device; step 0 is the CPU's."""
     settings = dict(TINY, seeds=[0], adamw_lrs=[1e-3], poprisk={**TINY["poprisk"], "variances": ["exact"]})
-    on_cpu = run_pinn(settings, tmp_path / "cpu", log=lambda _: None, threads=1)["curves"]
+    on_cpu = run_pinn(settings, tmp_path / "cpu", log=lambda _: None, threads=1, device="cpu")["curves"]
     on_cuda = run_pinn(settings, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")["curves"]
     start = lambda curves: curves[curves["step"] == 0][["test_l2", "train_loss"]].to_numpy()  # noqa: E731
     np.testing.assert_allclose(start(on_cuda), start(on_cpu), rtol=1e-4)

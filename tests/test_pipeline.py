@@ -53,6 +53,36 @@ def test_the_run_folder_template_is_spelled_in_one_file():
     assert found == {ARTIFACTS: 1}, found
 
 
+def code_strings(path: Path) -> list[str]:
+    """The string constants of a Python file's code (f-string parts included), docstrings aside; for a rule file,
+    its lines without their comments."""
+    if path.suffix != ".py":
+        return [line.split("#")[0] for line in path.read_text().splitlines()]
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+@pytest.mark.parametrize("name", [artifacts.INFO_FILE, artifacts.RUN_METRICS_FILE, artifacts.GROWTH_TABLE_FILE])
+def test_a_run_or_dataset_file_name_is_spelled_in_code_in_one_file(name):
+    """A prepared dataset's info file, a run's metrics and a growth experiment's table are named once, in
+    artifacts.py: every writer, reader, rule and help line asks it (docstrings and comments may say the name)."""
+    paths = [*(ROOT / "src").rglob("*.py"), *(ROOT / "rules").glob("*.smk"), ROOT / "Snakefile"]
+    found = {path.resolve() for path in paths
+             if any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) for text in code_strings(path))}
+    assert found == {ARTIFACTS}, found
+
+
+def test_the_checkpoint_name_is_matched_by_the_pattern_artifacts_derives_from_it():
+    assert artifacts.CHECKPOINT_NAME.fullmatch(artifacts.CHECKPOINT_FILE.format(step=120)).group(1) == "120"
+    assert not artifacts.CHECKPOINT_NAME.fullmatch("step12.pt.partial")
+    found = {path.resolve() for path in (ROOT / "src").rglob("*.py") if r"step(\d+)" in path.read_text()}
+    assert found == set(), found
+
+
 def name_occurrences(stem: str, text: str) -> int:
     """How often `text` spells file name `stem` as a whole token (claim ids that equal it are another name)."""
     text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[|check_row\(\s*|CHECKS\[|Check\(\s*)"{re.escape(stem)}"', "",
@@ -198,7 +228,7 @@ def toy_family(tmp_path, monkeypatch):
 
 
 def test_a_toy_family_is_one_module_and_one_registry_line_and_gets_its_jobs(toy_family, tmp_path, planned_jobs):
-    from growcert.pipeline.plan import Plan, validate_config
+    from growcert.plan import Plan, validate_config
 
     config = yaml.safe_load((ROOT / "configs" / "ci.yaml").read_text())
     config["grids"].append({"family": "toy", "dataset": "digits", "widths": [3], "depths": [2], "seeds": [0],

@@ -128,7 +128,7 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     (tmp_path / "ref" / "step2.pt").write_bytes(b"an earlier, unreadable checkpoint")
     assert checkpoint_file(tmp_path / "ref") == checkpoint
     run_preference(TINY, tmp_path / "out", log=lambda _: None, threads=1, reference_checkpoint=tmp_path / "ref",
-                   data=text)
+                   data=text, device="cpu")
     curves, summary = pd.read_csv(tmp_path / "out" / "curves.csv"), pd.read_csv(tmp_path / "out" / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     names = ["AdamW", "poprisk-update-exact-wd0", "poprisk-update-microbatch-wd0", "poprisk-gradient-exact-wd0",
@@ -251,11 +251,11 @@ def test_settings_and_context_are_checked(tmp_path, prepared, train_tiny):
     named = {"width": 64, "depth": 1, "seed": 0}
     assert stage_settings("preference", {"reference": named})["reference"] == named
     with pytest.raises(ConfigError, match="reference policy"):
-        run_preference(TINY, tmp_path / "out", log=lambda _: None)
+        run_preference(TINY, tmp_path / "out", log=lambda _: None, device="cpu")
     checkpoint = train_tiny(prepared("shakespeare"), tmp_path / "ref", "llama", "shakespeare", 16, 1)
     with pytest.raises(ConfigError, match="context"):  # the tiny model's context is 16
         run_preference({**TINY, "prompt_bytes": 12}, tmp_path / "out", log=lambda _: None,
-                       reference_checkpoint=checkpoint, data=prepared("shakespeare"))
+                       reference_checkpoint=checkpoint, data=prepared("shakespeare"), device="cpu")
 
 
 def test_missing_hf_checkpoint_is_a_one_line_error_naming_the_path(tmp_path):
@@ -278,9 +278,11 @@ def test_local_hugging_face_checkpoint_runs_dpo_without_download(tmp_path, prepa
     settings = {**TINY, "hf_model": str(tmp_path / "qwen"), "steps": 2, "eval_every": 1, "seeds": [0]}
     # the exact variance reads pairs through the llama's hooks; a Hugging Face model gets a one-line refusal
     with pytest.raises(ConfigError, match=r"'preference.poprisk.variances': exact needs the pipeline's llama"):
-        run_preference(settings, tmp_path / "refused", log=lambda _: None, threads=1, data=prepared("shakespeare"))
+        run_preference(settings, tmp_path / "refused", log=lambda _: None, threads=1, data=prepared("shakespeare"),
+                       device="cpu")
     settings["poprisk"] = {"variances": ["microbatch"]}
-    run_preference(settings, tmp_path / "out", log=lambda _: None, threads=1, data=prepared("shakespeare"))
+    run_preference(settings, tmp_path / "out", log=lambda _: None, threads=1, data=prepared("shakespeare"),
+                   device="cpu")
     curves = pd.read_csv(tmp_path / "out" / "curves.csv")
     assert (curves[curves["step"] == 2]["drift"] > 0).all()  # the DPO steps moved the policy
     assert json.loads((tmp_path / "out" / "provenance.json").read_text())["reference"]["kind"] == "huggingface"

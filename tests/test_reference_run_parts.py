@@ -28,8 +28,8 @@ def test_p2_small_is_the_default_run_but_for_the_seeds(monkeypatch):
     """configs/p2-small.yaml over config.yaml: DPO starts from the default run's reference llama, trained with the
     same settings; PINN, DPO and theory have 8 judged seeds, PINN's lr tuning seeds disjoint from them; every other
     setting of the three sections is the default's."""
-    from growcert.pipeline.grids import train_settings
-    from growcert.pipeline.plan import preference_reference_run
+    from growcert.plan.grids import train_settings
+    from growcert.plan.preference import preference_reference_run
 
     monkeypatch.chdir(ROOT)
     default, small = merged_config("config.yaml"), merged_config("configs/p2-small.yaml")
@@ -46,8 +46,8 @@ def test_p2_small_is_the_default_run_but_for_the_seeds(monkeypatch):
 def test_the_p3_seeds_config_is_p3_depth_but_for_its_seeds(monkeypatch):
     """configs/p3-depth-seeds.yaml trains the runs of configs/p3-depth.yaml with the same settings, seeds 3-5 and the
     committed seed-0 depth-1 run, and grows seeds 0, 3, 4, 5 with the same experiments."""
-    from growcert.pipeline.grids import train_settings, training_runs
-    from growcert.pipeline.plan import grow_experiment_settings
+    from growcert.plan.grids import train_settings, training_runs
+    from growcert.plan.settings import grow_experiment_settings
 
     monkeypatch.chdir(ROOT)
     first, seeds = merged_config("configs/p3-depth.yaml"), merged_config("configs/p3-depth-seeds.yaml")

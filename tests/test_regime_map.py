@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from growcert.errors import ConfigError
-from growcert.pipeline.grids import run_wildcards, train_settings, training_runs
-from growcert.pipeline.plan import validate_config
+from growcert.plan.grids import run_wildcards, train_settings, training_runs
+from growcert.plan import validate_config
 from growcert.report import regime
+from growcert.stages.summaries import summarize_regime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,8 +111,8 @@ def test_summarize_regime_judges_each_cell_and_draws_the_figures(tmp_path):
     alignment, training = synthetic_tables()
     alignment.to_csv(tmp_path / "alignment.csv", index=False)
     training.to_csv(tmp_path / "training.csv", index=False)
-    line = regime.summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
-                                   tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
+    line = summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
+                            tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
     budget = pd.read_csv(tmp_path / "p1_regime_budget.csv")
     assert len(budget) == 2 * 3  # contexts x steps
     assert set(budget.loc[budget["context"] == 64, "trend"]) == {"rises"}
@@ -152,8 +153,8 @@ def test_summarize_regime_without_a_sweep_draws_nothing_and_says_why(tmp_path):
     alignment, training = synthetic_tables(slopes={64: 1.0}, widths=(16,))
     alignment.drop(columns="context").to_csv(tmp_path / "alignment.csv", index=False)
     training.drop(columns="context").to_csv(tmp_path / "training.csv", index=False)
-    regime.summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
-                            tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
+    summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
+                     tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
     assert pd.read_csv(tmp_path / "claims.csv").empty
     facts = json.loads((tmp_path / "map.json").read_text())
     assert facts["coverage"].startswith("no grid sweeps context")

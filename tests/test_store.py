@@ -15,6 +15,7 @@ import zarr
 from helpers import relative_error
 
 from growcert.models import family_of
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
                             open_group, open_store, position_attrs, sample_chunk, store_attrs, variable_attrs)
@@ -189,14 +190,15 @@ def checkpoint(prepared, tmp_path_factory):
                           "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [5], "eval_every": 5,
                           "eval_examples": 16, "single_pass": True}}
     folder = tmp_path_factory.mktemp("run")
-    train_model(settings, prepared("digits"), folder, log=lambda _: None)
+    train_model(settings, prepared("digits"), folder, log=lambda _: None, device="cpu")
     return folder / "step5.pt"
 
 
 def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
     settings = {"train_examples": 100, "test_examples": 60, "batch_size": 32, "seed": 0, "points": None}
     for name in ("a.zarr", "b.zarr"):
-        dump_gradients(checkpoint, prepared("digits"), tmp_path / name, settings, log=lambda _: None)
+        dump_gradients(checkpoint, prepared("digits"), tmp_path / name, stage_settings("dump", settings),
+                       log=lambda _: None, device="cpu")
     groups = zarr.open_group(tmp_path / "a.zarr", mode="r").attrs["groups"]
     assert len(groups) == 4
     for group in groups:
@@ -208,17 +210,20 @@ def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
 
 def test_a_memory_cap_only_lowers_the_batch_and_the_store_is_that_batch_size_s(prepared, checkpoint, tmp_path):
     settings = {"train_examples": 40, "test_examples": 24, "batch_size": 32, "seed": 0, "points": None}
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", settings, log=lambda _: None)
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", stage_settings("dump", settings),
+                   log=lambda _: None, device="cpu")
     groups = zarr.open_group(tmp_path / "whole.zarr", mode="r").attrs["groups"]
     # q and z in float32 at every point: the bytes one example captures; a cap of 3.5 of them allows 3
     per_example = sum(8 * int(np.prod(open_group(tmp_path / "whole.zarr", g)["q"].shape[1:])) for g in groups)
     lines = []
     dump_gradients(checkpoint, prepared("digits"), tmp_path / "capped.zarr",
-                   {**settings, "max_batch_mb": 3.5 * per_example / 2**20}, log=lines.append)
+                   stage_settings("dump", {**settings, "max_batch_mb": 3.5 * per_example / 2**20}), log=lines.append,
+                   device="cpu")
     assert any("in batches of 3 (dump.batch_size 32" in line for line in lines), lines
     # the cap does nothing but choose the batch: bit for bit the store of batch_size 3
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "three.zarr", {**settings, "batch_size": 3},
-                   log=lambda _: None)
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "three.zarr",
+                   stage_settings("dump", {**settings, "batch_size": 3}),
+                   log=lambda _: None, device="cpu")
     for group in groups:
         whole, capped, three = (open_group(tmp_path / f"{name}.zarr", group) for name in ("whole", "capped", "three"))
         for variable in ("q", "z", "loss", "label", "index"):
@@ -269,8 +274,9 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
     import warnings
 
     store = tmp_path / "tree.zarr"
-    dump_gradients(checkpoint, prepared("digits"), store, {"train_examples": 8, "test_examples": 6, "batch_size": 8},
-                   log=lambda _: None)
+    dump_gradients(checkpoint, prepared("digits"), store,
+                   stage_settings("dump", {"train_examples": 8, "test_examples": 6, "batch_size": 8}),
+                   log=lambda _: None, device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tree = xr.open_datatree(store, engine="zarr", consolidated=False)
@@ -306,7 +312,8 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
     starts over and writes exactly the store of an undisturbed dump."""
     # 1024 examples in batches of 128: block0 and block1 fill a 256-sample chunk every second batch
     settings = {"train_examples": 600, "test_examples": 424, "batch_size": 128, "seed": 0, "points": None}
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", settings, log=lambda _: None)
+    dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", stage_settings("dump", settings),
+                   log=lambda _: None, device="cpu")
     real_write_many, calls = StoreWriter.write_many, []
 
     def full_on_the_second_batch(self, items, workers=None):
@@ -320,7 +327,8 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
 
     def dump():
         try:
-            dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+            dump_gradients(checkpoint, prepared("digits"), store, stage_settings("dump", settings), log=lambda _: None,
+                           device="cpu")
         except OSError as error:
             failed.append(error)
 
@@ -336,7 +344,8 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
     with pytest.raises(StoreError, match="partial write exists"):
         open_store(store)
     monkeypatch.undo()
-    dump_gradients(checkpoint, prepared("digits"), store, settings, log=lambda _: None)
+    dump_gradients(checkpoint, prepared("digits"), store, stage_settings("dump", settings), log=lambda _: None,
+                   device="cpu")
     assert not partial.exists()
     for group in open_store(store).attrs["groups"]:
         ours, theirs = open_group(store, group), open_group(tmp_path / "reference.zarr", group)

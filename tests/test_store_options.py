@@ -11,10 +11,11 @@ import torch
 import zarr
 
 from growcert.errors import ConfigError
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 from growcert.schema import load_schema
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store
 from growcert.store.encoding import StoreOptions, bfloat16_bits_to_float32, float32_to_bfloat16_bits
@@ -102,9 +103,10 @@ def stores(prepared, train_tiny, tmp_path_factory):
     data = prepared("digits")
     checkpoint = train_tiny(data, folder / "run", "resnet", "digits", 1, 8)
     plain, small = folder / "plain.zarr", folder / "small.zarr"
-    dump_gradients(checkpoint, data, plain, BASE, log=lambda _: None)
-    dump_gradients(checkpoint, data, small, {**BASE, "variables": ["q"], "dtype": "bfloat16", "shards": 2},
-                   log=lambda _: None)
+    dump_gradients(checkpoint, data, plain, stage_settings("dump", BASE), log=lambda _: None, device="cpu")
+    dump_gradients(checkpoint, data, small,
+                   stage_settings("dump", {**BASE, "variables": ["q"], "dtype": "bfloat16", "shards": 2}),
+                   log=lambda _: None, device="cpu")
     return {"plain": plain, "small": small, "checkpoint": checkpoint}
 
 
@@ -137,7 +139,7 @@ def test_options_round_trip_through_inspect_the_tree_and_the_estimators(stores):
 
 def test_depth_and_intervene_refuse_a_q_only_store_in_one_line(stores, prepared, tmp_path):
     with pytest.raises(StoreError, match=r"small\.zarr: holds no z .*estimate-depth"):
-        estimate_depth(stores["small"], {}, log=lambda _: None)
+        estimate_depth(stores["small"], {}, log=lambda _: None, device="cpu")
     done = subprocess.run([sys.executable, "-m", "growcert.cli", "estimate-depth", "--store", str(stores["small"]),
                            "--out", str(tmp_path / "d.csv")], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "holds no z" in done.stderr

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from growcert.errors import ConfigError
-from growcert.pipeline.plan import validate_config
+from growcert.plan import validate_config
 from growcert.data import DatasetError, load_prepared, prepare_dataset
 from growcert.data import text
 from growcert.data.batches import TrainingBatches

@@ -167,7 +167,7 @@ TINY = {"snapshots": 2,
 
 
 def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
-    result = theory.run_theory(TINY, tmp_path, log=lambda _: None, threads=1)
+    result = theory.run_theory(TINY, tmp_path, log=lambda _: None, threads=1, device="cpu")
     for name, columns in (("summary", theory.SUMMARY_COLUMNS), ("spectrum", theory.SPECTRUM_COLUMNS),
                           ("drift", theory.DRIFT_COLUMNS)):
         table = pd.read_csv(tmp_path / f"{name}.csv")
@@ -284,7 +284,7 @@ def test_check_rows_pass_and_fail_on_their_thresholds(tmp_path):
 def test_a_tiny_run_on_cuda_gives_the_cpu_tables_and_records_its_device(tmp_path):
     """Same data, weights, noise and batch streams (all drawn on the CPU), so only float64 rounding of the
     device's kernels differs: every table matches the CPU's far below any measure's meaning."""
-    on_cpu = theory.run_theory(TINY, tmp_path / "cpu", log=lambda _: None, threads=1)
+    on_cpu = theory.run_theory(TINY, tmp_path / "cpu", log=lambda _: None, threads=1, device="cpu")
     on_cuda = theory.run_theory(TINY, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")
     for name, value, rtol, atol in (("summary", "value", 1e-6, 1e-9), ("spectrum", "eigenvalue", 1e-6, 1e-12),
                                     ("drift", "fluctuation_norm", 1e-6, 1e-12), ("drift", "drift_norm", 1e-6, 1e-12)):

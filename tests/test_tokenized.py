@@ -298,5 +298,5 @@ def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe
     alignment = estimate_alignment(store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20}, log=lambda _: None)
     assert set(alignment["point"]) == {"block0", "block1", "block2"}
     assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["n"]) == {DUMP["train_examples"]}  # per pool
-    depth = estimate_depth(store, {"block_hidden": 16}, log=lambda _: None)
+    depth = estimate_depth(store, {"block_hidden": 16}, log=lambda _: None, device="cpu")
     assert set(depth["point"]) == {"block0", "block1", "block2"} and np.isfinite(depth.select_dtypes("number")).all().all()

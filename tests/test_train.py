@@ -31,7 +31,7 @@ def settings(family, dataset, width, depth, seed=0, **train):
 ])
 def test_training_lowers_held_out_loss(prepared, tmp_path, family, dataset, width, depth, steps, margin):
     run = settings(family, dataset, width, depth, steps=steps, save_steps=[steps], eval_every=steps)
-    metrics = train_model(run, prepared(dataset), tmp_path, log=lambda _: None)
+    metrics = train_model(run, prepared(dataset), tmp_path, log=lambda _: None, device="cpu")
     first, last = metrics["history"][0], metrics["history"][-1]
     assert first["step"] == 0 and last["step"] == steps
     # Untrained: ~ln(10) = 2.30 nats for digits, ~ln(256) = 5.55 for bytes. A real fall, not noise.
@@ -102,7 +102,7 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
     # and it is a different computation from fp32: the checkpoints differ
     for precision in ("fp32", "bf16"):
         train_model(settings(family, dataset, width, depth, steps=10, save_steps=[10], precision=precision),
-                    data, tmp_path / precision, log=lambda _: None)
+                    data, tmp_path / precision, log=lambda _: None, device="cpu")
     fp32, bf16 = state(tmp_path / "fp32" / "step10.pt"), state(tmp_path / "bf16" / "step10.pt")
     assert any(not torch.equal(fp32[key], bf16[key]) for key in fp32 if fp32[key].is_floating_point())
 
@@ -110,7 +110,7 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
 def test_checkpoint_round_trip_and_provenance(prepared, tmp_path):
     data = prepared("digits")
     run = settings("resnet", "digits", 1, 8, steps=10, save_steps=[10], eval_every=10)
-    train_model(run, data, tmp_path, log=lambda _: None)
+    train_model(run, data, tmp_path, log=lambda _: None, device="cpu")
     model, meta = load_checkpoint(tmp_path / "step10.pt")
     # the settings as trained: the given ones with the schema's defaults filled in (nothing else, nothing lost)
     assert meta["step"] == 10 and meta["provenance"]["settings"] == stage_settings("train", run)

@@ -4,7 +4,7 @@ The schema is package data, `src/growcert/resources/config.schema.yaml` (growcer
 entry points, one set of checks:
 - `stage_settings(stage, overrides)`: the ONE way a stage gets its settings (every `growcert <stage>` resolves
   its `--settings` through it once, before reading any input);
-- `validate_config(config)`: a whole config, as the pipeline validates it (growcert.pipeline.plan adds what
+- `validate_config(config)`: a whole config, as the pipeline validates it (growcert.plan adds what
   only the pipeline's plan needs, and the model families' own rules).
 Both run `STAGE_CHECKS`, the checks across the keys of one stage's settings; `validate_config` runs each on
 the config's sections, so a check registered there holds for a hand-run stage, `advise` and the pipeline

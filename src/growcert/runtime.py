@@ -4,13 +4,13 @@ Every torch stage (train, dump, intervene, the depth stage's feature pass, grow,
 inside `torch_runtime(...)`. The settings are process-wide, so the context manager puts back what it
 found: tests run many stages in one process, and a stage must not change the next one's numbers.
 
-- threads: one by default. Small models on a shared 2-core machine lose several times to thread
-  contention, and Snakemake runs jobs side by side.
+- threads: one by default. Snakemake runs jobs side by side, and small models lose more to thread contention
+  than they gain from a second thread (docs/science.md, "Cost").
 - deterministic algorithms: on, so the same seed gives the same checkpoint (CPU kernels here are
   deterministic anyway; on CUDA this is where cuBLAS would be told, see the accelerator issue).
 - flush denormals: on for training loops. Small or zero weight decay drives gradients and Adam moments
-  into denormal floats on CPU, which slows steps ~2x without changing results (measured in the
-  grokking calibration). Left off for stages that only measure (dump, interventions), whose float32/float64
+  into denormal floats on CPU, which slows steps without changing results (docs/science.md, "Cost"). Left off
+  for stages that only measure (dump, interventions), whose float32/float64
   values must be exactly those of the forward and backward passes. torch has no getter for this flag:
   it is restored to torch's default (off) afterwards.
 - seed: `torch.manual_seed(seed)` when given; the global generator's state is restored afterwards.

@@ -20,7 +20,8 @@ import yaml
 SCHEMA_FILE = Path(str(resources.files("growcert") / "resources" / "config.schema.yaml"))
 
 
-# libyaml's parser when PyYAML has it: the schema is ~60 KB, which the pure-Python parser takes ~0.3 s to read.
+# libyaml's parser when PyYAML has it: every job reads the schema, and the pure-Python parser is slow on a file this
+# size (docs/science.md, "Cost").
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -72,18 +72,18 @@ def interrupt_then_resume(run, out, stop_at, monkeypatch, unit, step, logs):
 def test_sigterm_inside_a_pinn_unit_then_rerun_gives_the_same_tables(tmp_path, stop_at, monkeypatch):
     """The whole task in one process (`run_pinn`, every unit in turn): stopped inside its second unit, the rerun
     keeps the finished first unit and continues the second from the snapshot in its own folder."""
-    run_pinn(PINN, tmp_path / "reference", log=lambda _: None, threads=1)
+    run_pinn(PINN, tmp_path / "reference", log=lambda _: None, threads=1, device="cpu")
     logs = []
     out = tmp_path / "killed"
     second = "poprisk-update-microbatch-wd0-lr0.01"
     state = out / "units" / second / "seed0" / ".resume" / "state.pt"
     stop_at(second, 23)  # between two snapshots and two evaluations
     with pytest.raises(Interrupted, match=r"unit \(0, 0\) after step 23"):
-        run_pinn(PINN, out, log=logs.append, threads=1)
+        run_pinn(PINN, out, log=logs.append, threads=1, device="cpu")
     assert state.is_file() and (out / "units" / "AdamW-lr0.01" / "seed0" / "summary.csv").is_file()
     assert not (out / "summary.csv").exists()
     monkeypatch.undo()  # the rerun: no stop request
-    run_pinn(PINN, out, log=logs.append, threads=1)
+    run_pinn(PINN, out, log=logs.append, threads=1, device="cpu")
     log = "\n".join(logs)
     assert "unit AdamW-lr0.01 seed 0: finished" in log and "resumed unit (0, 0) at step 23" in log
     assert_same_tables(out, tmp_path / "reference")
@@ -97,7 +97,8 @@ def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, pre
     logs = []
 
     def run(out, log=logs.append):
-        run_preference(PREFERENCE, out, log=log, threads=1, reference_checkpoint=tmp_path / "ref", data=text)
+        run_preference(PREFERENCE, out, log=log, threads=1, reference_checkpoint=tmp_path / "ref", data=text,
+                       device="cpu")
 
     run(tmp_path / "reference", log=lambda _: None)
     # inside the second arm, after the gate has taken readings since the last evaluation (step 8)
@@ -106,7 +107,7 @@ def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, pre
 
 
 def test_sigterm_between_theory_cases_then_rerun_gives_the_same_tables(tmp_path, monkeypatch):
-    run_theory(THEORY, tmp_path / "reference", log=lambda _: None, threads=1)
+    run_theory(THEORY, tmp_path / "reference", log=lambda _: None, threads=1, device="cpu")
     real_finished, finished = UnitResume.finished, []
 
     def finished_then_stop(self, result):  # SIGTERM arrives during the second seed's first case
@@ -118,14 +119,14 @@ def test_sigterm_between_theory_cases_then_rerun_gives_the_same_tables(tmp_path,
     monkeypatch.setattr(UnitResume, "finished", finished_then_stop)
     out = tmp_path / "killed"
     with pytest.raises(Interrupted, match=r"after unit \(1, 0\)"):
-        run_theory(THEORY, out, log=lambda _: None, threads=1)
+        run_theory(THEORY, out, log=lambda _: None, threads=1, device="cpu")
     monkeypatch.undo()
     cases = len(finished)
     assert cases == 4 and not (out / "summary.csv").exists()
     rerun = []
     monkeypatch.setattr(UnitResume, "finished", lambda self, result: rerun.append(self.key) or
                         real_finished(self, result))
-    run_theory(THEORY, out, log=lambda _: None, threads=1)
+    run_theory(THEORY, out, log=lambda _: None, threads=1, device="cpu")
     assert rerun == [(1, 1), (1, 2)]  # only the cases the killed run had not finished
     for name in ("summary", "spectrum", "drift"):
         pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(tmp_path / "reference" / f"{name}.csv"),

@@ -33,7 +33,7 @@ def text(tmp_path_factory):
 @pytest.fixture(scope="module")
 def uninterrupted(text, tmp_path_factory):
     out = tmp_path_factory.mktemp("faults-reference") / "run"
-    train_model(SETTINGS, load_prepared(text), out, log=lambda _: None)
+    train_model(SETTINGS, load_prepared(text), out, log=lambda _: None, device="cpu")
     return out
 
 
@@ -121,7 +121,7 @@ def test_a_resume_state_from_other_settings_is_discarded(text, tmp_path):
     ResumeFolder(out, {"other": "settings"}).save({"step": 5})
     lines = []
     train_model({**SETTINGS, "train": {**SETTINGS["train"], "steps": 30, "save_steps": [30]}}, load_prepared(text),
-                out, log=lines.append)
+                out, log=lines.append, device="cpu")
     assert any("made with other settings" in line and "discarded" in line for line in lines)
     assert (out / "step30.pt").is_file() and not folder.exists()
 
@@ -162,7 +162,7 @@ def test_sigkill_inside_a_grokking_unit_then_rerun_is_bit_identical(tmp_path):
     from growcert.experiments.grokking import run_grokking
 
     reference = tmp_path / "reference" / "grokking"
-    run_grokking(GROKKING, reference, log=lambda _: None, threads=1)
+    run_grokking(GROKKING, reference, log=lambda _: None, threads=1, device="cpu")
     out = tmp_path / "killed" / STREAMING
     state = out / ".resume" / "state.pt"
     target = (0, int(np.random.default_rng(5).integers(1, 19)) * 25)  # (unit key, step) to pass before the kill
@@ -200,7 +200,7 @@ def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tm
     from growcert.stages.grow import grow_and_compare
 
     reference = tmp_path / "reference"
-    grow_and_compare(GROW, load_prepared(text), reference, log=lambda _: None)
+    grow_and_compare(GROW, load_prepared(text), reference, log=lambda _: None, device="cpu")
     out = tmp_path / "grow"
     state = resume_folder(out) / "state.pt"
     target = (int(np.random.default_rng(11).integers(2, 6)), 30)  # (unit index, step) to pass before the kill

@@ -12,6 +12,7 @@ import pytest
 from growcert.cli import main
 from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.alignment import estimate_alignment
+from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import open_store
 
@@ -32,7 +33,8 @@ def stores(tmp_path_factory, train_tiny):
         checkpoint = train_tiny(load_prepared(folder / "data"), folder / "run", family, dataset, width, depth)
         store = folder / "store.zarr"
         dump_gradients(checkpoint, load_prepared(folder / "data"), store,
-                       {"train_examples": 16, "test_examples": 16, "batch_size": 8}, log=lambda _: None)
+                       stage_settings("dump", {"train_examples": 16, "test_examples": 16, "batch_size": 8}),
+                       log=lambda _: None, device="cpu")
         estimate_alignment(store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 10},
                            log=lambda _: None).to_csv(folder / "alignment.csv", index=False)
         made[family] = {"D": folder / "data", "C": checkpoint, "S": store, "A": folder / "alignment.csv"}

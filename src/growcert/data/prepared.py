@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from growcert.data.common import DatasetError, sha256_file
+from growcert.pipeline.artifacts import INFO_FILE
 
 FORMAT_VERSION = 1
 ARRAYS_FILE = "arrays.npz"
-INFO_FILE = "info.json"
 ARRAY_NAMES = ("train_x", "train_y", "test_x", "test_y", "train_index", "test_index")
 # 1980-01-01 is the earliest time a zip member can carry; any constant would do.
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -190,7 +190,7 @@ def _check_arrays(path: Path, info: dict, arrays: dict[str, np.ndarray | None]) 
         actual = None if arrays[name] is None else tuple(arrays[name].shape)
         if actual != tuple(shape):
             raise DatasetError(
-                f"{path / ARRAYS_FILE}: {name} has shape {actual}, info.json says {tuple(shape)}; "
+                f"{path / ARRAYS_FILE}: {name} has shape {actual}, {INFO_FILE} says {tuple(shape)}; "
                 f"{_rebuild_hint(path)}"
             )
 
@@ -231,7 +231,7 @@ def _mapped(path: Path, record: dict) -> np.ndarray:
     file = path / record["file"]
     if not file.is_file() or file.stat().st_size != record["bytes"]:
         found = f"{file.stat().st_size} bytes" if file.is_file() else "missing"
-        raise DatasetError(f"{file}: {found}, info.json says {record['bytes']} bytes; {_rebuild_hint(path)}")
+        raise DatasetError(f"{file}: {found}, {INFO_FILE} says {record['bytes']} bytes; {_rebuild_hint(path)}")
     try:
         return np.load(file, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:

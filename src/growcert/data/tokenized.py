@@ -42,12 +42,13 @@ import numpy as np
 
 from growcert.data.common import DatasetError
 from growcert.data.prepared import PreparedDataset
+from growcert.pipeline.artifacts import INFO_FILE
 
 FORMAT = "growcert-tokens-1"
 CACHE_FOLDER = "tokens"
 SPLITS = ("train", "test")
-# Text per tokenizer call: 4 MB. Its ids and the tokenizer's encodings peak at ~180-200 MB resident above
-# the job's start on a 16 or 32 MB corpus alike (benchmarks/token_cache.py; the in-RAM way: 420 and 845 MB).
+# Text per tokenizer call: 4 MB. It bounds the ids and the tokenizer's encodings resident at once, whatever the
+# corpus size (benchmarks/token_cache.py measures it; docs/science.md, "Cost").
 _BATCH_BYTES = 1 << 22
 Encode = Callable[[Sequence[str]], Sequence[Sequence[int]]]
 
@@ -135,7 +136,7 @@ def _read_entry(entry: Path, keys: dict) -> dict | None:
     if not entry.exists():
         return None
     try:
-        record = json.loads((entry / "info.json").read_text(encoding="utf-8"))
+        record = json.loads((entry / INFO_FILE).read_text(encoding="utf-8"))
         itemsize = np.dtype(record["dtype"]).itemsize
         complete = all(record.get(key) == value for key, value in keys.items()) and all(
             (entry / split["file"]).stat().st_size == split["tokens"] * itemsize
@@ -171,14 +172,14 @@ def _build(data: PreparedDataset, encode: Encode, tokenizer: str, keys: dict, en
         splits = {split: _write_split(data, split, encode, temporary, dtype, keys["vocab_size"], tokenizer)
                   for split in SPLITS}
         record = {**keys, "tokenizer": tokenizer, "dtype": dtype.str, "batch_bytes": _BATCH_BYTES, "splits": splits}
-        with open(temporary / "info.json", "w", encoding="utf-8") as handle:
+        with open(temporary / INFO_FILE, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(record, indent=2) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         try:
             os.rename(temporary, entry)
         except OSError:
-            if not (entry / "info.json").is_file():  # not another job's finished entry: a real failure
+            if not (entry / INFO_FILE).is_file():  # not another job's finished entry: a real failure
                 raise
     except OSError as error:
         raise DatasetError(f"dataset '{data.name}': cannot write the token cache {entry} "

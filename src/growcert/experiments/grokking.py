@@ -282,7 +282,7 @@ def grokking_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dic
 
 
 def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-                 threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+                 threads: int | None = None, *, device: str) -> dict[str, Any]:
     """Every unit (arm × seed) in this process on `device` (a `device` setting), then the task's curves.csv,
     summary.csv and provenance.json from them (`experiments.units`)."""
     return run_all_units(task("grokking"), stage_settings("grokking", settings), out_dir, log=log, threads=threads,
@@ -290,14 +290,14 @@ def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[s
 
 
 def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
-                      log: Callable[[str], None] = print, threads: int | None = None, device: str = "cpu",
+                      log: Callable[[str], None] = print, threads: int | None = None, *, device: str,
                       inputs: list[Path] | None = None) -> dict[str, Any]:
     """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves.csv, summary.csv and
     provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
     `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
     AdamW unit)."""
-    # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU,
-    # ~2x slower steps after a few thousand of them, without changing the trajectory (growcert.runtime)
+    # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU, which
+    # slows the steps after a few thousand of them without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device,
                          inputs)

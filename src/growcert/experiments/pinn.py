@@ -353,7 +353,7 @@ def pinn_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[st
 
 
 def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-             threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+             threads: int | None = None, *, device: str) -> dict[str, Any]:
     """Every unit (arm × lr × seed) in this process on `device` (a `device` setting), then the task's
     curves.csv, summary.csv and provenance.json from them (`experiments.units`)."""
     return run_all_units(task("pinn"), stage_settings("pinn", settings), out_dir, log=log, threads=threads,
@@ -362,7 +362,7 @@ def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str],
 
 def run_pinn_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
                   log: Callable[[str], None] = print, threads: int | None = None,
-                  device: str = "cpu") -> dict[str, Any]:
+                  *, device: str) -> dict[str, Any]:
     """Train arm `arm` (its unit name: an optimizer at one lr) at `seed` on `device` into `out_dir`:
     curves.csv, summary.csv and provenance.json (with the device); resumable from the folder's resume state."""
     with torch_runtime(threads, device=device) as runtime:

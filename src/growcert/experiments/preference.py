@@ -202,7 +202,7 @@ def swapped_labels(train: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def run_preference(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
                    threads: int | None = None, *, reference_checkpoint: str | Path | None = None,
-                   data: Any = None, device: str = "cpu") -> dict[str, Any]:
+                   data: Any = None, device: str) -> dict[str, Any]:
     """Build the pairs, run DPO with both optimizers for every seed; write curves.csv, summary.csv,
     pairs.npz and provenance.json into `out_dir`; return the two tables and the provenance record.
 

@@ -12,7 +12,6 @@ the token id of each of the 256 byte values, because prompts, continuations and 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,8 @@ from torch import nn
 from growcert.errors import CheckpointError
 from growcert.models.checkpoint import load_checkpoint
 from growcert.models.hf import load_byte_level_lm
+from growcert.pipeline.artifacts import CHECKPOINT_NAME
 
-STEP_FILE = re.compile(r"step(\d+)\.pt")
 IDENTITY = "identity (token id = byte value)"
 
 
@@ -32,7 +31,7 @@ def checkpoint_file(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         return path
-    steps = {int(match.group(1)): file for file in path.iterdir() if (match := STEP_FILE.fullmatch(file.name))}
+    steps = {int(match.group(1)): file for file in path.iterdir() if (match := CHECKPOINT_NAME.fullmatch(file.name))}
     if not steps:
         raise CheckpointError(f"reference run {path}: no step{{N}}.pt checkpoint in it (train it with `growcert "
                               "train` or `snakemake`)")

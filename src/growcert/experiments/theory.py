@@ -133,7 +133,7 @@ def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dic
 
 
 def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-               threads: int | None = None, device: str = "cpu") -> dict[str, Any]:
+               threads: int | None = None, *, device: str) -> dict[str, Any]:
     """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
 
     Data, initial weights and label noise are drawn on the CPU, then moved to `device`; the float64
@@ -167,7 +167,7 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
             f"channel {measures['response_channel_noise_retrained']:.2e}")
         return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
 
-    # Cases of seconds each: a killed run keeps the cases it finished and reruns the one it was in.
+    # A case is short: a killed run keeps the cases it finished and reruns the one it was in.
     resume = UnitResume(out_dir, settings, None, log)
     _, results = run_arms(settings["seeds"], cases, lambda seed: None, run_case, resume=resume)
     summary, spectra, drifts = [], [], []

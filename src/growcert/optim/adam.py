@@ -276,7 +276,8 @@ class PopulationRiskAdam(torch.optim.Optimizer):
                 raise ValueError(f"per-example gradients of a {tuple(p.shape)} parameter must have shape "
                                  f"(b >= 2, {', '.join(map(str, p.shape))}), got {tuple(examples.shape)}")
             b = examples.shape[0]
-            # two-pass s² written out: torch.var over dim 0 is ~8x slower on CPU (strided Welford)
+            # two-pass s² written out: torch.var over dim 0 is a strided Welford, slower on CPU
+            # (docs/science.md, "Cost")
             deviations = examples - examples.mean(dim=0)
             noise.append(deviations.square_().sum(dim=0).div_((b - 1) * b).to(p.dtype))
         return noise

@@ -29,6 +29,7 @@ Light on purpose: the Snakefile imports it, so it imports nothing beyond the sta
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,7 +68,12 @@ class Artifact:
 
     def path(self, results: str) -> str:
         """Where it lies in results folder `results`."""
-        return f"{results}/{self.folder}/{self.file}"
+        return f"{results}/{self.relative}"
+
+    @property
+    def relative(self) -> str:
+        """Where it lies inside a results folder."""
+        return f"{self.folder}/{self.file}"
 
     @property
     def paper(self) -> str | None:
@@ -220,7 +226,7 @@ POOLED_MISALIGNMENT = f"{STATS_FOLDER}/misalignment.csv"
 POOLED_INTERVENTIONS = f"{STATS_FOLDER}/interventions.csv"
 POOLED_DEPTH = f"{STATS_FOLDER}/depth.csv"
 REGIME_MAP = f"{STATS_FOLDER}/p1_regime_map.json"
-# the regime map's own tables beside it (growcert.report.regime.summarize_regime writes them into the folder)
+# the regime map's own tables beside it (growcert.stages.summaries.summarize_regime writes them into the folder)
 REGIME_STATS = {part: f"{STATS_FOLDER}/p1_regime_{part}.csv" for part in ("budget", "loss", "matched", "spread")}
 
 
@@ -300,11 +306,12 @@ def unit_summary(results: str, task: str, arm: str = "{arm}", seed: int | str = 
 
 # A trained run's folder under models/ (and the place of everything made from its checkpoints under the
 # other folders): family/dataset/w<width>_d<depth>_s<seed><context_tag>. context_tag is "" for a grid without
-# contexts, "_c<context>" in a context sweep (growcert.pipeline.grids.context_tag).
+# contexts, "_c<context>" in a context sweep (growcert.plan.grids.context_tag).
 RUN_FOLDER = "w{width}_d{depth}_s{seed}"
 RUN = "{family}/{dataset}/" + RUN_FOLDER + "{context_tag}"
 STORE_NAME = RUN + "/step{step}"  # one checkpoint of a run: what a store and its tables are named by
 CHECKPOINT_FILE = "step{step}.pt"  # a checkpoint in its run folder
+CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_FILE).replace(re.escape("{step}"), r"(\d+)"))  # group 1: the step
 
 
 def run_folder(results: str, **wildcards: str) -> str:
@@ -346,6 +353,7 @@ ADVISE_CHECK_SCORES = "advise-check/scores"  # the pooled scores of every checkp
 STORE_ROOT_FILE = "zarr.json"  # a store's root metadata, written last when the store moves into place
 RUN_METRICS_FILE = "metrics.json"  # a training run's metrics, written last: a run folder with it is a finished run
 GROWTH_TABLE_FILE = "growth.csv"  # a growth experiment's table, written last: the file the summary reads
+INFO_FILE = "info.json"  # a prepared dataset's record, written last: the folder is complete when it is there
 
 # A growth experiment's folder under grow/, and the wildcard pattern it matches
 GROW_EXPERIMENT = "{family}_{dataset}_w{width}_d{base_depth}"

@@ -2,7 +2,7 @@
 
 `merged_config` is config.yaml with the run's configs/<name>.yaml merged over it as `snakemake --configfile`
 merges them (mappings merged, lists such as grids replaced), the schema's defaults filled in and validated as the
-pipeline validates it (growcert.pipeline.plan.validate_config). `store_tables` names the alignment or
+pipeline validates it (growcert.plan.validation.validate_config). `store_tables` names the alignment or
 misalignment table of the last checkpoint of every run such a config trains.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from growcert.pipeline import artifacts
-from growcert.pipeline.grids import run_steps, run_wildcards, training_runs
-from growcert.pipeline.plan import validate_config
+from growcert.plan.grids import run_steps, run_wildcards, training_runs
+from growcert.plan.validation import validate_config
 
 BASE_CONFIG = "config.yaml"  # the Snakefile's configfile, relative to the repository root
 

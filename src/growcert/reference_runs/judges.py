@@ -19,18 +19,18 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments import task
+from growcert.pipeline.artifacts import (GROWTH_TABLE_FILE, REGIME_CELLS, REGIME_CLAIMS, REGIME_MAP,
+                                         REGIME_STATS)
 from growcert.reference_runs.configs import merged_config
 from growcert.report.advice_check import write_scores
 from growcert.report.alignment import misalignment_width_rows
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
-from growcert.report.regime import summarize_regime
+from growcert.stages.summaries import summarize_regime
 
-REGIME_OUTPUTS = {"table.csv": "tables/p1_regime_cells.csv", "claims.csv": "claims/p1_regime.csv",
-                  "budget.csv": "stats/p1_regime_budget.csv", "loss.csv": "stats/p1_regime_loss.csv",
-                  "matched.csv": "stats/p1_regime_matched.csv", "map.json": "stats/p1_regime_map.json",
-                  "spread.csv": "stats/p1_regime_spread.csv"}
+REGIME_OUTPUTS = {"table.csv": REGIME_CELLS.relative, "claims.csv": REGIME_CLAIMS.relative,
+                  **{f"{part}.csv": path for part, path in REGIME_STATS.items()}, "map.json": REGIME_MAP}
 DEFAULT_REFERENCE_MK = (32, 32)  # alignment.reference_mk of config.yaml, for a map that recorded none
 P2_TASKS = ("pinn", "preference", "theory")
 P2_TABLE_COLUMNS = ["task", "claim_id", "claim", "role", "verdict", "estimate", "low", "high", "level", "seeds",
@@ -105,7 +105,7 @@ def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
 def judge_depth(folder: Path, record: dict[str, Any], level: float = 0.95) -> None:
     """p3-depth: table.csv (report.depth.depth_profile of the held-out pool at the last checkpoint),
     recommended.csv (recommend_depth) and claims.csv (depth_claims) from depth.csv and growth.csv."""
-    depth, growth = pd.read_csv(folder / "depth.csv"), pd.read_csv(folder / "growth.csv")
+    depth, growth = pd.read_csv(folder / "depth.csv"), pd.read_csv(folder / GROWTH_TABLE_FILE)
     held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
     depth_profile(held_out, level).to_csv(folder / "table.csv", index=False)
     recommend_depth(held_out, level=level).to_csv(folder / "recommended.csv", index=False)

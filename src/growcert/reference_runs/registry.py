@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from growcert.errors import ConfigError
+from growcert.pipeline.artifacts import (DEPTH, GROWTH, GROWTH_TABLE, GROWTH_TABLE_FILE, INTERVENTIONS,
+                                         INTERVENTIONS_SUMMARY, POOLED_ALIGNMENT, POOLED_DEPTH, POOLED_INTERVENTIONS,
+                                         TRAINING_TABLE, task_table)
 from growcert.reference_runs import grokking, judges
 from growcert.reference_runs.join import Join
 
@@ -60,7 +63,7 @@ REGIME = dict(
     judge=judges.judge_regime,
     judged=("table.csv", "claims.csv", "budget.csv", "loss.csv", "matched.csv", "map.json", "spread.csv"),
     targets=("summarize_regime",), store_misalignment=True,
-    kept={"alignment.csv": "stats/alignment.csv", "training.csv": "stats/training.csv"},
+    kept={"alignment.csv": POOLED_ALIGNMENT, "training.csv": TRAINING_TABLE},
     # a retrained run reproduces the committed map's rows within --rtol (the README says which); the committed
     # rows are kept at the steps and contexts this run trained
     joins={"alignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context", "point",
@@ -86,9 +89,8 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                      "activation gradient is detectable",
                  inputs=("interventions.csv",), judge=judges.judge_interventions,
                  judged=("table.csv", "claims.csv", "checks.csv"), targets=("summarize_interventions",),
-                 kept={"interventions.csv": "stats/interventions.csv",
-                       "summary.csv": "tables/p1_interventions_summary.csv"},
-                 figures=("p1_interventions.png",), store_alignment=True),
+                 kept={"interventions.csv": POOLED_INTERVENTIONS, "summary.csv": INTERVENTIONS_SUMMARY.relative},
+                 figures=(INTERVENTIONS.file,), store_alignment=True),
     ReferenceRun(name="p2-small", configs=("configs/p2-small.yaml",),
                  title="P2 at the default settings, 8 seeds (docs/science.md, P2)",
                  question="Is population-risk training 2.4× faster on the PINN, more accurate and 3.05× less drifting "
@@ -103,7 +105,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                      ("pinn", ("summary.csv", "curves.csv", "provenance.json")),
                      ("preference", ("summary.csv", "curves.csv", "provenance.json")),
                      ("theory", ("summary.csv", "drift.csv", "provenance.json"))) for name in names},
-                       **{f"{task}_table.csv": f"tables/p2_{task}.csv" for task in judges.P2_TASKS}},
+                       **{f"{task}_table.csv": task_table(task).relative for task in judges.P2_TASKS}},
                  figures=("p2_*.png",)),
     ReferenceRun(name="p3-depth", configs=("configs/p3-depth.yaml", "configs/p3-depth-seeds.yaml",
                                            "configs/p3-depth-seeds-0-2.yaml"),
@@ -114,14 +116,14 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                        "(held-out pool, last checkpoint)",
                  why="P3's plateau over real depth: llama on Shakespeare, depths 1-8, and growth 2 → 3 and 4 → 6 "
                      "against scratch",
-                 inputs=("depth.csv", "growth.csv"), judge=judges.judge_depth,
+                 inputs=("depth.csv", GROWTH_TABLE_FILE), judge=judges.judge_depth,
                  judged=("table.csv", "recommended.csv", "claims.csv"), targets=("summarize_depth", "summarize_growth"),
                  joins={"depth.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "point", "pool"),
                                           ("family", "dataset", "width", "depth", "seed")),
-                        "growth.csv": Join(("family", "dataset", "width", "base_depth", "seed", "arm", "step"),
+                        GROWTH_TABLE_FILE: Join(("family", "dataset", "width", "base_depth", "seed", "arm", "step"),
                                            ("family", "dataset", "width", "base_depth", "seed"))},
-                 kept={"depth.csv": "stats/depth.csv", "growth.csv": "tables/p3_growth.csv"},
-                 figures=("p3_depth.png", "p3_growth.png")),
+                 kept={"depth.csv": POOLED_DEPTH, GROWTH_TABLE_FILE: GROWTH_TABLE.relative},
+                 figures=(DEPTH.file, GROWTH.file)),
     ReferenceRun(name="grokking-late", configs=("configs/grokking-late.yaml",), units="grokking", regime="late",
                  targets=("{results}/claims/p2_grokking.csv",),
                  title="Grokking where the baseline groks late (reference run, docs/science.md P2)",

@@ -43,8 +43,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from growcert.errors import ConfigError
-from growcert.files import read_csvs, write_csv
+from growcert.files import write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
@@ -277,22 +276,6 @@ def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
                       "", *score_lines(table, settings)])
 
 
-def summarize(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
-    """The advise-check tables of many checkpoints pooled into one folder's scores (write_scores); returns the
-    score lines. A table without the stage's columns is refused, naming it."""
-    for path in tables:
-        missing = [column for column in COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
-        if missing:
-            raise ConfigError(f"{path}: not an advise-check table (no column {missing[0]!r})")
-    table, left_out = scored_table(read_csvs(tables), settings)
-    if table.empty:
-        raise ConfigError(f"no rows left to score in {len(tables)} tables: {'; '.join(left_out)}")
-    paths = write_scores(out, table, settings)
-    checkpoints = table["model"].nunique()
-    return "\n".join([*left_out, f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
-                      *score_lines(table, settings), *comparison_lines(paths), f"-> {paths['scorecard']}"])
-
-
 def comparison_lines(paths: dict[str, Path]) -> list[str]:
     """One line per row of the comparison.csv in `paths` (none when there is none)."""
     if "comparison" not in paths:
@@ -333,4 +316,3 @@ def advice_section(references: Path | None) -> str:
                      "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
                      "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>")
     return f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2>{"".join(parts)}</section>'
-

@@ -34,10 +34,6 @@ from growcert.stats.certificates import b_exact_interval  # noqa: E402
 from growcert.stats.intervals import disjoint_draw_count, misalignment_interval  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
 from growcert.report.training import with_context  # noqa: E402
-from growcert.files import read_csvs, write_csv  # noqa: E402
-from growcert.report.claims import write_rows  # noqa: E402
-from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, MISALIGNMENT_VS_MK,  # noqa: E402
-                                         MISALIGNMENT_VS_WIDTH, PLUGIN_VS_UNBIASED)
 
 PANEL = ["family", "dataset"]
 
@@ -327,24 +323,3 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
                               note="both bounds follow from the same estimated moments, so this can only fail "
                                    "through a bug"))
     return rows
-
-
-def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables: list[str | Path],
-                        settings: dict[str, Any], out_alignment: str | Path, out_misalignment: str | Path,
-                        out_summary: str | Path, out_claims: str | Path, out_checks: str | Path,
-                        figures: str | Path) -> str:
-    """`growcert summarize-alignment`: the pooled tables, the summary, the claim and check rows and the P1
-    figures (the misalignment ones only when a fixed-context run gave misalignment tables); a log line."""
-    reference_mk = tuple(settings["reference_mk"])
-    alignment, misalignment = read_csvs(alignment_tables), read_csvs(misalignment_tables)
-    write_csv(alignment, out_alignment)
-    write_csv(misalignment, out_misalignment)
-    write_csv(alignment_summary(alignment), out_summary)
-    write_rows(alignment_claims(alignment, misalignment, reference_mk, settings["level"]), out_claims, out_checks)
-    figures = Path(figures)
-    plot_dalign_vs_width(alignment, figures / DALIGN_VS_WIDTH.file)
-    plot_plugin_vs_unbiased(alignment, figures / PLUGIN_VS_UNBIASED.file)
-    if len(misalignment):
-        plot_misalignment(misalignment, reference_mk, figures / MISALIGNMENT_VS_WIDTH.file,
-                          figures / MISALIGNMENT_VS_MK.file)
-    return f"{len(alignment)} alignment rows, {len(misalignment)} misalignment rows -> {out_alignment}, {out_claims}"

@@ -18,9 +18,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.files import read_csvs, write_csv
-from growcert.pipeline.artifacts import GROWTH_TABLE_FILE
-from growcert.report.claims import CLAIMS, GROWTH_FRACTION, ROW_COLUMNS, claim_row
+from growcert.report.claims import CLAIMS, GROWTH_FRACTION, claim_row
 from growcert.report.families import judge_family
 from growcert.report.looks import as_first_form, look_level, with_note
 from growcert.report.verdicts import Judgement, judge_growth, judge_samples, not_tested
@@ -214,7 +212,7 @@ def _depth_claim(depth_table: pd.DataFrame, level: float, reference: str | None 
                                       this_run=f"{name}: {summary.get(criterion, '')}",
                                       note=f"{where}; the effect is the per-seed log ratio deepest / shallowest of the "
                                            f"{name}.{adds}"), at)
-            # the scale-invariant value was the registered primary until the change the registry records
+            # a secondary row keeps the form it was registered in (the registry records the change of primary)
             claims.append(row if role == "primary" else as_first_form(row, "p3_depth_plateau", f"{family}/{dataset}"))
         logs = _seed_level_logs(part, view, "scaled_value")
         levels = sorted(logs.columns)
@@ -300,26 +298,3 @@ def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: f
     (docs/reference-results/<name>), a claim judged on more seeds than at a registered look of it is judged at the
     group-sequential level of growcert.report.looks.look_level."""
     return _depth_claim(depth_table, level, reference) + _growth_claim(growth_table, level, reference)
-
-
-def summarize_depth(tables: list[str | Path], settings: dict[str, Any], out_table: str | Path,
-                    out_decision: str | Path, figure: str | Path) -> str:
-    """`growcert summarize-depth`: the pooled depth table, the saturation decision and the depth figure."""
-    table = read_csvs(tables)
-    write_csv(table, out_table)
-    decision = recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"])
-    write_csv(decision, out_decision)
-    plot_depth(table, figure)
-    return f"{len(table)} depth rows, {len(decision)} decisions -> {out_table}, {out_decision}"
-
-
-def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table: str | Path, out_claims: str | Path,
-                     figure: str | Path) -> str:
-    """`growcert summarize-growth`: the pooled growth table, the P3 claim rows (with the pooled depth table)
-    and the growth figure."""
-    growth = read_csvs([Path(folder) / GROWTH_TABLE_FILE for folder in runs])
-    write_csv(growth, out_table)
-    claims = depth_claims(pd.read_csv(depth_table), growth)
-    write_csv(pd.DataFrame(claims, columns=ROW_COLUMNS), out_claims)
-    plot_growth(growth, figure)
-    return f"{len(growth)} growth rows, {len(claims)} claim rows -> {out_table}, {out_claims}"

@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.files import read_csvs, write_csv
-from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row, write_rows
+from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
 from growcert.report.figures import save_figure
 from growcert.report.verdicts import (LEVEL, REPRODUCED, Effect, Judgement, equivalence_region, judge_samples,
                                       not_tested, percent)
@@ -191,15 +190,3 @@ def first_order_row(per_seed: pd.DataFrame, effect: Effect, level: float) -> dic
                      scope=f"the paper's reading: where first order stops holding: ε = {reach:g}",
                      this_run=f"first order holds up to ε = {reach:g}, {values(reach)} there{past}",
                      note=f"{never}; per seed the median over draws and widths at each ε, as the primary reading.")
-
-
-def summarize_intervention_tables(tables: list[str | Path], out_table: str | Path, out_summary: str | Path,
-                                  out_checks: str | Path, out_claims: str | Path, figure: str | Path) -> str:
-    """`growcert summarize-interventions`: the pooled table, its summary, the check rows, the claim row and the
-    figure."""
-    table = read_csvs(tables)
-    write_csv(table, out_table)
-    write_csv(summarize_interventions(table), out_summary)
-    write_rows(intervention_checks(table) + intervention_claim(table), claims=out_claims, checks=out_checks)
-    plot_interventions(table, figure)
-    return f"{len(table)} intervention rows -> {out_table}, {out_summary}, {out_checks}, {out_claims}"

@@ -17,7 +17,6 @@ says which a table allows, and the report says why one is missing.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +29,10 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
-from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells, write_rows  # noqa: E402
+from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.looks import look_level, with_note  # noqa: E402
 from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
-from growcert.files import write_csv, write_text  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.pipeline.artifacts import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
                                          REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
@@ -316,24 +314,3 @@ def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path,
         if not reason:
             painters[stem](folder / f"{stem}.png")
     return reasons
-
-
-def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str | Path, out_cells: str | Path,
-                     out_claims: str | Path, out_map: str | Path, figures: str | Path, level: float = 0.95,
-                     reference: str | None = None) -> str:
-    """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line. `reference`
-    names the reference run being judged (docs/reference-results/<name>), whose registered looks set the level of
-    a claim judged at a later look (`regime_claims`)."""
-    table = regime_table(pd.read_csv(alignment), pd.read_csv(training))
-    tables = regime_tables(table)
-    for name in ("budget", "loss", "matched"):
-        write_csv(tables[name], Path(out_stats) / f"p1_regime_{name}.csv")
-    spread = seed_spread(table, level=level)
-    write_csv(spread, Path(out_stats) / "p1_regime_spread.csv")
-    write_csv(cells_table(tables, level), out_cells)
-    write_rows(regime_claims(table, tables, level, reference), out_claims)
-    reasons = draw_figures(table, tables["matched"], figures, spread)
-    write_text(out_map, json.dumps({"coverage": coverage(table), "figures": reasons,
-                                    "spread": spread_summary(spread)}, indent=1))
-    missing = [stem for stem, reason in reasons.items() if reason]
-    return f"regime map: {coverage(table)}; {len(table)} held-out rows; figures not drawn: {missing or 'none'}"

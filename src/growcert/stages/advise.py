@@ -185,7 +185,7 @@ def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
 
 
 def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,
-           examples: int | None = None, growth_dims: int | None = None, threads: int = 1, device: str = "cpu",
+           examples: int | None = None, growth_dims: int | None = None, threads: int = 1, device: str,
            progress=lambda done, total: None) -> str:
     """Dump a sample of `model` on `data`, estimate every point and decide: writes advice.csv, advice.md, advice.png
     and provenance.json into `out`; returns the terminal summary (the table and the recommendation)."""
@@ -198,7 +198,7 @@ def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: s
     return f"{advice.terminal_table(table)}\n\n{line}\n-> {out}/advice.md"
 
 
-def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str = "cpu",
+def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str,
            progress=lambda done, total: None):
     """(advise's decision table, the store it was read from): the dump of `data` (as `prepared_data` gives it) into
     `work`, estimate-alignment and estimate-depth on that store, and the rule of `growcert.report.advice`."""

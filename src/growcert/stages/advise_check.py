@@ -151,7 +151,7 @@ def grow_every_point(base: nn.Module, points: list[str], data: PreparedDataset, 
 
 
 def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,
-                 examples: int | None = None, threads: int = 1, device: str = "cpu",
+                 examples: int | None = None, threads: int = 1, device: str,
                  progress=lambda done, total: None, grow_progress=lambda done, total: None) -> str:
     """advise on `model`, then every point grown for real (see the module docstring); returns the terminal summary."""
     settings = stage_settings("advise_check", settings)

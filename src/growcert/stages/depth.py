@@ -49,7 +49,7 @@ COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "poin
 
 
 def point_arrays(store: str | Path, point: str, family: str, settings: dict[str, Any],
-                 device: torch.device = torch.device("cpu")) -> tuple[PointArrays, Any]:
+                 device: torch.device) -> tuple[PointArrays, Any]:
     """Read one point chunk by chunk and build its PointArrays with the family's block (float64), whose
     features are computed on `device` (the block is drawn on the CPU, then moved: the same W_in anywhere)."""
     group = open_group(store, point)
@@ -71,7 +71,7 @@ def point_arrays(store: str | Path, point: str, family: str, settings: dict[str,
 
 
 def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = None,
-                   log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+                   log: Callable[[str], None] = print, threads: int = 1, *, device: str) -> pd.DataFrame:
     """One row per insertion point × pool: first-order value, scaled value, explained fraction, norms. The
     block's features are computed on `device` (a `device` setting); the estimators run on the CPU."""
     settings = stage_settings("depth", settings)

@@ -17,7 +17,6 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from growcert.config import stage_settings
 from growcert.data import PreparedDataset
 from growcert.data.batches import dump_examples
 from growcert.errors import NumericalError
@@ -55,16 +54,17 @@ class ChunkBuffer:
         return [(self.group, start, {key: array[:count] for key, array in joined.items()})]
 
 
-def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any] | None,
+def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any],
                    threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None,
-                   device: str = "cpu", progress: Callable[[int, int], None] | None = None) -> Path:
+                   *, device: str, progress: Callable[[int, int], None] | None = None) -> Path:
     """Write the gradient store of `checkpoint` to `out`, capturing on `device`; returns the store path.
     q, z and the losses are captured in the checkpoint's fp32 and copied to the host before they are stored.
     `progress(captured, total)`, if given, is called after every batch (a progress bar's feed).
 
-    With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`models.checkpoint.load_model`).
+    `settings` is the dump section as resolved once by the caller (`growcert.config.stage_settings("dump", ...)`:
+    the command line, or advise); with `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM
+    (`models.checkpoint.load_model`).
     """
-    settings = stage_settings("dump", settings)
     # The template's writes run in zarr's thread pool and the chunks' compression on the store's own workers:
     # as many as the job's cores (zarr's default would take every core of a shared node).
     with torch_runtime(threads, device=device) as runtime, zarr.config.set({"threading.max_workers": threads}):

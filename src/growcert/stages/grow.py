@@ -148,13 +148,13 @@ class GrowthArm:
 
 
 def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path,
-                     log: Callable[[str], None] = print, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+                     log: Callable[[str], None] = print, threads: int = 1, *, device: str) -> pd.DataFrame:
     """Run every arm for every seed on `device` (a `device` setting) on `data` (a prepared dataset, or its folder,
     read once the settings are checked); write growth.csv and selection.csv to out_dir; return the growth table."""
     settings = stage_settings("grow", settings)
     check_growth(settings)  # the family's rules on this experiment (depths, width, data kind, blocks)
     data = data if isinstance(data, PreparedDataset) else load_prepared(data)
-    # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps ~2x
+    # flush denormals as in `growcert train`: denormal Adam moments slow CPU steps (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
         log(f"growing on {runtime.device}")
         return _grow_and_compare(settings, data, Path(out_dir), log, runtime.device)

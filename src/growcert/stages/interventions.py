@@ -189,7 +189,7 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
 
 def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedDataset,
                       settings: dict[str, Any] | None = None, log: Callable[[str], None] = print,
-                      hf: dict[str, Any] | None = None, threads: int = 1, device: str = "cpu") -> pd.DataFrame:
+                      hf: dict[str, Any] | None = None, threads: int = 1, *, device: str) -> pd.DataFrame:
     """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
 
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`models.checkpoint.load_model`).

@@ -36,7 +36,7 @@ from growcert.training import Trainer, evaluate, evaluation_sets, text_context
 
 
 def train_model(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path, threads: int = 1,
-                log: Callable[[str], None] = print, device: str = "cpu") -> dict[str, Any]:
+                log: Callable[[str], None] = print, *, device: str) -> dict[str, Any]:
     """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) on `data` (a
     prepared dataset, or its folder, read once the settings are checked) into `out_dir`, on `device` (a `device`
     setting: auto, cpu, cuda, cuda:N)."""

@@ -59,8 +59,7 @@ from growcert.stats.intervals import wilson_interval
 
 DEFAULT_BATCH_BYTES = 64 * 2**20
 # The batch sets the draws (one call to the generator per batch), so this number is part of what a
-# seed means: 1024 since the draws were first vectorised (a batch's draws, ≤ 1024·(M+K) indices, stay
-# in cache).
+# seed means: changing it changes every draw. 1024 keeps a batch's draws (≤ 1024·(M+K) indices) in cache.
 MAX_BATCH_REPLICATES = 1024
 DEFAULT_MAX_BYTES = 4 * 2**30  # the Gram matrix or the in-memory pools, whichever path
 GRAM, FEATURES = "gram", "features"

@@ -141,8 +141,8 @@ def sample_chunk(spec: GroupSpec, n_samples: int, min_bytes: int = MIN_CHUNK_BYT
 
 
 def _compressors() -> list:
-    # zstd level 1 with byte shuffle: on float32 gradients it compresses as well as level 3
-    # (~1.3-1.7x) at ~3x the speed, which keeps the dump close to the cost of the passes themselves.
+    # zstd level 1 with byte shuffle: on float32 gradients it compresses about as well as level 3, in a fraction
+    # of the time (docs/science.md, "Cost"), which keeps the dump close to the cost of the passes themselves.
     # A CRC32C of every chunk after it: a few flipped bytes would otherwise decompress into silent garbage
     # (blosc checks no data); with it, any damaged chunk fails to read and is reported by name.
     return [BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"), Crc32cCodec()]

@@ -7,7 +7,7 @@ sequences per step so that every context sees the same tokens per step (P1's fif
 A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
 Several grids may train one family on one dataset (e.g. a width grid and a depth grid, each with its
 own budget) as long as no two train the same (width, depth, seed, context) cell.
-`check_grids` checks the grids of a config (growcert.pipeline.plan.validate_config runs it).
+`check_grids` checks the grids of a config (growcert.plan.validate_config runs it).
 """
 
 from __future__ import annotations
