@@ -85,9 +85,11 @@ def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(
 
 
 # Each run's results folder rebuilt from its committed tables: (its path under the results folder, the committed
-# table). p1-interventions is left out: its alignment.csv pools one table per store, which the committed pool does
-# not split back into; grokking-late was not a pipeline run (rejudge only).
+# table); p1-interventions' per-store alignment tables are split back out of its pool (`store_alignment_tables`).
+# grokking-late was not a pipeline run (rejudge only).
 REBUILT = {
+    "p1-interventions": {"stats/interventions.csv": "interventions.csv",
+                         "tables/p1_interventions_summary.csv": "summary.csv"},
     "p1-regime": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p1-seeds": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p3-depth": {"stats/depth.csv": "depth.csv", "tables/p3_growth.csv": "growth.csv"},
@@ -101,7 +103,26 @@ def rebuilt_results(name: str, tmp_path: Path) -> Path:
     for source, target in REBUILT[name].items():
         (results / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(committed(name) / target, results / source)
+    if reference_run(name).store_alignment:
+        store_alignment_tables(name, results)
     return results
+
+
+def store_alignment_tables(name: str, results: Path) -> None:
+    """The alignment table of each store the run's config makes (its runs' last checkpoints), cut out of the
+    committed pool by the run's keys, where the pipeline writes it."""
+    from growcert.plan.grids import run_steps, run_wildcards, training_runs
+    from growcert.reference_runs.configs import merged_config, store_tables
+
+    config = merged_config(reference_run(name).configs[0])
+    pool = pd.read_csv(committed(name) / "alignment.csv")
+    runs = training_runs(config)
+    for run, path in zip(runs, store_tables(results, config, "alignment"), strict=True):
+        keys = {key: value for key, value in run_wildcards(run).items() if key in pool.columns}
+        rows = pool[(pool[list(keys)] == pd.Series(keys)).all(axis=1) & (pool["step"] == run_steps(config, run)[-1])]
+        assert len(rows), (name, keys)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(path, index=False)
 
 
 @pytest.mark.parametrize("name", sorted(REBUILT))

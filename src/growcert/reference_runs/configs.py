@@ -28,8 +28,6 @@ def _merge(into: dict, other: dict) -> dict:
 
 def merged_config(config_file: str | Path, base: str | Path = BASE_CONFIG) -> dict[str, Any]:
     """`base` with `config_file` merged over it, validated with the schema's defaults filled in."""
-
-
     config: dict[str, Any] = {}
     for name in (base, config_file):
         _merge(config, yaml.safe_load(Path(name).read_text(encoding="utf-8")) or {})
