@@ -58,9 +58,9 @@ def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[st
                        rtol: float = 0.0, not_compared: tuple[str, ...] = ()) -> dict[str, Any]:
     """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same: `runs` (the retrained
     runs, by `run_keys`), `rows` and `columns` compared (every numeric column both have but those `not_compared`,
-    which the check names), `identical` (value for
-    value, NaN equal to NaN; False when no row is shared), `differing_columns`, the largest relative difference of
-    each, and `reusable`: identical, or, with `rtol` > 0, every value within `rtol` of the committed one."""
+    which the check names), `identical` (value for value, NaN equal to NaN; False when no row is shared),
+    `differing_columns`, the largest relative difference of each, and `reusable`: identical, or, with `rtol` > 0,
+    every value within `rtol` of the committed one."""
     both = new.merge(committed, on=keys, suffixes=("", "_committed"))
     numeric = [c for c in new.columns if c not in keys and c not in not_compared
                and pd.api.types.is_numeric_dtype(new[c]) and f"{c}_committed" in both.columns]
@@ -120,7 +120,7 @@ def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: flo
         rows, check = joined_rows(new, old, joins[name], rtol, keep, decided)
         if len(new) and not len(rows):  # every run of this one was a check of the committed run's, and failed
             raise ConfigError("--join: the runs this run retrained do not reproduce the committed "
-                              f"{name} ({', '.join(check['differing_columns']) or 'no row shared'}) and it made "
+                              f"{name} ({', '.join(check['differing_columns'])} differ) and it made "
                               "no other: export it without --join to judge it alone, or give --rtol")
         rows.to_csv(folder / name, index=False)
         seeds = sorted(int(seed) for seed in rows["seed"].dropna().unique()) if "seed" in rows else []
