@@ -120,7 +120,7 @@ def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: flo
         rows, check = joined_rows(new, old, joins[name], rtol, keep, decided)
         if len(new) and not len(rows):  # every run of this one was a check of the committed run's, and failed
             raise ConfigError("--join: the runs this run retrained do not reproduce the committed "
-                              f"{name} ({', '.join(check['differing_columns'])} differ) and it made "
+                              f"{name} (differing: {', '.join(check['differing_columns'])}) and it made "
                               "no other: export it without --join to judge it alone, or give --rtol")
         rows.to_csv(folder / name, index=False)
         seeds = sorted(int(seed) for seed in rows["seed"].dropna().unique()) if "seed" in rows else []
