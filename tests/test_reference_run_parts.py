@@ -1,6 +1,7 @@
 """The parts of growcert.reference_runs that the equality test (tests/test_reference_runs.py) does not pin down: the
 runs' configs are what their READMEs say (the default run but for the seeds; p3-depth's seeds config), the store
-table paths are what Snakemake plans, the reproduction check's relative difference, grokking-late's arm table, a
+table paths are what Snakemake plans, the reproduction check's relative difference and the columns it leaves out,
+grokking-late's arm table, a
 unit's CPU time per step, and the report's section for a reference folder."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.grokking import late_arm_table, unit_rows
-from growcert.reference_runs.join import _largest_relative_difference
+from growcert.reference_runs.join import Join, _largest_relative_difference, joined_rows
 from growcert.report.html import build_report
 from helpers import reference_section
 
@@ -88,6 +89,24 @@ def test_relative_difference_is_zero_only_for_equal_values_and_nan_pairs():
     assert _largest_relative_difference(a, pd.Series([1.0, 0.0, 1.0, 2.0])) == float("inf")
     assert _largest_relative_difference(a, pd.Series([1.0, 1e-30, float("nan"), 2.0])) == 1.0
     assert _largest_relative_difference(pd.Series([1e-30]), pd.Series([0.0])) == float("inf")
+
+
+def test_a_retrained_run_is_reused_whatever_its_wall_time_but_not_whatever_its_outcome():
+    """grokking-late's join: wall time (`seconds`) is not compared, steps are; the committed rows come back as they
+    are (no column of the retrained rows added) when every run of this one was the committed run's again."""
+    join = Join(("regime", "seed"), ("regime", "seed"), ("regime",), not_compared=("seconds",))
+    committed = pd.DataFrame({"regime": ["nominal", "late", "late"], "seed": [0, 0, 3], "step_95": [600.0, 8800, None],
+                              "seconds": [75.0, 249.4, 398.6], "p": [97, 47, 47]})
+    new = pd.DataFrame({"regime": ["late"], "seed": [0], "step_95": [8800.0], "seconds": [512.0], "cpu_seconds": [1.0]})
+    keep = {"regime": ["nominal", "late"]}
+    rows, check = joined_rows(new, committed, join, keep=keep)
+    assert check["reusable"] and check["columns"] == 1 and check["not_compared"] == ["seconds"]
+    pd.testing.assert_frame_equal(rows, committed)
+    rows, check = joined_rows(new.assign(step_95=8900.0), committed, join, keep=keep)
+    # a run that does not reproduce is no check of the committed rows and no row of its own (p3-depth's seed 0)
+    assert not check["reusable"] and check["differing_columns"] == ["step_95"] and rows.empty
+    rows, _ = joined_rows(new, committed, join)  # without --keep: the committed rows of this run's regimes only
+    assert rows["regime"].tolist() == ["late", "late"]
 
 
 def test_the_late_arm_table_judges_speed_ups_paired_by_seed_with_censoring():

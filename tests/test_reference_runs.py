@@ -86,7 +86,7 @@ def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(
 
 # Each run's results folder rebuilt from its committed tables: (its path under the results folder, the committed
 # table); p1-interventions' per-store alignment tables are split back out of its pool (`store_alignment_tables`).
-# grokking-late was not a pipeline run (rejudge only).
+# grokking-late joins the committed rows no config makes (test_grokking_late_exports_...).
 REBUILT = {
     "p1-interventions": {"stats/interventions.csv": "interventions.csv",
                          "tables/p1_interventions_summary.csv": "summary.csv"},
@@ -253,6 +253,67 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
     assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
     for table in ("claims.csv", "table.csv"):
         pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("p1-seeds") / table), obj=table)
+
+
+def grokking_late_units(results: Path) -> None:
+    """configs/grokking-late.yaml's 27 units (every arm, late regime, seeds 0-2) in the unit layout
+    (<results>/grokking/units/<arm>/seed<s>/), their summary.csv and curves.csv cut out of the committed tables."""
+    from growcert.experiments.grokking import CURVE_COLUMNS, SUMMARY_COLUMNS
+    from growcert.experiments.units import unit_name
+
+    summary, curves = (pd.read_csv(committed("grokking-late") / name) for name in ("summary.csv", "curves.csv"))
+    made = summary[(summary["regime"] == "late") & (summary["seed"] <= 2)]
+    assert len(made) == 27
+    for arm, seed in zip(made["optimizer"], made["seed"]):
+        unit = results / "grokking" / "units" / unit_name(arm) / f"seed{seed}"
+        unit.mkdir(parents=True)
+        mine = lambda table: (table["regime"] == "late") & (table["optimizer"] == arm) & (table["seed"] == seed)
+        summary.loc[mine(summary), SUMMARY_COLUMNS].to_csv(unit / "summary.csv", index=False)
+        curves.loc[mine(curves), CURVE_COLUMNS].to_csv(unit / "curves.csv", index=False)
+
+
+def test_grokking_late_exports_its_units_joined_to_the_committed_rows_no_config_makes(tmp_path, monkeypatch, capsys):
+    """grokking-late from a results folder of its config's 27 units, joined to the committed run's rows that no
+    config makes (the nominal task, AdamW wd=0.01 on seeds 3-5) as docs/reproducing.md says: its summary, curves,
+    table and claims come back as committed, whatever the units' wall time; a unit with another outcome is refused
+    in one line; a committed outcome changed changes the claims."""
+    monkeypatch.chdir(ROOT)
+    results = tmp_path / "results"
+    grokking_late_units(results)
+    unit = results / "grokking" / "units" / "AdamW_wd_0.01" / "seed1" / "summary.csv"
+    pd.read_csv(unit).assign(seconds=lambda frame: frame["seconds"] * 2).to_csv(unit, index=False)
+    join = ["--join", "docs/reference-results/grokking-late", "--keep", "regime=nominal,late"]
+    out = tmp_path / "out" / "grokking-late"  # the folder's name sets the claims' look
+    assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out", str(out), *join]) == 0
+    for table in ("summary.csv", "curves.csv", "table.csv", "claims.csv"):
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("grokking-late") / table),
+                                      obj=table)
+    record = json.loads((out / "provenance.json").read_text())
+    check = record["joined"]["tables"]["summary.csv"]["reproduction"]
+    assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds"]
+    assert record["commands"][-1] == (f"growcert reference export grokking-late --results {results} --out {out} "
+                                      + " ".join(join))
+
+    retrained = pd.read_csv(unit)
+    retrained.assign(final_test_acc=0.4).to_csv(unit, index=False)
+    assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out",
+                     str(tmp_path / "refused" / "grokking-late"), *join]) == 2
+    error = capsys.readouterr().err
+    assert "do not reproduce the committed summary.csv (differing: final_test_acc)" in error
+    assert len(error.splitlines()) == 1
+    retrained.to_csv(unit, index=False)
+
+    # the committed AdamW wd=0.01 seeds 3-5 reaching 95 % at 9,000 steps: a baseline that groks in most seeds
+    changed = tmp_path / "changed" / "grokking-late"
+    shutil.copytree(committed("grokking-late"), changed, ignore=WORK_FOLDERS)
+    summary = pd.read_csv(changed / "summary.csv")
+    summary.loc[summary["seed"] >= 3, "step_95"] = 9000.0
+    summary.to_csv(changed / "summary.csv", index=False)
+    join[1] = str(changed)
+    assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out", str(out), *join]) == 0
+    claims, want = pd.read_csv(out / "claims.csv"), pd.read_csv(committed("grokking-late") / "claims.csv")
+    assert "AdamW wd=0.01: 9,000" in claims["note"].iloc[0] and not claims["note"].equals(want["note"])
+    assert pd.read_csv(out / "table.csv")["reached"].tolist()[1] == 4
 
 
 def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_path, monkeypatch, capsys):

@@ -16,19 +16,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from growcert.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Join:
     """How one kept table joins: the columns that identify a row (`keys`), those that identify a trained run
     (`run_keys`), the columns whose values in this run's rows restrict the committed rows (`within`), and those
     whose largest value in this run's rows bounds them (`up_to`, e.g. a training history's step); a table that
-    `follows` another is reused when that one is."""
+    `follows` another is reused when that one is. The reproduction check compares every numeric column but those
+    `not_compared`: measurements of the machine, such as wall time, that no retrained run repeats."""
 
     keys: tuple[str, ...]
     run_keys: tuple[str, ...]
     within: tuple[str, ...] = ()
     up_to: tuple[str, ...] = ()
     follows: str | None = None  # another table whose check decides this one's reuse (its retrained runs have none)
+    not_compared: tuple[str, ...] = ()
 
 
 def _largest_relative_difference(values: pd.Series, committed: pd.Series) -> float:
@@ -51,14 +55,15 @@ def _plain(value: Any) -> Any:
 
 
 def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str],
-                       rtol: float = 0.0) -> dict[str, Any]:
+                       rtol: float = 0.0, not_compared: tuple[str, ...] = ()) -> dict[str, Any]:
     """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same: `runs` (the retrained
-    runs, by `run_keys`), `rows` and `columns` compared (every numeric column both have), `identical` (value for
-    value, NaN equal to NaN; False when no row is shared), `differing_columns`, the largest relative difference of
-    each, and `reusable`: identical, or, with `rtol` > 0, every value within `rtol` of the committed one."""
+    runs, by `run_keys`), `rows` and `columns` compared (every numeric column both have but those `not_compared`,
+    which the check names), `identical` (value for value, NaN equal to NaN; False when no row is shared),
+    `differing_columns`, the largest relative difference of each, and `reusable`: identical, or, with `rtol` > 0,
+    every value within `rtol` of the committed one."""
     both = new.merge(committed, on=keys, suffixes=("", "_committed"))
-    numeric = [c for c in new.columns if c not in keys and pd.api.types.is_numeric_dtype(new[c])
-               and f"{c}_committed" in both.columns]
+    numeric = [c for c in new.columns if c not in keys and c not in not_compared
+               and pd.api.types.is_numeric_dtype(new[c]) and f"{c}_committed" in both.columns]
     differing = [c for c in numeric if not both[c].equals(both[f"{c}_committed"])]
     largest = {c: _largest_relative_difference(both[c], both[f"{c}_committed"]) for c in differing}
     runs = both[run_keys].drop_duplicates().to_dict(orient="records")
@@ -66,7 +71,8 @@ def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[st
     close = bool(len(both)) and all(value <= rtol for value in largest.values())
     return {"runs": [{k: _plain(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
             "columns": len(numeric), "identical": identical, "differing_columns": differing,
-            "largest_relative_difference": largest, "rtol": rtol, "reusable": identical or (rtol > 0 and close)}
+            "largest_relative_difference": largest, "rtol": rtol, "not_compared": list(not_compared),
+            "reusable": identical or (rtol > 0 and close)}
 
 
 def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: float = 0.0,
@@ -82,11 +88,13 @@ def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: fl
     for column in join.up_to:
         committed = committed[committed[column] <= new[column].max()] if len(new) else committed
     check = decided if decided is not None else reproduction_check(new, committed, list(join.keys),
-                                                                     list(join.run_keys), rtol)
+                                                                     list(join.run_keys), rtol, join.not_compared)
     retrained = {tuple(run[key] for key in join.run_keys) for run in check["runs"]}
     own = new[[tuple(map(_plain, run)) not in retrained for run in zip(*(new[key] for key in join.run_keys))]]
-    rows = pd.concat([committed, own], ignore_index=True) if check["reusable"] else own.reset_index(drop=True)
-    return rows, check
+    if not check["reusable"]:
+        return own.reset_index(drop=True), check
+    # an own part with no rows adds none, nor its columns: every run it made was the committed run's again
+    return pd.concat([committed, own], ignore_index=True) if len(own) else committed.reset_index(drop=True), check
 
 
 def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0,
@@ -94,7 +102,8 @@ def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: flo
     """Each table of `joins` that `folder` holds (this run's rows) rewritten as joined with the same table of
     `committed` (where it has none, this run's rows stand alone); returns the record provenance.json keeps (the
     committed folder, each table's check and seeds). A table this run did not make but the committed run has is
-    kept when the table it follows is reused."""
+    kept when the table it follows is reused. ConfigError when the check leaves a table no row (every run of this
+    one was retrained, and none reproduces the committed one)."""
     tables = {}
     for name in joins:
         old = pd.read_csv(committed / name) if (committed / name).is_file() else None
@@ -109,6 +118,10 @@ def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: flo
         if old is None:
             old, decided = new.iloc[0:0], {**(decided or {}), "reusable": False, "runs": (decided or {}).get("runs", [])}
         rows, check = joined_rows(new, old, joins[name], rtol, keep, decided)
+        if len(new) and not len(rows):  # every run of this one was a check of the committed run's, and failed
+            raise ConfigError("--join: the runs this run retrained do not reproduce the committed "
+                              f"{name} (differing: {', '.join(check['differing_columns'])}) and it made "
+                              "no other: export it without --join to judge it alone, or give --rtol")
         rows.to_csv(folder / name, index=False)
         seeds = sorted(int(seed) for seed in rows["seed"].dropna().unique()) if "seed" in rows else []
         record["tables"][name] = {"reproduction": check, "seeds": seeds}
