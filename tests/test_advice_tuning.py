@@ -2,6 +2,7 @@
 tables whose answer is worked out by hand, never reading a scored checkpoint's rows or a grown arm's outcome."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -107,3 +108,24 @@ def test_the_command_writes_the_grid_and_the_choice_and_refuses_a_table_without_
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "no rows of it" in lines[0], lines
     assert not (tmp_path / "no").exists()
+
+
+def test_the_committed_choice_is_the_rule_on_the_committed_tuning_tables_and_the_config_holds_it(tmp_path):
+    """docs/reference-results/advise-check/tuning: its README's command on the committed grid tables writes the very
+    tuning.csv and choice.csv kept there, and configs/advise-check.yaml sets the chosen S and lr for the next run."""
+    import yaml
+
+    from growcert.config import stage_settings
+
+    root = Path(__file__).resolve().parents[1]
+    kept = root / "docs" / "reference-results" / "advise-check" / "tuning"
+    section = yaml.safe_load((root / "configs" / "advise-check.yaml").read_text())["advise_check"]
+    tables = sorted((kept / "tables").glob("*.csv"))
+    assert len(tables) == len(GRID_STEPS) * len(GRID_LRS)
+    settings = json.dumps({"tuning_checkpoint": section["tuning_checkpoint"]})
+    assert main(["tune-advise-check", *map(str, tables), "--settings", settings, "--out", str(tmp_path)]) == 0
+    for name in ("tuning.csv", "choice.csv"):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(kept / name))
+    choice = pd.read_csv(kept / "choice.csv").iloc[0]
+    configured = stage_settings("advise_check", section)
+    assert (configured["steps"], configured["lr"]) == (int(choice["steps"]), float(choice["lr"]))
