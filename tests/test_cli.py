@@ -75,6 +75,7 @@ CASES = {
     "advise": ("--model {C} --data {D} --out {O}", {}, "{C}"),
     "advise-check": ("--model {C} --data {D} --out {O}", {}, "{C}"),
     "summarize-advise-check": ("{A} --out {O}", {}, "{A}"),
+    "tune-advise-check": ("{A} --out {O}", {}, "{A}"),
     "reference": ("export p3-depth --results {R} --out {O}", None, "{R}"),
 }
 

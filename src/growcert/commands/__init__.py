@@ -45,6 +45,7 @@ COMMANDS = {
     "advise": "growcert.commands.advise",
     "advise-check": "growcert.commands.advise_check",
     "summarize-advise-check": "growcert.commands.summarize_advise_check",
+    "tune-advise-check": "growcert.commands.tune_advise_check",
     "summarize-training": "growcert.commands.summarize_training",
     "plot-training": "growcert.commands.plot_training",
     "report": "growcert.commands.report",

@@ -34,7 +34,6 @@ import base64
 import dataclasses
 import html
 import math
-import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ import pandas as pd
 
 from growcert.files import write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
+from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.report.page import table_html
@@ -205,7 +205,7 @@ def scored_table(table: pd.DataFrame, settings: dict[str, Any]) -> tuple[pd.Data
     said = []
     tuning = settings["tuning_checkpoint"]
     if tuning is not None:
-        is_tuning = table["model"].map(lambda model: os.path.normpath(str(model)) == os.path.normpath(tuning))
+        is_tuning = is_checkpoint(table["model"], tuning)
         said.append(f"tuning checkpoint {tuning}: {int(is_tuning.sum())} rows left out" if is_tuning.any() else
                     f"tuning checkpoint {tuning}: not among these tables")
         table = table[~is_tuning]

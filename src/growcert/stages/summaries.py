@@ -15,8 +15,8 @@ from growcert.errors import ConfigError
 from growcert.files import read_csvs, write_csv, write_text
 from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, GROWTH_TABLE_FILE, MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH,
                                          PLUGIN_VS_UNBIASED)
-from growcert.report import advice_check, alignment as p1, depth as p3, interventions, regime
-from growcert.report.claims import ROW_COLUMNS, write_rows
+from growcert.report import advice_check, advice_tuning, alignment as p1, depth as p3, interventions, regime
+from growcert.report.claims import CLAIMS, ROW_COLUMNS, write_rows
 from growcert.stats.regime import seed_spread
 
 
@@ -113,3 +113,19 @@ def summarize_advise_check(tables: list[str | Path], settings: dict[str, Any], o
     return "\n".join([*left_out, f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
                       *advice_check.score_lines(table, settings), *advice_check.comparison_lines(paths),
                       f"-> {paths['scorecard']}"])
+
+
+def tune_advise_check(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
+    """`growcert tune-advise-check`: S and lr chosen on the tuning checkpoint's rows of the grid's advise-check tables
+    (`report.advice_tuning.choose_budget`); writes tuning.csv (the grid) and choice.csv, returns the choice's line."""
+    for path in tables:
+        missing = [column for column in advice_check.COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
+        if missing:
+            raise ConfigError(f"{path}: not an advise-check table (no column {missing[0]!r})")
+    sesoi = CLAIMS[advice_check.CLAIM].effect.sesoi
+    budget, grid = advice_tuning.choose_budget(read_csvs(tables), settings["tuning_checkpoint"], sesoi)
+    out = Path(out)
+    write_csv(grid, out / "tuning.csv")
+    write_csv(pd.DataFrame([{"tuning_checkpoint": settings["tuning_checkpoint"], "steps": budget.steps,
+                             "lr": budget.lr, "sesoi": sesoi, "reason": budget.reason}]), out / "choice.csv")
+    return f"{grid.to_string(index=False)}\n\nchosen: {budget.reason}\n-> {out / 'choice.csv'}"
