@@ -34,7 +34,7 @@ CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
 
 def occurrences(stem: str, text: str) -> int:
     """How often `text` spells figure `stem`: as a whole token, not as a .csv name nor as a claim id."""
-    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|judge_family\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
+    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|judge_family\(\s*|look_level\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
     return len(re.findall(rf"(?<!\w){re.escape(stem)}(?!\w)(?!\.csv)", text))
 
 
@@ -54,6 +54,7 @@ def test_the_counter_counts_what_it_should():
     assert occurrences("p3_depth", 'f"{RESULTS}/claims/p3_depth.csv"; "p3_depth_claims"; DEPTH.stem') == 0
     assert occurrences("p2_pinn", 'Claim("p2_pinn", ...); CLAIMS["p2_pinn"]; claim_row(\n   "p2_pinn", j)') == 0
     assert occurrences("p2_pinn", '("p2_pinn", "p2_pinn_gate")') == 1
+    assert occurrences("p2_pinn", 'look_level("p2_pinn", 8, run, 0.95)') == 0
     assert occurrences("p3_growth", 'Table("p3_growth", "p3"); Claims( "p3_growth"); Checks("p3_growth")') == 0
 
 

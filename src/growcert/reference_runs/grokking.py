@@ -22,7 +22,7 @@ from growcert.report.claims import GROKKING_SPEEDUP, ROW_COLUMNS
 from growcert.report.verdicts import LEVEL, judge_steps
 
 LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up is measured against it
-UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide p2_grokking
+UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide P2's grokking claim
 
 
 def steps_text(steps: pd.Series, cap: int) -> str:
@@ -71,7 +71,7 @@ def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: floa
 
 def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     """grokking-late (the uncalibrated first attempt): table.csv and claims.csv from summary.csv; its claim rows are
-    secondary and labelled so (grokking-calibrated decides p2_grokking)."""
+    secondary and labelled so (grokking-calibrated decides P2's grokking claim)."""
     plan = record["plan"]  # the retired driver's plan, or an export's (`reference`: the config's settings)
     summary = pd.read_csv(folder / "summary.csv")
     settings = plan["reference"]["settings"] if "reference" in plan else late_settings(plan)
