@@ -146,6 +146,50 @@ def test_a_units_cpu_per_step_is_its_last_parts_over_the_steps_it_ran(tmp_path):
     (tmp_path / "seed6.tsv").write_text("s\tcpu_time\n100\t80\n")
     summary, _ = unit_rows(unit, tmp_path / "seed6.tsv")
     assert summary["cpu_seconds"].iloc[0] == 80 and summary["cpu_seconds_per_step"].iloc[0] == pytest.approx(0.02)
+    assert summary["cpu_complete"].iloc[0] and summary["steps_run"].iloc[0] == 4000
+
+
+def test_a_unit_resumed_by_its_job_or_missing_a_part_has_a_lower_bound_and_its_own_cpu_time_wins(tmp_path):
+    """The job that finished a unit resumed it at step 3,000 (its Snakemake log, log.txt): the benchmark's 40 CPU-s
+    cover 1,000 steps, a lower bound of the unit's CPU time. A unit whose first session part left no CPU record and
+    whose last part's start is not logged: the cost per step is unknown, not the last part's over every step. A
+    unit whose summary has its own cpu_seconds (every part's, from its resume state): that, complete."""
+    unit = tmp_path / "poprisk" / "seed9"
+    unit.mkdir(parents=True)
+    pd.DataFrame({"optimizer": ["poprisk"], "seed": [9], "step_95": [4000]}).to_csv(unit / "summary.csv", index=False)
+    pd.DataFrame({"step": [0, 2000, 4000], "test_acc": [0.0, 0.5, 0.96]}).to_csv(unit / "curves.csv", index=False)
+    (tmp_path / "seed9.tsv").write_text("s\tcpu_time\n50\t40\n")
+    (unit / "log.txt").write_text("grokking a/b mod 47: ...\nresumed unit (0, 0) at step 3000 from x/state.pt\n")
+    summary, _ = unit_rows(unit, tmp_path / "seed9.tsv")
+    assert summary["cpu_seconds"].iloc[0] == 40 and not summary["cpu_complete"].iloc[0]
+    assert summary["cpu_seconds_per_step"].iloc[0] == pytest.approx(0.04)
+    (unit / "log.txt").write_text("grokking a/b mod 47: ...\ngrokking a/b mod 47: ...\n")
+    (unit / "cpu_seconds.log").write_text("76\n")
+    summary, _ = unit_rows(unit, tmp_path / "seed9.tsv")
+    assert summary["cpu_seconds"].iloc[0] == 76 and not summary["cpu_complete"].iloc[0]
+    assert pd.isna(summary["cpu_seconds_per_step"].iloc[0])
+    pd.DataFrame({"optimizer": ["poprisk"], "seed": [9], "step_95": [4000], "cpu_seconds": [120.0]}).to_csv(
+        unit / "summary.csv", index=False)
+    summary, _ = unit_rows(unit, tmp_path / "seed9.tsv")
+    assert summary["cpu_seconds"].iloc[0] == 120 and summary["cpu_complete"].iloc[0]
+    assert summary["cpu_seconds_per_step"].iloc[0] == pytest.approx(0.03)
+
+
+def test_a_reading_censored_at_its_seeds_adamw_step_shows_that_step_not_the_cap(tmp_path):
+    """Paired caps: a reading stopped at its seed's AdamW step (1,900) is "> 1,900" in the table, with the CPU time
+    it spent, and its median is not "not by" the cap it never ran to."""
+    from growcert.reference_runs.grokking import calibrated_arm_table
+
+    summary = pd.DataFrame({
+        "optimizer": ["AdamW wd=0.15"] * 2 + ["poprisk"] * 2, "seed": [8, 9] * 2,
+        "step_95": [1900, 20200, None, None], "steps_run": [1900, 20200, 1900, 20200],
+        "cpu_seconds_per_step": [0.02, 0.02, 0.03, None], "seconds": [40.0, 400.0, 60.0, 600.0]})
+    table = calibrated_arm_table(summary, pd.DataFrame(), cap=32000, decay=0.15).set_index("optimizer")
+    assert table.loc["poprisk", "steps_per_seed"] == "> 1,900, > 20,200"
+    assert table.loc["poprisk", "cpu_seconds_to_95_per_seed"] == "> 57, > ≈ 606"
+    assert "32,000" not in table.loc["poprisk", "median_step_95"]
+    assert table.loc["poprisk", "cost_over_adamw"] == pytest.approx(1.5)
+    assert table.loc["poprisk", "wall_seconds_per_step"] == pytest.approx(660 / 22100)
 
 
 def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):

@@ -149,21 +149,35 @@ def test_export_from_a_results_folder_rebuilt_from_the_committed_tables_reproduc
     assert record["commands"][0] in readme and f"## {reference_run(name).question}" in readme
 
 
-def test_export_of_a_partial_unit_run_judges_the_units_that_finished(tmp_path, monkeypatch):
-    """grokking-calibrated from a results folder holding only the committed summary's units (seed 6): the units'
-    summary, claims and table come back as committed; a unit without summary.csv (unfinished) is left out."""
+def test_an_export_keeps_the_folders_notes_in_its_readme_before_the_verdicts(tmp_path, monkeypatch):
+    """notes.md (what a person wrote about the run) survives an export into its folder: the README carries it
+    between the table and the question, so the question stays the last heading and rejudge keeps it too."""
     monkeypatch.chdir(ROOT)
-    units, results = committed("grokking-calibrated") / "units", tmp_path / "results"
-    arms = set(pd.read_csv(committed("grokking-calibrated") / "summary.csv")["optimizer"])
-    for unit in units.glob("*/seed6"):
-        if (unit / "summary.csv").is_file() and pd.read_csv(unit / "summary.csv")["optimizer"].iloc[0] in arms:  # a unit that landed after the export: out
-            shutil.copytree(unit, results / "grokking" / "units" / unit.parent.name / "seed6")
-    (results / "grokking" / "units" / "AdamW_wd_0.15" / "seed7").mkdir()  # unfinished: no summary.csv
+    results, out = rebuilt_results("p3-depth", tmp_path), tmp_path / "out" / "p3-depth"
+    out.mkdir(parents=True)
+    (out / "notes.md").write_text("## What the run shows\n\nDepth 4 settles where the certificate says.\n")
+    assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out)]) == 0
+    readme = (out / "README.md").read_text()
+    question = f"## {reference_run('p3-depth').question}"
+    assert readme.index("Depth 4 settles where") < readme.index(question) == readme.rindex("## ")
+    assert cli.main(["reference", "rejudge", "p3-depth", "--out", str(out)]) == 0
+    assert "Depth 4 settles where" in (out / "README.md").read_text()
+
+
+def test_export_of_a_unit_run_judges_the_units_that_finished(tmp_path, monkeypatch):
+    """grokking-calibrated from a results folder holding the committed units (each with the log of the job that
+    finished it) and their Snakemake benchmark files: the units' summary, claims and table come back as committed;
+    a unit without summary.csv (unfinished) is left out."""
+    monkeypatch.chdir(ROOT)
+    folder, results = committed("grokking-calibrated"), tmp_path / "results"
+    shutil.copytree(folder / "units", results / "grokking" / "units")
+    shutil.copytree(folder / "benchmarks", results / "benchmarks")
+    (results / "grokking" / "units" / "AdamW_wd_0.15" / "seed14").mkdir()  # unfinished: no summary.csv
     out = tmp_path / "out" / "grokking-calibrated"
     assert cli.main(["reference", "export", "grokking-calibrated", "--results", str(results), "--out", str(out)]) == 0
     for table in ("summary.csv", "claims.csv", "table.csv"):
-        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("grokking-calibrated") / table),
-                                      obj=table)
+        pd.testing.assert_frame_equal(read_table(out / table), read_table(folder / table), obj=table)
+    assert not (out / "units" / "AdamW_wd_0.15" / "seed14").exists()
 
 
 def test_export_of_an_unfinished_run_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
@@ -268,7 +282,8 @@ def grokking_late_units(results: Path) -> None:
         unit = results / "grokking" / "units" / unit_name(arm) / f"seed{seed}"
         unit.mkdir(parents=True)
         mine = lambda table: (table["regime"] == "late") & (table["optimizer"] == arm) & (table["seed"] == seed)
-        summary.loc[mine(summary), SUMMARY_COLUMNS].to_csv(unit / "summary.csv", index=False)
+        kept = [column for column in SUMMARY_COLUMNS if column in summary]  # its units predate their own CPU time
+        summary.loc[mine(summary), kept].to_csv(unit / "summary.csv", index=False)
         curves.loc[mine(curves), CURVE_COLUMNS].to_csv(unit / "curves.csv", index=False)
 
 
@@ -290,7 +305,7 @@ def test_grokking_late_exports_its_units_joined_to_the_committed_rows_no_config_
                                       obj=table)
     record = json.loads((out / "provenance.json").read_text())
     check = record["joined"]["tables"]["summary.csv"]["reproduction"]
-    assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds"]
+    assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds", "cpu_seconds"]
     assert record["commands"][-1] == (f"growcert reference export grokking-late --results {results} --out {out} "
                                       + " ".join(join))
 

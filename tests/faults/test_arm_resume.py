@@ -15,6 +15,7 @@ from growcert.experiments.pinn import run_pinn
 from growcert.experiments.preference import run_preference
 from growcert.experiments.theory import run_theory
 from growcert.resume import Interrupted, UnitResume, resume_folder
+from growcert.store.compare import VOLATILE_COLUMNS
 
 PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
         "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "resume_every": 7,
@@ -54,8 +55,8 @@ def stop_at(monkeypatch):
 def assert_same_tables(out, reference):
     for name in ("curves", "summary"):
         ours, theirs = pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv")
-        pd.testing.assert_frame_equal(ours.drop(columns=["seconds"], errors="ignore"),
-                                      theirs.drop(columns=["seconds"], errors="ignore"), check_exact=True)
+        pd.testing.assert_frame_equal(ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+                                      theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"), check_exact=True)
     assert not resume_folder(out).exists()
 
 
@@ -132,3 +133,33 @@ def test_sigterm_between_theory_cases_then_rerun_gives_the_same_tables(tmp_path,
         pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(tmp_path / "reference" / f"{name}.csv"),
                                       check_exact=True)
     assert not resume_folder(out).exists()
+
+
+def test_a_resumed_grokking_unit_counts_the_cpu_time_of_its_killed_part(tmp_path, stop_at, monkeypatch):
+    """The unit's own CPU time (summary `cpu_seconds`) is every session part's: the resume state carries the CPU
+    seconds spent before the stop, here set to 1,000 as a long killed part would have left them, and the rerun adds
+    its own to them (Snakemake's benchmark file sees the rerun's job alone)."""
+    import json
+
+    import torch
+
+    from growcert import cli
+
+    settings = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 40, "batch_size": 16, "eval_every": 10,
+                "stop_at_test_acc": None, "model": {"width": 16, "depth": 1, "heads": 2}, "resume_every": 5,
+                "adamw": {"weight_decays": [0.1]}, "grokfast": {"enabled": False}, "poprisk": {"weight_decays": []}}
+    out = tmp_path / "units" / "AdamW_wd_0.1" / "seed0"
+    arguments = ["grokking", "--settings", json.dumps(settings), "--arm", "AdamW_wd_0.1", "--seed", "0",
+                 "--out", str(out)]
+    stop_at("AdamW_wd_0.1", 23)
+    assert cli.main(arguments) != 0  # stopped, its state saved
+    state = out / ".resume" / "state.pt"  # a unit's own folder holds its state
+    saved = torch.load(state, weights_only=False)
+    arm = saved["current"]["snapshot"]  # the interrupted arm's snapshot (growcert.experiments.arms.arm_snapshot)
+    assert 0 < arm["cpu_elapsed"] < 60
+    arm["cpu_elapsed"] += 1000.0
+    torch.save(saved, state)
+    monkeypatch.undo()
+    assert cli.main(arguments) == 0
+    cpu = float(pd.read_csv(out / "summary.csv")["cpu_seconds"].iloc[0])
+    assert 1000 < cpu < 1060

@@ -16,6 +16,7 @@ import torch
 from growcert.data import load_prepared, prepare_dataset
 from growcert.resume import resume_folder
 from growcert.stages.train import train_model
+from growcert.store.compare import VOLATILE_COLUMNS
 
 SETTINGS = {"family": "llama", "dataset": "shakespeare", "width": 16, "depth": 1, "seed": 3,
             "model": {"head_dim": 8, "context": 16},
@@ -181,8 +182,8 @@ def test_sigkill_inside_a_grokking_unit_then_rerun_is_bit_identical(tmp_path):
     for name in ("curves", "summary"):
         ours = pd.read_csv(out / f"{name}.csv")
         theirs = pd.read_csv(reference / "units" / STREAMING / "seed0" / f"{name}.csv")
-        pd.testing.assert_frame_equal(ours.drop(columns=["seconds"], errors="ignore"),
-                                      theirs.drop(columns=["seconds"], errors="ignore"), check_exact=True)
+        pd.testing.assert_frame_equal(ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+                                      theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"), check_exact=True)
     assert not state.parent.exists()
 
 

@@ -184,22 +184,25 @@ def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[
 
 
 def arm_snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: torch.Generator,
-                 history: list[dict], step: int, started: float, **extra: Any) -> dict[str, Any]:
+                 history: list[dict], step: int, started: float, cpu_started: float = 0.0,
+                 **extra: Any) -> dict[str, Any]:
     """What an arm needs to continue exactly where it was: weights, optimizer state (PopulationRiskAdam's
     extra vectors included), the batch generator, the curve so far, the step and the time spent (`started`
-    is its perf_counter origin), plus any arm-specific `extra` state."""
+    is its perf_counter origin, `cpu_started` its process_time origin), plus any arm-specific `extra` state."""
     return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": batches.get_state(),
-            "history": history, "step": step, "elapsed": time.perf_counter() - started, **extra}
+            "history": history, "step": step, "elapsed": time.perf_counter() - started,
+            "cpu_elapsed": time.process_time() - cpu_started, **extra}
 
 
 def restore_arm(snapshot: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                batches: torch.Generator, history: list[dict]) -> tuple[int, float]:
-    """Put an `arm_snapshot` back in place; returns (first step to run, seconds already spent)."""
+                batches: torch.Generator, history: list[dict]) -> tuple[int, float, float]:
+    """Put an `arm_snapshot` back in place; returns (first step to run, seconds and CPU seconds already spent: a
+    snapshot that predates CPU time gives 0 for it)."""
     model.load_state_dict(snapshot["model"])
     optimizer.load_state_dict(snapshot["optimizer"])
     batches.set_state(snapshot["generator"])
     history[:] = snapshot["history"]
-    return snapshot["step"] + 1, snapshot["elapsed"]
+    return snapshot["step"] + 1, snapshot["elapsed"], snapshot.get("cpu_elapsed", 0.0)
 
 
 @dataclass
@@ -224,12 +227,14 @@ class ArmLoop:
 
 @dataclass(frozen=True)
 class ArmResult:
-    """What `run_arm` returns: the curve rows, the seconds spent (training and its evaluations, a resumed
-    run's earlier time included) and the last step run (before `steps` when the arm stopped early)."""
+    """What `run_arm` returns: the curve rows, the seconds and the process CPU seconds spent (training and its
+    evaluations, a resumed run's earlier time included) and the last step run (before `steps` when the arm
+    stopped early)."""
 
     history: list[dict[str, Any]]
     seconds: float
     last_step: int
+    cpu_seconds: float = math.nan
 
 
 StepFn = Callable[[int], tuple[dict[str, Any], Callable[[], SquareSums] | None]]
@@ -258,16 +263,16 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
 
     if snapshot is None:
         record(0)
-        first, before = 1, 0.0
+        first, before, cpu_before = 1, 0.0, 0.0
     else:  # weights, optimizer state, the batch generator and the readings since the last record, as they were
-        first, before = restore_arm(snapshot, loop.model, optimizer, loop.batches, history)
+        first, before, cpu_before = restore_arm(snapshot, loop.model, optimizer, loop.batches, history)
         gated[:] = snapshot.get("gated", [])
         diagnostics.restore(snapshot.get("diagnostics"))
         loop.restore(snapshot)
-    started, i = time.perf_counter() - before, first - 1
+    started, cpu_started, i = time.perf_counter() - before, time.process_time() - cpu_before, first - 1
 
     def state() -> dict[str, Any]:
-        return arm_snapshot(loop.model, optimizer, loop.batches, history, i, started, gated=list(gated),
+        return arm_snapshot(loop.model, optimizer, loop.batches, history, i, started, cpu_started, gated=list(gated),
                             diagnostics=diagnostics.state(), **loop.state())
 
     for i in range(first, loop.steps + 1):
@@ -285,4 +290,4 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
                 break
         if resume is not None:
             resume.tick(i, state)
-    return ArmResult(history, time.perf_counter() - started, i)
+    return ArmResult(history, time.perf_counter() - started, i, time.process_time() - cpu_started)

@@ -32,7 +32,8 @@ from growcert.reference_runs.registry import ReferenceRun
 
 
 # what a kept unit holds: its tables and provenance, and where a session part recorded them, its CPU seconds and log
-UNIT_FILES = ("summary.csv", "curves.csv", "provenance.json", "cpu_seconds.log", "log.txt")
+UNIT_LOG = "log.txt"
+UNIT_FILES = ("summary.csv", "curves.csv", "provenance.json", "cpu_seconds.log", UNIT_LOG)
 
 
 def require(results: Path, sources: list[str]) -> None:
@@ -65,8 +66,9 @@ def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any
 
 
 def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
-    """A unit-layout run's finished units (summary.csv written last: a unit without one is left out) and their
-    benchmark files into out/units and out/benchmarks; then summary.csv and curves.csv of every unit `out` holds
+    """A unit-layout run's finished units (summary.csv written last: a unit without one is left out), the log of
+    the job that finished each (log.txt, where the unit kept none) and their benchmark files into out/units and
+    out/benchmarks; then summary.csv and curves.csv of every unit `out` holds
     (reference_runs.grokking.collect_units). Returns how many units `out` holds."""
     units = Path(artifacts.task_folder(str(results), run.units)) / "units"
     benchmarks = Path("benchmarks") / "p2_unit" / run.units
@@ -76,6 +78,9 @@ def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
         for name in UNIT_FILES:
             if (summary.parent / name).is_file():
                 shutil.copyfile(summary.parent / name, out / "units" / unit / name)
+        job_log = Path(artifacts.log(str(results), "p2_unit", run.units, unit.parent.name, unit.name))
+        if job_log.is_file() and not (summary.parent / UNIT_LOG).is_file():  # says whether the job resumed the unit
+            shutil.copyfile(job_log, out / "units" / unit / UNIT_LOG)
         tsv = results / benchmarks / unit.parent / f"{unit.name}.tsv"
         if tsv.is_file():
             (out / benchmarks / unit.parent).mkdir(parents=True, exist_ok=True)

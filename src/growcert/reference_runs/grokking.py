@@ -25,9 +25,10 @@ LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up 
 UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide P2's grokking claim
 
 
-def steps_text(steps: pd.Series, cap: int) -> str:
-    """Steps to 95 % per seed, a censored seed as "> cap"."""
-    return ", ".join(f"{int(step):,}" if pd.notna(step) else f"> {cap:,}" for step in steps)
+def steps_text(steps: pd.Series, stopped: pd.Series | int) -> str:
+    """Steps to 95 % per seed, a censored seed as "> the step it stopped at" (`stopped`: per seed, or the cap)."""
+    stopped = stopped if isinstance(stopped, pd.Series) else pd.Series(stopped, index=steps.index)
+    return ", ".join(f"{int(step):,}" if pd.notna(step) else f"> {int(stop):,}" for step, stop in zip(steps, stopped))
 
 
 def baseline_name(decay: float) -> str:
@@ -87,17 +88,28 @@ def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
 
 def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: float) -> pd.DataFrame:
     """grokking-calibrated's table: per arm, steps per seed, the median, CPU seconds per step and to 95 % per seed
-    (censored: beyond the cap's time), each gate reading's word from claims.csv, and the cost over AdamW."""
+    (censored: beyond the step the unit stopped at, `steps_run`: the cap, or its seed's AdamW step under paired
+    caps, and beyond that step's CPU time; "≈": a unit whose own cost per step is unknown, at its arm's), each gate
+    reading's word from claims.csv, and the cost over AdamW in CPU seconds per step (a lower bound where the units'
+    CPU time is, `unit_rows`); wall seconds of training per step beside it bound one thread's CPU time above."""
     rows = []
     for arm, frame in summary.groupby("optimizer", sort=False):
         frame = frame.sort_values("seed")
         steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
-        ran = steps.fillna(cap)
+        stopped = frame["steps_run"].astype(float) if "steps_run" in frame else pd.Series(float(cap), frame.index)
+        ran = steps.fillna(stopped)
         per_step = frame["cpu_seconds_per_step"].astype(float)
-        time_to = [f"{t:,.0f}" if pd.notna(s) else f"> {t:,.0f}" for s, t in zip(steps, per_step * ran)]
+        arm_per_step = float((per_step * ran).sum() / ran[per_step.notna()].sum())
+        time_to = [("" if pd.notna(s) else "> ") + ("" if pd.notna(unit) else "≈ ") + f"{t:,.0f}"
+                   for s, unit, t in zip(steps, per_step, per_step.fillna(arm_per_step) * ran)]
+        median = median_steps(steps)
+        median_text = (format_steps(median, cap) if math.isfinite(median) or (stopped >= cap).all()
+                       else "not reached in half the seeds (stopped at their seed's AdamW step)")
         row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
-               "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
-               "cpu_seconds_per_step": float((per_step * ran).sum() / ran.sum()),
+               "steps_per_seed": steps_text(steps, stopped), "median_step_95": median_text,
+               "cpu_seconds_per_step": arm_per_step,
+               "wall_seconds_per_step": float(frame["seconds"].sum() / frame["steps_run"].sum())
+               if "steps_run" in frame else math.nan,
                "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}
         part = claims[claims["claim"].str.endswith(f"({arm})")] if len(claims) else claims
         if len(part):
@@ -129,23 +141,42 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
 
 
 def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One finished unit's summary and curve rows, labelled `regime`, with its CPU seconds and CPU seconds
-    per step: from the unit's cpu_seconds.log where it kept one (each line a session part; per step, the last
-    part's over the steps it ran), else from Snakemake's benchmark file (`cpu_time` of the job that finished it,
-    over the steps the unit ran)."""
+    """One finished unit's summary and curve rows, labelled `regime`, with the step it stopped at (`steps_run`), its
+    CPU seconds, CPU seconds per step and whether its CPU time covers every step (`cpu_complete`).
+
+    The CPU time is the unit's own where its summary has it (`cpu_seconds`: the process CPU time of every session
+    part, kept in its resume state). A unit that predates it: its cpu_seconds.log where it kept one (each line a session part; its log.txt names each
+    session part that ran), else Snakemake's benchmark file (`cpu_time` of the job that finished it; that job's log,
+    log.txt, says from which step it resumed the unit). The cost per step is the last part's over the steps it ran;
+    the CPU seconds are complete when every session part left its record, and a lower bound otherwise (a part
+    killed before it wrote one; a unit whose finishing job resumed it, with only a benchmark file; and always for a
+    benchmark file, whose `cpu_time` is sampled every 30 s and misses the job's last interval)."""
     summary, curves = (pd.read_csv(unit / name) for name in ("summary.csv", "curves.csv"))
+    steps_run = int(curves["step"].max())
+    if "cpu_seconds" in summary and summary["cpu_seconds"].notna().all():  # the unit's own, every session part's
+        return (summary.assign(cpu_seconds_per_step=summary["cpu_seconds"] / steps_run, cpu_complete=True,
+                               steps_run=steps_run, regime=regime), curves.assign(regime=regime))
     log = unit / "cpu_seconds.log"
     parts = [float(value) for value in log.read_text().split()] if log.is_file() else []
-    if parts:
-        cpu, last = sum(parts), parts[-1]
-    elif benchmark.is_file():
-        cpu = last = float(pd.read_csv(benchmark, sep="\t")["cpu_time"].iloc[-1])
-    else:
-        cpu = last = math.nan
-    ran = float(curves["step"].max()) - resumed_step(unit)
-    summary = summary.assign(cpu_seconds=cpu, cpu_seconds_per_step=last / ran if ran > 0 else math.nan,
-                             regime=regime)
+    resumed = resumed_step(unit)
+    complete = bool(parts) and len(parts) >= session_parts(unit)
+    if not parts and benchmark.is_file():
+        parts, complete = [float(pd.read_csv(benchmark, sep="\t")["cpu_time"].iloc[-1])], resumed == 0
+    # a part lost before the last one, which says nothing of its start: the last part's steps are not known
+    known = parts and steps_run > resumed and (complete or resumed > 0 or not log.is_file())
+    per_step = parts[-1] / (steps_run - resumed) if known else math.nan
+    summary = summary.assign(cpu_seconds=sum(parts) if parts else math.nan, cpu_seconds_per_step=per_step,
+                             cpu_complete=complete, steps_run=steps_run, regime=regime)
     return summary, curves.assign(regime=regime)
+
+
+SESSION_HEADER = "grokking a/b mod"  # the first line each session part of a unit writes to its log
+
+
+def session_parts(unit: Path) -> int:
+    """How many session parts ran the unit, by its log.txt (1 when it kept none)."""
+    log = unit / "log.txt"
+    return max(1, log.read_text().count(SESSION_HEADER)) if log.is_file() else 1
 
 
 def resumed_step(unit: Path) -> int:
@@ -153,7 +184,7 @@ def resumed_step(unit: Path) -> int:
     log = unit / "log.txt"
     if not log.is_file():
         return 0
-    last = log.read_text().split("\ngrokking a/b mod")[-1]
+    last = log.read_text().split("\n" + SESSION_HEADER)[-1]
     found = re.search(r"resumed unit .* at step (\d+)", last)
     return int(found.group(1)) if found else 0
 

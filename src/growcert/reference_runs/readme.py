@@ -3,7 +3,9 @@ growcert/resources/reference/README.md.tmpl (string.Template), and its verdict l
 rejudge`.
 
 The README's last heading is the question the run answers and the "- " lines under it its verdicts, one per claim
-row of claims.csv (`verdict_lines`); the report shows them (growcert.report.reference).
+row of claims.csv (`verdict_lines`); the report shows them (growcert.report.reference). What a person wrote about
+the run (its design, what the numbers show, what it gives up) lives in the folder's notes.md, which an export
+keeps and puts in the README before the verdicts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from growcert.report.claims import DESIGN_DTYPES
 from growcert.report.verdicts import percent
 
 TEMPLATE = "reference/README.md.tmpl"  # under growcert/resources
+NOTES_FILE = "notes.md"  # a person's text about the run, kept across exports
 
 
 def number(value: Any) -> str:
@@ -60,7 +63,7 @@ def cost_text(record: dict[str, Any]) -> str:
 
 def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
     """README.md of an exported run from the template: title, provenance, the reproduce commands, cost, table.csv as
-    a table, and the verdicts."""
+    a table, the folder's notes.md where it has one, and the verdicts."""
     template = string.Template(resources.files("growcert").joinpath("resources", TEMPLATE).read_text("utf-8"))
     table = pd.read_csv(folder / "table.csv")
     body = [f"## {run.table[0].upper()}{run.table[1:]} (table.csv)", "",
@@ -70,6 +73,7 @@ def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
         configs=", ".join(f"`{name}`" for name in record["config_files"]),
         reproduce="\n".join(f"    {command}" for command in record["commands"]),
         cpus=record["machine"].get("cpus"), cost=cost_text(record), body="\n".join(body), question=run.question,
+        notes=notes.read_text(encoding="utf-8").strip() + "\n\n" if (notes := folder / NOTES_FILE).is_file() else "",
         verdicts="\n".join(verdict_lines(read_claims(folder))))
     (folder / "README.md").write_text(text, encoding="utf-8")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from growcert.errors import ConfigError
-from growcert.pipeline.artifacts import (DEPTH, GROWTH, GROWTH_TABLE, GROWTH_TABLE_FILE, INTERVENTIONS,
-                                         INTERVENTIONS_SUMMARY, POOLED_ALIGNMENT, POOLED_DEPTH, POOLED_INTERVENTIONS,
-                                         TRAINING_TABLE, task_table)
+from growcert.pipeline.artifacts import (DEPTH, GROKKING, GROKKING_GATE, GROWTH, GROWTH_TABLE, GROWTH_TABLE_FILE,
+                                         INTERVENTIONS, INTERVENTIONS_SUMMARY, POOLED_ALIGNMENT, POOLED_DEPTH,
+                                         POOLED_INTERVENTIONS, TRAINING_TABLE, task_table)
 from growcert.reference_runs import grokking, judges
 from growcert.reference_runs.join import Join
 
@@ -135,7 +135,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  # `--keep regime=nominal,late`), reused when the retrained units reproduce the committed outcomes
                  # (wall time aside)
                  joins={"summary.csv": Join(("regime", "optimizer", "seed"), ("regime", "optimizer", "seed"),
-                                            ("regime",), not_compared=("seconds",)),
+                                            ("regime",), not_compared=("seconds", "cpu_seconds")),
                         "curves.csv": Join(("regime", "optimizer", "seed", "step"), ("regime", "optimizer", "seed"),
                                            ("regime",), follows="summary.csv")}),
     ReferenceRun(name="grokking-calibrated", configs=("configs/grokking-calibrated.yaml",
@@ -147,7 +147,7 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  why="P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
                  inputs=("summary.csv",), judge=grokking.judge_grokking_calibrated,
                  judged=("claims.csv", "table.csv"), units="grokking",
-                 targets=("{results}/claims/p2_grokking.csv",)),
+                 targets=("{results}/claims/p2_grokking.csv",), figures=(GROKKING.file, GROKKING_GATE.file)),
     ReferenceRun(name="advise-check", configs=("configs/advise-check.yaml",),
                  title='Is `growcert advise` right? (the advise-check reference run, docs/science.md, "advise-check (is the advice right?)")',
                  question="Do advise's grow-here points beat always growing at the largest first-order value?",

@@ -23,8 +23,8 @@ import pandas as pd
 import torch
 import zarr
 
-# wall-clock readings and the code hash: they differ between any two runs, and say nothing about results
-VOLATILE_COLUMNS = frozenset({"seconds", "seconds_per_step", "elapsed_s", "code_hash"})
+# wall-clock and CPU-time readings and the code hash: they differ between any two runs, and say nothing about results
+VOLATILE_COLUMNS = frozenset({"seconds", "cpu_seconds", "seconds_per_step", "elapsed_s", "code_hash"})
 SKIPPED_FOLDERS = ("benchmarks", "logs")
 
 
