@@ -277,7 +277,9 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  Look("2026-12-02", 2, "unresolved (update-exact; the other readings not tested)", "grokking-late",
                       "8dcd0dc"),
                  Look("2026-12-02", 3, "not tested at this scale", "grokking-late", "88ddbac"),
-                 Look("2026-12-03", 1, "not tested at this scale", "grokking-calibrated", "773e4d2"))),
+                 Look("2026-12-03", 1, "not tested at this scale", "grokking-calibrated", "773e4d2"),
+                 Look("2026-12-06", 8, "unresolved (both streaming readings contradicted)", "grokking-calibrated",
+                      "a0db5cd"))),
     Claim("p2_pinn", "P2", "PINN: steps to test ℓ2 ≤ 0.40 vs tuned AdamW", "2.4× faster",
           "per reading (its scope), the speed-up of its best lr over the best AdamW lr, each lr chosen on the tuning "
           "seeds and judged on the others, paired by seed, steps as interval-censored bounds; Holm across readings",
