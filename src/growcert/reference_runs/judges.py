@@ -22,7 +22,7 @@ from growcert.experiments import task
 from growcert.pipeline.artifacts import (GROWTH_TABLE_FILE, REGIME_CELLS, REGIME_CLAIMS, REGIME_MAP,
                                          REGIME_STATS)
 from growcert.reference_runs.configs import merged_config
-from growcert.report.advice_check import write_scores
+from growcert.report.advice_check import first_form_rows, write_scores
 from growcert.report.alignment import misalignment_width_rows
 from growcert.report.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
@@ -113,10 +113,20 @@ def judge_depth(folder: Path, record: dict[str, Any], level: float = 0.95) -> No
                  columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
 
 
+ADVISE_FIRST_FORM = "first-form"  # advise-check's run at the untuned S and lr (the claim's first form), kept whole
+
+
 def judge_advise_check(folder: Path, record: dict[str, Any]) -> None:
     """advise-check: `growcert summarize-advise-check`'s scores (report.advice_check.write_scores: scorecard,
     reliability, claims) from the pooled advise_check.csv, with the advise_check settings of the run's config;
-    table.csv is the scorecard."""
+    then, where the folder keeps the claim's first form (first-form/advise_check.csv, the run at the untuned S and
+    lr, which no config makes any more), its primary row judged the same way as a secondary row
+    (report.advice_check.first_form_rows). table.csv is the scorecard."""
     settings = stage_settings("advise_check", merged_config(record["config_file"]).get("advise_check", {}))
     write_scores(folder, pd.read_csv(folder / "advise_check.csv"), settings)
+    first = folder / ADVISE_FIRST_FORM / "advise_check.csv"
+    if first.is_file():
+        claims = pd.read_csv(folder / "claims.csv", dtype=DESIGN_DTYPES)
+        rows = pd.DataFrame(first_form_rows(pd.read_csv(first), settings, folder.name), columns=ROW_COLUMNS)
+        pd.concat([claims, rows], ignore_index=True).to_csv(folder / "claims.csv", index=False)
     shutil.copyfile(folder / "scorecard.csv", folder / "table.csv")

@@ -22,6 +22,7 @@ from growcert.report.verdicts import percent
 
 TEMPLATE = "reference/README.md.tmpl"  # under growcert/resources
 NOTES_FILE = "notes.md"  # a person's text about the run, kept across exports
+BENCHMARK_INTERVAL_S = 30  # how often Snakemake's `benchmark:` samples a job's CPU time (snakemake.benchmark)
 
 
 def number(value: Any) -> str:
@@ -58,7 +59,9 @@ def cost_text(record: dict[str, Any]) -> str:
     disk = (f"peak disk {cost['peak_disk_gb']} GB" if cost.get("peak_disk_gb") is not None
             else "peak disk not recorded")
     return (f"{cost.get('cpu_hours')} CPU-hours over {cost.get('jobs')} jobs ({cost.get('job_wall_hours')} job "
-            f"wall-hours; Snakemake's benchmark files), {disk}." + (f" Per rule: {per_rule}." if per_rule else ""))
+            f"wall-hours; Snakemake's benchmark files, which sample a job's CPU time every {BENCHMARK_INTERVAL_S} s "
+            f"and miss its last interval: a lower bound, and the wall-hours of one-thread jobs an upper one), {disk}."
+            + (f" Per rule: {per_rule}." if per_rule else ""))
 
 
 def write_readme(folder: Path, run, record: dict[str, Any]) -> None:

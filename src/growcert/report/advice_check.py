@@ -47,6 +47,7 @@ from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
+from growcert.report.looks import as_first_form
 from growcert.report.page import table_html
 from growcert.report.verdicts import judge_samples
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
@@ -169,6 +170,13 @@ def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run
         rows.append(claim_row(CLAIM, judgement, this_run, f"variant {variant}; {len(mine)} checkpoints",
                               scope=f"variant {variant}", role="primary" if variant == PRIMARY_VARIANT else "secondary"))
     return rows
+
+
+def first_form_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str) -> list[dict]:
+    """The claim's primary row judged on the table of its first registered form (`claims.FirstForm`: the run at the
+    untuned S and lr), made a secondary first-form row (`looks.as_first_form`)."""
+    primary = [row for row in claim_judgement_rows(table, settings, this_run) if row["role"] == "primary"]
+    return [as_first_form(row, CLAIM) for row in primary]
 
 
 def comparison_rows(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:

@@ -382,8 +382,18 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                               "byte), the size of the grown-vs-scratch differences p3-depth resolves; a smaller "
                               "edge would not change which model a person keeps"),
           "variant new_block (only the inserted block trains, so the outcome is the growth P3's value measures), every "
-          "checkpoint of the reference run; variant whole is a secondary row",
-          references=("advise-check",), decided_by="advise-check"),
+          "checkpoint of the reference run, grown for the S steps at the lr chosen on the tuning checkpoint; variant "
+          "whole is a secondary row",
+          references=("advise-check",), decided_by="advise-check",
+          first_form=FirstForm("S = 50, lr = 0.001, untuned", "the same effect on the run that grew every point for "
+                               "S = 50 steps at lr 0.001, the schema's defaults, not tuned",
+                               "2026-12-06", "0b42fa2",
+                               "the design fixes S and lr on a tuning checkpoint that is never scored, before the "
+                               "scored run; the first run used the schema's defaults instead, and the tuning (a rule "
+                               "fixed before its grid was run) chose S = 100, lr = 0.003, at which the run was made "
+                               "again on the same checkpoints"),
+          looks=(Look("2026-12-06", 8, "unresolved (S = 50, lr = 0.001, untuned: the first form)", "advise-check",
+                      "d48986e"),)),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [
