@@ -393,7 +393,9 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                                "fixed before its grid was run) chose S = 100, lr = 0.003, at which the run was made "
                                "again on the same checkpoints"),
           looks=(Look("2026-12-06", 8, "unresolved (S = 50, lr = 0.001, untuned: the first form)", "advise-check",
-                      "d48986e"),)),
+                      "d48986e"),
+                 Look("2026-12-07", 8, "reproduced (S = 100, lr = 0.003, tuned on the tuning checkpoint)",
+                      "advise-check", "244fda1"))),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [
