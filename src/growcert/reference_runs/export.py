@@ -126,7 +126,8 @@ def commands(run: ReferenceRun, config_file: str, results: Path, options: str = 
                                          "--misalignment" if misalignment else ""])) + ")"
     else:
         targets = " ".join(target.format(results=results) for target in run.targets)
-    return [f"nice -n 19 snakemake --cores 2 --configfile {config_file} --config results={results} {targets}",
+    # the targets first: --configfile and --config take every word after them (argparse nargs)
+    return [f"nice -n 19 snakemake {targets} --cores 2 --configfile {config_file} --config results={results}",
             " ".join(filter(None, [f"growcert reference export {run.name} --results {results}", options]))]
 
 
