@@ -88,6 +88,7 @@ def test_sigterm_inside_a_pinn_unit_then_rerun_gives_the_same_tables(tmp_path, s
     log = "\n".join(logs)
     assert "unit AdamW-lr0.01 seed 0: finished" in log and "resumed unit (0, 0) at step 23" in log
     assert_same_tables(out, tmp_path / "reference")
+    assert (pd.read_csv(out / "summary.csv")["cpu_seconds"] > 0).all()  # each unit's own CPU time, every part's
     assert not state.parent.exists()
 
 

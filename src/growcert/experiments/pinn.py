@@ -72,7 +72,7 @@ from growcert.training import to_device
 TWO_PI = 2 * math.pi
 
 CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction", *DIAGNOSTIC_COLUMNS]
-SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds"]
+SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds", "cpu_seconds"]
 
 
 def exact_solution(x: Tensor, t: Tensor, beta: float) -> Tensor:
@@ -324,7 +324,8 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log
     reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
                               settings["target_l2"])
     summary = {"optimizer": arm.name, "lr": arm.lr, "seed": seed, "step_to_target": reached,
-               "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2)}
+               "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2),
+               "cpu_seconds": round(run.cpu_seconds, 2)}
     log(f"{arm.name} lr={arm.lr:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
         f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)")
     return history, summary

@@ -62,7 +62,7 @@ from growcert.experiments.preference_reference import load_hf_reference, load_pi
 
 CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction",
                  *DIAGNOSTIC_COLUMNS]
-SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds"]
+SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds", "cpu_seconds"]
 EVAL_CHUNK = 256  # sequences per forward pass when evaluating
 
 
@@ -178,7 +178,8 @@ def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], te
     run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
     summary = {"optimizer": arm.name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
-               "final_drift": history[-1]["drift"], "seconds": round(seconds, 2)}
+               "final_drift": history[-1]["drift"], "seconds": round(seconds, 2),
+               "cpu_seconds": round(run.cpu_seconds, 2)}
     log(f"{arm.name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
         f"{summary['final_drift']:.3f} after {settings['steps']} steps ({seconds:.0f}s)")
     return policy, history, summary
