@@ -40,18 +40,23 @@ def test_every_committed_run_is_registered_with_its_configs():
         assert run.configs and all((ROOT / config).is_file() for config in run.configs), run.name
 
 
+def assert_judged_tables_are_committed(name: str, folder: Path) -> None:
+    """Every table run `name` judges is in `folder` as committed, value for value."""
+    for table in reference_run(name).judged:
+        got, want = read_table(folder / table), read_table(committed(name) / table)
+        if isinstance(want, dict):
+            assert got == want, table
+        else:
+            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+
+
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_rejudge_reproduces_the_committed_tables_and_claims(name, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the runs' configs are read relative to the repository root
     copy = scratch_copy(name, tmp_path)
     original = json.loads((copy / "provenance.json").read_text())
     assert cli.main(["reference", "rejudge", name, "--out", str(copy)]) == 0
-    for table in reference_run(name).judged:
-        got, want = read_table(copy / table), read_table(committed(name) / table)
-        if isinstance(want, dict):
-            assert got == want, table
-        else:
-            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    assert_judged_tables_are_committed(name, copy)
     record = json.loads((copy / "provenance.json").read_text())
     assert {key: record[key] for key in original if key not in ("rejudged", "rejudged_earlier")} == \
         {key: original[key] for key in original if key not in ("rejudged", "rejudged_earlier")}
@@ -137,12 +142,7 @@ def test_export_from_a_results_folder_rebuilt_from_the_committed_tables_reproduc
     if name == "advise-check":  # its claim's first form (the run at the untuned S and lr) is kept in the folder
         shutil.copytree(committed(name) / "first-form", out / "first-form")
     assert cli.main(["reference", "export", name, "--results", str(results), "--out", str(out)]) == 0
-    for table in reference_run(name).judged:
-        got, want = read_table(out / table), read_table(committed(name) / table)
-        if isinstance(want, dict):
-            assert got == want, table
-        else:
-            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+    assert_judged_tables_are_committed(name, out)
     record = json.loads((out / "provenance.json").read_text())
     assert record["cost"]["cpu_hours"] == 1.0 and record["cost"]["jobs"] == 1  # the benchmark file's cpu_time
     assert record["commands"][-1].startswith(f"growcert reference export {name} --results {results}")

@@ -234,7 +234,7 @@ class ArmResult:
     history: list[dict[str, Any]]
     seconds: float
     last_step: int
-    cpu_seconds: float = math.nan
+    cpu_seconds: float
 
 
 StepFn = Callable[[int], tuple[dict[str, Any], Callable[[], SquareSums] | None]]

@@ -25,14 +25,13 @@ from growcert.pipeline import artifacts
 from growcert.provenance import git_commit, machine_record, versions
 from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.cost import run_cost
-from growcert.reference_runs.grokking import baseline_name, collect_units
+from growcert.reference_runs.grokking import UNIT_LOG, baseline_name, collect_units
 from growcert.reference_runs.join import join_folder
 from growcert.reference_runs.readme import write_readme
 from growcert.reference_runs.registry import ReferenceRun
 
 
 # what a kept unit holds: its tables and provenance, and where a session part recorded them, its CPU seconds and log
-UNIT_LOG = "log.txt"
 UNIT_FILES = ("summary.csv", "curves.csv", "provenance.json", "cpu_seconds.log", UNIT_LOG)
 
 

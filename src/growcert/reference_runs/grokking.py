@@ -96,7 +96,7 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
     for arm, frame in summary.groupby("optimizer", sort=False):
         frame = frame.sort_values("seed")
         steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
-        stopped = frame["steps_run"].astype(float) if "steps_run" in frame else pd.Series(float(cap), frame.index)
+        stopped = frame["steps_run"].astype(float)
         ran = steps.fillna(stopped)
         per_step = frame["cpu_seconds_per_step"].astype(float)
         arm_per_step = float((per_step * ran).sum() / ran[per_step.notna()].sum())
@@ -108,8 +108,7 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
         row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
                "steps_per_seed": steps_text(steps, stopped), "median_step_95": median_text,
                "cpu_seconds_per_step": arm_per_step,
-               "wall_seconds_per_step": float(frame["seconds"].sum() / frame["steps_run"].sum())
-               if "steps_run" in frame else math.nan,
+               "wall_seconds_per_step": float(frame["seconds"].sum() / stopped.sum()),
                "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}
         part = claims[claims["claim"].str.endswith(f"({arm})")] if len(claims) else claims
         if len(part):
@@ -145,8 +144,8 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
     CPU seconds, CPU seconds per step and whether its CPU time covers every step (`cpu_complete`).
 
     The CPU time is the unit's own where its summary has it (`cpu_seconds`: the process CPU time of every session
-    part, kept in its resume state). A unit that predates it: its cpu_seconds.log where it kept one (each line a session part; its log.txt names each
-    session part that ran), else Snakemake's benchmark file (`cpu_time` of the job that finished it; that job's log,
+    part, kept in its resume state). A unit that predates it: its cpu_seconds.log where it kept one (each line a
+    session part; its log.txt names each session part that ran), else Snakemake's benchmark file (`cpu_time` of the job that finished it; that job's log,
     log.txt, says from which step it resumed the unit). The cost per step is the last part's over the steps it ran;
     the CPU seconds are complete when every session part left its record, and a lower bound otherwise (a part
     killed before it wrote one; a unit whose finishing job resumed it, with only a benchmark file; and always for a
@@ -158,34 +157,34 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
                                steps_run=steps_run, regime=regime), curves.assign(regime=regime))
     log = unit / "cpu_seconds.log"
     parts = [float(value) for value in log.read_text().split()] if log.is_file() else []
-    resumed = resumed_step(unit)
-    complete = bool(parts) and len(parts) >= session_parts(unit)
+    sessions = session_logs(unit)
+    resumed = resumed_step(sessions[-1])
+    complete = bool(parts) and len(parts) >= len(sessions)
     if not parts and benchmark.is_file():
         parts, complete = [float(pd.read_csv(benchmark, sep="\t")["cpu_time"].iloc[-1])], resumed == 0
     # a part lost before the last one, which says nothing of its start: the last part's steps are not known
-    known = parts and steps_run > resumed and (complete or resumed > 0 or not log.is_file())
+    known = bool(parts) and steps_run > resumed and (complete or resumed > 0 or not log.is_file())
     per_step = parts[-1] / (steps_run - resumed) if known else math.nan
     summary = summary.assign(cpu_seconds=sum(parts) if parts else math.nan, cpu_seconds_per_step=per_step,
                              cpu_complete=complete, steps_run=steps_run, regime=regime)
     return summary, curves.assign(regime=regime)
 
 
+UNIT_LOG = "log.txt"  # a unit's log: its session parts', or the log of the job that finished it
 SESSION_HEADER = "grokking a/b mod"  # the first line each session part of a unit writes to its log
 
 
-def session_parts(unit: Path) -> int:
-    """How many session parts ran the unit, by its log.txt (1 when it kept none)."""
-    log = unit / "log.txt"
-    return max(1, log.read_text().count(SESSION_HEADER)) if log.is_file() else 1
+def session_logs(unit: Path) -> list[str]:
+    """The unit's log.txt cut into its session parts, each from its header on (the whole log, or "", when it has
+    no header)."""
+    log = unit / UNIT_LOG
+    text = log.read_text() if log.is_file() else ""
+    return text.split(SESSION_HEADER)[1:] or [text]
 
 
-def resumed_step(unit: Path) -> int:
-    """The step the unit's last session part resumed from (its log.txt: "resumed unit ... at step N"), 0 if none."""
-    log = unit / "log.txt"
-    if not log.is_file():
-        return 0
-    last = log.read_text().split("\n" + SESSION_HEADER)[-1]
-    found = re.search(r"resumed unit .* at step (\d+)", last)
+def resumed_step(session: str) -> int:
+    """The step a session part's log says it resumed its unit from ("resumed unit ... at step N"), 0 if none."""
+    found = re.search(r"resumed unit .* at step (\d+)", session)
     return int(found.group(1)) if found else 0
 
 
