@@ -8,6 +8,7 @@ import sys
 
 from snakemake.exceptions import WorkflowError
 
+from growcert import numerics
 from growcert.errors import ConfigError
 from growcert.models import FAMILIES, trained_families
 from growcert.pipeline import artifacts
@@ -50,8 +51,10 @@ onstart:
 
 # Jobs run the `growcert` of the Python that runs Snakemake, activated or not: `.venv/bin/snakemake` puts
 # `.venv/bin` first on PATH in every shell command (on a SLURM node too, where the job re-reads this file).
-# The prefix keeps Snakemake's own bash strict mode.
-shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.executable))}:\"$PATH\"; ")
+# The prefix keeps Snakemake's own bash strict mode, and exports the job's numerics (config `numerics`: under portable
+# the CPU kernel pins, which the libraries read when they start, so they must be in the job's environment).
+shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.executable))}:\"$PATH\"; "
+             + numerics.shell_exports(config["numerics"]))
 
 RUN_DIR = artifacts.run_folder(RESULTS)
 INFO = f"{PREPARED}/{{dataset}}/{artifacts.INFO_FILE}"  # a prepared dataset, by its info file (written last)

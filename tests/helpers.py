@@ -1,6 +1,8 @@
 """Plain helpers shared by several test files (imported as `from helpers import ...`; pytest puts tests/
 on the path): exactness checks against single-example autograd, a toy module added to a registry."""
 
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +127,64 @@ def advice_figures(references: Path) -> int:
     reliability figure, once the run is kept), besides the reference runs' own."""
     folder = Path(references) / "advise-check"
     return int((folder / "scorecard.csv").is_file() and (folder / "reliability.png").is_file())
+
+
+# Floats in a table recomputed from committed tables agree with the committed ones to the last bits only on the
+# machine that wrote them (docs/design.md, "8. Tests"): numpy, torch and MKL pick their kernels by the CPU, and a
+# different summation order or a fused multiply-add moves a float64 sum of n terms by up to about n·eps (eps =
+# 2.2e-16) of the sum of its terms' magnitudes. The estimators behind a committed table sum at most ~10^5 terms,
+# so their results may differ by ~2e-11 of that magnitude; FLOAT_RTOL leaves a factor of 50 above it for
+# cancellation (a slope, a difference of two means) and is still 10^6 times finer than the 3-4 significant digits
+# any verdict, interval or note is printed to. FLOAT_ATOL does the same for values that cancel to about zero.
+FLOAT_RTOL = 1e-9
+FLOAT_ATOL = 1e-12
+NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)\b")
+
+
+def _is_float_token(token: str) -> bool:
+    return any(mark in token for mark in ".eEn") or token.lower().lstrip("+-") in ("inf", "nan")
+
+
+def _same_cell(got: str, want: str) -> bool:
+    """Whether two cells (or two texts) say the same: the words and integers between their numbers exactly,
+    each float to FLOAT_RTOL / FLOAT_ATOL."""
+    got_numbers, want_numbers = NUMBER.findall(got), NUMBER.findall(want)
+    if NUMBER.split(got) != NUMBER.split(want) or len(got_numbers) != len(want_numbers):
+        return False
+    for a, b in zip(got_numbers, want_numbers):
+        if not (_is_float_token(a) or _is_float_token(b)):
+            if int(a) != int(b):  # integers, counts, seeds and steps: exactly
+                return False
+        elif not math.isclose(float(a), float(b), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL) and not (
+                math.isnan(float(a)) and math.isnan(float(b))):
+            return False
+    return True
+
+
+def _same_value(got, want) -> bool:
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(
+            _same_value(got[key], want[key]) for key in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(_same_value, got, want))
+    if isinstance(want, float) or isinstance(got, float):
+        return isinstance(got, (int, float)) and isinstance(want, (int, float)) and _same_cell(repr(got), repr(want))
+    if isinstance(want, str) and isinstance(got, str):
+        return _same_cell(got, want)
+    return got == want
+
+
+def assert_tables_match(got, want, name: str = "table") -> None:
+    """A recomputed table (a DataFrame read with dtype=str, or a JSON record) says what the committed one says:
+    the same columns, rows, words and integers, and floats within FLOAT_RTOL (see above)."""
+    import pandas as pd
+
+    if not isinstance(want, pd.DataFrame):
+        assert _same_value(got, want), f"{name}: the records differ"
+        return
+    assert list(got.columns) == list(want.columns), f"{name}: columns {list(got.columns)} != {list(want.columns)}"
+    assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+    cells = lambda frame, column: ["" if pd.isna(value) else str(value) for value in frame[column]]  # noqa: E731
+    for column in want.columns:
+        for row, (a, b) in enumerate(zip(cells(got, column), cells(want, column))):
+            assert _same_cell(a, b), f"{name}: column {column!r}, row {row}: {a!r} != {b!r}"

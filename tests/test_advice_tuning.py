@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import assert_tables_match
 
 from growcert.cli import main
 from growcert.errors import ConfigError
@@ -125,7 +126,7 @@ def test_the_committed_choice_is_the_rule_on_the_committed_tuning_tables_and_the
     settings = json.dumps({"tuning_checkpoint": section["tuning_checkpoint"]})
     assert main(["tune-advise-check", *map(str, tables), "--settings", settings, "--out", str(tmp_path)]) == 0
     for name in ("tuning.csv", "choice.csv"):
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(kept / name))
+        assert_tables_match(pd.read_csv(tmp_path / name, dtype=str), pd.read_csv(kept / name, dtype=str), name)
     choice = pd.read_csv(kept / "choice.csv").iloc[0]
     configured = stage_settings("advise_check", section)
     assert (configured["steps"], configured["lr"]) == (int(choice["steps"]), float(choice["lr"]))

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import assert_tables_match
 
 from growcert.cli import main
 from growcert.config import stage_settings
@@ -362,4 +363,5 @@ def test_the_committed_candidate_scores_are_what_the_command_prints(rule, half, 
     assert main(["summarize-advise-check", str(run / "advise_check.csv"), "--settings", settings,
                  "--out", str(tmp_path)]) == 0
     for name in ("scorecard.csv", "comparison.csv"):
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / name), pd.read_csv(run / "rules" / rule / half / name))
+        assert_tables_match(pd.read_csv(tmp_path / name, dtype=str),
+                            pd.read_csv(run / "rules" / rule / half / name, dtype=str), name)

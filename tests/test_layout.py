@@ -56,7 +56,7 @@ def package_imports(path: Path, local_only: bool = False) -> set[str]:
 
 # The layers, lowest first: a module imports its own layer and the ones below, never one above.
 LAYERS = [
-    {"growcert", "errors", "files", "schema", "pipeline.artifacts"},  # standard library (and yaml) only
+    {"growcert", "errors", "files", "schema", "numerics", "pipeline.artifacts"},  # standard library (and yaml) only
     {"stats"},  # numerics on arrays
     {"config", "provenance", "runtime", "data"},  # settings, run set-up, datasets: no network
     {"models", "optim", "store", "training", "resume", "block_features"},  # networks, the store, the training step

@@ -1,6 +1,6 @@
 """`growcert reference rejudge|export` (growcert.reference_runs): every committed reference run, judged again from its
-committed tables by the command, reproduces its committed judged tables and claims.csv exactly (DataFrames compared,
-no column left out), without retraining; and the command's failure modes are one clear line, exit status 2."""
+committed tables by the command, reproduces its committed judged tables and claims.csv (every column: words and
+integers exactly, floats to helpers.FLOAT_RTOL, since their last bits depend on the CPU), without retraining; and the command's failure modes are one clear line, exit status 2."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import assert_tables_match
 
 from growcert import cli
 from growcert.reference_runs.registry import RUNS, reference_run
@@ -43,11 +44,7 @@ def test_every_committed_run_is_registered_with_its_configs():
 def assert_judged_tables_are_committed(name: str, folder: Path) -> None:
     """Every table run `name` judges is in `folder` as committed, value for value."""
     for table in reference_run(name).judged:
-        got, want = read_table(folder / table), read_table(committed(name) / table)
-        if isinstance(want, dict):
-            assert got == want, table
-        else:
-            pd.testing.assert_frame_equal(got, want, obj=f"{name}/{table}")
+        assert_tables_match(read_table(folder / table), read_table(committed(name) / table), f"{name}/{table}")
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -178,7 +175,7 @@ def test_export_of_a_unit_run_judges_the_units_that_finished(tmp_path, monkeypat
     out = tmp_path / "out" / "grokking-calibrated"
     assert cli.main(["reference", "export", "grokking-calibrated", "--results", str(results), "--out", str(out)]) == 0
     for table in ("summary.csv", "claims.csv", "table.csv"):
-        pd.testing.assert_frame_equal(read_table(out / table), read_table(folder / table), obj=table)
+        assert_tables_match(read_table(out / table), read_table(folder / table), table)
     assert not (out / "units" / "AdamW_wd_0.15" / "seed14").exists()
 
 
@@ -220,7 +217,7 @@ def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_
                      "--join", str(earlier)]) == 0
     joined = json.loads((out / "provenance.json").read_text())["joined"]["tables"]
     assert joined["depth.csv"]["reproduction"]["identical"] and joined["depth.csv"]["seeds"] == [0, 1, 2, 3, 4, 5]
-    pd.testing.assert_frame_equal(pd.read_csv(out / "claims.csv"), pd.read_csv(committed("p3-depth") / "claims.csv"))
+    assert_tables_match(read_table(out / "claims.csv"), read_table(committed("p3-depth") / "claims.csv"), "claims.csv")
 
     earlier, results = split_depth_run(tmp_path / "off", retrained_shift=0.02)
     for rtol, seeds in ((0.0, [3, 4, 5]), (0.05, [0, 1, 2, 3, 4, 5])):
@@ -268,7 +265,7 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
     assert record["joined"]["tables"]["alignment.csv"]["reproduction"]["identical"]
     assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
     for table in ("claims.csv", "table.csv"):
-        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("p1-seeds") / table), obj=table)
+        assert_tables_match(read_table(out / table), read_table(committed("p1-seeds") / table), table)
 
 
 def grokking_late_units(results: Path) -> None:
@@ -303,8 +300,7 @@ def test_grokking_late_exports_its_units_joined_to_the_committed_rows_no_config_
     out = tmp_path / "out" / "grokking-late"  # the folder's name sets the claims' look
     assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out", str(out), *join]) == 0
     for table in ("summary.csv", "curves.csv", "table.csv", "claims.csv"):
-        pd.testing.assert_frame_equal(read_table(out / table), read_table(committed("grokking-late") / table),
-                                      obj=table)
+        assert_tables_match(read_table(out / table), read_table(committed("grokking-late") / table), table)
     record = json.loads((out / "provenance.json").read_text())
     check = record["joined"]["tables"]["summary.csv"]["reproduction"]
     assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds", "cpu_seconds"]
@@ -344,3 +340,51 @@ def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_p
                                                "r/claims/p2_theory.csv"]
     assert cli.main(["reference", "targets", "p2-small", "--results", "r", "--config", "configs/ci.yaml"]) == 2
     assert "not a config of p2-small" in capsys.readouterr().err
+
+
+def nudged(text: str, ulps: int) -> str:
+    """`text` with every float in it moved by `ulps` units in the last place (np.nextafter), integers untouched."""
+    import re
+
+    import numpy as np
+
+    def nudge(match):
+        token = match.group(0)
+        if not any(mark in token for mark in ".eE"):
+            return token
+        value = np.float64(token)
+        for _ in range(ulps):
+            value = np.nextafter(value, np.inf)
+        return repr(float(value))
+
+    return re.sub(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?", nudge, text)
+
+
+@pytest.mark.parametrize("name", ["p1-seeds", "p2-small", "grokking-calibrated"])
+def test_a_committed_table_with_every_float_a_few_ulps_off_still_matches_and_a_changed_word_does_not(name):
+    """What another CPU's kernels do to a recomputed table (its floats' last bits) passes the comparison; what
+    would change a reading (a word, an integer, a float in its 7th digit) fails it. The old comparison, exact
+    string equality of every cell, failed on the first."""
+    want = read_table(committed(name) / "claims.csv")
+    got = want.map(lambda cell: nudged(cell, 3))
+    changed = [column for column in want.columns if not got[column].equals(want[column])]
+    assert changed, "the table has floats to move"
+    assert_tables_match(got, want, "nudged")
+    with pytest.raises(AssertionError):  # the exact comparison this replaces
+        pd.testing.assert_frame_equal(got, want)
+    word = want.copy()
+    word.loc[0, "verdict"] = "reproduced" if want.loc[0, "verdict"] != "reproduced" else "contradicted"
+    with pytest.raises(AssertionError, match="verdict"):
+        assert_tables_match(word, want)
+    digit = want.copy()
+    digit.loc[0, "estimate"] = repr(float(want.loc[0, "estimate"]) * (1 + 1e-7))
+    with pytest.raises(AssertionError, match="estimate"):
+        assert_tables_match(digit, want)
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_every_committed_readme_says_under_which_numerics_and_on_which_cpu_its_units_were_made(name):
+    from growcert.reference_runs.readme import numerics_text
+
+    record = json.loads((committed(name) / "provenance.json").read_text())
+    assert numerics_text(record) in (committed(name) / "README.md").read_text().splitlines()

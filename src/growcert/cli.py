@@ -55,8 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from growcert import numerics
     from growcert.errors import USER_ERRORS
 
+    try:  # before any command imports torch: the kernel pins are read when the libraries start
+        numerics.apply()
+    except USER_ERRORS as error:
+        print(f"growcert: error: {error}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         _resolve_settings(args)

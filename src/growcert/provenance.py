@@ -1,4 +1,5 @@
-"""Provenance that travels with every artifact: versions, code hash, config hash, seed.
+"""Provenance that travels with every artifact: versions, code hash, config hash, seed, and what made the numbers
+(the numerics mode, CPU model, torch's CPU capability, MKL's and oneDNN's settings: `growcert.numerics.record`).
 
 `code_hash` hashes the package's own source files, so two artifacts made by the same
 code agree even outside a git checkout; `git_commit` is recorded when there is one.
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import growcert
+from growcert import numerics
 from growcert.config import settings_hash
 
 PACKAGE_DIR = Path(growcert.__file__).resolve().parent
@@ -56,8 +58,8 @@ def versions() -> dict[str, str]:
 
 
 def machine_record() -> dict[str, Any]:
-    """The machine a long run ran on, for a reference run's provenance: platform, processor, CPUs, Python."""
-    return {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+    """The machine a long run ran on, for a reference run's provenance: platform, CPU model, CPUs, Python."""
+    return {"platform": platform.platform(), "processor": numerics.cpu_model(), "cpus": os.cpu_count(),
             "python": sys.version.split()[0]}
 
 
@@ -71,4 +73,5 @@ def provenance(settings: dict[str, Any], seed: int | None = None) -> dict[str, A
         "code_hash": code_hash(),
         "git_commit": git_commit(),
         "command": " ".join(sys.argv),
+        "numerics": numerics.record(),
     }

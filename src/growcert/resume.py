@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from growcert import numerics
 from growcert.config import settings_hash
 from growcert.errors import CheckpointError, GrowcertError
 from growcert.files import atomic_path
@@ -107,14 +108,30 @@ class UnitResume:
     """The resume state of a job made of units run in a fixed order (the arms × seeds of an experiment, the
     phases of a growth comparison): each finished unit's result, and for the unit in progress the snapshot
     its loop hands to `tick`. Saved after every unit, every `every` steps inside one, and at once on SIGTERM
-    (then `Interrupted` is raised). Keys are tuples of ints: (seed index, unit index)."""
+    (then `Interrupted` is raised). Keys are tuples of ints: (seed index, unit index).
+
+    The state keeps the numerics that started the job (`growcert.numerics.record`). A job resumed under other
+    kernels (another mode, or under native another CPU) says so in its log and keeps `numerics_changed` for its
+    summary: its numbers are then those of neither machine alone."""
 
     def __init__(self, out: str | Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None],
                  path: str | Path | None = None):
         self.folder, self.every, self.log = ResumeFolder(out, settings, log, path), every, log
-        self.state = self.folder.load() or {"done": {}, "current": None}
+        now = numerics.record()
+        self.state = self.folder.load() or {"done": {}, "current": None, "numerics": now, "numerics_changed": False}
+        started = self.state.setdefault("numerics", None)  # None: a state made before numerics were recorded
+        if started is not None and numerics.kernels(started) != numerics.kernels(now):
+            self.log(f"resumed under other numerics than those that started this job: started under "
+                     f"{numerics.kernels(started)}, now {numerics.kernels(now)}; its numbers are those of neither "
+                     "machine alone (summary column numerics_changed)")
+            self.state["numerics_changed"] = True
         self.stop: StopRequest | None = None
         self.key: tuple[int, ...] | None = None
+
+    def numerics_columns(self) -> dict[str, Any]:
+        """The summary columns of the job's numerics: the mode that started it, and whether it changed since."""
+        started = self.state["numerics"] or numerics.record()
+        return {"numerics": started["numerics"], "numerics_changed": bool(self.state.get("numerics_changed"))}
 
     def done(self, key: tuple[int, ...]) -> bool:
         return key in self.state["done"]

@@ -20,6 +20,9 @@ found: tests run many stages in one process, and a stage must not change the nex
   op without a deterministic kernel warns in the job's log instead of failing or passing silently.
   `allow_tf32` (bf16 training) lets matmuls and convolutions use TF32; it is put back afterwards.
   Callers record the device in provenance (`device_record`).
+- numerics: the CPU kernels a stage runs with are chosen before it starts, by the job's environment
+  (`growcert.numerics`: portable pins them, native lets each library choose by the CPU); `torch_runtime` checks
+  that torch runs the kernels the mode says and hands the record on (`Runtime.numerics`) for provenance.
 - batch size: `capped_batch_size` lowers a configured batch so that the per-example arrays one batch puts
   on the device stay under a memory cap (config dump.max_batch_mb, intervene.max_batch_mb).
 """
@@ -35,6 +38,7 @@ import re
 
 import torch
 
+from growcert import numerics
 from growcert.errors import ConfigError
 
 DEVICE_SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -48,6 +52,7 @@ class Runtime:
 
     device: torch.device
     threads: int
+    numerics: dict
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -108,6 +113,7 @@ def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_den
     `threads=None` keeps the current thread count (a caller inside another stage's runtime).
     """
     resolved = resolve_device(device)
+    numbers = numerics.check()
     if resolved.type == "cuda" and deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
     previous_threads = torch.get_num_threads()
@@ -124,7 +130,7 @@ def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_den
     if seed is not None:
         torch.manual_seed(seed)  # seeds every CUDA device's generator too
     try:
-        yield Runtime(device=resolved, threads=torch.get_num_threads())
+        yield Runtime(device=resolved, threads=torch.get_num_threads(), numerics=numbers)
     finally:
         torch.set_num_threads(previous_threads)
         _set_deterministic(previous_deterministic, warn_only=previous_warn_only)

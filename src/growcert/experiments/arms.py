@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from growcert.experiments.common import Arm, gated_fraction
 from growcert.optim import (PopulationRiskAdam, SquareSums, microbatch_square_sums,
                             per_example_square_sums)
+from growcert import numerics
 from growcert.resume import UnitResume, termination_requests
 
 DIAGNOSTIC_COLUMNS = ["open_fraction", "variance_ratio"]
@@ -235,6 +236,7 @@ class ArmResult:
     seconds: float
     last_step: int
     cpu_seconds: float
+    numerics: dict[str, Any]  # summary columns: the mode that started the arm and whether a resume changed it
 
 
 StepFn = Callable[[int], tuple[dict[str, Any], Callable[[], SquareSums] | None]]
@@ -290,4 +292,6 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
                 break
         if resume is not None:
             resume.tick(i, state)
-    return ArmResult(history, time.perf_counter() - started, i, time.process_time() - cpu_started)
+    numbers = resume.numerics_columns() if resume is not None else {"numerics": numerics.current_mode(),
+                                                                     "numerics_changed": False}
+    return ArmResult(history, time.perf_counter() - started, i, time.process_time() - cpu_started, numbers)

@@ -51,7 +51,7 @@ from growcert.training import to_device
 CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction",
                  *DIAGNOSTIC_COLUMNS]
 SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
-                   "seconds", "cpu_seconds"]
+                   "seconds", "cpu_seconds", "numerics", "numerics_changed"]
 EVAL_CHUNK = 4096
 
 
@@ -224,7 +224,7 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=
     summary = {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
                "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
                "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
-               "seconds": round(seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2)}
+               "seconds": round(seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
     log(f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
         f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {run.last_step} steps "
         f"({seconds:.0f}s)")

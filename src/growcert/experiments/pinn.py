@@ -72,7 +72,8 @@ from growcert.training import to_device
 TWO_PI = 2 * math.pi
 
 CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction", *DIAGNOSTIC_COLUMNS]
-SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds", "cpu_seconds"]
+SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds", "cpu_seconds", "numerics",
+                   "numerics_changed"]
 
 
 def exact_solution(x: Tensor, t: Tensor, beta: float) -> Tensor:
@@ -325,7 +326,7 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log
                               settings["target_l2"])
     summary = {"optimizer": arm.name, "lr": arm.lr, "seed": seed, "step_to_target": reached,
                "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2),
-               "cpu_seconds": round(run.cpu_seconds, 2)}
+               "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
     log(f"{arm.name} lr={arm.lr:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
         f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)")
     return history, summary

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from growcert import numerics
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import optimizer_arms
@@ -27,7 +28,7 @@ from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.cost import run_cost
 from growcert.reference_runs.grokking import UNIT_LOG, baseline_name, collect_units
 from growcert.reference_runs.join import join_folder
-from growcert.reference_runs.readme import write_readme
+from growcert.reference_runs.readme import NOT_RECORDED, write_readme
 from growcert.reference_runs.registry import ReferenceRun
 
 
@@ -130,6 +131,19 @@ def commands(run: ReferenceRun, config_file: str, results: Path, options: str = 
             " ".join(filter(None, [f"growcert reference export {run.name} --results {results}", options]))]
 
 
+def unit_numerics(units: Path) -> list[dict[str, Any]]:
+    """The numerics the units under `units` were made under, grouped: mode, CPU model and torch's CPU capability
+    from each unit's provenance.json (a unit made before they were recorded: native, CPU not recorded), with how
+    many units each group holds."""
+    groups: dict[tuple, int] = {}
+    for record in sorted(units.glob("*/seed*/provenance.json")):
+        made = json.loads(record.read_text()).get("numerics") or NOT_RECORDED
+        key = (made["numerics"], made["cpu_model"], made["cpu_capability"])
+        groups[key] = groups.get(key, 0) + 1
+    return [{"numerics": mode, "cpu_model": cpu, "cpu_capability": capability, "units": count}
+            for (mode, cpu, capability), count in groups.items()]
+
+
 def run_record(run: ReferenceRun, results: Path, config_file: str, options: str) -> dict[str, Any]:
     """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
     versions and machine, what table.csv holds and why the run exists."""
@@ -168,9 +182,12 @@ def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path
         record = run_record(run, results, config_file, options)
         if misalignment:
             record["misalignment"] = {"reference_mk": list(config["alignment"]["reference_mk"])}
+        record["numerics"] = [{"numerics": config["numerics"], "cpu_model": numerics.cpu_model(),
+                               "cpu_capability": "as each artifact's provenance records", "units": None}]
         if run.units:
             copy_units(run, results, out)
             record["plan"] = unit_plan(config)
+            record["numerics"] = unit_numerics(out / "units")
         if join is not None:
             record["joined"] = join_folder(out, Path(scratch) / "committed", run.joins, rtol, keep)
             record["joined"]["committed"] = str(join)

@@ -25,10 +25,24 @@ LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up 
 UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide P2's grokking claim
 
 
-def steps_text(steps: pd.Series, stopped: pd.Series | int) -> str:
-    """Steps to 95 % per seed, a censored seed as "> the step it stopped at" (`stopped`: per seed, or the cap)."""
+RESUMED_UNDER_OTHER_NUMERICS = " †"  # marks a seed whose unit a resume continued under other CPU kernels
+
+
+def steps_text(steps: pd.Series, stopped: pd.Series | int, changed: pd.Series | None = None) -> str:
+    """Steps to 95 % per seed, a censored seed as "> the step it stopped at" (`stopped`: per seed, or the cap); a
+    seed whose unit was resumed under other numerics (`changed`) marked " †"."""
     stopped = stopped if isinstance(stopped, pd.Series) else pd.Series(stopped, index=steps.index)
-    return ", ".join(f"{int(step):,}" if pd.notna(step) else f"> {int(stop):,}" for step, stop in zip(steps, stopped))
+    changed = changed if changed is not None else pd.Series(False, index=steps.index)
+    return ", ".join((f"{int(step):,}" if pd.notna(step) else f"> {int(stop):,}")
+                     + (RESUMED_UNDER_OTHER_NUMERICS if mark else "")
+                     for step, stop, mark in zip(steps, stopped, changed))
+
+
+def numerics_changed(frame: pd.DataFrame) -> pd.Series:
+    """Per row, whether its unit was resumed under other numerics (False for a unit made before they were kept)."""
+    if "numerics_changed" not in frame:
+        return pd.Series(False, index=frame.index)
+    return frame["numerics_changed"].astype(str).str.lower().eq("true")
 
 
 def baseline_name(decay: float) -> str:
@@ -106,7 +120,7 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
         median_text = (format_steps(median, cap) if math.isfinite(median) or (stopped >= cap).all()
                        else "not reached in half the seeds (stopped at their seed's AdamW step)")
         row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
-               "steps_per_seed": steps_text(steps, stopped), "median_step_95": median_text,
+               "steps_per_seed": steps_text(steps, stopped, numerics_changed(frame)), "median_step_95": median_text,
                "cpu_seconds_per_step": arm_per_step,
                "wall_seconds_per_step": float(frame["seconds"].sum() / stopped.sum()),
                "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}

@@ -64,6 +64,27 @@ def cost_text(record: dict[str, Any]) -> str:
             + (f" Per rule: {per_rule}." if per_rule else ""))
 
 
+NOT_RECORDED = {"numerics": "native", "cpu_model": None, "cpu_capability": None}  # a unit made before they were kept
+
+
+def numerics_text(record: dict[str, Any]) -> str:
+    """Under which numerics and on which CPU the run's units were made (the export's `numerics` groups; a run
+    exported before growcert recorded them: native, CPU not recorded), docs/science.md, "Reproducing on another
+    machine"."""
+    groups = record.get("numerics") or [{**NOT_RECORDED, "units": None}]
+    parts = []
+    for group in groups:
+        count = f"{group['units']} units" if group.get("units") is not None else "every unit"
+        if group.get("cpu_model") is None:
+            parts.append(f"{count} under {group['numerics']} numerics, made before growcert recorded them (CPU model "
+                         "not recorded): their per-seed numbers are that machine's own, and a rerun on another CPU can "
+                         "differ in the last bits (and, through grokking, in steps)")
+        else:
+            parts.append(f"{count} under {group['numerics']} numerics on {group['cpu_model']} (torch's "
+                         f"{group['cpu_capability']} kernels)")
+    return "Numerics: " + "; ".join(parts) + '. See docs/science.md, "Reproducing on another machine".'
+
+
 def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
     """README.md of an exported run from the template: title, provenance, the reproduce commands, cost, table.csv as
     a table, the folder's notes.md where it has one, and the verdicts."""
@@ -75,7 +96,8 @@ def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
         title=run.title, date=record["date"], commit=record["commit"],
         configs=", ".join(f"`{name}`" for name in record["config_files"]),
         reproduce="\n".join(f"    {command}" for command in record["commands"]),
-        cpus=record["machine"].get("cpus"), cost=cost_text(record), body="\n".join(body), question=run.question,
+        cpus=record["machine"].get("cpus"), cost=cost_text(record), numerics=numerics_text(record),
+        body="\n".join(body), question=run.question,
         notes=notes.read_text(encoding="utf-8").strip() + "\n\n" if (notes := folder / NOTES_FILE).is_file() else "",
         verdicts="\n".join(verdict_lines(read_claims(folder))))
     (folder / "README.md").write_text(text, encoding="utf-8")
