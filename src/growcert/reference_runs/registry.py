@@ -139,7 +139,8 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                         "curves.csv": Join(("regime", "optimizer", "seed", "step"), ("regime", "optimizer", "seed"),
                                            ("regime",), follows="summary.csv")}),
     ReferenceRun(name="grokking-calibrated", configs=("configs/grokking-calibrated.yaml",
-                                                      "configs/grokking-calibration.yaml"),
+                                                      "configs/grokking-calibration.yaml",
+                                                      "configs/grokking-calibrated-seeds-14-21.yaml"),
                  title="Grokking at a calibrated late regime (reference run, docs/science.md P2)",
                  question="Does the paper's 4.9× reproduce where AdamW groks late in every seed?",
                  table="steps and CPU time to 95 % held-out per arm and seed, and the speed-up verdicts of the gate "
