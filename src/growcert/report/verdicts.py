@@ -388,14 +388,15 @@ def judge_slopes(effect: Effect, trend, level: float, plan: bool = True) -> list
 
 def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[float], level: float, cap: int,
                 eval_every: int, baseline_name: str = "the baseline", plan: bool = True,
-                variant_cap: Sequence[float] | None = None) -> Judgement:
+                variant_cap: Sequence[float] | None = None, paired_with: str | None = None) -> Judgement:
     """Steps to a target, paired by seed, the effect being baseline steps / variant steps (a speed-up), judged as
     interval-censored bounds (`step_bounds`) for the effect's registered estimand (`bounds_interval`: the mean or the
     median of the per-seed log ratios). NaN, None or inf steps are censored: the run did not reach the target by
     `cap`. Every seed stays in: one where both runs are censored bounds its ratio by (0, ∞) and widens the
     interval. Not tested when no seed has a run that reached the target. The design figures take the spread of the
     per-seed log ratios of the seeds where both runs reached it (censored seeds left out: a lower bound).
-    `variant_cap`: with paired caps, the step each seed's variant run was stopped at (its censoring point)."""
+    `variant_cap`: with paired caps, the step each seed's variant run was stopped at (its censoring point), the step
+    of its seed's `paired_with` run (default the baseline)."""
     bounds = step_bounds(baseline, variant, cap, eval_every, variant_cap)
     seeds = len(bounds.point)
     neither = int(np.isnan(bounds.point).sum())  # both runs censored: the ratio lies in (0, ∞)
@@ -410,7 +411,7 @@ def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[flo
                  "order-statistic interval for the median of per-seed ratio bounds")
     stated = replace(effect, interval=f"{form_text}; steps known to {eval_every:,}; censored: {b_censored} of {seeds} "
                                       f"{baseline_name} runs and {v_censored} of {seeds} variant runs at the {cap:,}-step "
-                                      "cap" + (f" (variant runs at their seed's {baseline_name} step: paired caps)"
+                                      "cap" + (f" (variant runs at their seed's {paired_with or baseline_name} step: paired caps)"
                                                if variant_cap is not None else "") + (f"; {neither} seed(s) where both were censored kept, as (0, ∞)"
                                                if neither else ""))
     design = None
