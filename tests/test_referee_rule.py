@@ -255,6 +255,23 @@ def test_readings_that_disagree_say_so_under_a_stated_rule():
     assert family.claim.verdict == REPRODUCED and "readings disagree: contradicted by b" in family.claim.why
 
 
+def test_an_existential_claim_with_untested_readings_is_never_contradicted():
+    """One reading contradicted and five not tested (a single seed each): an untested reading could still hold, so
+    "some reading does it" is unresolved (the rule before 2026-12-07 said contradicted); with every reading tested
+    and contradicted it is contradicted."""
+    readings = {"tested": t_table(-0.05, 0.01, 8), **{f"untested{i}": [0.1] for i in range(5)}}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(DPO, values, level, plan=plan) for name, values in readings.items()}
+
+    family = holm_family(judge, 0.95, unit="readings")
+    assert family.readings["tested"].verdict == CONTRADICTED
+    assert family.claim.verdict == UNRESOLVED, family.claim.why
+    assert "5 not tested" in family.claim.why and "could still hold" in family.claim.why
+    readings.update({name: t_table(-0.05, 0.01, 8) for name in readings})
+    assert holm_family(judge, 0.95, unit="readings").claim.verdict == CONTRADICTED
+
+
 def growth_table(shallow: list[float], grown: list[float], scratch: list[float]) -> pd.DataFrame:
     rows = []
     for arm, losses in (("shallow", shallow), ("grown_value", grown), ("scratch", scratch)):
