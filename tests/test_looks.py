@@ -197,3 +197,96 @@ def test_grokking_claims_at_a_later_look_use_the_boundary_level():
     plain = grokking_claims(summary, settings)
     assert [row for row in plain if row["role"] == "primary"][0]["level"] == 0.95
     assert not any("look:" in row["note"] for row in plain)
+
+
+def judged_at(rows: list[dict], key: str) -> tuple[float, list[str]]:
+    """The family's level of claim `key`'s rows (the smallest: Holm's last rank is judged at it) and their notes."""
+    mine = [row for row in rows if row.get("claim_id") == key and row["role"] in ("primary", "part")]
+    assert mine, f"no row of {key}"
+    return min(row["level"] for row in mine), [row["note"] for row in mine]
+
+
+def assert_later_look(rows: list[dict], plain: list[dict], key: str, seeds: int, run: str) -> None:
+    """Rows judged in reference run `run` on `seeds` seeds use `look_level`'s boundary level and say which look it
+    is; the same table outside a reference run is a first look at the stage's 95 %."""
+    expected = look_level(key, seeds, run, 0.95)
+    assert expected.look >= 2 and expected.level > 0.95
+    level, notes = judged_at(rows, key)
+    assert level == pytest.approx(expected.level, abs=1e-9)
+    assert all(f"{expected.note.split(':')[0]}:" in note for note in notes), notes
+    level, notes = judged_at(plain, key)
+    assert level == pytest.approx(0.95) and not any("look:" in note for note in notes)
+
+
+def test_interventions_at_a_later_look_use_the_boundary_level():
+    """The audit's example: p1-interventions on 12 seeds after its look at 6 (0.952219, not 0.95)."""
+    from growcert.report.interventions import intervention_claim
+
+    rows = []
+    for seed in range(12):
+        for point in ("block0", "block1"):
+            for epsilon in (1e-4, 0.1):
+                rows.append({"family": "llama", "dataset": "shakespeare", "width": 32, "depth": 2, "seed": seed,
+                             "step": 300, "point": point, "variant": "shared", "draw": 0, "epsilon": epsilon,
+                             "ratio": 0.97 + 0.002 * (seed % 3)})
+    table = pd.DataFrame(rows)
+    assert_later_look(intervention_claim(table, reference="p1-interventions"), intervention_claim(table),
+                      "p1_intervention_scale", 12, "p1-interventions")
+
+
+def test_preference_pinn_and_theory_at_a_later_look_use_the_boundary_level(tmp_path):
+    """p2-small's three tasks judged on 16 seeds after their registered look at 8."""
+    from growcert.experiments import theory
+    from growcert.experiments.pinn_report import pinn_claims
+    from growcert.experiments.preference_report import preference_claims
+    from growcert.experiments.theory_report import theory_claims
+
+    seeds = range(16)
+    gated = "poprisk-update-exact-wd0"
+    preference = pd.DataFrame([{"optimizer": arm, "seed": seed, "final_reward_acc": 0.6 + 0.01 * (seed % 4) + lift,
+                                "final_drift": 3.0 / factor + 0.1 * (seed % 3), "seconds": 1.0}
+                               for arm, lift, factor in (("AdamW", 0.0, 1.0), (gated, 0.07, 3.0)) for seed in seeds])
+    for key in ("p2_dpo_accuracy", "p2_dpo_drift"):
+        assert_later_look(preference_claims(preference, {}, reference="p2-small"), preference_claims(preference, {}),
+                          key, 16, "p2-small")
+
+    pinn = pd.DataFrame([{"optimizer": arm, "lr": 1e-3, "seed": seed, "step_to_target": steps + 10 * (seed % 3),
+                          "final_l2": 0.3, "seconds": 1.0}
+                         for arm, steps in (("AdamW", 600), (gated, 250)) for seed in (*seeds, 99)])
+    settings = {"steps": 800, "seeds": list(seeds), "tuning_seeds": [99]}
+    assert_later_look(pinn_claims(pinn, settings, reference="p2-small"), pinn_claims(pinn, settings), "p2_pinn", 16,
+                      "p2-small")
+
+    runs = [("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")]
+    measures = {"reservoir_dim": 10.0, "outputs": 30.0, "invisibility_ratio": 1e-4, "coupling_residual": 1e-9,
+                "coupling_bound": 1e-6, "noise_reservoir_fraction": 0.4, "response_reservoir_noise_retrained": 1e-5,
+                "response_channel_noise_retrained": 1e-1, "delta_test_mse_reservoir_noise": 1e-8,
+                "delta_test_mse_channel_noise": 1e-2, "delta_test_mse_iid": 1e-2}
+    summary = [{"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
+               for seed in seeds for task, loss in runs
+               for name, value in {**measures, "drift_exponent": 1.0 + 0.01 * (seed % 3),
+                                   "fluctuation_exponent": 0.5 - 0.01 * (seed % 2)}.items()]
+    pd.DataFrame(summary, columns=theory.SUMMARY_COLUMNS).to_csv(tmp_path / "summary.csv", index=False)
+    settings = {"seeds": list(seeds)}
+    assert_later_look(theory_claims(tmp_path, settings, reference="p2-small"), theory_claims(tmp_path, settings),
+                      "p2_drift_diffusion", 16, "p2-small")
+
+
+def test_alignment_and_advise_check_at_a_later_look_use_the_boundary_level():
+    """p1-seeds' p̂ fall on 16 seeds (looks at 8 in two forms) and advise-check on its 8 seeds after its first form's
+    look at them (a changed analysis of the same seeds)."""
+    from growcert.config import stage_settings
+    from growcert.report import advice_check
+
+    _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=-0.5, seeds=range(16))
+    assert_later_look(misalignment_width_rows(misalignment, (8, 8), reference="p1-seeds"),
+                      misalignment_width_rows(misalignment, (8, 8)), "p1_misalignment_width", 16, "p1-seeds")
+
+    rows = [{"model": f"m{seed}", "train_seed": seed, "point": f"block{index}", "point_index": index,
+             "variant": "new_block", "decision": "grow here" if index == 1 else "no evidence", "value": value,
+             "scaled_value": 3.0 - index, "outcome": outcome + 0.001 * seed, "outcome_se": 0.1, "b_exact": 0.1}
+            for seed in range(8) for index, (value, outcome) in enumerate(((5.0, -1.0), (1.0, 1.0), (2.0, -2.0)))]
+    table, settings = pd.DataFrame(rows), stage_settings("advise_check")
+    assert_later_look(advice_check.claim_judgement_rows(table, settings, "test", reference="advise-check"),
+                      advice_check.claim_judgement_rows(table, settings, "test"), "advise_beats_first_order", 8,
+                      "advise-check")
