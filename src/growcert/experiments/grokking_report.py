@@ -7,8 +7,8 @@ refuses a variant decay without that AdamW), paired by seed, steps as interval-c
 (`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`families.judge_family`);
 the other AdamW decays stay in the note. Each reading also gets a named secondary row, never deciding: the ratio of
 median steps from the interval-censored log-normal AFT fit on the same runs (`stats.lognormal_aft`; docs/science.md,
-"Verdicts": why the order-statistic interval stays primary). "Median steps" counts a seed that never reached 95 % as beyond
-the cap (`experiments.common.median_steps`).
+"Verdicts": why the order-statistic interval stays primary). "Median steps" counts a seed that never reached 95 %
+as beyond the cap (`experiments.common.median_steps`).
 """
 
 from __future__ import annotations
