@@ -64,3 +64,23 @@ def test_an_arm_censored_in_every_run_leaves_that_end_unbounded():
     assert fit.low == -math.inf and math.isfinite(fit.high) and fit.high < math.log(1500 / 5000) + 1
     with pytest.raises(ValueError, match="right-censored"):
         fit_lognormal_aft(second, second)
+
+
+def simulate_paired(rng, runs: int, log_ratio: float, scale: float, every: int = 100, cap: float = 32000.0):
+    """grokking-calibrated's design: AdamW's log steps around ln 9,000, the reading's `log_ratio` lower, evaluated
+    every 100 steps, AdamW capped at 32,000 and each reading run stopped at its seed's AdamW step (paired caps)."""
+    times = [np.exp(rng.normal(location, scale, runs)) for location in (math.log(9000.0), math.log(9000.0) - log_ratio)]
+    adamw = np.where(times[0] <= cap, np.ceil(times[0] / every) * every, np.nan)
+    stopped = np.where(np.isfinite(adamw), adamw, cap)
+    reading = np.where(times[1] <= stopped, np.ceil(times[1] / every) * every, np.nan)
+    return step_intervals(adamw, every, cap), step_intervals(reading, every, stopped)
+
+
+def test_at_grokkings_design_the_aft_interval_covers_less_than_its_level():
+    """The figure docs/science.md quotes: at 8 seeds with paired caps (true ratio 1.6, σ 0.5, 400 simulated runs) the
+    95 % profile-likelihood interval covers the truth in 93.5 % of them, short of its level (the likelihood-ratio
+    approximation at 8 runs an arm, most of the reading's information in censored runs): a model-based secondary."""
+    rng = np.random.default_rng(2)
+    fits = [fit_lognormal_aft(*simulate_paired(rng, 8, math.log(1.6), 0.5)) for _ in range(400)]
+    covered = np.mean([fit.low <= math.log(1.6) <= fit.high for fit in fits])
+    assert covered == pytest.approx(0.935, abs=0.01) and covered < 0.95
