@@ -67,7 +67,8 @@ def test_each_variant_gets_its_own_claim_row():
             ("poprisk-gradient-microbatch-wd0.01", 0.01, [5000, 5200, 4900, 5100] * 2)]
     summary = pd.DataFrame([{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
                             for name, wd, steps in rows for seed, step in enumerate(steps)]).astype({"step_95": "Int64"})
-    claims = grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01]}})
+    claims = [row for row in grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01]}})
+              if row["role"] != "secondary"]  # the AFT rows: a secondary reading (tests/test_grokking.py)
     text = "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW"
     assert [row["claim"] for row in claims] == [f"{text} ({name})" for name, _, _ in rows[1:]] + [
         f"{text} (every reading, Holm; deciding: poprisk-update-exact-wd0.01)"]

@@ -89,10 +89,13 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     assert (tmp_path / "grokking.png").stat().st_size > 10_000
 
     rows = grokking_claims(tmp_path / "summary.csv", TINY)
-    # the sweep is reported whole: one row per variant, then the claim over both with Holm
+    # the sweep is reported whole: one row per variant, then the claim over both with Holm, then each variant's
+    # secondary AFT reading
     assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [
         "poprisk-update-streaming-wd0)", "poprisk-update-streaming-wd0.1)",
-        f"every reading, Holm; deciding: {rows[-1]['claim'].rsplit(': ', 1)[1]}"]
+        f"every reading, Holm; deciding: {rows[2]['claim'].rsplit(': ', 1)[1]}",
+        *[f"{name}, interval-censored log-normal AFT, a secondary reading: never decides)"
+          for name in ("poprisk-update-streaming-wd0", "poprisk-update-streaming-wd0.1")]]
     assert all(row["claim_id"] == "p2_grokking" and list(row) == ROW_COLUMNS for row in rows)
     assert all(name in rows[0]["note"] for name in names)  # every optimizer's median step, Grokfast too
     # one seed: no interval over seeds can be formed, whatever the steps
@@ -116,6 +119,12 @@ def summary_of(adamw_steps, variants, seeds=None):
         rows += [{"optimizer": name, "weight_decay": float(name.rsplit("wd", 1)[1]), "seed": seed, "step_95": step}
                  for seed, step in reversed(list(zip(seeds, steps)))]
     return pd.DataFrame(rows).astype({"step_95": "float64"})
+
+
+def judged(*args, **kwargs) -> list[dict]:
+    """grokking_claims' deciding rows: the readings (parts) and the claim's primary row, without the secondary AFT
+    rows (test_the_aft_reading_is_a_named_secondary_row_that_never_decides)."""
+    return [row for row in grokking_claims(*args, **kwargs) if row["role"] != "secondary"]
 
 
 def median_speed_up(baseline, variant, every=100):
@@ -142,8 +151,7 @@ def median_speed_up(baseline, variant, every=100):
     ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 of 3 variant runs at the 4,000-step cap"),
 ], ids=["faster", "slower", "adamw_capped", "both_capped", "one_seed", "variant_censored"])
 def test_claim_verdict_follows_the_seeds(adamw, variant, verdict, why):
-    rows = grokking_claims(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20, 21, 22][:len(adamw)]),
-                           CLAIM_SETTINGS)
+    rows = judged(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20, 21, 22][:len(adamw)]), CLAIM_SETTINGS)
     assert [row["claim"].rsplit("(", 1)[1].split(";")[0] for row in rows] == [f"{EXACT})", "every reading, Holm"]
     assert [row["role"] for row in rows] == ["part", "primary"]
     row = rows[0]
@@ -161,7 +169,7 @@ def test_claim_verdict_follows_the_seeds(adamw, variant, verdict, why):
 
 
 def test_the_claims_row_text_names_both_medians():
-    [row, _] = grokking_claims(summary_of([None, None, 3000], {EXACT: [1000, 1100, 900]}), CLAIM_SETTINGS)
+    [row, _] = judged(summary_of([None, None, 3000], {EXACT: [1000, 1100, 900]}), CLAIM_SETTINGS)
     # two of three AdamW runs censored: its median run did not reach the target by the cap
     assert row["this_run"] == f"{EXACT}: 1,000 vs AdamW wd=0.01: not by 4,000 (median steps)", row["this_run"]
 
@@ -171,7 +179,7 @@ def test_a_censored_baseline_seed_is_a_lower_bound_never_the_cap():
     whose upper end is +inf (the censored seed), the lower end the smallest lower bound (b − 100)/v."""
     adamw = [3000, None, 2900, 3100, 3050, 2950]
     variant = [600, 610, 590, 605, 595, 600]
-    [row, family] = grokking_claims(summary_of(adamw, {EXACT: variant}), CLAIM_SETTINGS)
+    [row, family] = judged(summary_of(adamw, {EXACT: variant}), CLAIM_SETTINGS)
     ratios = sorted([a / v for a, v in zip(adamw, variant) if a is not None]) + [math.inf]
     lower = [(a - 100) / v if a is not None else 4000 / v for a, v in zip(adamw, variant)]
     assert row["verdict"] == REPRODUCED and row["seeds"] == 6
@@ -184,14 +192,14 @@ def test_a_censored_baseline_seed_is_a_lower_bound_never_the_cap():
 
 def test_a_variant_that_never_reaches_the_target_over_six_seeds_is_contradicted():
     adamw = [3000, 3100, 2900, 3050, 2950, 3000]
-    [row, _] = grokking_claims(summary_of(adamw, {EXACT: [None] * 6}), CLAIM_SETTINGS)
+    [row, _] = judged(summary_of(adamw, {EXACT: [None] * 6}), CLAIM_SETTINGS)
     # each seed's ratio is at most b / 4,000 (the variant took more than the cap): the upper end 3,100 / 4,000
     # every seed's ratio is only bounded, so the median's point value is undetermined (shown empty, never 0)
     assert row["verdict"] == CONTRADICTED and (row["estimate"], row["low"]) == (None, 0.0)
     assert row["high"] == pytest.approx(3100 / 4000)
     assert "6 of 6 variant runs at the 4,000-step cap" in row["why"]
     # with three seeds the same pattern cannot be resolved: the median interval is unbounded
-    [row, _] = grokking_claims(summary_of(adamw[:3], {EXACT: [None] * 3}), CLAIM_SETTINGS)
+    [row, _] = judged(summary_of(adamw[:3], {EXACT: [None] * 3}), CLAIM_SETTINGS)
     assert row["verdict"] == UNRESOLVED and (row["low"], row["high"]) == (0.0, math.inf)
 
 
@@ -201,7 +209,7 @@ def test_readings_are_parts_judged_at_holm_levels_and_the_claim_row_is_primary()
     slow = [6000.0, 6100.0, 5900.0, 6050.0] * 2
     names = ["poprisk-update-exact-wd0.01", "poprisk-gradient-exact-wd0.01"]
     rows = grokking_claims(summary_of(adamw, {names[0]: lucky, names[1]: slow}), CLAIM_SETTINGS)
-    assert [row["role"] for row in rows] == ["part", "part", "primary"]
+    assert [row["role"] for row in rows] == ["part", "part", "primary", "secondary", "secondary"]  # then the AFT
     assert rows[1]["verdict"] == CONTRADICTED and rows[0]["verdict"] == UNRESOLVED
     assert sorted(row["level"] for row in rows[:2]) == pytest.approx([0.95, 0.975])
     assert rows[2]["verdict"] == UNRESOLVED and "Holm over 2 testable readings" in rows[2]["why"]
@@ -388,3 +396,32 @@ def test_init_setting_draws_the_packages_weights_or_torchs_defaults(architecture
     assert abs(head.std().item() - bound / math.sqrt(3)) < 0.05 * bound  # U(−a, a) has std a/√3
     with pytest.raises(ConfigError, match="grokking.model.init"):
         stage_settings("grokking", {"model": {"init": "xavier"}})
+
+
+def test_the_aft_reading_is_a_named_secondary_row_that_never_decides(monkeypatch):
+    """On grokking-calibrated's committed units every reading gets a secondary row from the interval-censored
+    log-normal AFT (docs/science.md, "Verdicts"): update-microbatch is unresolved on the primary order-statistic
+    interval and contradicted on the AFT; whatever the AFT says, the primary and part rows stay the same."""
+    from pathlib import Path
+
+    from growcert.experiments import grokking_report
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "reference-results" / "grokking-calibrated"
+    reference = json.loads((folder / "provenance.json").read_text())["plan"]["reference"]
+    summary = pd.read_csv(folder / "summary.csv")
+    settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
+    rows = grokking_claims(summary, settings, reference="grokking-calibrated")
+    aft = {row["claim"].rsplit("(", 1)[1].split(",")[0]: row for row in rows
+           if grokking_report.AFT_READING in row["claim"]}
+    parts = {row["claim"].rsplit("(", 1)[1].rstrip(")"): row for row in rows if row["role"] == "part"}
+    assert set(aft) == set(parts) and all(row["role"] == "secondary" for row in aft.values())
+    microbatch = "poprisk-update-microbatch-wd0.15"
+    assert parts[microbatch]["verdict"] == UNRESOLVED and aft[microbatch]["verdict"] == CONTRADICTED
+    assert aft[microbatch]["high"] < 2.22 < parts[microbatch]["high"] and "log-normal" in aft[microbatch]["why"]
+    decided = [row for row in rows if row["role"] in ("primary", "part")]
+    committed = pd.read_csv(folder / "claims.csv")
+    assert [row["verdict"] for row in decided] == committed[committed["role"] != "secondary"]["verdict"].tolist()
+    always = grokking_report.Judgement(9.0, 8.0, 10.0, 0.95, 8, REPRODUCED, "forced")
+    monkeypatch.setattr(grokking_report, "aft_judgement", lambda *args: always)
+    forced = grokking_claims(summary, settings, reference="grokking-calibrated")
+    assert [row for row in forced if row["role"] in ("primary", "part")] == decided

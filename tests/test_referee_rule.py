@@ -255,6 +255,23 @@ def test_readings_that_disagree_say_so_under_a_stated_rule():
     assert family.claim.verdict == REPRODUCED and "readings disagree: contradicted by b" in family.claim.why
 
 
+def test_an_existential_claim_with_untested_readings_is_never_contradicted():
+    """One reading contradicted and five not tested (a single seed each): an untested reading could still hold, so
+    "some reading does it" is unresolved (the rule before 2026-12-07 said contradicted); with every reading tested
+    and contradicted it is contradicted."""
+    readings = {"tested": t_table(-0.05, 0.01, 8), **{f"untested{i}": [0.1] for i in range(5)}}
+
+    def judge(level, plan=True):
+        return {name: judge_samples(DPO, values, level, plan=plan) for name, values in readings.items()}
+
+    family = holm_family(judge, 0.95, unit="readings")
+    assert family.readings["tested"].verdict == CONTRADICTED
+    assert family.claim.verdict == UNRESOLVED, family.claim.why
+    assert "5 not tested" in family.claim.why and "could still hold" in family.claim.why
+    readings.update({name: t_table(-0.05, 0.01, 8) for name in readings})
+    assert holm_family(judge, 0.95, unit="readings").claim.verdict == CONTRADICTED
+
+
 def growth_table(shallow: list[float], grown: list[float], scratch: list[float]) -> pd.DataFrame:
     rows = []
     for arm, losses in (("shallow", shallow), ("grown_value", grown), ("scratch", scratch)):
@@ -279,6 +296,34 @@ def test_the_ungrown_model_does_not_match_scratch_under_the_no_growth_control():
     no_control = growth_table(shallow, grown, scratch)
     rows = depth_claims(pd.DataFrame(), no_control[no_control["arm"] != "shallow"])
     assert rows[0]["verdict"] == NOT_TESTED and "control" in rows[0]["why"]
+
+
+def test_the_growth_design_is_stated_at_the_papers_effect_and_the_null_at_the_gaps_lower_limit():
+    """judge_growth's design figures: grown = scratch (the paper) and grown = control (the null), both stated in the
+    control-to-scratch gap g, a nuisance measured on the control and scratch models and taken at its lower 80 % limit
+    (as the spreads at their upper 80 % limits), never at its observed mean; and never moved by the grown model's
+    losses."""
+    from growcert.report.claims import CLAIMS, GROWTH_FRACTION
+    from growcert.report.verdicts import judge_growth
+    from growcert.stats.seeds import seeds_for_power, spread_upper, t_power
+
+    scratch = np.array([1.8935, 1.8901, 1.8950, 1.8920, 1.8940, 1.8915])
+    control = scratch * np.array([1.0060, 1.0020, 1.0075, 1.0010, 1.0050, 1.0035])
+    grown = scratch * np.array([1.0030, 1.0005, 1.0040, 1.0010, 1.0020, 1.0015])
+    effect, f = CLAIMS["p3_grown_vs_scratch"].effect, GROWTH_FRACTION
+    judged = judge_growth(control, grown, scratch, 0.95, effect, f)
+    gaps = (control - scratch) / scratch
+    lower = gaps.mean() - scipy_stats.t.ppf(0.8, 5) * gaps.std(ddof=1) / math.sqrt(6)
+    assert 0 < lower < gaps.mean() - 0.0004  # the lower limit is well below the observed gap here
+    gain, excess = (control - grown) / scratch, (grown - scratch - f * (control - scratch)) / scratch
+    gain_sd, excess_sd = (spread_upper(values.std(ddof=1), 6) for values in (gain, excess))
+    reproduce = seeds_for_power(lambda n: t_power(lower, gain_sd, 0.0, n, 0.95)
+                                * t_power(-f * lower, excess_sd, 0.0, n, 0.95), 2)
+    contradict = seeds_for_power(lambda n: t_power((1 - f) * lower, excess_sd, 0.0, n, 0.95), 2)
+    assert (judged.design.reproduce, judged.design.contradict) == (reproduce, contradict)
+    assert "lower 80 % limit" in judged.design.caveat
+    shifted = judge_growth(control, grown - 0.001, scratch, 0.95, effect, f)  # grown better by a constant
+    assert (shifted.design.reproduce, shifted.design.contradict) == (reproduce, contradict)
 
 
 def test_a_universal_claim_holds_only_where_every_part_does():

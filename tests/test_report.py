@@ -170,6 +170,33 @@ def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_
     assert '<a href="#reference-p1-regime">p1-regime</a>' in row and 'id="reference-p1-regime"' in text
     assert ">unresolved</span> 2" in row and ">contradicted</span> 1" in row
     assert "p1-seeds: planned, not run yet" in row
+
+
+def test_the_reference_cell_shows_the_claims_word_and_only_labels_the_row_counts(tmp_path):
+    """A run with one primary row (unresolved) and six parts (four unresolved, two contradicted) gives the claim one
+    word: the cell shows it, then the run's row counts, labelled as rows (before 2026-12-07 it showed only the counts,
+    "unresolved 5, contradicted 2", beside a claim that has one word)."""
+    references = tmp_path / "reference-results"
+    folder = references / "p1-regime"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
+    pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
+    effect = CLAIMS["p1_regime_budget"].effect
+    straddles, short = [3.0, -2.0, 0.5], [-1.0, -1.1, -0.9]
+    parts = [claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}",
+                       role="part") for c, values in enumerate([straddles] * 4 + [short] * 2)]
+    primary = claim_row("p1_regime_budget", judge_samples(effect, straddles, 0.95), "r", "n")
+    pd.DataFrame(parts + [primary]).to_csv(folder / "claims.csv", index=False)
+    results = tmp_path / "results"
+    results.mkdir()
+    build_report(results, results / "report.html", references=references)
+    text = (results / "report.html").read_text()
+    rows = text[text.index("<h3>This run's rows</h3>"):]
+    row = rows[rows.index("d_align increases with width, on the regime map at matched budget"):]
+    row = row[:row.index("</tr>")]
+    assert ('<a href="#reference-p1-regime">p1-regime</a>: <span class="verdict unresolved">unresolved</span> '
+            '(its rows: <span class="verdict unresolved">unresolved</span> 5, '
+            '<span class="verdict contradicted">contradicted</span> 2)') in row
     grokking = rows[rows.index("grokking: steps to 95 % held-out"):]
     assert "grokking-late: planned, not run yet" in grokking[:grokking.index("</tr>")]
 

@@ -5,12 +5,15 @@ Everything here reads the tidy tables a run writes (summary.csv, curves.csv), ne
 variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged against AdamW at its own decay (the config check
 refuses a variant decay without that AdamW), paired by seed, steps as interval-censored bounds
 (`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`families.judge_family`);
-the other AdamW decays stay in the note. "Median steps" counts a seed that never reached 95 % as beyond
-the cap (`experiments.common.median_steps`).
+the other AdamW decays stay in the note. Each reading also gets a named secondary row, never deciding: the ratio of
+median steps from the interval-censored log-normal AFT fit on the same runs (`stats.lognormal_aft`; docs/science.md,
+"Verdicts": why the order-statistic interval stays primary). "Median steps" counts a seed that never reached 95 %
+as beyond the cap (`experiments.common.median_steps`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,10 @@ from growcert.experiments.common import format_steps, median_steps
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.families import judge_family
 from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import LEVEL, Judgement, judge_steps
+from growcert.report.verdicts import LEVEL, Judgement, judge_interval, judge_steps, not_tested
+from growcert.stats.lognormal_aft import fit_lognormal_aft, step_intervals
+
+AFT_READING = "interval-censored log-normal AFT, a secondary reading: never decides"
 
 
 def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -77,17 +83,21 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
         baselines[name] = (f"AdamW wd={decay:g}", own.set_index("seed")["step_95"])
     effect = CLAIMS["p2_grokking"].effect
 
+    def paired(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """AdamW's and the reading's steps on their common seeds, and where each reading run was stopped: with paired
+        caps, at its seed's AdamW step (the cap where AdamW is censored); None with one cap for all."""
+        baseline_steps, steps = baselines[name][1], variants[name].set_index("seed")["step_95"]
+        seeds = baseline_steps.index.intersection(steps.index)
+        baseline = baseline_steps[seeds].to_numpy(float)
+        stopped = np.where(np.isfinite(baseline), baseline, cap) if settings["cap"] == "paired" else None
+        return baseline, steps[seeds].to_numpy(float), stopped
+
     def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
         judged = {}
-        for name, frame in variants.items():
-            baseline_name, baseline_steps = baselines[name]
-            steps = frame.set_index("seed")["step_95"]
-            seeds = baseline_steps.index.intersection(steps.index)
-            baseline = baseline_steps[seeds].to_numpy(float)
-            # paired caps: a reading stopped at its seed's AdamW step (the cap where AdamW is censored)
-            stopped = np.where(np.isfinite(baseline), baseline, cap) if settings["cap"] == "paired" else None
-            judged[name] = judge_steps(effect, baseline, steps[seeds].to_numpy(float), level, cap,
-                                       settings["eval_every"], baseline_name, plan=plan, variant_cap=stopped)
+        for name in variants:
+            baseline, steps, stopped = paired(name)
+            judged[name] = judge_steps(effect, baseline, steps, level, cap, settings["eval_every"],
+                                       baselines[name][0], plan=plan, variant_cap=stopped)
         return judged
 
     setting = (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
@@ -104,4 +114,32 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
             for name, judgement in family.readings.items()]
     rows.append(claim_row("p2_grokking", family.claim, scope=family.scope("readings"),
                           this_run=f"{len(variants)} readings, each against AdamW at its own decay", note=setting))
+    rows += [claim_row("p2_grokking", aft_judgement(*paired(name), cap, settings["eval_every"], at.level),
+                       scope=f"{name}, {AFT_READING}", role="secondary", effect=AFT_EFFECT,
+                       this_run=f"{name} against {baselines[name][0]}, every seed's runs as censored intervals",
+                       note=setting) for name in variants]
     return [with_note(row, at) for row in rows]
+
+
+AFT_EFFECT = replace(CLAIMS["p2_grokking"].effect,
+                     name="ratio of median steps to 95 % held-out (AdamW / variant), log-normal AFT",
+                     interval="interval-censored log-normal AFT by maximum likelihood (one σ for both arms), "
+                              "profile-likelihood interval (stats.lognormal_aft)")
+
+
+def aft_judgement(baseline: np.ndarray, variant: np.ndarray, stopped: np.ndarray | None, cap: int, eval_every: int,
+                  level: float) -> Judgement:
+    """The AFT reading of one gate reading against its AdamW (docs/science.md, "Verdicts"): the same runs, each an
+    interval of steps (reached at s: (s − eval_every, s]; stopped at its cap or paired cap without reaching: beyond
+    it), the ratio of median steps AdamW / variant from the log-normal AFT fit with its profile-likelihood interval
+    at `level`, judged by the registered effect's SESOI; no design figures (a model-based secondary)."""
+    seeds = len(baseline)
+    try:
+        fit = fit_lognormal_aft(step_intervals(baseline, eval_every, cap),
+                                step_intervals(variant, eval_every, cap if stopped is None else stopped), level)
+    except ValueError as error:
+        return not_tested(f"the AFT fit is not identified: {error}", seeds, level)
+    judged = judge_interval(AFT_EFFECT, *fit.ratio, level, seeds)
+    why = judged.why.removesuffix("; the spread over seeds is unknown, so is the design")  # a secondary: no design
+    return replace(judged, why=f"{why}; σ of log steps {fit.scale:.3g}, a model-based reading that assumes "
+                               "log-normal times with one σ for both arms")

@@ -24,6 +24,7 @@ from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.families import judge_family
+from growcert.report.looks import look_level, with_note
 from growcert.report.verdicts import LEVEL, Judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
@@ -137,11 +138,13 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
     save_figure(figure, out_png)
 
 
-def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
+                reference: str | None = None) -> list[dict[str, Any]]:
     """Claim rows (claims.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
     variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
     by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
-    row over every variant (families.judge_family)."""
+    row over every variant (families.judge_family), at the level of its look in reference run `reference`
+    (`growcert.report.looks.look_level`; every row says which look it is)."""
     settings = stage_settings("pinn", settings)
     full = _read(summary)
     tuning, judged_seeds = settings["tuning_seeds"], settings["seeds"]
@@ -199,7 +202,8 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
 
     if not variants:
         return []
-    family = judge_family("p2_pinn", judge, LEVEL, "readings")
+    at = look_level("p2_pinn", int(table["seed"].nunique()), reference, LEVEL)
+    family = judge_family("p2_pinn", judge, at.level, "readings")
     rows = []
     for variant, judgement in family.readings.items():
         gate_lr, gate_steps, gate_final = chosen(variant)
@@ -213,4 +217,4 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) ->
     rows.append(claim_row("p2_pinn", family.claim, scope=family.scope("readings"),
                           this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
                           note=setting + adamw_grid + "."))
-    return rows
+    return [with_note(row, at) for row in rows]

@@ -15,6 +15,7 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.families import judge_family
+from growcert.report.looks import look_level, with_note
 from growcert.report.verdicts import LEVEL, Judgement, judge_samples
 
 
@@ -45,10 +46,12 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
+                      reference: str | None = None) -> list[dict[str, Any]]:
     """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
     AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
-    each variant a part judged at its Holm level, then each claim's primary row over every variant."""
+    each variant a part judged at its Holm level, then each claim's primary row over every variant, at the level of
+    the claim's look in reference run `reference` (`growcert.report.looks.look_level`; the rows say which look)."""
     settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])
@@ -73,7 +76,9 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
 
         if not variants:
             continue
-        family = judge_family(key, judge, LEVEL, "readings")
+        at = look_level(key, int(seeds), reference, LEVEL)
+        family = judge_family(key, judge, at.level, "readings")
+        first = len(rows)
         for variant, judgement in family.readings.items():
             gated = medians.loc[variant]
             this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
@@ -83,4 +88,5 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
                                   role="part"))
         rows.append(claim_row(key, family.claim, scope=family.scope("readings"),
                               this_run=f"{len(variants)} readings against AdamW", note=note))
+        rows[first:] = [with_note(row, at) for row in rows[first:]]
     return rows

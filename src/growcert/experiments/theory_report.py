@@ -15,6 +15,7 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.report.claims import CLAIMS, check_row, claim_row
+from growcert.report.looks import look_level, with_note
 from growcert.report.verdicts import LEVEL, judge_samples
 from growcert.stats.kernels import root_mean_square
 
@@ -103,9 +104,11 @@ def _medians(summary: pd.DataFrame) -> pd.DataFrame:
     return summary.pivot_table(index=["task", "loss"], columns="measure", values="value", aggfunc="median")
 
 
-def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
+                  reference: str | None = None) -> list[dict[str, Any]]:
     """Three check rows (claims.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
-    (claims.ROW_COLUMNS, judged over seeds) from summary.csv."""
+    (claims.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
+    `growcert.report.looks.look_level`) from summary.csv."""
     settings = stage_settings("theory", settings)
     summary = pd.read_csv(Path(out_dir) / "summary.csv")
     table = _medians(summary)
@@ -162,12 +165,13 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None) -
     deviations = [float(np.max([[abs(per_seed[(t, l, "drift_exponent")][seed] - 1),
                                  abs(per_seed[(t, l, "fluctuation_exponent")][seed] - 0.5)] for t, l, _, _ in fits]))
                   for seed in per_seed.index] if fits else []
-    rows.append(claim_row(
-        "p2_drift_diffusion", judge_samples(CLAIMS["p2_drift_diffusion"].effect, deviations, LEVEL),
+    at = look_level("p2_drift_diffusion", len(deviations), reference, LEVEL)
+    rows.append(with_note(claim_row(
+        "p2_drift_diffusion", judge_samples(CLAIMS["p2_drift_diffusion"].effect, deviations, at.level),
         this_run="median drift / fluctuation exponents: " + "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}"
                                                                       for t, l, d, f in fits),
         note=(f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
                  f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
                  f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; per seed the largest deviation "
-                 f"from 1 and 0.5 over every run. {seeds}.")))
+                 f"from 1 and 0.5 over every run. {seeds}.")), at))
     return rows

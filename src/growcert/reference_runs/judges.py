@@ -63,7 +63,7 @@ def add_misalignment_claims(folder: Path, reference_mk: tuple[int, int], level: 
     """Append the "p̂ falls with width" rows judged on `folder`'s misalignment.csv to its claims.csv; how many."""
     if not (folder / "misalignment.csv").is_file():
         return 0
-    rows = misalignment_width_rows(pd.read_csv(folder / "misalignment.csv"), tuple(reference_mk), level)
+    rows = misalignment_width_rows(pd.read_csv(folder / "misalignment.csv"), tuple(reference_mk), level, folder.name)
     claims = pd.read_csv(folder / "claims.csv", dtype=DESIGN_DTYPES)
     pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(folder / "claims.csv",
                                                                                         index=False)
@@ -83,17 +83,18 @@ def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
     checks.csv (intervention_checks) from interventions.csv."""
     table = pd.read_csv(folder / "interventions.csv")
     intervention_seed_table(table).to_csv(folder / "table.csv", index=False)
-    write_rows(intervention_claim(table) + intervention_checks(table), claims=folder / "claims.csv",
-               checks=folder / "checks.csv")
+    write_rows(intervention_claim(table, reference=folder.name) + intervention_checks(table),
+               claims=folder / "claims.csv", checks=folder / "checks.csv")
 
 
 def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
     """p2-small: each task's `claims` function (the one the pipeline's rules call) on its kept folder, with the
-    settings its provenance.json records: claims.csv, checks.csv and table.csv (one line per claim row)."""
+    settings its provenance.json records and the run's name (its looks): claims.csv, checks.csv and table.csv (one
+    line per claim row)."""
     claims, checks = [], []
     for name in P2_TASKS:
         settings = json.loads((folder / name / "provenance.json").read_text())["settings"]
-        for row in task(name).claims(folder / name, settings):
+        for row in task(name).claims(folder / name, settings, reference=folder.name):
             (claims if "claim_id" in row else checks).append(row)
     frame = pd.DataFrame(claims, columns=ROW_COLUMNS)
     frame.to_csv(folder / "claims.csv", index=False)
@@ -123,7 +124,7 @@ def judge_advise_check(folder: Path, record: dict[str, Any]) -> None:
     lr, which no config makes any more), its primary row judged the same way as a secondary row
     (report.advice_check.first_form_rows). table.csv is the scorecard."""
     settings = stage_settings("advise_check", merged_config(record["config_file"]).get("advise_check", {}))
-    write_scores(folder, pd.read_csv(folder / "advise_check.csv"), settings)
+    write_scores(folder, pd.read_csv(folder / "advise_check.csv"), settings, reference=folder.name)
     first = folder / ADVISE_FIRST_FORM / "advise_check.csv"
     if first.is_file():
         claims = pd.read_csv(folder / "claims.csv", dtype=DESIGN_DTYPES)

@@ -47,7 +47,7 @@ from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
-from growcert.report.looks import as_first_form
+from growcert.report.looks import as_first_form, look_level, with_note
 from growcert.report.page import table_html
 from growcert.report.verdicts import judge_samples
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
@@ -156,9 +156,11 @@ def reliability_table(table: pd.DataFrame, bins: int) -> pd.DataFrame:
                          for row in reliability(part["b_exact"], part["outcome"] > 0, bins)])
 
 
-def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str) -> list[dict]:
+def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str,
+                         reference: str | None = None) -> list[dict]:
     """The claim's primary row (PRIMARY_VARIANT) and a secondary row per other variant: per seed, mean over its
-    checkpoints of advise's gain minus largest_value's."""
+    checkpoints of advise's gain minus largest_value's, at the level of the claim's look in reference run `reference`
+    (`growcert.report.looks.look_level`: a judgement of seeds that the first form judged is a later look)."""
     table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
     picked = choices(table, settings["seed"])
     rows = []
@@ -166,15 +168,17 @@ def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run
         mine = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
                                                                 values="gain").reset_index()
         per_seed = (mine["advise"] - mine["largest_value"]).groupby(mine["train_seed"]).mean()
-        judgement = judge_samples(CLAIMS[CLAIM].effect, per_seed.to_numpy(float), settings["level"])
-        rows.append(claim_row(CLAIM, judgement, this_run, f"variant {variant}; {len(mine)} checkpoints",
-                              scope=f"variant {variant}", role="primary" if variant == PRIMARY_VARIANT else "secondary"))
+        at = look_level(CLAIM, len(per_seed), reference, settings["level"])
+        judgement = judge_samples(CLAIMS[CLAIM].effect, per_seed.to_numpy(float), at.level)
+        rows.append(with_note(claim_row(CLAIM, judgement, this_run, f"variant {variant}; {len(mine)} checkpoints",
+                                        scope=f"variant {variant}",
+                                        role="primary" if variant == PRIMARY_VARIANT else "secondary"), at))
     return rows
 
 
 def first_form_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str) -> list[dict]:
     """The claim's primary row judged on the table of its first registered form (`claims.FirstForm`: the run at the
-    untuned S and lr), made a secondary first-form row (`looks.as_first_form`)."""
+    untuned S and lr), as at its own first look, made a secondary first-form row (`looks.as_first_form`)."""
     primary = [row for row in claim_judgement_rows(table, settings, this_run) if row["role"] == "primary"]
     return [as_first_form(row, CLAIM) for row in primary]
 
@@ -243,10 +247,11 @@ def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
 
 
 def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
-                 this_run: str = "advise-check") -> dict[str, Path]:
+                 this_run: str = "advise-check", reference: str | None = None) -> dict[str, Path]:
     """reliability.png, scorecard.csv, reliability.csv, claims.csv (the registered claim, decided on every
-    checkpoint: not written for one half), comparison.csv (a candidate advise_rule's, when one is named), and
-    advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
+    checkpoint: not written for one half; at its look's level in reference run `reference`), comparison.csv (a
+    candidate advise_rule's, when one is named), and advise_check.csv last (the table the scores come from: a folder
+    holding it is complete)."""
     out = Path(out)
     paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
              "reliability": out / "reliability.csv", "table": out / "advise_check.csv"}
@@ -256,7 +261,7 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     write_csv(reliable, paths["reliability"])
     if settings["half"] == EVERY_HALF:
         paths["claims"] = out / "claims.csv"
-        write_rows(claim_judgement_rows(table, settings, this_run), claims=paths["claims"])
+        write_rows(claim_judgement_rows(table, settings, this_run, reference), claims=paths["claims"])
     if settings["advise_rule"] != SHIPPED:
         paths["comparison"] = out / "comparison.csv"
         write_csv(comparison_rows(table, settings), paths["comparison"])

@@ -25,7 +25,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.report.looks import as_first_form  # noqa: E402
+from growcert.report.looks import as_first_form, look_level, with_note  # noqa: E402
 from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
 from growcert.report.families import judge_family  # noqa: E402
 from growcert.report.bounds import judge_bound  # noqa: E402
@@ -172,19 +172,23 @@ def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
 
 
 def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str,
-                log_value: bool = True, no_room: Callable[[pd.DataFrame], str | None] | None = None
-                ) -> list[dict[str, Any]]:
+                log_value: bool = True, no_room: Callable[[pd.DataFrame], str | None] | None = None,
+                reference: str | None = None) -> list[dict[str, Any]]:
     """The claim rows of a width trend over (point, reduction) series, each series' seed-level slope interval
     (width_trend, of log `value` on log width, or of `value` itself with `log_value` False): the primary series
     (claims.p1_primary_cells) decide, with Holm across them when several depths, datasets or contexts have one
     (each a part); every other series is listed in the row as secondary. A series for which `no_room` gives a
-    reason (its values leave no room for an effect of the SESOI's size) is not tested, with that reason."""
+    reason (its values leave no room for an effect of the SESOI's size) is not tested, with that reason. In reference
+    run `reference`, the rows are judged at the level of the claim's look there (`growcert.report.looks.look_level`,
+    on the primary series' seeds) and say which look it is."""
     effect = CLAIMS[key].effect
     series = ["family", "dataset", "context", "depth", "reduction", "point"]
 
     if "context" in table.columns:  # fixed-context runs beside a sweep have none: 0 labels them apart
         table = table.assign(context=table["context"].fillna(0))
     primary = table[p1_primary_cells(table)]
+    at = look_level(key, int(primary["seed"].nunique()) if "seed" in primary else 0, reference, level)
+    level = at.level
 
     def judge(at: float, plan: bool = True, rows: pd.DataFrame = primary) -> dict[str, Judgement]:
         trend = width_trend(rows, "step", value, level=at, cell=series, log_value=log_value)
@@ -207,9 +211,10 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     secondary = f" Secondary series (never decide the claim): {listed or 'none'}.{plugin}"
     each = judge(level, plan=False)
     if not each:
-        return [claim_row(key, not_tested(f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with "
-                                          "at least two widths", level=level),
-                          this_run=what, note="held-out pool, last checkpoint." + secondary)]
+        missing = not_tested(f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with at least two "
+                             "widths", level=level)
+        return [with_note(claim_row(key, missing, this_run=what, note="held-out pool, last checkpoint." + secondary),
+                          at)]
     family = judge_family(key, judge, level, unit="primary series")
     rows = []
     if len(each) > 1:
@@ -218,7 +223,7 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     rows.append(claim_row(key, family.claim, scope=None if len(each) == 1 else family.scope("primary series"),
                           this_run=f"{what}; primary: {family.deciding}",
                           note="held-out pool, last checkpoint." + secondary))
-    return rows
+    return [with_note(row, at) for row in rows]
 
 
 def _series_label(row: pd.Series) -> str:
@@ -227,19 +232,22 @@ def _series_label(row: pd.Series) -> str:
 
 
 def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
-                            level: float = 0.95) -> list[dict[str, Any]]:
+                            level: float = 0.95, reference: str | None = None) -> list[dict[str, Any]]:
     """The "p̂ falls with width at fixed (M, K)" rows: at each run's last checkpoint, iid mode, (M, K) =
     `reference_mk`, the slope of p̂ itself on log width (the registry's effect, whose SESOI is a fall of p̂ by 0.05
     over a 6× width range: a slope of log p̂ would be on another scale, and would drop every p̂ = 0), per series,
     with a seed-level t interval; the primary series decide (Holm across them: depths, datasets, contexts).
     Context sweeps count as series of their own (their `context` column), so the runs of a regime map can be
     judged as well as a fixed-context grid. The claim's first registered form (no floor rule: every series judged
-    on its interval) is kept as a secondary row after them (growcert.report.looks.as_first_form)."""
+    on its interval) is kept as a secondary row after them (growcert.report.looks.as_first_form), judged as it was
+    at its own first look; in reference run `reference` the primary rows are judged at the level of their look
+    there (the floor rule's judgement of seeds its first form had judged is a later look)."""
     final = last_step(misalignment)
-    reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
+    cells = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
     what = f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)"
-    rows = _slope_rows("p1_misalignment_width", reference, "p_hat", level, what, log_value=False, no_room=p_hat_floor)
-    first = _slope_rows("p1_misalignment_width", reference, "p_hat", level, what, log_value=False)[-1]
+    rows = _slope_rows("p1_misalignment_width", cells, "p_hat", level, what, log_value=False, no_room=p_hat_floor,
+                       reference=reference)
+    first = _slope_rows("p1_misalignment_width", cells, "p_hat", level, what, log_value=False)[-1]
     return rows + [as_first_form(first, "p1_misalignment_width")]
 
 
@@ -294,29 +302,31 @@ def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: st
 
 
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
-                     level: float = 0.95) -> list[dict[str, Any]]:
-    """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows."""
+                     level: float = 0.95, reference: str | None = None) -> list[dict[str, Any]]:
+    """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows; each
+    claim at the level of its look in reference run `reference` (`growcert.report.looks.look_level`)."""
     held_out = last_step(alignment[alignment["pool"] == "test"])
     undetermined = int(held_out["d_align"].isna().sum())
     rows = _slope_rows("p1_dalign_width", held_out, "d_align", level,
                        f"d_align {held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}; {undetermined} of "
-                       f"{len(held_out)} cells undetermined")
+                       f"{len(held_out)} cells undetermined", reference=reference)
     if misalignment.empty:  # every grid sweeps context: no certificates were estimated
         return rows
-    rows += misalignment_width_rows(misalignment, reference_mk, level)
+    rows += misalignment_width_rows(misalignment, reference_mk, level, reference)
     final = last_step(misalignment)
     for mode in ("iid", "train_test"):
         every = final[final["mode"] == mode]
         cells = every[(every["status"] == "ok") & every["p_hat"].notna()]
         key = "p1_certificate_iid" if mode == "iid" else "p1_certificate_train_test"
-        judgement = certificate_judgement(cells, alignment, mode, level)
+        at = look_level(key, int(cells["seed"].nunique()) if "seed" in cells else 0, reference, level)
+        judgement = certificate_judgement(cells, alignment, mode, at.level)
         scope = "; M from the training rows, where independence can fail" if mode == "train_test" else ""
-        rows.append(claim_row(key, judgement,
+        rows.append(with_note(claim_row(key, judgement,
                               this_run=f"p̂ ≤ B_exact in {int((cells['p_hat'] <= cells['b_exact']).sum())} of "
                                        f"{len(cells)} determined cells; B_exact < 0.5 in "
                                        f"{int((cells['b_exact'] < 0.5).sum())}",
                               note=f"{len(every) - len(cells)} cells undetermined (no detectable mean or a negative "
-                                   f"estimate); certificates from held-out moments{scope}"))
+                                   f"estimate); certificates from held-out moments{scope}"), at))
         ordered = cells["b_exact"] <= cells["b_align"]
         rows.append(check_row("p1_certificate_order", bool(ordered.all()), scope=mode,
                               this_run=f"B_exact ≤ B_align in {int(ordered.sum())} of {len(cells)} determined cells",

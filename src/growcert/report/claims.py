@@ -75,7 +75,9 @@ INTERVENTION_EPSILON = 0.1
 class Look:
     """One look at a claim: the day a committed reference run (`run`) first judged it on `seeds` seeds, the word it
     got then, and the commit that holds that claims.csv (`git show <commit>:docs/reference-results/<run>/claims.csv`).
-    `scope` names the part the seed count is of, when the claim's parts (contexts) had different seeds."""
+    `scope` names the part the seed count is of, when the claim's parts (contexts) had different seeds; `form` names
+    the claim's first registered form (`FirstForm.name`) when that look judged in it ("": the primary analysis of
+    today), so that a changed analysis of seen seeds counts as a look (growcert.report.looks)."""
 
     date: str
     seeds: int
@@ -83,6 +85,7 @@ class Look:
     run: str
     commit: str
     scope: str = ""
+    form: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,7 +224,9 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                                "p̂ ≥ 0 leaves a series at its floor no room to fall by the SESOI; at the primary cell "
                                "p̂ is 0.0004 at width 32 and 0 above, and this form read that as contradicted "
                                "(report.alignment.p_hat_floor)"),
-          looks=(Look("2026-12-04", 8, "not tested at this scale", "p1-seeds", "6826f0c"),)),
+          looks=(Look("2026-12-04", 8, "not tested at this scale", "p1-seeds", "6826f0c"),
+                 Look("2026-12-06", 8, "contradicted (the first form, without the floor rule)", "p1-seeds", "9eebfdb",
+                      form="no p̂ floor rule"))),
     Claim("p1_certificate_iid", "P1", "p̂ ≤ B_exact (iid)", "holds (Cantelli)",
           "universal (a bound must hold in every cell), with both sides' errors (bounds.judge_bound): per "
           "non-vacuous determined cell (B_exact < 0.5), p ≤ B_exact is shown when p's upper end (p̂ with the pool's "
@@ -348,7 +353,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                                "value, deepest / shallowest depth, with a seed-level t interval", "2026-12-03",
                                "dece266", "the raw value ‖E[q hᵀ]‖² is the paper's own statistic (diminishing gradient "
                                "norms), as an audit of the verdicts found"),
-          looks=(Look("2026-12-02", 3, "unresolved (its first form, the scale-invariant value)", "p3-depth", "35bbfb4"),
+          looks=(Look("2026-12-02", 3, "unresolved (its first form, the scale-invariant value)", "p3-depth", "35bbfb4",
+                      form="scale-invariant value"),
                  Look("2026-12-04", 3, "reproduced (seeds 3-5 alone)", "p3-depth", "1a09b24"),
                  Look("2026-12-04", 6, "reproduced", "p3-depth", "5327c18"))),
     Claim("p3_depth_settles", "P3", "first-order value of an inserted block settles on a plateau",
@@ -407,7 +413,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                                "fixed before its grid was run) chose S = 100, lr = 0.003, at which the run was made "
                                "again on the same checkpoints"),
           looks=(Look("2026-12-06", 8, "unresolved (S = 50, lr = 0.001, untuned: the first form)", "advise-check",
-                      "d48986e"),
+                      "d48986e", form="S = 50, lr = 0.001, untuned"),
                  Look("2026-12-07", 8, "reproduced (S = 100, lr = 0.003, tuned on the tuning checkpoint)",
                       "advise-check", "244fda1"))),
 ]}

@@ -8,7 +8,8 @@ Each claim's registry entry says which kind it is (`Claim.quantifier`, with its 
 - **existential** ("some reading of the gate is faster"): Holm's step-down over the m testable parts, ranked by
   the smallest α at which each is decided (`decision_p_value`), the r-th judged at 1 − (1 − level)/(m − r + 1)
   while every earlier one was decided there. Reproduced when some part is (parts that are contradicted are
-  named); contradicted when every testable part is; not tested when none is testable; else unresolved.
+  named); contradicted only when every part is tested and contradicted (a part not tested could still hold); not
+  tested when none is testable; else unresolved.
 - **universal** ("d_align rises with width at every context", "grown matches scratch at both growth steps"):
   reproduced only when every part is reproduced at the full level, an intersection-union test, which needs no
   multiplicity correction (the claim's null, "it fails somewhere", is rejected only when every part's is);
@@ -97,8 +98,8 @@ def _holm(judge: Callable[..., dict[str, Judgement]], level: float, testable: li
 def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: str = "readings") -> Family:
     """An existential claim: Holm's step-down over the m testable parts (module docstring). The claim is reproduced
     when some part is (parts that disagree are named: the paper leaves its reading open, so the claim holds for the
-    readings that reproduce it); contradicted when every testable part is; not tested when none is; else
-    unresolved."""
+    readings that reproduce it); contradicted when every part is tested and contradicted (an untested part could
+    still hold); not tested when none is; else unresolved."""
     base = judge(level, plan=False)
     names = list(base)
     testable = [name for name in names if base[name].verdict != NOT_TESTED]
@@ -124,13 +125,19 @@ def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: 
                + (f"; {unit} disagree: contradicted by {', '.join(contradicted)} (the paper leaves its reading open, "
                   "so the claim holds for the readings that reproduce it)" if contradicted else "")
                + f". {deciding}: {readings[deciding].why}")
-    elif len(contradicted) == m:
+    elif len(contradicted) == len(names):
         deciding = max(testable, key=lambda name: _oriented(readings[name]))
-        word, why = CONTRADICTED, f"{header}: every testable one is contradicted; closest, {deciding}: {readings[deciding].why}"
+        word, why = CONTRADICTED, f"{header}: every one is contradicted; closest, {deciding}: {readings[deciding].why}"
     else:
         open_ = [name for name in ranked if words[name] == UNRESOLVED]
-        deciding, word = open_[0], UNRESOLVED
-        why = f"{header}: none reproduced, {len(open_)} unresolved; first, {deciding}: {readings[deciding].why}"
+        untested = [name for name in names if name not in testable]
+        deciding = open_[0] if open_ else max(testable, key=lambda name: _oriented(readings[name]))
+        word = UNRESOLVED
+        # an untested part could still hold, so a claim about some part is not contradicted while one is untested
+        why = (f"{header}: none reproduced, {len(open_)} unresolved"
+               + (f", {len(untested)} not tested ({', '.join(untested)}: any of them could still hold)"
+                  if untested else "")
+               + f"; {'first' if open_ else 'closest'}, {deciding}: {readings[deciding].why}")
     return Family(readings, deciding, replace(readings[deciding], verdict=word, why=why), EXISTENTIAL)
 
 

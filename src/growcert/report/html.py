@@ -28,7 +28,7 @@ from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_fi
 from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
                                          TRAINING_TABLE, section_figures)
 from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
-from growcert.report.reference import reference_claim_rows, reference_verdicts, references_html
+from growcert.report.reference import reference_claim_rows, reference_claim_word, reference_verdicts, references_html
 from growcert.report.training import final_rows
 
 # (section id, heading, figures in reading order (the figure registry's), prefix of its tables under results/tables)
@@ -109,7 +109,8 @@ def _claim_rows(results: Path) -> pd.DataFrame:
 
 
 def _reference_cell(claim, references: Path | None) -> str:
-    """The reference runs that decide `claim`: a link to each kept run with its verdict counts, or "planned"."""
+    """The reference runs that measure `claim`: a link to each kept run with the claim's word there (its primary
+    row's: a claim has one word), then, labelled as rows, how many of the run's rows got each word; or "planned"."""
     parts = []
     for name in claim.references:
         counts = reference_verdicts(references, name, claim.key)
@@ -119,8 +120,11 @@ def _reference_cell(claim, references: Path | None) -> str:
         if counts is None:
             parts.append(f"{html.escape(name)}: planned, not run yet")
             continue
-        words = ", ".join(f"{_verdict(word)} {count}" for word, count in counts.items()) or "no verdicts yet"
-        parts.append(f'<a href="#reference-{html.escape(name)}">{html.escape(name)}</a>: {words}')
+        word = reference_claim_word(references, name, claim.key)
+        rows = ", ".join(f"{_verdict(each)} {count}" for each, count in counts.items())
+        parts.append(f'<a href="#reference-{html.escape(name)}">{html.escape(name)}</a>: '
+                     + (_verdict(word) if word else "no primary row")
+                     + (f" (its rows: {rows})" if rows else " (no rows yet)"))
     return "<br>".join(parts)
 
 

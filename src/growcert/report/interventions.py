@@ -18,6 +18,7 @@ import seaborn as sns
 
 from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
 from growcert.report.figures import save_figure
+from growcert.report.looks import look_level, with_note
 from growcert.report.verdicts import (LEVEL, REPRODUCED, Effect, Judgement, equivalence_region, judge_samples,
                                       not_tested, percent)
 
@@ -124,17 +125,22 @@ def first_order_reach(per_seed: pd.DataFrame, effect: Effect, level: float = LEV
     return reach, judged
 
 
-def intervention_claim(table: pd.DataFrame, level: float = LEVEL) -> list[dict[str, Any]]:
+def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str | None = None
+                       ) -> list[dict[str, Any]]:
     """P1's "observed change is 96–99 % of the predicted one at small step scales" (claims.CLAIMS
     p1_intervention_scale): the primary row at its pre-registered primary analysis (variant shared, each model's last
     point and last checkpoint, ε = INTERVENTION_EPSILON; per seed the median ratio over draws and widths; a t
     interval over seeds against the region [0.9, 1.1]), and the paper's reading as a secondary row that never
     decides: the largest ε of the grid where first order still holds (`first_order_reach`), with the ratio's
     interval there. The ratio tends to 1 as ε → 0 for any differentiable loss, so that some small ε agrees is no
-    evidence; the informative number is how far it reaches."""
+    evidence; the informative number is how far it reaches. In reference run `reference`, a judgement on more
+    seeds than a registered look is a later look: every row is judged at the level of
+    `growcert.report.looks.look_level` and says so."""
     effect = CLAIMS["p1_intervention_scale"].effect
     cells = claim_cells(table)
     per_seed = cells.groupby(["seed", "epsilon"])["ratio"].median().unstack("epsilon")
+    at = look_level("p1_intervention_scale", int(table["seed"].nunique()), reference, level)
+    level = at.level
     primary = [e for e in per_seed.columns if np.isclose(e, INTERVENTION_EPSILON)]
     grid = ", ".join(f"{e:g}" for e in sorted(table["epsilon"].unique()))
     if not primary:
@@ -150,9 +156,9 @@ def intervention_claim(table: pd.DataFrame, level: float = LEVEL) -> list[dict[s
     rows = [claim_row("p1_intervention_scale", judgement, this_run=this_run,
                       note=f"shared variant, last point, last checkpoint; median ratio per ε of the grid: "
                            + ", ".join(f"{e:g}: {r:.1%}" for e, r in by_epsilon.items()))]
-    if per_seed.empty:
-        return rows
-    return rows + [first_order_row(per_seed, effect, level)]
+    if not per_seed.empty:
+        rows.append(first_order_row(per_seed, effect, level))
+    return [with_note(row, at) for row in rows]
 
 
 def first_order_row(per_seed: pd.DataFrame, effect: Effect, level: float) -> dict[str, Any]:

@@ -87,6 +87,17 @@ def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str,
     return (own if len(own) else rows)["verdict"].value_counts().to_dict()
 
 
+def reference_claim_word(root: Path | None, name: str, claim_id: str) -> str | None:
+    """The word reference run `name` gives claim `claim_id`: the verdict of its primary row of that claim (the last
+    one, as `html.deciding_row` reads it); None when the run is not kept, has no claims.csv, or has no primary row of
+    the claim (a run whose rows of it are all secondary, or that judges it under its own ids)."""
+    rows = reference_claim_rows(root, name)
+    if rows is None or "role" not in rows.columns:
+        return None
+    primary = rows[(rows["claim_id"] == claim_id) & (rows["role"] == "primary")]
+    return str(primary["verdict"].iloc[-1]) if len(primary) else None
+
+
 def reference_claim_rows(root: Path | None, name: str) -> pd.DataFrame | None:
     """Reference run `name`'s claims.csv rows; None when the run is not kept under `root` or has no claims.csv."""
     if root is None or (folder := root / name) not in reference_folders(root) or not (folder / "claims.csv").is_file():

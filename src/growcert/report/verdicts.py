@@ -440,11 +440,15 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     with its interval at or below 0. Contradicted when either is excluded; unresolved otherwise. The row's
     estimate and interval are the excess's (the `effect`, margin 0).
 
-    Design figures, at the upper 80 % limits of the gain's and the excess's spreads and the observed
-    control-to-scratch gap g: to reproduce if grown matches scratch (the paper's claim: gain g, excess −fraction·g),
-    both conditions must hold, so the power is the product of the two (each favoured by a low grown loss, so the
-    product is a lower bound); to contradict if growth is nil (grown = control: excess (1 − fraction)·g), the excess's
-    interval above 0. None when the gap is not positive (depth then has nothing to close)."""
+    Design figures, from the paper's effect and the null, never from the grown model's observed losses: the paper's
+    claim is grown = scratch (gain g, excess −fraction·g), the null grown = control (gain 0, excess
+    (1 − fraction)·g), g the control-to-scratch gap relative to scratch, the size of the depth effect that both
+    hypotheses are stated in. g is a nuisance measured on the control and scratch models, so it is taken at its lower
+    80 % confidence limit (a Student t bound over seeds) as the spreads are at their upper 80 % limits: a smaller gap
+    needs more seeds, so neither figure is optimistic. To reproduce if grown matches scratch both conditions must
+    hold, so the power is the product of the two (each favoured by a low grown loss, so the product is a lower
+    bound); to contradict if growth is nil, the excess's interval above 0. None when that limit of the gap is not
+    positive (depth may then have nothing to close)."""
     control, grown, scratch = (np.asarray(values, float) for values in (control, grown, scratch))
     seeds = len(scratch)
     if seeds < 2:
@@ -459,13 +463,14 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     beats, within = gain_low > 0, high <= 0
     word = (REPRODUCED if beats and within else CONTRADICTED if gain_high <= 0 or low > 0 else UNRESOLVED)
     design = None
-    gap = float(np.mean((control - scratch) / scratch))
+    gap = gap_lower_limit((control - scratch) / scratch)
     if plan and gap > 0:
         gain_sd, excess_sd = (spread_upper(value_se * math.sqrt(seeds), seeds) for value_se in (gain_se, se))
         reproduce = seeds_for_power(lambda n: t_power(gap, gain_sd, 0.0, n, level)
                                     * t_power(-fraction * gap, excess_sd, 0.0, n, level), 2)
         contradict = seeds_for_power(lambda n: t_power((1 - fraction) * gap, excess_sd, 0.0, n, level), 2)
-        design = Design(reproduce, contradict, excess_sd, f"at the observed control-to-scratch gap {gap:+.2%}")
+        design = Design(reproduce, contradict, excess_sd, f"at the control-to-scratch gap's lower "
+                                                          f"{percent(SPREAD_CONFIDENCE)} limit {gap:+.2%}")
     judgement = Judgement(mean, low, high, level, seeds, word, "", design, direction_of(effect, low, high))
     gain_text = (f"the grown model {'beats' if beats else 'does not beat' if gain_high <= 0 else 'is not shown to beat'} "
                  f"the no-growth control (gain {gain_mean:+.2%} [{gain_low:+.2%}, {gain_high:+.2%}] of scratch's loss)")
@@ -474,6 +479,13 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     tail = design.sentence() if word == UNRESOLVED and design else ""
     return replace(judgement, why=f"{percent(level)} Student t intervals over {seeds} seeds: {gain_text}; {within_text}"
                                   + (f"; {tail}" if tail else ""))
+
+
+def gap_lower_limit(gaps: np.ndarray, confidence: float = SPREAD_CONFIDENCE) -> float:
+    """The one-sided lower `confidence` limit of the mean of per-seed gaps (Student t over seeds): the depth effect at
+    which `judge_growth` states its design figures; NaN below 2 seeds."""
+    _, _, low, _ = t_interval(gaps, 2 * confidence - 1)  # a two-sided interval at 2c − 1 has each end one-sided at c
+    return float(low)
 
 
 def equivalence_region(effect: Effect) -> str:

@@ -119,10 +119,11 @@ def _check(alpha: float, sides: int) -> None:
         raise ValueError(f"sides {sides}: 1 or 2")
 
 
-def _boundary(fractions: tuple[float, ...], critical: list[float], alpha: float, sides: int, design: str) -> Boundary:
+def _boundary(fractions: tuple[float, ...], critical: list[float], alpha: float, sides: int, design: str,
+              analyses: tuple[int, ...] | None = None) -> Boundary:
     recursion, spent, total = _Recursion(sides), [], 0.0
-    for t, c in zip(fractions, critical):
-        total += recursion.crossing(t, c) if math.isfinite(c) else 0.0
+    for t, c, count in zip(fractions, critical, analyses or (1,) * len(fractions)):
+        total += count * recursion.crossing(t, c) if math.isfinite(c) else 0.0  # a union bound over the analyses
         spent.append(total)
         recursion.advance(t, c if math.isfinite(c) else TAIL * 2)
     nominal = tuple(float(sides * stats.norm.sf(c)) for c in critical)
@@ -130,18 +131,26 @@ def _boundary(fractions: tuple[float, ...], critical: list[float], alpha: float,
 
 
 def spending_boundary(fractions: Sequence[float], alpha: float = 0.05, spending: str = "obrien_fleming",
-                      sides: int = 2) -> Boundary:
+                      sides: int = 2, analyses: Sequence[int] | None = None) -> Boundary:
     """Lan–DeMets boundary of `spending` (a key of SPENDING) at looks `fractions` (0 < t_1 < … < t_K = 1): each
     look's critical z solves P(no earlier crossing, crossing now) = α(t_k) − α(t_{k−1}). A look whose share is
-    nothing (two looks at one fraction cannot occur: fractions strictly increase) gets an infinite value."""
+    nothing (two looks at one fraction cannot occur: fractions strictly increase) gets an infinite value.
+
+    `analyses` (default one per look): how many analyses judged each fraction's data (disjoint seed sets of one
+    size, or a changed analysis of the same seeds). They split the fraction's share evenly, so each one's critical z
+    spends share / analyses (Bonferroni within a fraction, valid whatever their dependence); the continuation region
+    carried on is that of one analysis."""
     _check(alpha, sides)
     fractions = _fractions(fractions)
     if spending not in SPENDING:
         raise ValueError(f"spending {spending!r}: one of {', '.join(SPENDING)}")
+    analyses = tuple(analyses) if analyses is not None else (1,) * len(fractions)
+    if len(analyses) != len(fractions) or any(count < 1 for count in analyses):
+        raise ValueError(f"analyses {analyses}: one count of at least 1 per look of {fractions}")
     cumulative = SPENDING[spending](np.array(fractions), alpha)
     recursion, critical, previous = _Recursion(sides), [], 0.0
-    for t, total in zip(fractions, cumulative):
-        share = float(total - previous)
+    for t, total, count in zip(fractions, cumulative, analyses):
+        share = float(total - previous) / count
         previous = float(total)
         if share <= 0:
             c = math.inf
@@ -153,7 +162,7 @@ def spending_boundary(fractions: Sequence[float], alpha: float = 0.05, spending:
             c = optimize.brentq(lambda c: recursion.crossing(t, c) - share, 0.0, high, xtol=1e-10)
         critical.append(c)
         recursion.advance(t, c if math.isfinite(c) else TAIL * 2)
-    return _boundary(fractions, critical, alpha, sides, f"{NAMES[spending]}-type spending (Lan–DeMets)")
+    return _boundary(fractions, critical, alpha, sides, f"{NAMES[spending]}-type spending (Lan–DeMets)", analyses)
 
 
 def constant_boundary(looks: int, alpha: float = 0.05, design: str = "pocock", sides: int = 2) -> Boundary:

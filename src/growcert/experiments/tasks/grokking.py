@@ -47,7 +47,7 @@ def figures(out: Path, figure: Path) -> None:
     plot_grokking(out / "curves.csv", figure)
 
 
-def claims(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.grokking_report import grokking_claims
 
-    return grokking_claims(out / "summary.csv", settings)
+    return grokking_claims(out / "summary.csv", settings, reference=reference)

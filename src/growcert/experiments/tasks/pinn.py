@@ -41,7 +41,7 @@ def figures(out: Path, figure: Path) -> None:
     plot_pinn(out / "curves.csv", figure)
 
 
-def claims(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.pinn_report import pinn_claims
 
-    return pinn_claims(out / "summary.csv", settings)
+    return pinn_claims(out / "summary.csv", settings, reference=reference)

@@ -30,7 +30,7 @@ def figures(out: Path, figure: Path) -> None:
     plot_preference(out / "curves.csv", figure)
 
 
-def claims(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.preference_report import preference_claims
 
-    return preference_claims(out / "summary.csv", settings)
+    return preference_claims(out / "summary.csv", settings, reference=reference)

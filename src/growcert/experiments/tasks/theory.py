@@ -28,7 +28,7 @@ def figures(out: Path, figure: Path) -> None:
     plot_theory(out, figure)
 
 
-def claims(out: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.theory_report import theory_claims
 
-    return theory_claims(out, settings)
+    return theory_claims(out, settings, reference=reference)
