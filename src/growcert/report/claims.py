@@ -472,18 +472,6 @@ def design_figure(value) -> str:
         return text
 
 
-def design_text(row) -> str:
-    """A claim row's two design figures in words ("" when neither is known): "design: 242 seeds to reproduce it if
-    the effect is the paper's, 20 to contradict it if nil"."""
-    def figure(name: str) -> str:
-        return design_figure(getattr(row, name, None) if not isinstance(row, dict) else row.get(name))
-
-    reproduce, contradict = figure("seeds_to_reproduce"), figure("seeds_to_contradict")
-    parts = ([f"{reproduce} seeds to reproduce it if the effect is the paper's"] if reproduce else []) + \
-            ([f"{contradict} to contradict it if nil"] if contradict else [])
-    return ("; design: " + ", ".join(parts) + " (80 % power)") if parts else ""
-
-
 def check_row(key: str, passed: bool, this_run: str, note: str, scope: str | None = None) -> dict[str, Any]:
     """A row of results/checks/*.csv for registered check `key`."""
     check = CHECKS[key]
