@@ -66,6 +66,11 @@ def test_a_reading_stopped_at_its_seeds_adamw_step_is_censored_there_not_counted
     assert peer["high"] <= 2.0 + 1e-9 and peer["verdict"] != "reproduced"
 
 
-def test_a_run_without_the_compared_arms_has_no_rows():
+def test_a_run_without_the_compared_arms_or_the_registered_seeds_has_no_rows():
     table = summary({"AdamW wd=0.15": [1000.0, 2000.0]}, [14, 15])
+    assert choice_claims(table, SETTINGS) == []
+    seen = list(range(6, 14))  # the seeds seen before the claims were registered judge neither
+    base = np.full(len(seen), 3000.0)
+    table = summary({"AdamW wd=0.15": list(base), CONTROL: list(base / 3), PEER: list(base),
+                     BEST_READING: list(base / 2), OTHER_READING: list(base)}, seen)
     assert choice_claims(table, SETTINGS) == []

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.report.claims import CLAIMS, claim_row
 from growcert.report.families import judge_family
@@ -77,10 +78,12 @@ def judge_pair(key: str, table: pd.DataFrame, baseline: str, variant: str, seeds
 def choice_claims(table: pd.DataFrame, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Claim rows of both comparisons on grokking summary `table` (one row per unit: optimizer, weight_decay, seed,
     step_95, cpu_seconds) with the run's grokking `settings`: for each claim its primary row(s) on its registered
-    seeds in steps, then secondary rows on every seed and in CPU seconds. Empty when the run lacks the arms."""
+    seeds in steps, then secondary rows on every seed and in CPU seconds. Empty when the run lacks the arms or the
+    registered seeds (the 8 seeds seen before the claims were registered judge neither)."""
+    settings = stage_settings("grokking", settings)
     arms = set(table["optimizer"])
-    if not {PEER, BEST_READING, CONTROL} <= arms:
-        return []
+    if not {PEER, BEST_READING, CONTROL} <= arms or not set(CLAIMS[PEER_CLAIM].primary_seeds) & set(table["seed"]):
+        return []  # the claims are judged from their registered look on: a run without those seeds judges neither
     all_seeds = sorted(int(seed) for seed in table["seed"].unique())
     readings = [arm for arm in dict.fromkeys(table["optimizer"]) if arm.startswith("poprisk-")]
     rows = []

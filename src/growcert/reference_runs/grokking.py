@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from growcert.experiments.common import format_steps, median_steps
+from growcert.experiments.grokking_choice import choice_claims
 from growcert.experiments.grokking_report import grokking_claims
 from growcert.report.claims import GROKKING_SPEEDUP, ROW_COLUMNS
 from growcert.report.verdicts import LEVEL, judge_steps
@@ -147,7 +148,8 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
     claims = pd.DataFrame(columns=ROW_COLUMNS)
     if (summary["optimizer"] == baseline_name(reference["weight_decay"])).any():
-        claims = pd.DataFrame(grokking_claims(summary, settings, reference=folder.name), columns=ROW_COLUMNS)
+        claims = pd.DataFrame(grokking_claims(summary, settings, reference=folder.name)
+                              + choice_claims(summary, settings), columns=ROW_COLUMNS)
     claims.to_csv(folder / "claims.csv", index=False)
     calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(folder / "table.csv",
                                                                                            index=False)
