@@ -272,20 +272,19 @@ def p_hat_floor(series: pd.DataFrame) -> str | None:
 BOUND_COLUMNS = ("n", "mu_4", "mu_sigma_mu", "tr_sigma2", "mu_4_se_jack", "mu_sigma_mu_se_jack", "tr_sigma2_se_jack")
 
 
-def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str, level: float) -> Judgement:
-    """p̂ ≤ B_exact over the determined misalignment `cells` of one mode (bounds.judge_bound), each cell's
-    intervals from its pools' alignment rows (matched on the store's identity, point and reduction): p's from p̂, the
-    replicates and the disjoint draws the pools hold (held-out n in the iid mode; train n for M and held-out n for K
-    train → test; stats.intervals.misalignment_interval), B_exact's from the held-out moments' jackknife errors
-    (stats.certificates.b_exact_interval). Not tested when the tables lack those columns."""
-    seeds = int(cells["seed"].nunique()) if "seed" in cells else 0
+def bound_cells(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str) -> tuple[pd.DataFrame, np.ndarray] | str:
+    """The misalignment `cells` of one mode joined to their pools' alignment rows (matched on the store's identity,
+    point and reduction): B_exact's held-out moments with their jackknife errors (BOUND_COLUMNS), the held-out n and
+    the train n (`n_train`), with the disjoint draws of M and K the pools hold (held-out n in the iid mode; train n
+    for M and held-out n for K train → test; stats.intervals.disjoint_draw_count). A sentence saying what is
+    missing when the tables lack those columns."""
     keys = [c for c in ("family", "dataset", "width", "depth", "seed", "step", "context", "point", "reduction")
             if c in cells.columns and c in alignment.columns]
     missing = [c for c in BOUND_COLUMNS if c not in alignment.columns] + [c for c in ("replicates",)
                                                                           if c not in cells.columns]
     if missing and len(cells):
-        return not_tested("the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge "
-                          "them again from stores estimated with this code", seeds, level)
+        return ("the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge them again "
+                "from stores estimated with this code")
     if "context" in alignment.columns and "context" not in cells.columns:
         # fixed-context misalignment tables beside a context sweep's alignment rows: only the fixed-context rows match
         alignment = alignment[alignment["context"].isna()]
@@ -296,6 +295,19 @@ def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: st
               .merge(train, on=keys, how="left", validate="many_to_one"))
     draws = (disjoint_draw_count(joined["M"], joined["K"], joined["n"]) if mode == "iid"
              else disjoint_draw_count(joined["M"], joined["K"], joined["n_train"], joined["n"]))
+    return joined, np.asarray(draws)
+
+
+def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str, level: float) -> Judgement:
+    """p̂ ≤ B_exact over the determined misalignment `cells` of one mode (bounds.judge_bound), each cell's
+    intervals from its pools' alignment rows (`bound_cells`): p's from p̂, the replicates and the disjoint draws the
+    pools hold (stats.intervals.misalignment_interval), B_exact's from the held-out moments' jackknife errors
+    (stats.certificates.b_exact_interval). Not tested when the tables lack those columns."""
+    seeds = int(cells["seed"].nunique()) if "seed" in cells else 0
+    joined = bound_cells(cells, alignment, mode)
+    if isinstance(joined, str):
+        return not_tested(joined, seeds, level)
+    joined, draws = joined
     return judge_bound(joined["p_hat"], joined["b_exact"],
                        lambda at: misalignment_interval(joined["p_hat"], joined["replicates"], draws, at),
                        lambda at: b_exact_interval(joined, joined["M"], joined["K"], at), level, seeds)

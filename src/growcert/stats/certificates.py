@@ -67,11 +67,18 @@ def n_eff(M: int, K: int) -> float:
     return M * K / (M + K + 1)
 
 
+def variance_weights(M, K):
+    """(a, b) with V = Var[μ_M·g_K] = a μᵀΣμ + b tr(Σ²): a = 1/M + 1/K, b = 1/(MK). Elementwise over arrays."""
+    M, K = np.asarray(M, float), np.asarray(K, float)
+    return 1.0 / M + 1.0 / K, 1.0 / (M * K)
+
+
 def misalignment_variance(m: Moments, M: int, K: int) -> float:
     """V = Var[μ_M·g_K] = (1/M + 1/K) μᵀΣμ + tr(Σ²)/(MK) for independent samples."""
     if M < 1 or K < 1:
         raise ValueError(f"M and K must be positive sample sizes; got M={M}, K={K}")
-    return (1.0 / M + 1.0 / K) * float(m.mu_sigma_mu) + float(m.tr_sigma2) / (M * K)
+    directional, energy = variance_weights(M, K)
+    return float(directional) * float(m.mu_sigma_mu) + float(energy) * float(m.tr_sigma2)
 
 
 def certificates(m: Moments, M: int, K: int) -> tuple[float, float, float]:
@@ -87,6 +94,12 @@ def certificates(m: Moments, M: int, K: int) -> tuple[float, float, float]:
     return b_exact, b_align, effective
 
 
+def moment_box_quantile(level):
+    """The normal quantile of each moment's interval in `b_exact_interval`'s box: two-sided at 1 − (1 − level)/3
+    (Bonferroni over the three moments). Elementwise over arrays of levels."""
+    return normal_quantiles(1.0 - (1.0 - np.asarray(level, float)) / 3.0)
+
+
 def b_exact_interval(row, M, K, level=0.95) -> tuple[np.ndarray, np.ndarray]:
     """An interval for the population B_exact from a row's (or table's: elementwise) unbiased moments mu_4,
     mu_sigma_mu, tr_sigma2 and their jackknife standard errors <name>_se_jack, the columns alignment_row writes.
@@ -98,7 +111,7 @@ def b_exact_interval(row, M, K, level=0.95) -> tuple[np.ndarray, np.ndarray]:
     the corners' interval covers B_exact at ≥ `level`, with no need for the moments' covariances (the table keeps
     their standard errors only). An upper ‖μ‖⁴ end of 0 gives B_exact's upper end 1 (no detectable mean bounds
     nothing)."""
-    z = normal_quantiles(1.0 - (1.0 - np.asarray(level, float)) / 3.0)
+    z = moment_box_quantile(level)
 
     def ends(name):
         value, se = np.asarray(row[name], float), np.asarray(row[f"{name}_se_jack"], float)
@@ -106,9 +119,9 @@ def b_exact_interval(row, M, K, level=0.95) -> tuple[np.ndarray, np.ndarray]:
 
     (mu_4_low, mu_4_high), (msm_low, msm_high), (tr_low, tr_high) = (ends(name) for name in
                                                                       ("mu_4", "mu_sigma_mu", "tr_sigma2"))
-    M, K = np.asarray(M, float), np.asarray(K, float)
-    v_low = (1.0 / M + 1.0 / K) * msm_low + tr_low / (M * K)
-    v_high = (1.0 / M + 1.0 / K) * msm_high + tr_high / (M * K)
+    directional, energy = variance_weights(M, K)
+    v_low = directional * msm_low + energy * tr_low
+    v_high = directional * msm_high + energy * tr_high
     with np.errstate(divide="ignore", invalid="ignore"):
         low = np.where(v_low + mu_4_high > 0, v_low / (v_low + mu_4_high), 0.0)
         high = np.where(mu_4_low > 0, v_high / (v_high + mu_4_low), 1.0)
