@@ -184,7 +184,8 @@ def _decide_option(table: pd.DataFrame, local_reach: float) -> tuple[str, str]:
     train_on = table[table["option"] == TRAIN_ON].iloc[0]
     if not train_on["local"]:
         steps = train_on["local_steps"]
-        within = (f"they hold for about {int(steps):,} steps at this lr (--budget-steps)" if steps >= 1 else
+        within = (f"they hold for about {int(steps):,} step{'s' if steps >= 2 else ''} at this lr (--budget-steps)"
+                  if steps >= 1 else
                   "they hold for less than one step at this lr (a smaller advise.budget_lr holds longer)")
         return NO_EVIDENCE, (f"Training on for these S steps reaches {train_on['reach']:.3g} nats of held-out "
                              f"log-likelihood, beyond the local range the predictions hold in (advise.local_reach = "

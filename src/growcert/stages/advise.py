@@ -33,6 +33,7 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 import torch
+from threadpoolctl import threadpool_limits
 
 from growcert.config import stage_settings
 from growcert.data import INFO_FILE, load_prepared, prepare_dataset
@@ -245,7 +246,9 @@ def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str
     budget = inputs.advise
     options = {"lr": budget["budget_lr"], "steps": budget["budget_steps"], "batch_size": budget["budget_batch_size"],
                "groups": budget["jackknife_groups"], "level": inputs.depth["level"]}
-    with torch_runtime(threads, device=device) as runtime:
+    # numpy's BLAS takes every core unless told: the job's threads, as torch's (on a busy 2-core machine the
+    # (m, P) × (P, n) product of `gain_parts` took 10-50 s with two BLAS threads and 5 s with one)
+    with torch_runtime(threads, device=device) as runtime, threadpool_limits(threads):
         model, metadata, data = load_model(inputs.model, data, inputs.hf)
         model = model.to(runtime.device).eval()
         examples, split = dump_examples(data, inputs.dump, text_context(data, metadata["model_options"]))

@@ -105,7 +105,7 @@ def _column_sums(rows: np.ndarray, chunk: int = ROW_CHUNK) -> tuple[np.ndarray, 
     for start in range(0, len(rows), chunk):
         block = rows[start:start + chunk].astype(np.float64)
         sums += block.sum(axis=0)
-        squares += np.square(block).sum(axis=0)
+        squares += np.einsum("ij,ij->j", block, block)
     return sums, squares
 
 
@@ -120,12 +120,12 @@ def gain_parts(train_rows: np.ndarray, held_out_rows: np.ndarray, curvature_rows
                          f"{len(held_out)}")
     if curvature.shape != held_out.shape:
         raise ValueError(f"curvature rows {curvature.shape} must match the held-out rows {held_out.shape}")
-    member = example_groups(n, groups)
-    group_sums = [_column_sums(train[member == group]) for group in range(member.max() + 1)]
+    count = min(groups, n)  # example_groups' interleaved groups: group g is rows g, g + count, ... (a view)
+    group_sums = [_column_sums(train[group::count]) for group in range(count)]
     sums, squares = (np.sum([part[k] for part in group_sums], axis=0) for k in (0, 1))
     direction, scale = adam_direction(sums, squares, n, batch_size)
     directions = [direction] + [adam_direction(sums - part_sums, squares - part_squares,
-                                               n - int((member == group).sum()), batch_size)[0]
+                                               n - len(range(group, n, count)), batch_size)[0]
                                 for group, (part_sums, part_squares) in enumerate(group_sums)]
     # float32 products like the rows (the sums above are float64, where cancellation would bite)
     directions = np.stack(directions, axis=1).astype(np.float32)  # (P, 1 + groups)
