@@ -52,7 +52,7 @@ from growcert.runtime import torch_runtime
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth, point_arrays
 from growcert.stages.dump import dump_gradients
-from growcert.stats.update_gain import gain_parts, local_steps, predicted_gain
+from growcert.stats.update_gain import GainParts, gain_parts, local_steps, predicted_gain
 from growcert.store import open_group, split_of, store_attrs
 from growcert.training import text_context, to_device
 
@@ -273,18 +273,29 @@ def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str
                           options["batch_size"], options["groups"])
         del rows
         curvature = _block_curvature_rows(model, held_features, drawn, points, inputs, runtime.device)
-        trained_on = predicted_gain(base, **options)
-        table = [{"option": advice.TRAIN_ON, "point": "", **_gain_columns(trained_on),
-                  **_reach_columns(trained_on, options["lr"], budget["local_reach"])}]
+        blocks = {}
         for point in points:
             arrays, _ = point_arrays(store, point, inputs.family, inputs.depth, runtime.device)
             stored = split_of(open_group(store, point))
-            grown = base + gain_parts(arrays.g[stored == "train"], arrays.g[stored == "test"], curvature[point],
-                                      options["batch_size"], options["groups"])
-            grown_gain = predicted_gain(grown, **options)
-            table.append({"option": advice.grow_at(point), "point": point, **_gain_columns(grown_gain),
-                          **_reach_columns(grown_gain, options["lr"], budget["local_reach"]),
-                          **_gain_columns(predicted_gain(grown, **options, baseline=base), "added")})
+            blocks[point] = gain_parts(arrays.g[stored == "train"], arrays.g[stored == "test"], curvature[point],
+                                       options["batch_size"], options["groups"])
+    return predictions_table(base, blocks, options, budget["local_reach"])
+
+
+def predictions_table(base: GainParts, blocks: dict[str, GainParts], options: dict[str, Any],
+                      local_reach: float) -> pd.DataFrame:
+    """The options' rows from the base model's gain parts and each point's new-block parts (`stats.update_gain`):
+    train on, then grow at each point of `blocks` in order, with gain, reach, local_steps and (growths) the gain
+    added beyond training on. `options`: predicted_gain's lr, steps, batch_size, groups and level."""
+    trained_on = predicted_gain(base, **options)
+    table = [{"option": advice.TRAIN_ON, "point": "", **_gain_columns(trained_on),
+              **_reach_columns(trained_on, options["lr"], local_reach)}]
+    for point, block in blocks.items():
+        grown = base + block
+        grown_gain = predicted_gain(grown, **options)
+        table.append({"option": advice.grow_at(point), "point": point, **_gain_columns(grown_gain),
+                      **_reach_columns(grown_gain, options["lr"], local_reach),
+                      **_gain_columns(predicted_gain(grown, **options, baseline=base), "added")})
     return pd.DataFrame(table)
 
 
