@@ -170,11 +170,16 @@ def _bad_inputs(llama, prepared, tmp_path):
         "text shorter than one context": (["--model", str(checkpoint), "--data", str(short)], str(short)),
         "growth beyond the stream's width": (["--model", str(checkpoint), "--data", str(data), "--growth-dims", "17"],
                                              "--growth-dims 17"),
+        "no steps to spend": (["--model", str(checkpoint), "--data", str(data), "--budget-steps", "0"],
+                              "advise.budget_steps"),
+        "gradients above the memory cap": (["--model", str(checkpoint), "--data", str(data), "--settings",
+                                            json.dumps({"max_gradient_mb": 0.01})], "advise.max_gradient_mb"),
     }
 
 
 @pytest.mark.parametrize("case", ["missing model", "damaged model", "data of the wrong kind",
-                                  "text shorter than one context", "growth beyond the stream's width"])
+                                  "text shorter than one context", "growth beyond the stream's width",
+                                  "no steps to spend", "gradients above the memory cap"])
 def test_a_bad_input_is_one_line_naming_it_exit_2_and_nothing_written(case, llama, prepared, tmp_path, capsys):
     argv, named = _bad_inputs(llama, prepared, tmp_path)[case]
     fresh, existing = tmp_path / "fresh", tmp_path / "existing"

@@ -14,7 +14,8 @@ the kind the family reads, or, for a language model, a plain text file long enou
 side), checks the proposed growth against the stream's width, and resolves the settings of the three stages
 `advise` wires together (dump, alignment, depth: their schema defaults, with the `advise` section's sample,
 reduction and context).
-Every problem is one line naming the input (`--model`, `--data`, `--growth-dims`) and nothing is written.
+Every problem is one line naming the input (`--model`, `--data`, `--growth-dims`) and nothing is written; so is
+advise.max_gradient_mb, checked once the dump has drawn its examples (`option_predictions`).
 
 `work_folder(out)` is where the dump's store (and a text file's prepared streams) live while the command runs:
 a hidden folder inside `out`, removed when the command ends, succeeded or failed, with `out` itself when
@@ -132,6 +133,20 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
                                                                  "max_batch_mb", "seed")})
     return AdviceInputs(model, data, text_file, family, context, width, hf, advise, dump, alignment,
                         stage_settings("depth", {"pools": ["test"]}), M, K)
+
+
+def _check_gradient_memory(model: Path, parameters: int, train_count: int, held_count: int,
+                           advise: dict[str, Any]) -> None:
+    """The predictions hold every parameter's per-example gradient for every dumped example, the held-out ones twice
+    (`option_predictions`), in float32: refused above advise.max_gradient_mb. Checked once the dump has drawn its
+    examples (a split smaller than the settings' count gives fewer), before any gradient is computed."""
+    rows = train_count + 2 * held_count
+    megabytes = rows * parameters * 4 / 2**20
+    if megabytes > advise["max_gradient_mb"]:
+        raise ConfigError(f"advise.max_gradient_mb: the predictions need {megabytes:,.0f} MiB of per-example gradients "
+                          f"({train_count} training and {held_count} held-out examples, the held-out twice, x "
+                          f"{parameters:,} parameters of {model}), above its {advise['max_gradient_mb']:g}; lower "
+                          "advise.train_examples and test_examples")
 
 
 def _prepared_kind(folder: Path) -> str:
@@ -252,19 +267,12 @@ def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str
         model, metadata, data = load_model(inputs.model, data, inputs.hf)
         model = model.to(runtime.device).eval()
         examples, split = dump_examples(data, inputs.dump, text_context(data, metadata["model_options"]))
-        held_out = split == "test"
-        train = slice(0, int((~held_out).sum()))  # dump_examples puts the training rows first: views, not copies
+        train = slice(0, int((split == "train").sum()))  # dump_examples puts the training rows first: views
         held_out = slice(train.stop, len(split))
+        _check_gradient_memory(inputs.model, sum(parameter.numel() for parameter in model.parameters()), train.stop,
+                               held_out.stop - held_out.start, budget)
         for parameter in model.parameters():
             parameter.requires_grad_(True)  # every parameter trains in the S steps (a pretrained model's too)
-        parameters = sum(parameter.numel() for parameter in model.parameters())
-        held_count = held_out.stop - held_out.start
-        megabytes = (len(examples) + held_count) * parameters * 4 / 2**20
-        if megabytes > budget["max_gradient_mb"]:
-            raise ConfigError(f"advise.max_gradient_mb: the predictions need {megabytes:,.0f} MiB of per-example "
-                              f"gradients ({len(examples)} examples, {held_count} of them twice, x "
-                              f"{parameters:,} parameters of {inputs.model}), above its {budget['max_gradient_mb']:g}; "
-                              "lower advise.train_examples and test_examples")
         features, targets = (to_device(tensor, runtime.device) for tensor in (examples.inputs, examples.targets))
         held_features = features[held_out]
         drawn = model_drawn_targets(model, held_features, inputs.dump["seed"])
