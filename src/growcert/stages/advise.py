@@ -238,10 +238,13 @@ def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: 
     quiet = lambda _: None  # noqa: E731 (the stages' log, unused here)
     store = dump_gradients(inputs.model, data, work / "store.zarr", inputs.dump, threads=threads, log=quiet,
                            hf=inputs.hf, device=device, progress=progress)
-    points = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
-                                 estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
-                                 inputs.M, inputs.K, inputs.depth["level"], inputs.alignment["detect_threshold"])
-    predictions = option_predictions(inputs, data, store, list(points["point"]), threads=threads, device=device)
+    # numpy's BLAS takes every core unless told: the job's threads, as torch's (on this busy 2-core machine the
+    # (m, P) × (P, n) product of `gain_parts` took 10-50 s with two BLAS threads and 5 s with one)
+    with threadpool_limits(threads):
+        points = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
+                                     estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
+                                     inputs.M, inputs.K, inputs.depth["level"], inputs.alignment["detect_threshold"])
+        predictions = option_predictions(inputs, data, store, list(points["point"]), threads=threads, device=device)
     return advice.options_table(points, predictions, inputs.advise["local_reach"]), store
 
 
@@ -261,9 +264,7 @@ def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str
     budget = inputs.advise
     options = {"lr": budget["budget_lr"], "steps": budget["budget_steps"], "batch_size": budget["budget_batch_size"],
                "groups": budget["jackknife_groups"], "level": inputs.depth["level"]}
-    # numpy's BLAS takes every core unless told: the job's threads, as torch's (on a busy 2-core machine the
-    # (m, P) × (P, n) product of `gain_parts` took 10-50 s with two BLAS threads and 5 s with one)
-    with torch_runtime(threads, device=device) as runtime, threadpool_limits(threads):
+    with torch_runtime(threads, device=device) as runtime, threadpool_limits(threads):  # BLAS: see `decide`
         model, metadata, data = load_model(inputs.model, data, inputs.hf)
         model = model.to(runtime.device).eval()
         examples, split = dump_examples(data, inputs.dump, text_context(data, metadata["model_options"]))
