@@ -1,6 +1,7 @@
-"""`growcert advise`: end to end on a tiny trained llama (its figures are the pipeline stages' own), from a text
-file on a tiny Hugging Face model, the decision words on a store built with a known answer, bad inputs, and
-the Snakemake target."""
+"""`growcert advise`: end to end on a tiny trained llama (its per-point figures are the pipeline stages' own, and
+every option is predicted), from a text file on a tiny Hugging Face model, the first-order reading's words on a
+store built with a known answer, bad inputs, and the Snakemake target. The predictions themselves are tested in
+tests/test_advise_options.py."""
 
 import json
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from growcert.cli import main
 from growcert.config import stage_settings
-from growcert.report.advice import GROW, NO_EVIDENCE, advice_table, recommendation
+from growcert.report.advice import GROW, NO_EVIDENCE, TRAIN_ON, advice_table, first_order_recommendation
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
 from growcert.store import GroupSpec, StoreWriter
@@ -41,11 +42,22 @@ def advised(llama, tmp_path_factory):
 
 def test_advise_writes_its_outputs_and_nothing_else(advised):
     assert sorted(path.name for path in advised.iterdir()) == sorted(OUTPUTS)  # the work folder is gone
-    table = pd.read_csv(advised / "advice.csv")
-    assert list(table["point"]) == ["block0", "block1", "block2"]
-    assert set(table["decision"]) <= {"grow here", "no evidence", "saturated"} and table["why"].str.len().min() > 20
+    table = pd.read_csv(advised / "advice.csv", keep_default_na=False)
+    assert list(table["option"]) == [TRAIN_ON, "grow at block0", "grow at block1", "grow at block2"]
+    assert list(table["point"]) == ["", "block0", "block1", "block2"]
+    # one decision for the model, on every row, and the row it chose marked (none for "no evidence")
+    decision = table["decision"].iloc[0]
+    assert (table["decision"] == decision).all() and decision in {*table["option"], NO_EVIDENCE}
+    assert list(table.loc[table["chosen"], "option"]) == ([] if decision == NO_EVIDENCE else [decision])
+    assert set(table["first_order"][1:]) <= {"grow here", "no evidence", "saturated"}
+    assert table["first_order_why"][1:].str.len().min() > 20 and len(table["why"].iloc[0]) > 20
+    for column in ("gain", "gain_lo", "gain_hi", "reach", "added"):
+        values = pd.to_numeric(table[column][0 if column != "added" else 1:])
+        assert np.isfinite(values).all(), column
+    assert (table["gain_lo"] <= table["gain"]).all() and (table["gain"] <= table["gain_hi"]).all()
     page = (advised / "advice.md").read_text()
-    assert page.startswith("# Should I grow") and all(f"| {point} |" in page for point in table["point"])
+    assert page.startswith("# Should I train on or grow") and all(f"| {o} |" in page for o in table["option"])
+    assert all(f"| {point} |" in page for point in table["point"][1:])
     assert json.loads((advised / "provenance.json").read_text())["advice"]["n_test"] == EXAMPLES
 
 
@@ -64,7 +76,7 @@ def test_per_point_figures_are_the_pipeline_stages_own(llama, advised, tmp_path,
                  json.dumps({"MK": [[32, 32]], "replicates": 10}), "--out", str(out["m"])]) == 0
     assert main(["estimate-depth", "--store", str(store), "--out", str(out["d"])]) == 0
     capsys.readouterr()
-    advice = pd.read_csv(advised / "advice.csv").set_index("point")
+    advice = pd.read_csv(advised / "advice.csv").query("option != 'train on'").set_index("point")
     alignment = pd.read_csv(out["a"]).query("pool == 'test' and reduction == 'sum_positions'").set_index("point")
     certificates = pd.read_csv(out["m"]).query("reduction == 'sum_positions' and mode == 'iid'").set_index("point")
     depth = pd.read_csv(out["d"]).query("pool == 'test'").set_index("point")
@@ -86,9 +98,10 @@ def test_a_hugging_face_model_is_advised_from_a_text_file(prepared, tmp_path, ca
     assert main(["advise", "--model", str(folder), "--data", str(text), "--out", str(out), "--examples", "8",
                  "--settings", json.dumps({"context": 16})]) == 0
     printed = capsys.readouterr().out
-    table = pd.read_csv(out / "advice.csv")
+    table = pd.read_csv(out / "advice.csv").query("option != 'train on'")
     assert list(table["point"]) == ["block0", "block1", "block2"] and (table["n"] == 8).all()
-    assert all(word in printed for word in table["decision"]) and "advice.md" in printed
+    assert all(option in printed for option in table["option"]) and "advice.md" in printed
+    assert table["decision"].iloc[0] in printed.lower()
 
 
 def _constructed_store(path: Path, n: int = 128, positions: int = 4, features: int = 8) -> Path:
@@ -129,7 +142,8 @@ def test_a_clear_first_order_value_grows_and_none_gives_no_evidence(tmp_path):
     assert list(table["decision"]) == [GROW, NO_EVIDENCE], table[["point", "decision", "why"]]
     assert table["value"].iloc[1] < 0 and table["mu_sq"].iloc[1] < 0  # exactly cancelled, as derived
     assert "no sample size would" in table["why"].iloc[1]
-    assert recommendation(table, 0.95).startswith("Grow at block0") and "only point" in recommendation(table, 0.95)
+    line = first_order_recommendation(table, 0.95)
+    assert line.startswith("Grow at block0") and "only point" in line
 
 
 def test_samples_to_detect_reaches_the_threshold_at_the_observed_spread():
@@ -156,11 +170,16 @@ def _bad_inputs(llama, prepared, tmp_path):
         "text shorter than one context": (["--model", str(checkpoint), "--data", str(short)], str(short)),
         "growth beyond the stream's width": (["--model", str(checkpoint), "--data", str(data), "--growth-dims", "17"],
                                              "--growth-dims 17"),
+        "no steps to spend": (["--model", str(checkpoint), "--data", str(data), "--budget-steps", "0"],
+                              "advise.budget_steps"),
+        "gradients above the memory cap": (["--model", str(checkpoint), "--data", str(data), "--settings",
+                                            json.dumps({"max_gradient_mb": 0.01})], "advise.max_gradient_mb"),
     }
 
 
 @pytest.mark.parametrize("case", ["missing model", "damaged model", "data of the wrong kind",
-                                  "text shorter than one context", "growth beyond the stream's width"])
+                                  "text shorter than one context", "growth beyond the stream's width",
+                                  "no steps to spend", "gradients above the memory cap"])
 def test_a_bad_input_is_one_line_naming_it_exit_2_and_nothing_written(case, llama, prepared, tmp_path, capsys):
     argv, named = _bad_inputs(llama, prepared, tmp_path)[case]
     fresh, existing = tmp_path / "fresh", tmp_path / "existing"
@@ -218,7 +237,7 @@ def test_a_value_no_larger_than_the_deepest_points_is_saturated(tmp_path):
         values = pd.concat([depth.assign(point=point, point_index=i, scaled_value=v, scaled_value_se=1.0)
                             for i, (point, v) in enumerate(zip(points, scaled))])
         table = advice_table(copies, values, 32, 32, 0.95, 2.0)
-        return list(table["decision"]), recommendation(table, 0.95)
+        return list(table["decision"]), first_order_recommendation(table, 0.95)
 
     decisions, line = decide([5.0, 5.5, 5.0])
     assert decisions == ["saturated", "saturated", GROW] and line.startswith("Grow at block2")

@@ -1,4 +1,5 @@
-"""`growcert advise`: should a user's own model grow, and where? (growcert.stages.advise)."""
+"""`growcert advise`: with S more steps, should a user's own model train on or grow, and where?
+(growcert.stages.advise)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import argparse
 from growcert.commands.shared import log, progress, user_model_arguments
 
 NAME = "advise"
-HELP = "should this model grow, and where? dump a sample, estimate every point, decide (advice.csv, advice.md, figure)"
+HELP = ("with S more steps, train on or grow (where)? dump a sample, predict every option's held-out gain, decide "
+        "(advice.csv, advice.md, figure)")
 SETTINGS = "advise"
 
 
@@ -16,10 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "folder for advice.csv, advice.md, advice.png, provenance.json")
     parser.add_argument("--growth-dims", type=int, default=None, help="M new directions of the certificates "
                         "(advise.growth_dims; default: alignment.reference_mk)")
+    parser.add_argument("--budget-steps", type=int, default=None, help="S: the steps left to spend; every option's "
+                        "gain is predicted over S steps (advise.budget_steps)")
 
 
 def run(args: argparse.Namespace) -> None:
     from growcert.stages.advise import advise
 
     log(advise(args.model, args.data, args.settings, args.out, growth_dims=args.growth_dims, examples=args.examples,
+               budget_steps=args.budget_steps,
                threads=args.threads, device=args.device, progress=progress(f"dumping {args.model}")))

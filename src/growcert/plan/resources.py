@@ -50,5 +50,7 @@ class Resources:
         return attempt * (2000 + self.job_settings("depth", wildcards)["max_feature_mb"])
 
     def advise_mem_mb(self, wildcards: Any, attempt: int) -> int:
-        """The dump's batch cap (advise.max_batch_mb) on top of a model and its estimates' working memory."""
-        return attempt * (4000 + 2 * int(self.config["advise"]["max_batch_mb"]))
+        """The dump's batch cap (advise.max_batch_mb) and the predictions' per-example gradients (advise.max_gradient_mb)
+        on top of a model and its estimates' working memory."""
+        section = self.config["advise"]
+        return attempt * (4000 + 2 * int(section["max_batch_mb"]) + int(section["max_gradient_mb"]))

@@ -1,8 +1,23 @@
-"""`growcert advise` read back from tidy tables: per insertion point, a decision (grow here, no evidence,
-saturated) with the reason, the model-level recommendation, and the page, figure and table a person reads.
+"""`growcert advise` read back from tidy tables: with S more steps to spend, train on or grow at k (and where), each
+option's predicted held-out gain beside the decision; per insertion point, the first-order reading (grow here, no
+evidence, saturated) with its reason; the page, figure and table a person reads.
 
 Inputs are the held-out (`test`) rows of the tables `estimate_alignment` and `estimate_depth` write for one
-store; nothing here reads a network or a store. The rule (docs/science.md, "advise (should this model grow, and where?)"), per point in stream order:
+store, and the options' predicted gains (`stages.advise.option_predictions`: columns gain*, added*); nothing here
+reads a network or a store.
+
+The decision (docs/science.md, "advise: options with predictions"), over S = advise.budget_steps steps, among
+the options within the local range (reach ≤ advise.local_reach: `stats.update_gain`):
+
+    grow at k     the growth whose added gain beyond training on is largest among those whose added gain's
+                  interval lies above 0 and whose own gain's interval lies above 0;
+    train on      otherwise, when training on's predicted gain has its interval above 0 ("train on" is an answer:
+                  no growth is predicted to add to it beyond noise);
+    no evidence   otherwise: no option is predicted to lower held-out loss beyond noise at this sample, or training
+                  on itself is beyond the local range (the line gives the steps that would stay within it).
+
+The first-order reading per point (docs/science.md, "advise (should this model grow, and where?)"), in stream
+order, shown beside the predictions (column `first_order`; `first_order_rows` gives the rows advise-check scores):
 
     no evidence   the mean activation gradient is not detectable (‖μ‖²/SE below the alignment detection threshold), or
                   the first-order value's interval holds 0: the row gives the held-out examples that would
@@ -13,8 +28,9 @@ store; nothing here reads a network or a store. The rule (docs/science.md, "advi
     grow here     otherwise, when B_exact at (M, K) is non-vacuous (below `verdicts.VACUOUS_BOUND`);
     no evidence   otherwise (the certificate is vacuous or undetermined).
 
-The model-level line recommends the `grow here` point with the largest scale-invariant value, never a point
-without a detectable mean, and says whether its lead over the runner-up exceeds the same margin.
+`first_order_recommendation` is that reading's model-level line: the `grow here` point with the largest
+scale-invariant value, never a point without a detectable mean, and whether its lead over the runner-up exceeds
+the same margin.
 """
 
 from __future__ import annotations
@@ -34,8 +50,13 @@ from growcert.stats.certificates import STATUS_NO_SIGNAL, certificate_columns, s
 from growcert.stats.depth import saturated_levels
 from growcert.stats.intervals import normal_quantile
 
+# the per-point first-order reading's words (column first_order; advise-check scores them as `decision`)
 GROW, NO_EVIDENCE, SATURATED = "grow here", "no evidence", "saturated"
 DECISIONS = (GROW, NO_EVIDENCE, SATURATED)
+# the decision's words: train on, grow at <point>, or NO_EVIDENCE
+TRAIN_ON, GROW_AT = "train on", "grow at"
+GAIN_COLUMNS = ["gain", "gain_se", "gain_lo", "gain_hi", "gain_first_order", "gain_cost"]
+ADDED_COLUMNS = ["added", "added_se", "added_lo", "added_hi", "added_first_order", "added_cost"]
 ALIGNMENT_COLUMNS = ["n", "detectability", "status", "mu_sq", "mu_sq_se", "d_align", "d_align_raw", "d_align_lo",
                      "d_align_hi"]
 DEPTH_COLUMNS = ["value", "value_se", "value_lo", "value_hi", "value_detectability", "scaled_value",
@@ -109,8 +130,9 @@ def grow_candidates(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["decision"] == GROW].sort_values("scaled_value", ascending=False, kind="stable")
 
 
-def recommendation(table: pd.DataFrame, level: float) -> str:
-    """The model-level line: the best `grow here` point and how sure it is, or "do not grow" and why."""
+def first_order_recommendation(table: pd.DataFrame, level: float) -> str:
+    """The first-order reading's model-level line: the best `grow here` point and how sure it is, or "do not grow"
+    and why (`table`: `advice_table`'s, or `first_order_rows` of an options table)."""
     candidates = grow_candidates(table)
     n = int(table["n"].max())
     if candidates.empty:
@@ -135,31 +157,114 @@ def recommendation(table: pd.DataFrame, level: float) -> str:
                    f"; its lead over {second['point']} ({second['scaled_value']:.3g}) is within noise: either will do.")
 
 
+def grow_at(point: str) -> str:
+    """The option (and decision) word of growing at `point`."""
+    return f"{GROW_AT} {point}"
+
+
+def options_table(points: pd.DataFrame, predictions: pd.DataFrame, local_reach: float) -> pd.DataFrame:
+    """advice.csv: one row per option (`predictions`' order: train on, then grow at each point), its predicted gain,
+    added gain, reach and whether that is within `local_reach` (`local`), the point's first-order reading (`points`,
+    from `advice_table`: columns decision and why become first_order and first_order_why), and on every row the
+    decision, its reason and whether the row is the option chosen (`chosen`)."""
+    first_order = points.rename(columns={"decision": "first_order", "why": "first_order_why"})
+    table = predictions.merge(first_order, on="point", how="left", validate="many_to_one")
+    table["point_index"] = table["point_index"].fillna(-1).astype(int)  # train on: no point
+    table["local"] = table["reach"] <= local_reach
+    word, why = _decide_option(table, local_reach)
+    return table.assign(decision=word, why=why, chosen=table["option"] == word)
+
+
+def _interval(row: pd.Series, prefix: str) -> str:
+    return f"{row[prefix]:+.3g} [{row[f'{prefix}_lo']:+.3g}, {row[f'{prefix}_hi']:+.3g}]"
+
+
+def _decide_option(table: pd.DataFrame, local_reach: float) -> tuple[str, str]:
+    """(decision, one sentence why) from the options' predicted gains (the rule in the module docstring)."""
+    train_on = table[table["option"] == TRAIN_ON].iloc[0]
+    if not train_on["local"]:
+        steps = train_on["local_steps"]
+        within = (f"they hold for about {int(steps):,} step{'s' if steps >= 2 else ''} at this lr (--budget-steps)"
+                  if steps >= 1 else
+                  "they hold for less than one step at this lr (a smaller advise.budget_lr holds longer)")
+        return NO_EVIDENCE, (f"Training on for these S steps reaches {train_on['reach']:.3g} nats of held-out "
+                             f"log-likelihood, beyond the local range the predictions hold in (advise.local_reach = "
+                             f"{local_reach:g}): {within}.")
+    growths = table[(table["option"] != TRAIN_ON) & table["local"]]
+    helping = growths[(growths["added_lo"] > 0) & (growths["gain_lo"] > 0)]
+    best_added = growths.sort_values("added", ascending=False, kind="stable").iloc[0] if len(growths) else None
+    if len(helping):
+        best = helping.sort_values("added", ascending=False, kind="stable").iloc[0]
+        return best["option"], (f"predicted held-out gain {_interval(best, 'gain')} over the S steps, "
+                                 f"{_interval(best, 'added')} beyond training on ({_interval(train_on, 'gain')}): "
+                                 "the new block's signal outweighs the cost of its noise.")
+    beyond = ("; no growth within the local range" if best_added is None else
+              f"; no growth adds to it beyond noise (the most, at {best_added['point']}: "
+              f"{_interval(best_added, 'added')})")
+    if train_on["gain_lo"] > 0:
+        return TRAIN_ON, f"predicted held-out gain {_interval(train_on, 'gain')} over the S steps{beyond}."
+    direction = "raise" if train_on["gain_hi"] < 0 else "change"
+    return NO_EVIDENCE, (f"No option is predicted to lower held-out loss beyond noise: training on is predicted to "
+                         f"{direction} it ({_interval(train_on, 'gain')}){beyond}.")
+
+
+def recommendation(table: pd.DataFrame) -> str:
+    """The model-level line: the decision and why (the same on every row of an options table)."""
+    first = table.iloc[0]
+    return f"{first['decision'][0].upper()}{first['decision'][1:]}: {first['why']}"
+
+
+def first_order_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The grow rows of an options table as `advice_table` gave them (first_order, first_order_why as decision and
+    why): the per-point first-order reading advise-check scores."""
+    rows = table[table["option"] != TRAIN_ON].drop(columns=["decision", "why"])
+    return rows.rename(columns={"first_order": "decision", "first_order_why": "why"}).reset_index(drop=True)
+
+
 def terminal_table(table: pd.DataFrame) -> str:
-    """The decision table as the terminal shows it."""
-    shown = pd.DataFrame({"point": table["point"], "decision": table["decision"],
-                          "scaled value": table["scaled_value"].map("{:.3g}".format),
-                          "interval": [f"[{lo:.3g}, {hi:.3g}]" for lo, hi in
-                                       zip(table["scaled_value_lo"], table["scaled_value_hi"])],
-                          "‖μ‖²/SE": table["detectability"].map("{:.2f}".format),
-                          "d_align": table["d_align_raw"].map("{:.3g}".format),
-                          "B_exact": table["b_exact"].map("{:.3g}".format),
-                          "n to detect": table["samples_to_detect"].map(lambda n: "" if n != n else f"{int(n):,}")})
+    """The options table as the terminal shows it: each option's prediction beside the decision."""
+    shown = pd.DataFrame({"option": [f"{o} *" if chosen else o for o, chosen in zip(table["option"], table["chosen"])],
+                          "predicted gain [interval]": [_interval(r, "gain") for _, r in table.iterrows()],
+                          "beyond train on": ["" if r["option"] == TRAIN_ON else _interval(r, "added")
+                                              for _, r in table.iterrows()],
+                          "reach": [f"{r:.2g}" + ("" if local else " (beyond)") for r, local in
+                                    zip(table["reach"], table["local"])],
+                          "first order": table["first_order"].fillna(""),
+                          "scaled value": table["scaled_value"].map(lambda v: "" if v != v else f"{v:.3g}"),
+                          "‖μ‖²/SE": table["detectability"].map(lambda v: "" if v != v else f"{v:.2f}"),
+                          "B_exact": table["b_exact"].map(lambda v: "" if v != v else f"{v:.3g}")})
     return shown.to_string(index=False)
 
 
 def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figure_name: str) -> str:
-    """advice.md: the recommendation, the table, one sentence per decision, the figure and what was measured."""
-    header = "| point | decision | value [interval] | scale-invariant value [interval] | d_align [interval] | ‖μ‖²/SE | B_exact | B_align |"
-    rows = [f"| {r['point']} | **{r['decision']}** | {r['value']:.3g} [{r['value_lo']:.3g}, {r['value_hi']:.3g}] | "
+    """advice.md: the decision, every option's prediction, the first-order reading per point, why, the figure and
+    what was measured."""
+    options = [f"| {r['option']} | {'**' + r['decision'] + '**' if r['chosen'] else ''} | {_interval(r, 'gain')} | "
+               f"{r['gain_first_order']:.3g} | {r['gain_cost']:.3g} | "
+               f"{'' if r['option'] == TRAIN_ON else _interval(r, 'added')} | {r['reach']:.3g}"
+               f"{'' if r['local'] else ' (beyond)'} | {r['local_steps']:,.0f} |" for _, r in table.iterrows()]
+    points = first_order_rows(table)
+    header = ("| point | first-order reading | value [interval] | scale-invariant value [interval] | d_align [interval] "
+              "| ‖μ‖²/SE | B_exact | B_align |")
+    rows = [f"| {r['point']} | {r['decision']} | {r['value']:.3g} [{r['value_lo']:.3g}, {r['value_hi']:.3g}] | "
             f"{r['scaled_value']:.3g} [{r['scaled_value_lo']:.3g}, {r['scaled_value_hi']:.3g}] | "
             f"{r['d_align_raw']:.3g} [{r['d_align_lo']:.3g}, {r['d_align_hi']:.3g}] | {r['detectability']:.2f} | "
-            f"{r['b_exact']:.3g} | {r['b_align']:.3g} |" for _, r in table.iterrows()]
-    reasons = [f"- **{r['point']}, {r['decision']}.** {r['why']}" for _, r in table.iterrows()]
+            f"{r['b_exact']:.3g} | {r['b_align']:.3g} |" for _, r in points.iterrows()]
+    reasons = [f"- **{r['point']}, {r['decision']}.** {r['why']}" for _, r in points.iterrows()]
     return "\n".join([
-        f"# Should I grow {about['model']}?", "", f"**{line}**", "", header,
-        "|" + "---|" * 8, *rows, "", "## Why", "", *reasons, "",
-        f"![first-order value and d_align per point]({figure_name})", "",
+        f"# Should I train on or grow {about['model']}?", "", f"**{line}**", "",
+        f"## Every option over S = {about['budget_steps']} steps", "",
+        "| option | decision | predicted held-out gain [interval] | first order | cost | beyond train on [interval] "
+        "| reach (nats) | steps within the local range |",
+        "|" + "---|" * 8, *options, "",
+        f"Gains are predicted decreases of the mean held-out loss over S AdamW steps at lr {about['budget_lr']:g}, "
+        f"batch {about['budget_batch_size']} (docs/science.md, \"advise: options with predictions\"): first order "
+        "minus the second-order cost of the steps, the noise of every coordinate included. An option whose reach "
+        "(the typical change of a held-out example's log-likelihood over the S steps) is above "
+        f"{about['local_reach']:g} "
+        "is beyond the local range its prediction holds in, and never decides.", "",
+        "## The first-order reading per point", "", header, "|" + "---|" * 8, *rows, "", "## Why", "", *reasons, "",
+        f"![first-order value and d_align per point, and every option's predicted gain]({figure_name})", "",
         "## What was measured", "",
         f"{about['n_train']:,} training and {about['n_test']:,} held-out examples of {about['data']} (seed "
         f"{about['seed']}), q reduced by {about['reduction']}; certificates at (M, K) = ({about['M']}, {about['K']}); "
@@ -170,24 +275,37 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
 
 
 def plot_advice(table: pd.DataFrame, out_png: str | Path) -> None:
-    """Scale-invariant value and d_align per point, with their intervals, the decision written on each point."""
-    figure, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    x = np.arange(len(table))
+    """Scale-invariant value and d_align per point with the first-order reading on each, and every option's
+    predicted gain with its interval, the chosen one marked."""
+    points = first_order_rows(table)
+    figure, axes = plt.subplots(1, 3, figsize=(16, 3.8))
+    x = np.arange(len(points))
     colours = {GROW: "tab:green", NO_EVIDENCE: "tab:gray", SATURATED: "tab:orange"}
     for axis, (column, label) in zip(axes, [("scaled_value", "value × ‖z‖²/‖h‖² (scale-invariant)"),
                                             ("d_align_raw", "d_align")]):
-        centre = table[column].to_numpy(float)
-        low, high = (table[f"{column.removesuffix('_raw')}_{end}"].to_numpy(float) for end in ("lo", "hi"))
+        centre = points[column].to_numpy(float)
+        low, high = (points[f"{column.removesuffix('_raw')}_{end}"].to_numpy(float) for end in ("lo", "hi"))
         high = np.where(np.isfinite(high), high, np.nan)  # an unbounded Fieller interval is drawn open-ended
         axis.errorbar(x, centre, yerr=[np.clip(centre - low, 0, None), np.clip(high - centre, 0, None)], fmt="none",
                       ecolor="black", capsize=3, lw=0.8)
-        axis.scatter(x, centre, c=[colours[word] for word in table["decision"]], zorder=3)
+        axis.scatter(x, centre, c=[colours[word] for word in points["decision"]], zorder=3)
         positive = centre[centre > 0]
         axis.set_yscale("symlog", linthresh=float(positive.min()) if len(positive) else 1e-12)
         axis.axhline(0.0, color="black", lw=0.8)
-        axis.set_xticks(x, [f"{p}\n{d}" for p, d in zip(table["point"], table["decision"])], fontsize=8)
+        axis.set_xticks(x, [f"{p}\n{d}" for p, d in zip(points["point"], points["decision"])], fontsize=8)
         axis.set(ylabel=label, title=label)
         axis.grid(alpha=0.3)
+    axis = axes[2]
+    x = np.arange(len(table))
+    gain = table["gain"].to_numpy(float)
+    axis.errorbar(x, gain, yerr=[gain - table["gain_lo"].to_numpy(float), table["gain_hi"].to_numpy(float) - gain],
+                  fmt="o", color="black", capsize=3, lw=0.8)
+    axis.scatter(x[table["chosen"].to_numpy(bool)], gain[table["chosen"].to_numpy(bool)], s=120, facecolors="none",
+                 edgecolors="tab:green", zorder=3, label="decision")
+    axis.axhline(0.0, color="black", lw=0.8)
+    axis.set_xticks(x, table["option"], fontsize=8)
+    axis.set(ylabel="predicted held-out gain over S steps", title="every option's predicted gain")
+    axis.grid(alpha=0.3)
     figure.tight_layout()
     save_figure(figure, out_png)
 

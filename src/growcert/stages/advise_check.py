@@ -3,7 +3,9 @@ scored on held-out examples advise never saw (docs/science.md, "advise-check (is
 
 `advise_check(model, data, settings, out, ...)`:
 1. advise's own decision (`stages.advise.decide`: the dump of its sample, estimate-alignment, estimate-depth, the
-   rule of `report.advice`) on its sample of training and held-out examples;
+   options' predictions at this run's steps, lr and batch size, the rule of `report.advice`) on its sample of
+   training and held-out examples; what is scored per point is advise's first-order reading (grow here, no
+   evidence, saturated: `advice.first_order_rows`), not yet its decision between training on and growing;
 2. the outcome examples: `outcome_examples` held-out rows outside advise's held-out sample (`outcome_examples`);
 3. one batch order of `steps` × `batch_size` training positions drawn once from the seed (`batch_order`);
 4. the arms (`grow_every_point`), each trained on exactly that order by `train_on`, which records the positions it
@@ -158,22 +160,26 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
     if Path(model).is_dir():
         raise CheckpointError(f"--model {model}: a folder (a Hugging Face model?); advise-check grows growcert "
                               "checkpoints (step*.pt) only (`growcert advise` reads both)")
-    inputs = advice_inputs(model, data, settings["advise"], examples)
+    # advise predicts its options over the very steps, lr and batch size the arms train with (matched compute)
+    budget = {"budget_steps": settings["steps"], "budget_lr": settings["lr"],
+              "budget_batch_size": settings["batch_size"]}
+    inputs = advice_inputs(model, data, {**settings["advise"], **budget}, examples)
     out = Path(out)
     with work_folder(out) as work:
         prepared = prepared_data(inputs, work)
         outcome = outcome_examples(prepared, inputs, settings)
         table, store = decide(inputs, prepared, work, threads=threads, device=device, progress=progress)
+        points = advice.first_order_rows(table)
         about = describe(inputs, store)
         base, metadata = load_checkpoint(inputs.model)
         with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
-            grown = grow_every_point(base.to(runtime.device), list(table["point"]), prepared, inputs.context, outcome,
+            grown = grow_every_point(base.to(runtime.device), list(points["point"]), prepared, inputs.context, outcome,
                                      settings, {"hidden": inputs.depth["block_hidden"], "seed": inputs.depth["seed"]},
                                      settings["variants"], grow_progress)
     about = {**about, "train_seed": metadata["provenance"]["seed"], "step": metadata["step"],
              "width": metadata["width"], "depth": metadata["depth"]}
-    checked = checked_table(table, grown, about, settings)
-    line = advice.recommendation(table, inputs.depth["level"])
+    checked = checked_table(points, grown, about, settings)
+    line = advice.recommendation(table)
     advice.write_advice(out / "advice", table, line, about, provenance(inputs.advise, inputs.dump["seed"]))
     write_text(out / "provenance.json", json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
                                                    indent=1, default=str))
@@ -183,7 +189,8 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
 
 def checked_table(table: pd.DataFrame, grown: pd.DataFrame, about: dict[str, Any],
                   settings: dict[str, Any]) -> pd.DataFrame:
-    """advise's decision per point beside each variant's outcome, with the checkpoint's identity on every row."""
+    """advise's first-order reading per point (`table`: `advice.first_order_rows`) beside each variant's outcome,
+    with the checkpoint's identity on every row."""
     merged = grown.merge(table[ADVICE_COLUMNS], on="point", how="left", validate="many_to_one")
     identity = {"model": about["model"], "family": about["family"], "width": about["width"], "depth": about["depth"],
                 "train_seed": about["train_seed"], "step": about["step"], "steps": settings["steps"],
