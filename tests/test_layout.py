@@ -266,3 +266,13 @@ def test_the_folder_loop_finder_finds_a_loop_through_modules_that_do_not_loop():
              "growcert.report.c": {"growcert.plan.d"}, "growcert.plan.d": set()}
     assert cycles(graph) == []
     assert cycles(folder_graph(graph)) == [["experiments", "plan", "report"]]
+
+
+def test_the_store_package_init_only_re_exports():
+    """store/__init__.py names what the package exports and defines nothing: the format, the writer and the
+    reader each have a module of their own (store/format.py, store/writer.py, store/reader.py)."""
+    init = PACKAGE / "store" / "__init__.py"
+    definitions = [node.name for node in ast.walk(ast.parse(init.read_text()))
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert definitions == [], f"store/__init__.py defines {definitions}"
+    assert len(init.read_text().splitlines()) < 40
