@@ -3,7 +3,9 @@ status 2, and nothing written; and the settings a bare stage uses are the pipeli
 
 from __future__ import annotations
 
+import ast
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -84,6 +86,54 @@ def test_every_subcommand_has_a_case():
     commands = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
     assert set(CASES) == set(commands)
     assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(settings_stages()) | {"prepare"}
+
+
+COMMANDS_FOLDER = ROOT / "src" / "growcert" / "commands"
+
+
+def lookups_by_string(path: Path) -> list[str]:
+    """What in `path` finds a module by a string at run time: importlib's import_module, __import__, or an
+    import of importlib at all."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("importlib")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("importlib"):
+            found.append(node.module)
+        elif isinstance(node, (ast.Name, ast.Attribute)) and getattr(node, "id", getattr(node, "attr", None)) in (
+                "import_module", "__import__"):
+            found.append(getattr(node, "id", getattr(node, "attr", None)))
+    return found
+
+
+def test_the_command_line_finds_every_command_by_import():
+    """The registry imports each command module by name (go-to-definition reaches it), with no lookup by string,
+    and each command's name is spelled once: its module's NAME, not a key of the registry."""
+    from growcert import commands
+
+    for path in [ROOT / "src" / "growcert" / "cli.py", *sorted(COMMANDS_FOLDER.glob("*.py"))]:
+        assert lookups_by_string(path) == [], f"{path.name} finds modules by string"
+    declared = {path.stem for path in COMMANDS_FOLDER.glob("*.py") if "\nNAME = " in path.read_text()}
+    registered = {module.__name__.rsplit(".", 1)[-1] for module in commands.COMMANDS if hasattr(module, "NAME")}
+    assert declared - registered == set(), "a command module the registry does not import"
+    registry = ast.parse((COMMANDS_FOLDER / "__init__.py").read_text())
+    spelled = {node.value for node in ast.walk(registry) if isinstance(node, ast.Constant)}
+    assert spelled & {module.NAME for module in commands.COMMANDS if hasattr(module, "NAME")} == set()
+
+
+def test_growcert_help_lists_every_command_and_imports_no_torch():
+    from growcert.commands import names
+
+    code = ("import sys; from growcert import cli\n"
+            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('torch imported' if 'torch' in sys.modules else 'no torch')\n")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+                   "COLUMNS": "200"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
+    assert result.returncode == 0, result.stderr[-3000:]
+    listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("    ") and line.split()}
+    assert set(names()) <= listed and set(CASES) <= listed
+    assert result.stdout.splitlines()[-1] == "no torch"
 
 
 def run(argv: list[str], capsys) -> tuple[int, list[str]]:

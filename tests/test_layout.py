@@ -266,3 +266,52 @@ def test_the_folder_loop_finder_finds_a_loop_through_modules_that_do_not_loop():
              "growcert.report.c": {"growcert.plan.d"}, "growcert.plan.d": set()}
     assert cycles(graph) == []
     assert cycles(folder_graph(graph)) == [["experiments", "plan", "report"]]
+
+
+def test_the_store_package_init_only_re_exports():
+    """store/__init__.py names what the package exports and defines nothing: the format, the writer and the
+    reader each have a module of their own (store/format.py, store/writer.py, store/reader.py)."""
+    init = PACKAGE / "store" / "__init__.py"
+    definitions = [node.name for node in ast.walk(ast.parse(init.read_text()))
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert definitions == [], f"store/__init__.py defines {definitions}"
+    assert len(init.read_text().splitlines()) < 40
+
+
+def methods_reached_through_self(path: Path) -> set[str]:
+    """The names `self.<name>` that the functions of `path` read (calls, or bound methods handed on)."""
+    return {node.attr for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+
+
+def methods_defined(path: Path) -> set[str]:
+    """The methods of the classes of `path`."""
+    return {item.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
+            for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def calls_into_other_modules_through_self(folder: Path) -> dict[str, list[str]]:
+    """{module: the methods of the folder's other modules it reaches through `self`}: a dependency between
+    mixins of one class that no import shows (the layer and loop checks above cannot see it)."""
+    modules = [path for path in sorted(folder.glob("*.py")) if path.name != "__init__.py"]
+    found = {}
+    for path in modules:
+        own = methods_defined(path)
+        others = set().union(*(methods_defined(other) for other in modules if other != path)) - own
+        reached = sorted(methods_reached_through_self(path) & others)
+        if reached:
+            found[path.stem] = reached
+    return found
+
+
+def test_no_plan_module_calls_another_plan_modules_method_through_self():
+    """plan/'s parts (targets, settings, resources) are joined by `Plan`; what one needs of another is an import
+    of a function that takes the config, which the import graph shows."""
+    assert calls_into_other_modules_through_self(PACKAGE / "plan") == {}
+
+
+def test_the_self_call_finder_finds_a_mixin_calling_another(tmp_path):
+    (tmp_path / "a.py").write_text("class A:\n    def f(self):\n        return self.g() + self.h()\n"
+                                   "    def h(self):\n        return 1\n")
+    (tmp_path / "b.py").write_text("class B:\n    def g(self):\n        return self.settings\n")
+    assert calls_into_other_modules_through_self(tmp_path) == {"a": ["g"]}

@@ -17,9 +17,10 @@ from helpers import relative_error
 from growcert.models import family_of
 from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
-from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, _compressors, iter_sample_chunks,
-                            open_group, open_store, position_attrs, sample_chunk, store_attrs, variable_attrs)
+from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group,
+                            open_store, position_attrs, sample_chunk, store_attrs, variable_attrs)
 from growcert.store.encoding import StoreOptions, shard_samples
+from growcert.store.format import compressors
 from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8), ("height", "width")),
@@ -73,20 +74,20 @@ def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk
         group = root.create_group(spec.name, attributes={"insertion_point": spec.name, "complete": False})
         for variable in options.variables:
             group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard,
-                               dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=_compressors(),
+                               dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=compressors(),
                                dimension_names=("sample", *spec.dims),
                                attributes={**described[variable], "coordinates": "split index label loss",
                                            **options.array_attrs})
             group[variable][:] = options.encode(values[spec.name][variable])
         for variable, small, dtype in (("loss", values[spec.name]["loss"], "float32"), ("split", split, str),
                                        ("index", index, "int64"), ("label", label, "int64")):
-            group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype, compressors=_compressors(),
+            group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype, compressors=compressors(),
                                dimension_names=("sample",), attributes=described[variable],
                                **({"fill_value": np.nan} if variable == "loss" else {}))
             group[variable][:] = small
         for dim in spec.positions:
             size = spec.shape[spec.dims.index(dim)]
-            group.create_array(dim, shape=(size,), chunks=(size,), dtype="int64", compressors=_compressors(),
+            group.create_array(dim, shape=(size,), chunks=(size,), dtype="int64", compressors=compressors(),
                                dimension_names=(dim,), attributes=position_attrs(dim))
             group[dim][:] = np.arange(size)
     for spec in SPECS:
@@ -418,3 +419,21 @@ def test_open_store_is_the_checked_datatree(tmp_path):
     shutil.rmtree(path / "block0" / "label")
     with pytest.raises(StoreError, match=r"group 'block0' lacks label$"):
         growcert.open_store(path)
+
+
+# Every name `growcert.store` exported when it was one module (the format, the writer and the reader in its
+# __init__), before they moved to store.format, store.writer and store.reader: a user's import must not change.
+EXPORTED_BEFORE_THE_SPLIT = [
+    "ARRAY_VARIABLES", "FORMAT", "FORMAT_NAME", "FORMAT_VERSION", "IDENTITY", "MIN_CHUNK_BYTES", "POSITION_NAMES",
+    "SAMPLE_VARIABLES", "ArrayChunks", "GroupSpec", "GrowcertError", "StoreError", "StoreOptions", "StoreWriter",
+    "chunk_aligned", "damaged_chunk", "decode_block", "decode_dataset", "iter_sample_chunks", "open_group",
+    "open_store", "position_attrs", "reading", "require_variable", "sample_chunk", "shard_samples", "split_of",
+    "store_attrs", "store_identity", "stored_variables", "variable_attrs"]
+
+
+@pytest.mark.parametrize("name", EXPORTED_BEFORE_THE_SPLIT)
+def test_every_name_the_store_exported_still_imports_from_the_package(name):
+    import growcert.store
+
+    assert getattr(growcert.store, name) is not None
+    assert name in growcert.store.__all__

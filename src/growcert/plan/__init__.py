@@ -7,12 +7,14 @@ registry, the model families and the wiring facts (growcert.pipeline), and nothi
     preference.py   the DPO reference: whether the config runs it, and the trained run it starts from
     pretrained.py   the pretrained models: stores, folders, settings, their folders' check
     advise.py       the files the `advise` target depends on
+    settings.py     each job's `--settings`: `job_settings(config, stage, wildcards)` and `JobSettings.settings_json`
     targets.py      the runs and stores, the checkpoints each stage analyses, growth experiments, P2 tasks and
                     units, figures, the report's inputs (`Targets`)
-    settings.py     each job's `--settings` (`JobSettings.settings_json(stage, wildcards)`)
-    resources.py    memory and runtime models, threads (`Resources`)
+    resources.py    memory and runtime models, threads and GPUs (`Resources`)
 
-`Plan(config)` answers the rules (rules/*.smk), which only name what it returns; tests call it too.
+`Plan(config)` answers the rules (rules/*.smk), which only name what it returns; tests call it too. Its three
+parts share the config alone: where targets or resources need a job's settings they import
+`settings.job_settings` and pass the config, so no part reaches another through `self` (tests/test_layout.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ __all__ = ["PREFERENCE_DATASET", "Plan", "family_pattern", "per_attempt", "valid
 
 
 class Plan(Targets, JobSettings, Resources):
-    """The jobs a validated config plans, for the rules: its targets, each job's settings and resources."""
+    """The jobs a validated config plans, for the rules: its targets, each job's settings and resources (the
+    three parts' methods, each reading only `config` and the folders set here)."""
 
     def __init__(self, config: dict[str, Any]):
         self.config = config

@@ -45,6 +45,12 @@ def pretrained_model(config: dict[str, Any], run: Run, step: int) -> dict[str, A
                       f"seed {run.seed}, step {step} on {run.dataset}")
 
 
+def pretrained_of(config: dict[str, Any], wildcards: Any) -> dict[str, Any]:
+    """The pretrained.models entry a pretrained rule's job is for (its dataset, width, depth, seed and step)."""
+    run = Run(pretrained_family(), wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed))
+    return pretrained_model(config, run, int(wildcards.step))
+
+
 def pretrained_checkpoint(config: dict[str, Any], model: dict[str, Any]) -> str:
     """The checkpoint folder of a pretrained model: its `path`, else checkpoint_root/name."""
     return model["path"] or str(Path(config["pretrained"]["checkpoint_root"]) / model["name"])

@@ -1,11 +1,13 @@
 """The resource models of the rules: memory and runtime from a job's size, doubled on each retry, and each task's
-threads."""
+threads and GPUs. A job's size comes from its settings, through `plan.settings.job_settings`."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from growcert.experiments import has_units, task
 from growcert.models import family_of
+from growcert.plan.settings import job_settings
 
 
 def per_attempt(amount: int) -> Callable[[Any, int], int]:
@@ -14,12 +16,20 @@ def per_attempt(amount: int) -> Callable[[Any, int], int]:
 
 
 class Resources:
-    """The resources half of `growcert.plan.Plan` (its config and job settings)."""
+    """The resources part of `growcert.plan.Plan`, from its config (and each job's settings)."""
 
     config: dict[str, Any]
 
     def task_threads(self, wildcards: Any) -> int:
         return self.config["threads"].get(wildcards.task, 1)
+
+    def aggregate_gpus(self, gpus: int) -> Callable[[Any], int]:
+        """A task rule's `gpu` resource: none where it gathers units (they train), `gpus` otherwise."""
+        return lambda wildcards: 0 if has_units(task(wildcards.task)) else gpus
+
+    def aggregate_threads(self, wildcards: Any) -> int:
+        """A task rule's threads: 1 where it gathers units (the units train), config threads.<task> otherwise."""
+        return 1 if has_units(task(wildcards.task)) else self.task_threads(wildcards)
 
     @staticmethod
     def _parameters(wildcards: Any) -> int:
@@ -34,7 +44,7 @@ class Resources:
     def pretrained_runtime(self, wildcards: Any, attempt: int) -> int:
         """An hour plus a forward-backward pass over every dumped token (6 flops per parameter and token) at a
         conservative 20 GFLOP/s per thread (docs/science.md, "Cost"). Doubled on a retry."""
-        dump = self.job_settings("dump", wildcards, pretrained=True)
+        dump = job_settings(self.config, "dump", wildcards, pretrained=True)
         tokens = (dump["train_examples"] + dump["test_examples"]) * self.config["pretrained"]["context"]
         seconds = 6 * self._parameters(wildcards) * tokens / (2e10 * self.config["pretrained"]["threads"])
         return attempt * (60 + int(seconds) // 60)
@@ -47,7 +57,7 @@ class Resources:
     def depth_mem_mb(self, wildcards: Any, attempt: int) -> int:
         """2 GB plus the largest per-point array of block gradients the stage may hold (depth.max_feature_mb,
         raised for large pretrained models); doubled on a retry."""
-        return attempt * (2000 + self.job_settings("depth", wildcards)["max_feature_mb"])
+        return attempt * (2000 + job_settings(self.config, "depth", wildcards)["max_feature_mb"])
 
     def advise_mem_mb(self, wildcards: Any, attempt: int) -> int:
         """The dump's batch cap (advise.max_batch_mb) and the predictions' per-example gradients (advise.max_gradient_mb)

@@ -14,7 +14,8 @@ from growcert.pipeline import artifacts
 from growcert.plan.grids import Run, run_steps, run_wildcards, training_runs
 from growcert.plan.advise import advise_inputs
 from growcert.plan.preference import preference_reference_run, preference_runs
-from growcert.plan.pretrained import pretrained_checkpoint, pretrained_model, pretrained_stores
+from growcert.plan.pretrained import pretrained_checkpoint, pretrained_of, pretrained_stores
+from growcert.plan.settings import grow_experiment_names, job_settings
 
 
 def family_pattern(families: list[str]) -> str:
@@ -23,12 +24,12 @@ def family_pattern(families: list[str]) -> str:
 
 
 class Targets:
-    """The targets half of `growcert.plan.Plan` (its config, results and prepared-data folders, job settings)."""
+    """The targets part of `growcert.plan.Plan`, from its config, results and prepared-data folders; a task's
+    units come from its job's settings (`plan.settings.job_settings`)."""
 
     config: dict[str, Any]
     results: str
     prepared: str
-    pretrained: str
 
     # --- runs and stores
 
@@ -77,8 +78,7 @@ class Targets:
 
     def pretrained_of(self, wildcards: Any) -> dict[str, Any]:
         """The pretrained.models entry a pretrained rule's job is for."""
-        run = Run(self.pretrained, wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed))
-        return pretrained_model(self.config, run, int(wildcards.step))
+        return pretrained_of(self.config, wildcards)
 
     def pretrained_folder(self, wildcards: Any) -> str:
         return pretrained_checkpoint(self.config, self.pretrained_of(wildcards))
@@ -118,7 +118,7 @@ class Targets:
 
     def grow_experiments(self) -> list[str]:
         """Folder names of the growth experiments (artifacts.GROW_EXPERIMENT)."""
-        return [artifacts.GROW_EXPERIMENT.format(**experiment) for experiment in self.config["grow"]["experiments"]]
+        return grow_experiment_names(self.config)
 
     def grow_data_dir(self, wildcards: Any) -> str:
         """The prepared dataset folder of the growth experiment a job runs (its `experiment` wildcard)."""
@@ -151,14 +151,14 @@ class Targets:
         if not has_units(module):
             return []
         return [artifacts.unit_summary(self.results, wildcards.task, arm, seed)
-                for arm, seed in module.units(self.job_settings(wildcards.task))]
+                for arm, seed in module.units(job_settings(self.config, wildcards.task))]
 
     def unit_inputs(self, wildcards: Any) -> list[str]:
         """The summaries of the units a p2_unit job's unit reads (grokking.cap paired: its seed's AdamW unit)."""
         module = task(wildcards.task)
         if not hasattr(module, "unit_inputs"):
             return []
-        read = module.unit_inputs(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed))
+        read = module.unit_inputs(job_settings(self.config, wildcards.task), wildcards.arm, int(wildcards.seed))
         return [artifacts.unit_summary(self.results, wildcards.task, arm, seed) for arm, seed in read]
 
     def aggregate_option(self, wildcards: Any) -> str:
@@ -168,16 +168,8 @@ class Targets:
     def unit_settings(self, wildcards: Any) -> str:
         """The JSON of the settings of the unit a p2_unit job runs (its task, arm and seed wildcards)."""
         module = task(wildcards.task)
-        return json.dumps(module.unit_settings(self.job_settings(wildcards.task), wildcards.arm, int(wildcards.seed)),
-                          sort_keys=True)
-
-    def aggregate_gpus(self, gpus: int) -> Callable[[Any], int]:
-        """A task rule's `gpu` resource: none where it gathers units (they train), `gpus` otherwise."""
-        return lambda wildcards: 0 if has_units(task(wildcards.task)) else gpus
-
-    def aggregate_threads(self, wildcards: Any) -> int:
-        """A task rule's threads: 1 where it gathers units (the units train), config threads.<task> otherwise."""
-        return 1 if has_units(task(wildcards.task)) else self.task_threads(wildcards)
+        return json.dumps(module.unit_settings(job_settings(self.config, wildcards.task), wildcards.arm,
+                                              int(wildcards.seed)), sort_keys=True)
 
     def p1_figures(self) -> list[artifacts.Figure]:
         """The P1 alignment figures this config draws: the misalignment ones need a run of a fixed-context grid."""

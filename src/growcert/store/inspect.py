@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 import zarr
 
-from growcert.store import (ARRAY_VARIABLES, SAMPLE_VARIABLES, StoreError, damaged_chunk, iter_sample_chunks, open_store,
-                            split_of, stored_variables)
+from growcert.errors import StoreError
+from growcert.store.format import ARRAY_VARIABLES, SAMPLE_VARIABLES
+from growcert.store.reader import damaged_chunk, iter_sample_chunks, open_store, split_of, stored_variables
 
 
 def _stored_bytes(folder: Path) -> int:
