@@ -33,9 +33,9 @@ KINDS = "md|yaml|smk|rst|toml|py|sh"
 
 # Paths that are meant not to exist (yet): keep this list short, each with its reason.
 ALLOWED = {
-    "profiles/mycluster": "the copy of profiles/slurm that the README tells a user to make",
+    "profiles/mycluster": "the copy of profiles/slurm that docs/reproducing.md tells a user to make",
     "src/growcert/stats/__pycache__": "numba's cache of the compiled misalignment loops, written on their first "
-                                      "compile (README.md says where it goes)",
+                                      "compile (docs/reproducing.md says where it goes)",
 }
 # File names that commands write, wherever they are told to (a path ending in one is an output, not a reference)
 OUTPUT_NAMES = {"advice.md": "the page `growcert advise` writes into the folder it is given (--out)"}
@@ -225,3 +225,38 @@ def test_the_scanner_finds_what_is_missing(scanner):
     assert issue_numbers("the regime map (issue 21)") == ["issue 21"]
     assert issue_numbers("asked for in #27") == ["#27"]
     assert issue_numbers("color: #222; see https://github.com/snakemake/snakemake/issues/1978") == []
+
+
+README_MAX_LINES = 160
+MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def relative_links(markdown: Path) -> list[str]:
+    """The targets of `markdown`'s links that are neither web addresses nor in-page anchors, anchors dropped."""
+    targets = MARKDOWN_LINK.findall(markdown.read_text(encoding="utf-8"))
+    return [target.split("#", 1)[0] for target in targets if not re.match(r"[a-z]+:", target) and not target.startswith("#")]
+
+
+def test_the_readme_is_a_front_door():
+    """README.md stays short (what growcert answers, the two commands, the claims, where to go next): the details
+    live in docs/, which docs/README.md indexes."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move details to the doc they belong to"
+
+
+def test_the_docs_index_lists_every_document():
+    index = ROOT / "docs" / "README.md"
+    listed = {target.rstrip("/") for target in relative_links(index)}
+    documents = {path.name for path in (ROOT / "docs").glob("*.md") if path.name != "README.md"}
+    missing = sorted((documents | {"reference-results"}) - listed)
+    assert not missing, f"docs/README.md does not list {missing}"
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/README.md"])
+def test_every_relative_link_of_the_front_doors_resolves(name):
+    markdown = ROOT / name
+    links = relative_links(markdown)
+    assert links, f"{name} links to nothing"
+    dead = [target for target in links if not (markdown.parent / target).resolve().exists()
+            or not (markdown.parent / target).resolve().is_relative_to(ROOT)]
+    assert not dead, f"{name}: links to nothing in the repository: {dead}"

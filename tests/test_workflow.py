@@ -280,7 +280,7 @@ def test_snakemake_lint_is_clean():
 
 @pytest.mark.slow
 def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_for_bit(ci_run, tmp_path):
-    """Kill Snakemake's whole process group mid-run (SIGKILL: no cleanup at all), then do what README says:
+    """Kill Snakemake's whole process group mid-run (SIGKILL: no cleanup at all), then do what docs/reproducing.md says:
     the rerun refuses with the stale lock, --unlock, rerun. This run says `device: cpu` where ci_run left the
     default `auto`, so one comparison checks two promises: every table, store array and checkpoint equals the
     uninterrupted run's, and `cpu` and `auto` give the same artifacts on a machine without CUDA."""
