@@ -231,3 +231,15 @@ if __name__ == "__main__":
         remake()
     else:
         sys.exit("usage: python tests/test_numerics.py --remake")
+
+
+def test_the_reference_table_marks_a_seed_whose_unit_was_resumed_under_other_numerics():
+    from growcert.reference_runs.grokking import RESUMED_UNDER_OTHER_NUMERICS, numerics_changed, steps_text
+
+    frame = pd.DataFrame({"step_95": [1900.0, float("nan"), 700.0], "numerics_changed": [False, True, "True"]})
+    marks = numerics_changed(frame)
+    assert marks.tolist() == [False, True, True]
+    assert steps_text(frame["step_95"], 4000, marks) == (f"1,900, > 4,000{RESUMED_UNDER_OTHER_NUMERICS}, "
+                                                         f"700{RESUMED_UNDER_OTHER_NUMERICS}")
+    before = frame.drop(columns="numerics_changed")  # a unit made before numerics were kept: never marked
+    assert steps_text(before["step_95"], 4000, numerics_changed(before)) == "1,900, > 4,000, 700"
