@@ -14,8 +14,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --printshellcmds
 
+# --durations=25: the slowest tests at the end of every run (CI's log too), where the suite's time goes
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
