@@ -146,16 +146,22 @@ def test_every_figure_has_the_workflow_caption():
     assert task_branch(template, "c") == ""
 
 
-def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_path):
+def p1_regime_reference(tmp_path, rows) -> Path:
+    """A reference-results folder holding a p1-regime run whose claims.csv is `rows`; returns the folder."""
     references = tmp_path / "reference-results"
     folder = references / "p1-regime"
     folder.mkdir(parents=True)
     (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
     pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
+    pd.DataFrame(rows).to_csv(folder / "claims.csv", index=False)
+    return references
+
+
+def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_path):
     effect = CLAIMS["p1_regime_budget"].effect
-    pd.DataFrame([claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}")
-                  for c, values in ((256, [3.0, -2.0, 0.5]), (512, [3.0, -2.0, 0.4]), (64, [-1.0, -1.1, -0.9]))]
-                 ).to_csv(folder / "claims.csv", index=False)
+    references = p1_regime_reference(tmp_path, [
+        claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}")
+        for c, values in ((256, [3.0, -2.0, 0.5]), (512, [3.0, -2.0, 0.4]), (64, [-1.0, -1.1, -0.9]))])
     results = tmp_path / "results"
     results.mkdir()
     build_report(results, results / "report.html", references=references)
@@ -176,17 +182,12 @@ def test_the_reference_cell_shows_the_claims_word_and_only_labels_the_row_counts
     """A run with one primary row (unresolved) and six parts (four unresolved, two contradicted) gives the claim one
     word: the cell shows it, then the run's row counts, labelled as rows (before 2026-12-07 it showed only the counts,
     "unresolved 5, contradicted 2", beside a claim that has one word)."""
-    references = tmp_path / "reference-results"
-    folder = references / "p1-regime"
-    folder.mkdir(parents=True)
-    (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
-    pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
     effect = CLAIMS["p1_regime_budget"].effect
     straddles, short = [3.0, -2.0, 0.5], [-1.0, -1.1, -0.9]
     parts = [claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}",
                        role="part") for c, values in enumerate([straddles] * 4 + [short] * 2)]
     primary = claim_row("p1_regime_budget", judge_samples(effect, straddles, 0.95), "r", "n")
-    pd.DataFrame(parts + [primary]).to_csv(folder / "claims.csv", index=False)
+    references = p1_regime_reference(tmp_path, parts + [primary])
     results = tmp_path / "results"
     results.mkdir()
     build_report(results, results / "report.html", references=references)
