@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import assert_tables_match
+from helpers import NUMBER, assert_tables_match
 
 from growcert import cli
 from growcert.reference_runs.registry import RUNS, reference_run
@@ -344,8 +344,6 @@ def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_p
 
 def nudged(text: str, ulps: int) -> str:
     """`text` with every float in it moved by `ulps` units in the last place (np.nextafter), integers untouched."""
-    import re
-
     import numpy as np
 
     def nudge(match):
@@ -357,7 +355,7 @@ def nudged(text: str, ulps: int) -> str:
             value = np.nextafter(value, np.inf)
         return repr(float(value))
 
-    return re.sub(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?", nudge, text)
+    return NUMBER.sub(nudge, text)
 
 
 @pytest.mark.parametrize("name", ["p1-seeds", "p2-small", "grokking-calibrated"])
