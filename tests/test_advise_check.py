@@ -13,7 +13,7 @@ from growcert.cli import main
 from growcert.config import stage_settings
 from growcert.data import load_prepared
 from growcert.report import advice_check
-from growcert.report.claims import CLAIMS
+from growcert.referee.claims import CLAIMS
 from growcert.stages.summaries import summarize_advise_check
 from growcert.stats.growth_outcomes import CONFIRMATION, EXPLORATION, paired_outcome, regret, reliability, seed_half
 from growcert.stats.seeds import t_quantile

@@ -3,10 +3,10 @@
 import numpy as np
 import pandas as pd
 
-from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
+from growcert.referee.claims import CHECK_COLUMNS, ROW_COLUMNS
 import pytest
 
-from growcert.report.claims import PAPER_WIDTH_SLOPE
+from growcert.referee.claims import PAPER_WIDTH_SLOPE
 from scipy import stats as scipy_stats
 
 from growcert.stages.alignment import estimate_alignment, estimate_misalignment

@@ -24,7 +24,7 @@ from growcert.experiments import EXPERIMENTS
 from growcert.pipeline import artifacts as figure_registry
 from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure
 from growcert.pipeline.artifacts import task_table
-from growcert.report.claims import CHECKS, CLAIMS
+from growcert.referee.claims import CHECKS, CLAIMS
 from growcert.report.html import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
     assert text.count('"p1_dalign_vs_width"') == 1
     registry.write_text(text.replace('"p1_dalign_vs_width"', '"p1_renamed"'))
     environment = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
-    code = ("from growcert.report.html import SECTIONS; from growcert.report.claims import CLAIMS\n"
+    code = ("from growcert.report.html import SECTIONS; from growcert.referee.claims import CLAIMS\n"
             "stems = [stem for _, _, figures, _ in SECTIONS for stem in figures]\n"
             "assert 'p1_renamed' in stems and 'p1_dalign_vs_width' not in stems, stems\n"
             "assert 'p1_renamed' in CLAIMS['p1_dalign_width'].evidence\n")

@@ -11,8 +11,8 @@ import torch
 from scipy import stats as scipy_stats
 from torch import nn
 
-from growcert.report.claims import ROW_COLUMNS
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
+from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from growcert.report.claims import ROW_COLUMNS
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
+from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.config import stage_settings
 from growcert.report.depth import ARMS, depth_claims, depth_profile, plot_growth
 from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_compare

@@ -60,7 +60,8 @@ LAYERS = [
     {"stats"},  # numerics on arrays
     {"config", "provenance", "runtime", "data"},  # settings, run set-up, datasets: no network
     {"models", "optim", "store", "training", "resume", "block_features"},  # networks, the store, the training step
-    {"report"},  # tidy tables to figures, claims and the page
+    {"referee"},  # the claims registry and the referee's rule: verdict words, families, looks, bounds
+    {"report"},  # tidy tables to figures, claim rows and the page
     {"experiments", "stages"},  # compute
     {"plan", "pipeline"},  # what a config plans (grids, targets, settings, resources), the rules' Snakemake marks
     {"reference_runs"},  # the committed reference runs: export and re-judge pipeline results
@@ -179,15 +180,19 @@ def test_imports_follow_the_layers(path):
     if layer(name) == "stats":
         assert all(layer(module) == "stats" for module in used), "stats/ is pure numerics"
         assert "torch" not in imports(path)
+    if layer(name) == "referee":  # the floor under report/: a verdict is decided without presenting anything
+        assert not any(layer(module) == "report" for module in used), "the referee imports no report module"
+        assert not any(layer(module) in ("stages", "experiments", "models", "store") for module in used)
+        assert "torch" not in imports(path) and "matplotlib" not in imports(path)
     if layer(name) == "report":
         assert not any(layer(module) in ("stages", "experiments", "models", "store") for module in used)
         assert "torch" not in imports(path), "report/ reads tidy tables, never networks"
     if layer(name) == "models":
-        assert not any(layer(module) in ("stages", "experiments", "store", "stats", "report") for module in used)
+        assert not any(layer(module) in ("stages", "experiments", "store", "stats", "referee", "report") for module in used)
     if layer(name) in ("store", "config"):
         assert not any(layer(module) == "models" for module in used), "the store and the config know no network"
     if layer(name) == "data":
-        assert not any(layer(module) in ("stages", "experiments", "models", "store", "report") for module in used)
+        assert not any(layer(module) in ("stages", "experiments", "models", "store", "referee", "report") for module in used)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))

@@ -1,4 +1,4 @@
-"""Looks at a claim (growcert.report.looks): the registry's looks traced to the commits that hold them, the level a
+"""Looks at a claim (growcert.referee.looks): the registry's looks traced to the commits that hold them, the level a
 claim is judged at on a later look (P1's regime claims, P3's claims at their reference runs), and the rows that keep
 a changed primary analysis's first registered form."""
 
@@ -16,9 +16,9 @@ from scipy import optimize, stats
 
 from growcert.report import regime
 from growcert.report.alignment import misalignment_width_rows
-from growcert.report.claims import CLAIMS
+from growcert.referee.claims import CLAIMS
 from growcert.report.depth import depth_claims
-from growcert.report.looks import SPENDING, look_level
+from growcert.referee.looks import SPENDING, look_level
 from test_alignment import synthetic
 from test_grow import COLUMNS, CONTROL, SCRATCH, depth_rows, growth_rows
 from test_regime_map import synthetic_tables

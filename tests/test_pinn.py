@@ -14,8 +14,8 @@ from scipy import stats as scipy_stats
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.report.claims import ROW_COLUMNS
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
+from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.experiments.pinn import (CURVE_COLUMNS, SUMMARY_COLUMNS, TWO_PI, AdvectionPINN, advection_residual,
                                  evaluation_grid, exact_solution, make_problem, pinn_loss_terms,
                                  relative_l2, run_pinn, sample_batch, stratified_example_gradients,

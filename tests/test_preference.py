@@ -14,8 +14,8 @@ from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.models.checkpoint import load_checkpoint
-from growcert.report.claims import ROW_COLUMNS
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
+from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.config import stage_settings

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from growcert.report.families import holm_family
-from growcert.report.verdicts import (AGAINST_PAPER, AS_PAPER, CONTRADICTED, NEITHER, NOT_TESTED, REPRODUCED,
+from growcert.referee.families import holm_family
+from growcert.referee.verdicts import (AGAINST_PAPER, AS_PAPER, CONTRADICTED, NEITHER, NOT_TESTED, REPRODUCED,
                                       UNRESOLVED, Effect, judge_interval, judge_samples, judge_steps)
 
 SLOPE = Effect("slope of log d_align on log width", paper=0.50)
-# the registered estimands: grokking's median (censored by design), PINN's mean (growcert.report.claims)
+# the registered estimands: grokking's median (censored by design), PINN's mean (growcert.referee.claims)
 GROKKING = Effect("speed-up in steps to 95 %", paper=4.9, null=1.0, scale="log", estimand="median")
 PINN = Effect("speed-up in steps to the target", paper=2.4, null=1.0, scale="log")
 DPO = Effect("difference in final reward accuracy", paper=0.075)
@@ -149,7 +149,7 @@ def test_design_figures_do_not_move_with_the_observed_effect():
 
 
 def test_a_median_design_figure_has_80_percent_power_by_simulation():
-    from growcert.report.verdicts import design_of
+    from growcert.referee.verdicts import design_of
     design = design_of(GROKKING, spread=0.4, seeds=8, level=0.95)
     count, more = design.reproduce
     assert not more
@@ -197,7 +197,7 @@ def test_a_seed_where_neither_run_reached_the_target_stays_in_and_widens_the_int
 
 
 def test_the_registered_estimand_is_used_whatever_the_data():
-    from growcert.report.claims import CLAIMS
+    from growcert.referee.claims import CLAIMS
     assert (CLAIMS["p2_grokking"].effect.estimand, CLAIMS["p2_pinn"].effect.estimand) == ("median", "mean")
     # no censored run: the median estimand keeps its order-statistic interval (the old rule switched to a t)
     baseline, variant = [2_400, 2_450, 2_380], [1_000, 1_010, 990]
@@ -211,7 +211,7 @@ def test_the_registered_estimand_is_used_whatever_the_data():
 
 
 def test_an_equivalence_claim_whose_null_is_inside_its_region_has_no_direction():
-    from growcert.report.claims import CLAIMS
+    from growcert.referee.claims import CLAIMS
     drift = CLAIMS["p2_drift_diffusion"].effect  # paper 0, null 0, within 0.1: a deviation above 0 is not the paper's
     judged = judge_samples(drift, t_table(0.067, 0.019, seeds=8), 0.95)
     assert judged.verdict == REPRODUCED and judged.direction == ""
@@ -303,8 +303,8 @@ def test_the_growth_design_is_stated_at_the_papers_effect_and_the_null_at_the_ga
     control-to-scratch gap g, a nuisance measured on the control and scratch models and taken at its lower 80 % limit
     (as the spreads at their upper 80 % limits), never at its observed mean; and never moved by the grown model's
     losses."""
-    from growcert.report.claims import CLAIMS, GROWTH_FRACTION
-    from growcert.report.verdicts import judge_growth
+    from growcert.referee.claims import CLAIMS, GROWTH_FRACTION
+    from growcert.referee.verdicts import judge_growth
     from growcert.stats.seeds import seeds_for_power, spread_upper, t_power
 
     scratch = np.array([1.8935, 1.8901, 1.8950, 1.8920, 1.8940, 1.8915])
@@ -327,7 +327,7 @@ def test_the_growth_design_is_stated_at_the_papers_effect_and_the_null_at_the_ga
 
 
 def test_a_universal_claim_holds_only_where_every_part_does():
-    from growcert.report.families import every_part, judge_family
+    from growcert.referee.families import every_part, judge_family
     parts = {"context 64": t_table(0.6, 0.05, 8), **{f"context {c}": t_table(0.0, 0.05, 8) for c in (128, 256, 512)}}
 
     def judge(level, plan=True):
@@ -349,7 +349,7 @@ def test_a_universal_claim_holds_only_where_every_part_does():
 
 
 def test_a_contradiction_of_a_universal_claim_is_corrected_for_its_parts():
-    from growcert.report.families import every_part
+    from growcert.referee.families import every_part
     # four parts reproduced, one barely short of the SESOI at 95 % but not at Holm's 1 - 0.05/5
     parts = {**{f"p{i}": t_table(0.6, 0.05, 8) for i in range(4)}, "edge": t_table(0.18, 0.065, 8)}
 

@@ -11,8 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from growcert.report.claims import CLAIMS, ROW_COLUMNS, check_row, claim_row  # noqa: E402
-from growcert.report.verdicts import Effect, judge_samples  # noqa: E402
+from growcert.referee.claims import CLAIMS, ROW_COLUMNS, check_row, claim_row  # noqa: E402
+from growcert.referee.verdicts import Effect, judge_samples  # noqa: E402
 from growcert.report.html import SECTIONS, build_report  # noqa: E402
 from growcert.report.reference import reference_folders  # noqa: E402
 from helpers import advice_figures, browser_check, chromium  # noqa: E402

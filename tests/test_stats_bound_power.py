@@ -1,5 +1,5 @@
 """The pool size a P1 bound cell needs (growcert.stats.bound_power), against a Monte Carlo of the claim's own test
-(report.bounds.judge_bound with the judge's intervals) on simulated cells, with tolerances from the Monte Carlo
+(referee.bounds.judge_bound with the judge's intervals) on simulated cells, with tolerances from the Monte Carlo
 standard error; and the scalings it rests on."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from growcert.report.bounds import judge_bound
+from growcert.referee.bounds import judge_bound
 from growcert.stats import alignment_row
 from growcert.stats.bound_power import BoundCell, effective_trials, pool_size_for_power, shown_probability
 from growcert.stats.certificates import b_exact_interval

@@ -1,4 +1,4 @@
-"""The seed-level statistics under the verdict rule (growcert.stats.seeds, growcert.report.verdicts) against brute
+"""The seed-level statistics under the verdict rule (growcert.stats.seeds, growcert.referee.verdicts) against brute
 force and closed forms; the rule itself on hand-built seed tables is tests/test_referee_rule.py."""
 
 import math
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from growcert.report.verdicts import (CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, Effect, judge_samples,
+from growcert.referee.verdicts import (CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, Effect, judge_samples,
                                       judge_steps, percent, step_bounds)
 from growcert.stats.seeds import (median_interval, median_interval_seeds, paired_log_ratios, seeds_for_power,
                                   t_power)
@@ -120,7 +120,7 @@ def normal_cells(p_hat, p_se, bound, bound_se):
 def test_a_bound_is_judged_with_both_errors_in_every_cell():
     """p̂ ≤ B_exact at the point estimate in every cell is not enough when B_exact's own interval
     is wide (the old rule said reproduced); clearly below in every cell reproduces, clearly above contradicts."""
-    from growcert.report.bounds import judge_bound
+    from growcert.referee.bounds import judge_bound
 
     cells = 3
     wide = judge_bound(*normal_cells([0.05] * cells, [0.005] * cells, [0.2] * cells, [0.2] * cells), 0.95, seeds=3)
@@ -143,7 +143,7 @@ def test_a_cell_above_its_bound_contradicts_at_its_holm_level(cells, word):
     1 − a just separate). A cell at p-value 0.01 among m non-vacuous cells contradicts the universal claim exactly
     when 0.01 ≤ 0.05/m (Holm's first step): with 4 cells (0.0125) it does, with 20 (0.0025) it does not, and then
     the claim is unresolved (the other cells' p ≤ B is shown)."""
-    from growcert.report.bounds import judge_bound
+    from growcert.referee.bounds import judge_bound
 
     gap = scipy_stats.norm.ppf(1 - 0.01 / 2) * (0.01 + 0.02)  # p̂ − B for a p-value of 0.01
     p_hat, bound = [0.2 + gap] + [0.01] * (cells - 1), [0.2] * cells

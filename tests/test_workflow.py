@@ -20,9 +20,9 @@ import yaml
 
 import xarray as xr
 
-from growcert.report.claims import CHECK_COLUMNS, ROW_COLUMNS
+from growcert.referee.claims import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.reference import reference_folders
-from growcert.report.verdicts import WORDS
+from growcert.referee.verdicts import WORDS
 from growcert.store import open_group, open_store
 from helpers import advice_figures, browser_check, chromium
 

@@ -69,7 +69,7 @@ def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, fig
     then write its figure (and `gate_figure`, when given and the task has one), claim rows, check rows (to
     `checks`, when given) and table."""
     from growcert.files import write_csv
-    from growcert.report.claims import write_rows
+    from growcert.referee.claims import write_rows
 
     from growcert.experiments.units import aggregate_units, run_all_units
 

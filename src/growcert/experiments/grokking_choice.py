@@ -24,9 +24,9 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
-from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import judge_family
-from growcert.report.verdicts import LEVEL, Judgement, judge_steps
+from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.families import judge_family
+from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
 
 BEST_READING = "poprisk-gradient-microbatch-wd0.15"  # claims.BEST_READING_PRIMARY: chosen on seeds 6-13
 PEER = "Grokfast-EMA wd=0.005 (L2)"

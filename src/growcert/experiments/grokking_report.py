@@ -22,10 +22,10 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
-from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import judge_family
-from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import LEVEL, Judgement, judge_interval, judge_steps, not_tested
+from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.families import judge_family
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.verdicts import LEVEL, Judgement, judge_interval, judge_steps, not_tested
 from growcert.stats.lognormal_aft import fit_lognormal_aft, step_intervals
 
 AFT_READING = "interval-censored log-normal AFT, a secondary reading: never decides"
@@ -64,7 +64,7 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
     interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary row over every
     variant (families.judge_family). In reference run `reference` (docs/reference-results/<name>), a judgement on
     more seeds than a registered look at that run is a later look: the family's level is the group-sequential one
-    of `growcert.report.looks.look_level`, and every row says so."""
+    of `growcert.referee.looks.look_level`, and every row says so."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     cap = settings["steps"]

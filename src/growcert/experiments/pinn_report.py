@@ -22,10 +22,10 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
-from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import judge_family
-from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import LEVEL, Judgement, judge_steps
+from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.families import judge_family
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]
 
@@ -144,7 +144,7 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
     variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
     by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
     row over every variant (families.judge_family), at the level of its look in reference run `reference`
-    (`growcert.report.looks.look_level`; every row says which look it is)."""
+    (`growcert.referee.looks.look_level`; every row says which look it is)."""
     settings = stage_settings("pinn", settings)
     full = _read(summary)
     tuning, judged_seeds = settings["tuning_seeds"], settings["seeds"]

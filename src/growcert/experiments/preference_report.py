@@ -13,10 +13,10 @@ from typing import Any
 import pandas as pd
 
 from growcert.config import stage_settings
-from growcert.report.claims import CLAIMS, claim_row
-from growcert.report.families import judge_family
-from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import LEVEL, Judgement, judge_samples
+from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.families import judge_family
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.verdicts import LEVEL, Judgement, judge_samples
 
 
 def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
@@ -51,7 +51,7 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
     """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
     AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
     each variant a part judged at its Holm level, then each claim's primary row over every variant, at the level of
-    the claim's look in reference run `reference` (`growcert.report.looks.look_level`; the rows say which look)."""
+    the claim's look in reference run `reference` (`growcert.referee.looks.look_level`; the rows say which look)."""
     settings = stage_settings("preference", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
     by_seed = table.pivot_table(index="seed", columns="optimizer", values=["final_reward_acc", "final_drift"])

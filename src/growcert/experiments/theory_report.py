@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from growcert.config import stage_settings
-from growcert.report.claims import CLAIMS, check_row, claim_row
-from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import LEVEL, judge_samples
+from growcert.referee.claims import CLAIMS, check_row, claim_row
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.verdicts import LEVEL, judge_samples
 from growcert.stats.kernels import root_mean_square
 
 INVISIBLE_BELOW = 1e-2  # ratio ‖G_Q|ker‖/‖G_Q|range‖ under which the claim counts as holding
@@ -108,7 +108,7 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
                   reference: str | None = None) -> list[dict[str, Any]]:
     """Three check rows (claims.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
     (claims.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
-    `growcert.report.looks.look_level`) from summary.csv."""
+    `growcert.referee.looks.look_level`) from summary.csv."""
     settings = stage_settings("theory", settings)
     summary = pd.read_csv(Path(out_dir) / "summary.csv")
     table = _medians(summary)

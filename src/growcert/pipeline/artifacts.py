@@ -12,7 +12,7 @@ pattern, and a task that is not registered (a test's toy task) gets a generic Fi
 `gate_figure`.
 
 Tables, claims and checks. A `Table` is results/tables/<stem>.csv (shown collapsed in its report section),
-a `Claims` file results/claims/<stem>.csv (claim rows, `growcert.report.claims`), a `Checks` file
+a `Claims` file results/claims/<stem>.csv (claim rows, `growcert.referee.claims`), a `Checks` file
 results/checks/<stem>.csv (implementation checks). Tables and claims are also marked for `snakemake
 --report`, with a caption file and a label like figures. A P2 task's are p2_<task> (`task_table`, ...).
 
@@ -119,7 +119,7 @@ class Table(Artifact):
 
 @dataclass(frozen=True)
 class Claims(Table):
-    """A claim-rows file, results/claims/<stem>.csv (growcert.report.claims.ROW_COLUMNS)."""
+    """A claim-rows file, results/claims/<stem>.csv (growcert.referee.claims.ROW_COLUMNS)."""
 
     folder: ClassVar[str] = CLAIMS_FOLDER
     kind: ClassVar[str] = "claims"
@@ -127,7 +127,7 @@ class Claims(Table):
 
 @dataclass(frozen=True)
 class Checks(Table):
-    """An implementation-checks file, results/checks/<stem>.csv (growcert.report.claims.CHECK_COLUMNS)."""
+    """An implementation-checks file, results/checks/<stem>.csv (growcert.referee.claims.CHECK_COLUMNS)."""
 
     folder: ClassVar[str] = CHECKS_FOLDER
     kind: ClassVar[str] = "checks"

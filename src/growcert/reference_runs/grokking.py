@@ -19,8 +19,8 @@ import pandas as pd
 from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.grokking_choice import choice_claims
 from growcert.experiments.grokking_report import grokking_claims
-from growcert.report.claims import GROKKING_SPEEDUP, ROW_COLUMNS
-from growcert.report.verdicts import LEVEL, judge_steps
+from growcert.referee.claims import GROKKING_SPEEDUP, ROW_COLUMNS
+from growcert.referee.verdicts import LEVEL, judge_steps
 
 LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up is measured against it
 UNCALIBRATED = " [uncalibrated first attempt]"  # grokking-late's rows: they never decide P2's grokking claim
@@ -62,7 +62,7 @@ def late_settings(plan: dict[str, Any], seed: int = 0) -> dict[str, Any]:
 
 def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: float) -> pd.DataFrame:
     """grokking-late's table: per regime and arm, steps per seed, the median, wall time per step, and the speed-up
-    over AdamW wd=0.01 of the same regime, paired by seed (growcert.report.verdicts.judge_steps)."""
+    over AdamW wd=0.01 of the same regime, paired by seed (growcert.referee.verdicts.judge_steps)."""
     rows = []
     for (regime, arm), frame in summary.groupby(["regime", "optimizer"], sort=False):
         frame = frame.sort_values("seed")

@@ -2,9 +2,9 @@
 
 A judge takes a reference run's folder (docs/reference-results/<name>/, or a scratch copy that keeps the name: a
 claim judged on more seeds than at one of its registered looks is judged at the group-sequential level of
-growcert.report.looks, which reads the folder's name) and its provenance record, reads the run's kept input tables
+growcert.referee.looks, which reads the folder's name) and its provenance record, reads the run's kept input tables
 and rewrites the judged ones (claims.csv and the tables built on the verdicts), by the current referee's rule
-(growcert.report.verdicts). Nothing is retrained. The grokking runs' judges live in reference_runs.grokking.
+(growcert.referee.verdicts). Nothing is retrained. The grokking runs' judges live in reference_runs.grokking.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from growcert.pipeline.artifacts import (GROWTH_TABLE_FILE, REGIME_CELLS, REGIME
 from growcert.reference_runs.configs import merged_config
 from growcert.report.advice_check import first_form_rows, write_scores
 from growcert.report.alignment import misalignment_width_rows
-from growcert.report.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
+from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
 from growcert.stages.summaries import summarize_regime

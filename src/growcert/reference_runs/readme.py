@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from growcert.report.claims import DESIGN_DTYPES
-from growcert.report.verdicts import percent
+from growcert.referee.claims import DESIGN_DTYPES
+from growcert.referee.verdicts import percent
 
 TEMPLATE = "reference/README.md.tmpl"  # under growcert/resources
 NOTES_FILE = "notes.md"  # a person's text about the run, kept across exports
@@ -114,7 +114,7 @@ def rewrite_verdicts(folder: Path, run, rejudged: dict[str, Any]) -> None:
     while rest and not rest[0].strip():
         rest.pop(0)
     note = (f"Judged again on {rejudged['date']} at commit `{rejudged['commit']}` from its own {run.judged_from()} (no "
-            f"retraining), by the referee's rule of `growcert.report.verdicts`: `{rejudged['command']}`.")
+            f"retraining), by the referee's rule of `growcert.referee.verdicts`: `{rejudged['command']}`.")
     kept = lines[:start] + [lines[start] if headings else f"## {run.question}", "", note, ""]
     text = "\n".join(kept + verdict_lines(read_claims(folder)) + ([""] + rest if rest else [])) + "\n"
     readme.write_text(text, encoding="utf-8")

@@ -1,7 +1,7 @@
-"""The report layer: claims registry, figures and the HTML report, built from tidy tables only (the figures'
-stems, titles and captions, and every file's name, are growcert.pipeline.artifacts').
+"""The report layer: claim rows, figures and the HTML report, built from tidy tables only (the figures'
+stems, titles and captions, and every file's name, are growcert.pipeline.artifacts'). Which claims exist and how a
+verdict is earned are the referee's (growcert.referee), the layer below.
 
-    claims.py         every paper claim and its row type (the report reads this registry)
     figures.py        one figure saver; the trained-grid figure
     training.py       the tidy training table gathered from run folders
     alignment.py      P1 alignment and misalignment: summary table, figures, claim rows

@@ -45,7 +45,7 @@ import pandas as pd
 
 from growcert.files import write_csv, write_text
 from growcert.report.figures import save_figure
-from growcert.report.verdicts import VACUOUS_BOUND, percent
+from growcert.referee.verdicts import VACUOUS_BOUND, percent
 from growcert.stats.certificates import STATUS_NO_SIGNAL, certificate_columns, samples_to_detect
 from growcert.stats.depth import saturated_levels
 from growcert.stats.intervals import normal_quantile

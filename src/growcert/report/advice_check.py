@@ -45,11 +45,11 @@ import pandas as pd
 from growcert.files import write_csv
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
-from growcert.report.claims import CLAIMS, claim_row, write_rows
+from growcert.referee.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
-from growcert.report.looks import as_first_form, look_level, with_note
+from growcert.referee.looks import as_first_form, look_level, with_note
 from growcert.report.page import table_html
-from growcert.report.verdicts import judge_samples
+from growcert.referee.verdicts import judge_samples
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
 COLUMNS = ["model", "family", "width", "depth", "train_seed", "step", "point", "point_index", "variant", "decision",
@@ -160,7 +160,7 @@ def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run
                          reference: str | None = None) -> list[dict]:
     """The claim's primary row (PRIMARY_VARIANT) and a secondary row per other variant: per seed, mean over its
     checkpoints of advise's gain minus largest_value's, at the level of the claim's look in reference run `reference`
-    (`growcert.report.looks.look_level`: a judgement of seeds that the first form judged is a later look)."""
+    (`growcert.referee.looks.look_level`: a judgement of seeds that the first form judged is a later look)."""
     table = table.assign(beat=beat(table["outcome"], table["outcome_se"], settings["beat_z"]))
     picked = choices(table, settings["seed"])
     rows = []

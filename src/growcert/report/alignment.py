@@ -25,11 +25,11 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.report.looks import as_first_form, look_level, with_note  # noqa: E402
-from growcert.report.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
-from growcert.report.families import judge_family  # noqa: E402
-from growcert.report.bounds import judge_bound  # noqa: E402
-from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
+from growcert.referee.looks import as_first_form, look_level, with_note  # noqa: E402
+from growcert.referee.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
+from growcert.referee.families import judge_family  # noqa: E402
+from growcert.referee.bounds import judge_bound  # noqa: E402
+from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.stats.certificates import b_exact_interval  # noqa: E402
 from growcert.stats.intervals import disjoint_draw_count, misalignment_interval  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
@@ -179,7 +179,7 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     (claims.p1_primary_cells) decide, with Holm across them when several depths, datasets or contexts have one
     (each a part); every other series is listed in the row as secondary. A series for which `no_room` gives a
     reason (its values leave no room for an effect of the SESOI's size) is not tested, with that reason. In reference
-    run `reference`, the rows are judged at the level of the claim's look there (`growcert.report.looks.look_level`,
+    run `reference`, the rows are judged at the level of the claim's look there (`growcert.referee.looks.look_level`,
     on the primary series' seeds) and say which look it is."""
     effect = CLAIMS[key].effect
     series = ["family", "dataset", "context", "depth", "reduction", "point"]
@@ -239,7 +239,7 @@ def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int,
     with a seed-level t interval; the primary series decide (Holm across them: depths, datasets, contexts).
     Context sweeps count as series of their own (their `context` column), so the runs of a regime map can be
     judged as well as a fixed-context grid. The claim's first registered form (no floor rule: every series judged
-    on its interval) is kept as a secondary row after them (growcert.report.looks.as_first_form), judged as it was
+    on its interval) is kept as a secondary row after them (growcert.referee.looks.as_first_form), judged as it was
     at its own first look; in reference run `reference` the primary rows are judged at the level of their look
     there (the floor rule's judgement of seeds its first form had judged is a later look)."""
     final = last_step(misalignment)
@@ -316,7 +316,7 @@ def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: st
 def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
                      level: float = 0.95, reference: str | None = None) -> list[dict[str, Any]]:
     """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows; each
-    claim at the level of its look in reference run `reference` (`growcert.report.looks.look_level`)."""
+    claim at the level of its look in reference run `reference` (`growcert.referee.looks.look_level`)."""
     held_out = last_step(alignment[alignment["pool"] == "test"])
     undetermined = int(held_out["d_align"].isna().sum())
     rows = _slope_rows("p1_dalign_width", held_out, "d_align", level,

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from growcert.report.alignment import bound_cells, last_step
-from growcert.report.verdicts import VACUOUS_BOUND
+from growcert.referee.verdicts import VACUOUS_BOUND
 from growcert.stats.bound_power import BoundCell, pool_size_for_power, shown_probability
 from growcert.stats.certificates import b_exact_interval
 from growcert.stats.intervals import misalignment_interval

@@ -1,8 +1,8 @@
 """results/report.html: one self-contained page a researcher reads from the top.
 
 Order: a header with the run's provenance and a table of contents; a one-screen summary with each paper
-claim of the registry (`growcert.report.claims`), this run's estimate with its interval over seeds, its verdict
-(one of the four words of `growcert.report.verdicts`, with the four counts on the first screen) and links to the figures and
+claim of the registry (`growcert.referee.claims`), this run's estimate with its interval over seeds, its verdict
+(one of the four words of `growcert.referee.verdicts`, with the four counts on the first screen) and links to the figures and
 tables that measure it; then the trained grid and one section per paper (P1, P2, P3), each figure under
 a caption saying what is plotted, how to read it and what this run shows; the summary tables collapsed,
 sortable and linked to their full CSVs. Claims no stage measured are listed as such rather than left
@@ -24,10 +24,10 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.advice_check import ADVICE_SECTION, advice_section
-from growcert.report.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_figure
+from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_figure
 from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
                                          TRAINING_TABLE, section_figures)
-from growcert.report.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
 from growcert.report.reference import reference_claim_rows, reference_claim_word, reference_verdicts, references_html
 from growcert.report.training import final_rows
 

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.report.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
+from growcert.referee.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
 from growcert.report.figures import save_figure
-from growcert.report.looks import look_level, with_note
-from growcert.report.verdicts import (LEVEL, REPRODUCED, Effect, Judgement, equivalence_region, judge_samples,
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.verdicts import (LEVEL, REPRODUCED, Effect, Judgement, equivalence_region, judge_samples,
                                       not_tested, percent)
 
 
@@ -135,7 +135,7 @@ def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str
     interval there. The ratio tends to 1 as ε → 0 for any differentiable loss, so that some small ε agrees is no
     evidence; the informative number is how far it reaches. In reference run `reference`, a judgement on more
     seeds than a registered look is a later look: every row is judged at the level of
-    `growcert.report.looks.look_level` and says so."""
+    `growcert.referee.looks.look_level` and says so."""
     effect = CLAIMS["p1_intervention_scale"].effect
     cells = claim_cells(table)
     per_seed = cells.groupby(["seed", "epsilon"])["ratio"].median().unstack("epsilon")

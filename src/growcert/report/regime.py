@@ -29,10 +29,10 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
-from growcert.report.claims import CLAIMS, claim_row, p1_primary_cells  # noqa: E402
-from growcert.report.families import judge_family  # noqa: E402
-from growcert.report.looks import look_level, with_note  # noqa: E402
-from growcert.report.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
+from growcert.referee.claims import CLAIMS, claim_row, p1_primary_cells  # noqa: E402
+from growcert.referee.families import judge_family  # noqa: E402
+from growcert.referee.looks import look_level, with_note  # noqa: E402
+from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.pipeline.artifacts import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
                                          REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
@@ -135,7 +135,7 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
     level, the last point, sum_positions) and the claim's primary row with Holm across the contexts. Every other
     cell is judged in `cells_table` and never decides the claim. In reference run `reference`, a claim judged at a
     later look (more seeds than a registered look of its data) is judged at the group-sequential level of
-    `growcert.report.looks.look_level`, against the seeds of its largest context, and its rows say so."""
+    `growcert.referee.looks.look_level`, against the seeds of its largest context, and its rows say so."""
     rows = []
     scope = coverage(table)
     for key, name, progress in (("p1_regime_budget", "budget", "step"), ("p1_regime_loss", "loss", LOSS)):

@@ -16,7 +16,7 @@ from growcert.files import read_csvs, write_csv, write_text
 from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, GROWTH_TABLE_FILE, MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH,
                                          PLUGIN_VS_UNBIASED)
 from growcert.report import advice_check, advice_tuning, alignment as p1, depth as p3, interventions, regime
-from growcert.report.claims import CLAIMS, ROW_COLUMNS, write_rows
+from growcert.referee.claims import CLAIMS, ROW_COLUMNS, write_rows
 from growcert.stats.regime import seed_spread
 
 

@@ -1,7 +1,7 @@
 """The held-out pool size at which a P1 bound cell shows p ≤ B_exact with a given power (docs/science.md,
 "Verdicts", bounds: the pool a cell needs).
 
-`report.bounds.judge_bound` shows p ≤ B_exact in a cell when the upper end of p's interval
+`referee.bounds.judge_bound` shows p ≤ B_exact in a cell when the upper end of p's interval
 (`stats.intervals.misalignment_interval`) is at or below the lower end of B_exact's
 (`stats.certificates.b_exact_interval`), each two-sided at the claim's per-cell level. How each end moves with the
 pool size n:

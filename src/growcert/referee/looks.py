@@ -22,8 +22,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from growcert.report.claims import CLAIMS, Look
-from growcert.report.verdicts import percent
+from growcert.referee.claims import CLAIMS, Look
+from growcert.referee.verdicts import percent
 from growcert.stats.sequential import NAMES, spending_boundary
 
 SPENDING = "obrien_fleming"  # registered project-wide before any later look is judged (docs/science.md, "Verdicts")

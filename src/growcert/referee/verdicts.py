@@ -43,7 +43,7 @@ the ratio from below. A seed where both runs are censored bounds its ratio by (0
 the interval; no seed is ever left out because of its outcome.
 
 A claim's parts (the P2 gate readings × variance sources, the contexts of the regime map, P3's growth
-experiments) are judged together by `growcert.report.families.judge_parts`: existentially (some reading) with
+experiments) are judged together by `growcert.referee.families.judge_parts`: existentially (some reading) with
 Holm's step-down, universally (every context, every growth step) as an intersection-union test.
 """
 

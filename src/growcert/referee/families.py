@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from growcert.report.claims import CLAIMS, EXISTENTIAL, UNIVERSAL
-from growcert.report.verdicts import CONTRADICTED, DECIDED, NOT_TESTED, REPRODUCED, UNRESOLVED, Judgement, percent
+from growcert.referee.claims import CLAIMS, EXISTENTIAL, UNIVERSAL
+from growcert.referee.verdicts import CONTRADICTED, DECIDED, NOT_TESTED, REPRODUCED, UNRESOLVED, Judgement, percent
 
 
 @dataclass(frozen=True)

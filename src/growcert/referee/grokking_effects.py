@@ -1,5 +1,5 @@
 """P2 grokking's effects and the designs registered before their seeds ran, which the claims registry
-(growcert.report.claims) uses: the speed-up the paper's claim is judged on, the third look of the grokking reference
+(growcert.referee.claims) uses: the speed-up the paper's claim is judged on, the third look of the grokking reference
 run (its seeds and plan), and the two optimizer comparisons a user asks for (growcert.experiments.grokking_choice),
 each with its SESOI and why (docs/science.md, "Verdicts")."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from growcert.report.verdicts import Effect
+from growcert.referee.verdicts import Effect
 
 
 @dataclass(frozen=True)

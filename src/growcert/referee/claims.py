@@ -6,7 +6,7 @@ it (name, the paper's value of it, the null, the scale, how the interval over se
 smallest effect of interest), its pre-registered `primary` analysis (the checkpoint, point, reduction and
 variant that decide it: other cells are secondary rows and never decide it), the reference run that
 decides it (`decided_by`; the default run when none) and how this project judges it. The stage that measures a claim writes rows with `claim_row(key, judgement,
-...)` into results/claims/*.csv; the verdict word comes from `growcert.report.verdicts`, one of
+...)` into results/claims/*.csv; the verdict word comes from `growcert.referee.verdicts`, one of
 reproduced, contradicted, unresolved, not tested at this scale. The report lists every registered
 claim in registry order, each with the rows written for it (matched on `claim_id`), and says "not
 measured" for a claim no stage wrote. A row may carry a `scope` (e.g. "llama/shakespeare width 32" or a
@@ -27,7 +27,7 @@ the paper's, or nil; "12", "> 10,000", or empty), why, this_run, note.
 
 A claim judged over parts (readings, contexts, series, growth experiments) states its `quantifier` with the
 reason beside it: existential (some part: Holm) or universal (every part: intersection-union), judged by
-`growcert.report.families.judge_family`.
+`growcert.referee.families.judge_family`.
 Check row columns (CHECK_COLUMNS): check_id, paper, check, expected, passed, this_run, note.
 """
 
@@ -47,10 +47,10 @@ from growcert.pipeline.artifacts import (ALIGNMENT_SUMMARY, DALIGN_VS_WIDTH, DEP
                                          PREFERENCE_GATE, RECOMMENDED_DEPTH, REGIME_CELLS, REGIME_DALIGN_VS_CONTEXT,
                                          REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED,
                                          REGIME_SPREAD, THEORY)
-from growcert.report.grokking_effects import (BEST_READING_PRIMARY, DECAY1_PRIMARY, DECAY1_SPEEDUP,
+from growcert.referee.grokking_effects import (BEST_READING_PRIMARY, DECAY1_PRIMARY, DECAY1_SPEEDUP,
                                               GROKKING_SPEEDUP, GROKKING_THIRD_LOOK, NO_READING, PEER_SPEEDUP,
                                               THIRD_LOOK_SEEDS, PlannedLook)
-from growcert.report.verdicts import Effect, Judgement, equivalence_region
+from growcert.referee.verdicts import Effect, Judgement, equivalence_region
 
 ROW_COLUMNS = ["claim_id", "paper", "claim", "role", "paper_value", "effect", "paper_effect", "sesoi", "estimate", "low",
                "high", "level", "seeds", "verdict", "direction", "seeds_to_reproduce", "seeds_to_contradict", "why",
@@ -77,7 +77,7 @@ class Look:
     got then, and the commit that holds that claims.csv (`git show <commit>:docs/reference-results/<run>/claims.csv`).
     `scope` names the part the seed count is of, when the claim's parts (contexts) had different seeds; `form` names
     the claim's first registered form (`FirstForm.name`) when that look judged in it ("": the primary analysis of
-    today), so that a changed analysis of seen seeds counts as a look (growcert.report.looks)."""
+    today), so that a changed analysis of seen seeds counts as a look (growcert.referee.looks)."""
 
     date: str
     seeds: int
@@ -119,7 +119,7 @@ class Claim:
     quantifier: str | None = None  # over its parts: EXISTENTIAL (some part) or UNIVERSAL (every part); None: no parts
     quantifier_reason: str = ""
     first_form: FirstForm | None = None  # the primary analysis as first registered, when it changed after a result
-    looks: tuple[Look, ...] = ()  # every look at the claim in a committed reference run (growcert.report.looks)
+    looks: tuple[Look, ...] = ()  # every look at the claim in a committed reference run (growcert.referee.looks)
     planned: tuple[PlannedLook, ...] = ()  # looks registered before their seeds ran
     primary_seeds: tuple[int, ...] = ()  # the seeds the primary row is judged on (empty: every seed of the run)
 

@@ -1,6 +1,6 @@
 """A claimed bound judged in every cell (P1's p̂ ≤ B_exact; docs/science.md, "Verdicts"): each cell with the errors
 of both sides, the claim universal over the non-vacuous cells (an intersection-union test for "holds", Holm's
-step-down for "fails somewhere"). The verdict words and `Judgement` are growcert.report.verdicts'."""
+step-down for "fails somewhere"). The verdict words and `Judgement` are growcert.referee.verdicts'."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Callable
 
 import numpy as np
 
-from growcert.report.verdicts import (CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Judgement,
+from growcert.referee.verdicts import (CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Judgement,
                                       not_tested, percent)
 
 # The range of α searched for a cell's p-value, and the bisection steps on log α that find it.
