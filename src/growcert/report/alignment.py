@@ -324,7 +324,17 @@ def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, refere
                        f"{len(held_out)} cells undetermined", reference=reference)
     if misalignment.empty:  # every grid sweeps context: no certificates were estimated
         return rows
-    rows += misalignment_width_rows(misalignment, reference_mk, level, reference)
+    return rows + misalignment_width_rows(misalignment, reference_mk, level, reference) + \
+        certificate_rows(alignment, misalignment, level, reference)
+
+
+def certificate_rows(alignment: pd.DataFrame, misalignment: pd.DataFrame, level: float = 0.95,
+                     reference: str | None = None) -> list[dict[str, Any]]:
+    """The p̂ ≤ B_exact claim rows of both modes (iid, train → test: `certificate_judgement` over the determined
+    cells of each run's last checkpoint) and their B_exact ≤ B_align check rows, each claim at the level of its
+    look in reference run `reference`: what `alignment_claims` writes for the bound, and all the p1-bound run
+    judges (reference_runs.judges.judge_bound_claims)."""
+    rows = []
     final = last_step(misalignment)
     for mode in ("iid", "train_test"):
         every = final[final["mode"] == mode]
