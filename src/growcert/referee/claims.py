@@ -241,7 +241,9 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                           "B_exact's jackknife interval; no interval over cells",
                  sesoi=1.0, sesoi_reason="a bound holds in every determined cell"),
           "every determined cell (a bound must hold in each), last checkpoint", (MISALIGNMENT_VS_WIDTH.stem,
-                                                                                MISALIGNMENT_VS_MK.stem)),
+                                                                                MISALIGNMENT_VS_MK.stem),
+          # p1-bound is registered before it ran: until its folder is committed the default run's row decides
+          references=("p1-bound",), decided_by="p1-bound"),
     Claim("p1_certificate_train_test", "P1", "p̂ ≤ B_exact (train → test)", "not covered by the theorem",
           "as the iid row (universal, both errors, Holm for a contradiction), with M from the training rows: p's "
           "interval counts the disjoint draws of M training and K held-out examples the two pools hold",
@@ -251,7 +253,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                           "B_exact's jackknife interval; no interval over cells",
                  sesoi=1.0, sesoi_reason="a bound holds in every determined cell"),
           "every determined cell, last checkpoint, M from the training rows", (MISALIGNMENT_VS_WIDTH.stem,
-                                                                              MISALIGNMENT_VS_MK.stem)),
+                                                                              MISALIGNMENT_VS_MK.stem),
+          references=("p1-bound",), decided_by="p1-bound"),
     Claim("p1_intervention_scale", "P1", "direct residual interventions: observed / predicted held-out change at "
           "small step scales", "96–99 %",
           "per seed, the median over draws and widths of observed / predicted held-out change at ε = "

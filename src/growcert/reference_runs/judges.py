@@ -18,12 +18,14 @@ from typing import Any
 import pandas as pd
 
 from growcert.config import stage_settings
+from growcert.errors import ConfigError
 from growcert.experiments import task
 from growcert.pipeline.artifacts import (GROWTH_TABLE_FILE, REGIME_CELLS, REGIME_CLAIMS, REGIME_MAP,
                                          REGIME_STATS)
+from growcert.plan.grids import training_runs
 from growcert.reference_runs.configs import merged_config
 from growcert.report.advice_check import first_form_rows, write_scores
-from growcert.report.alignment import misalignment_width_rows
+from growcert.report.alignment import certificate_rows, misalignment_width_rows
 from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
@@ -68,6 +70,29 @@ def add_misalignment_claims(folder: Path, reference_mk: tuple[int, int], level: 
     pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(folder / "claims.csv",
                                                                                         index=False)
     return len(rows)
+
+
+BOUND_TABLE_COLUMNS = ["claim_id", "claim", "role", "verdict", "estimate", "level", "seeds", "this_run", "why"]
+
+
+def judge_bound_claims(folder: Path, record: dict[str, Any], level: float = 0.95) -> None:
+    """p1-bound: P1's bound claims p̂ ≤ B_exact (iid, train → test) alone, as the default run's summarize-alignment
+    judges them (report.alignment.certificate_rows: referee.bounds.judge_bound per cell over the last checkpoint's
+    determined cells) on alignment.csv and misalignment.csv at the contexts the run's config trains: claims.csv (the
+    two claim rows), checks.csv (B_exact ≤ B_align in each mode) and table.csv (one line per claim row)."""
+    if not (folder / "misalignment.csv").is_file():
+        raise ConfigError(f"{folder}: no misalignment.csv, which p1-bound's claims are judged from: export the run "
+                          "with --misalignment")
+    contexts = sorted({run.context for run in training_runs(merged_config(record["config_file"]))})
+    alignment, misalignment = (pd.read_csv(folder / name) for name in ("alignment.csv", "misalignment.csv"))
+
+    def trained(table: pd.DataFrame) -> pd.DataFrame:
+        return table[table["context"].isin(contexts)] if "context" in table else table
+
+    rows = certificate_rows(trained(alignment), trained(misalignment), level, reference=folder.name)
+    write_rows(rows, claims=folder / "claims.csv", checks=folder / "checks.csv")
+    claims = pd.DataFrame([row for row in rows if "claim_id" in row], columns=ROW_COLUMNS)
+    claims[BOUND_TABLE_COLUMNS].to_csv(folder / "table.csv", index=False)
 
 
 def intervention_seed_table(table: pd.DataFrame) -> pd.DataFrame:

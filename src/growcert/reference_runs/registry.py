@@ -6,7 +6,8 @@ A run is the pipeline run of its configs/<name>.yaml (or of the short list of co
 the results folder) from a finished results folder, judges them (`judge`, reference_runs.judges and
 reference_runs.grokking) and writes provenance.json and README.md; `growcert reference rejudge <name>` runs the
 judge again on the committed tables. `judged` names the files the judge rewrites (what must not change when the
-referee's rule has not).
+referee's rule has not). A run registered before it ran (`planned`: p1-bound) has no folder yet; its targets and
+export work as any run's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class ReferenceRun:
     store_misalignment: bool = False  # `--misalignment` pools each store's misalignment table (misalignment.csv)
     regime: str = "calibrated"  # a unit-layout run's rows are labelled with it (summary.csv's `regime`)
     joins: dict[str, Join] = field(default_factory=dict)  # the tables `--join` joins (reference_runs.join)
+    # a run registered before it ran (no folder committed yet): where its design is. The claims it decides fall back
+    # to the default run's rows until its folder exists (report.html.deciding_row); its export commits the folder,
+    # and the same commit drops this
+    planned: str = ""
 
     def folder(self) -> Path:
         return FOLDER / self.name
@@ -79,6 +84,17 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
     ReferenceRun(name="p1-seeds", configs=("configs/p1-seeds.yaml", "configs/p1-seeds-16-c256.yaml",
                                            "configs/p1-seeds-16-c512.yaml"),
                  why="P1's decisive cells with more seeds, joined to the regime map's", **REGIME),
+    ReferenceRun(name="p1-bound", configs=("configs/p1-bound.yaml",),
+                 title="P1's bound p̂ ≤ B_exact on pools sized for it (docs/science.md, P1)",
+                 question="Is p ≤ B_exact shown beyond both errors in every non-vacuous cell (P1, iid and "
+                          "train → test), or is p > B_exact shown in some cell?",
+                 table="one line per claim row: its word, the fraction of non-vacuous cells where p ≤ B_exact is "
+                       "shown, its level, seeds and cells",
+                 why="P1's bound claims on p1-seeds' models at context 256 (widths 32-256, seeds 0-15, step 300), "
+                     "each dumped with 1,344 training and 1,344 held-out examples and judged at R = 2,000",
+                 inputs=("alignment.csv", "misalignment.csv"), judge=judges.judge_bound_claims,
+                 judged=("claims.csv", "checks.csv", "table.csv"), store_alignment=True, store_misalignment=True,
+                 planned="docs/reference-results/p1-seeds/bound-design.md"),
     ReferenceRun(name="p1-interventions", configs=("configs/p1-interventions.yaml",),
                  title="P1 interventions at a growth step's scale (docs/science.md, P1)",
                  question="Is the observed held-out change 96–99 % of the first-order prediction at a growth step's "
