@@ -124,9 +124,13 @@ def regression_batch(generator, b=16):
 
 def advice_figures(references: Path) -> int:
     """The figures the report's "Is the advice right?" section embeds from the advise-check reference run (its
-    reliability figure, once the run is kept), besides the reference runs' own."""
+    reliability figure, once the run is kept, and its calibration figure once it has the matched-compute scores),
+    besides the reference runs' own."""
     folder = Path(references) / "advise-check"
-    return int((folder / "scorecard.csv").is_file() and (folder / "reliability.png").is_file())
+    if not (folder / "scorecard.csv").is_file():
+        return 0
+    calibration = (folder / "matched_scorecard.csv").is_file() and (folder / "advice_calibration.png").is_file()
+    return int((folder / "reliability.png").is_file()) + int(calibration)
 
 
 # Floats in a table recomputed from committed tables agree with the committed ones to the last bits only on the

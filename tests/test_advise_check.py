@@ -21,7 +21,7 @@ from growcert.stats.seeds import t_quantile
 EXAMPLES = 32
 SETTINGS = {"steps": 6, "outcome_examples": 48}
 OUTPUTS = ("advice", "advise_check.csv", "claims.csv", "provenance.json", "reliability.csv", "reliability.png",
-           "scorecard.csv")
+           "scorecard.csv", "matched_scorecard.csv", "calibration.csv", "growth_won.csv", "advice_calibration.png")
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +44,9 @@ def test_every_point_and_variant_is_grown_beside_advises_decision(checked):
     table = pd.read_csv(checked / "advise_check.csv")
     # what advise-check scores per point is advise's first-order reading (column first_order of advice.csv)
     decided = pd.read_csv(checked / "advice" / "advice.csv").query("option != 'train on'").set_index("point")
-    assert list(table["point"]) == ["block0", "block0", "block1", "block1", "block2", "block2"]
-    assert list(table["variant"]) == ["new_block", "whole"] * 3
+    procedures = ["new_block", "whole", "whole_gated"]
+    assert list(table["point"]) == [point for point in ("block0", "block1", "block2") for _ in procedures]
+    assert list(table["variant"]) == procedures * 3
     assert list(table["decision"]) == list(decided.loc[table["point"], "first_order"])
     for column in ("value", "b_exact", "scaled_value"):
         assert np.array_equal(table[column], decided.loc[table["point"], column], equal_nan=True), column
@@ -58,7 +59,22 @@ def test_every_point_and_variant_is_grown_beside_advises_decision(checked):
     scorecard = pd.read_csv(checked / "scorecard.csv")
     assert set(scorecard["rule"]) >= {"advise", "largest_value", "random", "last"}
     claims = pd.read_csv(checked / "claims.csv")
-    assert list(claims["role"]) == ["primary", "secondary"] and (claims["claim_id"] == advice_check.CLAIM).all()
+    first_order = claims[claims["claim_id"] == advice_check.CLAIM]
+    assert list(first_order["role"]) == ["primary", "secondary", "secondary"]
+    # the matched-compute claim, on one checkpoint of seed 0 (the exploration half): secondary rows only
+    assert set(claims["claim_id"]) == {advice_check.CLAIM, "advise_regret_below_train_on"}
+    # matched compute: every arm's observed gain over the checkpoint and training on's, paired on the same examples
+    assert np.allclose(table["vs_train_on"], table["train_on_observed"] - table["observed_gain"], atol=1e-12)
+    whole = table[table["variant"] != "new_block"]
+    assert np.allclose(whole["vs_train_on"], whole["outcome"], atol=1e-12)  # whole's counterpart is training on
+    # advise's options, every row: its decision between them and each option's predicted gain (advice.csv's)
+    options = pd.read_csv(checked / "advice" / "advice.csv").set_index("option")
+    assert set(table["advice"]) == {options["decision"].iloc[0]}
+    assert np.allclose(table["train_on_predicted"], options.loc["train on", "gain"])
+    assert np.allclose(table["predicted_gain"], options.loc["grow at " + table["point"], "gain"])
+    # growth costs FLOPs per step: a block of two linear maps on the stream, counted on one training batch
+    assert (table["extra_flops_per_step"] > 0).all() and (table["flops_per_step"] > table["extra_flops_per_step"]).all()
+    assert table.groupby("point")["extra_flops_per_step"].nunique().eq(1).all()  # the same block in every procedure
 
 
 def test_every_grown_arm_and_the_control_were_fed_the_same_batches(checked, llama):
@@ -81,9 +97,8 @@ def test_a_grown_arm_whose_block_never_trains_is_its_control_to_the_last_bit(lla
     checkpoint, folder = llama
     data = load_prepared(folder)
     base, _ = load_checkpoint(checkpoint)
-    base_only = (lambda model, block: [p for p in model.parameters() if all(p is not q for q in block.parameters())],
-                 True, stage.CONTROL)
-    monkeypatch.setitem(stage.VARIANTS, "base_only", base_only)
+    base_only = stage.Procedure(base=True, gate=False, counterpart=stage.CONTROL, block=False)
+    monkeypatch.setitem(stage.PROCEDURES, "base_only", base_only)
     settings = stage_settings("advise_check", SETTINGS)
     outcome = load_examples(data, 16, 32)
     rows = stage.grow_every_point(base, ["block0", "block1", "block2"], data, 16, outcome, settings,
@@ -93,7 +108,8 @@ def test_a_grown_arm_whose_block_never_trains_is_its_control_to_the_last_bit(lla
     shuffled = order[np.random.default_rng(1).permutation(len(order))]
     first, second = (load_checkpoint(checkpoint)[0] for _ in range(2))
     for model, batches in ((first, order), (second, shuffled)):
-        stage.train_on(model, list(model.parameters()), batches, data, 16, settings["lr"], True)
+        stage.train_on(model, stage.optimizers(model, None, stage.PROCEDURES["whole"], settings["lr"]), batches, data,
+                       16, True)
     assert not np.array_equal(stage.per_example_losses(first, outcome), stage.per_example_losses(second, outcome))
 
 
@@ -189,7 +205,13 @@ def test_tables_of_many_checkpoints_pool_into_scores_over_seeds(checked, tmp_pat
     assert last["seeds"] == 2 and last["estimate"] == pytest.approx(single.loc[("new_block", "gain", "last"),
                                                                               "estimate"] + 0.005)
     assert last["low"] < last["estimate"] < last["high"]
-    assert len(pd.read_csv(tmp_path / "pooled" / "claims.csv")) == 2
+    claims = pd.read_csv(tmp_path / "pooled" / "claims.csv")
+    assert (claims["claim_id"] == advice_check.CLAIM).sum() == 3  # a row per procedure
+    # seed 1 is the confirmation half: the matched claim's primary row is judged on it alone (1 seed: not tested)
+    matched = claims[(claims["claim_id"] == "advise_regret_below_train_on") & (claims["role"] == "primary")]
+    assert len(matched) == 1 and matched["seeds"].iloc[0] == 1
+    assert {"matched_scorecard.csv", "calibration.csv", "growth_won.csv", "advice_calibration.png"} <= \
+        {path.name for path in (tmp_path / "pooled").iterdir()}
     capsys.readouterr()
     (tmp_path / "wrong.csv").write_text("a,b\n1,2\n")
     assert main(["summarize-advise-check", str(tmp_path / "wrong.csv"), "--out", str(tmp_path / "no")]) == 2

@@ -35,8 +35,8 @@ from typing import ClassVar
 
 # snakemake --report category and paper of each report section
 CATEGORIES = {"training": "Training", "p1": "P1 width and alignment", "p2": "P2 population-risk training",
-              "p3": "P3 depth sufficiency"}
-PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3"}
+              "p3": "P3 depth sufficiency", "advice": "Is the advice right?"}
+PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3", "advice": None}
 TASK_CAPTION = "p2_experiment_figure"  # the P2 task figures' caption, a branch per task
 GATE_CAPTION = "p2_gate"  # every gate diagnostics figure's caption
 
@@ -183,6 +183,10 @@ DEPTH = Figure("p3_depth", "p3", "First-order value of an inserted block against
                "value of a new block vs depth", "depth")
 GROWTH = Figure("p3_growth", "p3", "Grown networks against networks trained from scratch", "grown vs scratch",
                 "growth")
+# advise-check's (drawn into its scores folder, shown from the advise-check reference run)
+ADVICE_CALIBRATION = Figure("advice_calibration", "advice",
+                            "advise's predicted against observed gain per option, per family and growth procedure",
+                            "advise calibration", "advise-check")
 
 # Every figure, in the HTML report's reading order within each section.
 FIGURES: dict[str, Figure] = {figure.stem: figure for figure in [
@@ -191,6 +195,7 @@ FIGURES: dict[str, Figure] = {figure.stem: figure for figure in [
     REGIME_DALIGN_VS_WIDTH, REGIME_DALIGN_VS_CONTEXT, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED, REGIME_SPREAD,
     GROKKING, GROKKING_GATE, PINN, PINN_GATE, PREFERENCE, PREFERENCE_GATE, THEORY,
     DEPTH, GROWTH,
+    ADVICE_CALIBRATION,
 ]}
 
 # summarize-alignment's figures: d_align ones always, misalignment ones when a fixed-context run gave tables

@@ -47,6 +47,8 @@ from growcert.pipeline.artifacts import (ALIGNMENT_SUMMARY, DALIGN_VS_WIDTH, DEP
                                          PREFERENCE_GATE, RECOMMENDED_DEPTH, REGIME_CELLS, REGIME_DALIGN_VS_CONTEXT,
                                          REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED,
                                          REGIME_SPREAD, THEORY)
+from growcert.referee.advise_effects import (FIRST_ORDER_GAIN, FORMS, REGRET_FORM, REGRET_FORM_REASON,
+                                            REGRET_JUDGED, REGRET_PRIMARY, regret_effect)
 from growcert.referee.grokking_effects import (BEST_READING_PRIMARY, DECAY1_PRIMARY, DECAY1_SPEEDUP,
                                               GROKKING_SPEEDUP, GROKKING_THIRD_LOOK, NO_READING, PEER_SPEEDUP,
                                               THIRD_LOOK_SEEDS, PlannedLook)
@@ -122,6 +124,12 @@ class Claim:
     looks: tuple[Look, ...] = ()  # every look at the claim in a committed reference run (growcert.referee.looks)
     planned: tuple[PlannedLook, ...] = ()  # looks registered before their seeds ran
     primary_seeds: tuple[int, ...] = ()  # the seeds the primary row is judged on (empty: every seed of the run)
+    form: str = ""  # a comparison's registered form (advise_effects.FORMS), which orients its effect; "" for none
+    form_reason: str = ""
+
+    def __post_init__(self):
+        if self.form and self.form not in FORMS:
+            raise ValueError(f"claim {self.key}: form {self.form!r}, one of {', '.join(FORMS)}")
 
 
 @dataclass(frozen=True)
@@ -397,13 +405,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "advise's recommended point (none: no growth, gain 0) minus the gain at the point of largest first-order "
           "value (the TINY/GradMax rule, no certificate); per seed, the mean over its checkpoints; Student t over "
           "seeds (verdicts.judge_samples)", "advise-check",
-          Effect("advise's held-out gain minus the largest first-order value's (nats per example)", None,
-                 direction=1, interval="Student t over per-seed paired differences",
-                 sesoi=0.001,
-                 sesoi_reason="a documented choice fixed before any scored run, no paper gives a number: 0.001 "
-                              "nats per example, about 0.05 % of the llama models' held-out loss (about 2 nats per "
-                              "byte), the size of the grown-vs-scratch differences p3-depth resolves; a smaller "
-                              "edge would not change which model a person keeps"),
+          FIRST_ORDER_GAIN,
           "variant new_block (only the inserted block trains, so the outcome is the growth P3's value measures), every "
           "checkpoint of the reference run, grown for the S steps at the lr chosen on the tuning checkpoint; variant "
           "whole is a secondary row",
@@ -419,6 +421,12 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                       "d48986e", form="S = 50, lr = 0.001, untuned"),
                  Look("2026-12-07", 8, "reproduced (S = 100, lr = 0.003, tuned on the tuning checkpoint)",
                       "advise-check", "244fda1"))),
+    Claim("advise_regret_below_train_on", "P1+P2+P3", "at matched compute, advise's regret is lower than always "
+          "training on's", "(growcert's own rule; no paper states it)", REGRET_JUDGED, "advise-check",
+          regret_effect(REGRET_FORM), REGRET_PRIMARY, references=("advise-check",), decided_by="advise-check",
+          quantifier=UNIVERSAL, quantifier_reason="scores are never pooled across families (their units differ), so "
+          "advise is shown better than training on only where it is in every family it advises",
+          form=REGRET_FORM, form_reason=REGRET_FORM_REASON),
 ]}
 
 CHECKS: dict[str, Check] = {check.key: check for check in [

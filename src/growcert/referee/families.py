@@ -189,6 +189,8 @@ def every_part(judge: Callable[..., dict[str, Judgement]], level: float, unit: s
 
 
 def _singular(unit: str) -> str:
+    if unit.endswith("ies") and not unit.endswith("series"):
+        return unit[:-3] + "y"  # families: every family
     return unit[:-1] if unit.endswith("s") and not unit.endswith("series") else unit
 
 

@@ -262,7 +262,8 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
         "minus the second-order cost of the steps, the noise of every coordinate included. An option whose reach "
         "(the typical change of a held-out example's log-likelihood over the S steps) is above "
         f"{about['local_reach']:g} "
-        "is beyond the local range its prediction holds in, and never decides.", "",
+        "is beyond the local range its prediction holds in, and never decides. A `grow at k` option is growth procedure "
+        f"{about.get('growth_procedure', 'whole')} (advise.growth_procedure; advise-check measures every procedure).", "",
         "## The first-order reading per point", "", header, "|" + "---|" * 8, *rows, "", "## Why", "", *reasons, "",
         f"![first-order value and d_align per point, and every option's predicted gain]({figure_name})", "",
         "## What was measured", "",

@@ -34,7 +34,6 @@ import base64
 import dataclasses
 import html
 import math
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,14 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv
+from growcert.pipeline.artifacts import ADVICE_CALIBRATION
+from growcert.report import advice_matched as matched
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.referee.claims import CLAIMS, claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.referee.looks import as_first_form, look_level, with_note
-from growcert.report.page import table_html
+from growcert.report.page import figure as page_figure, table_html
 from growcert.referee.verdicts import judge_samples
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
@@ -98,8 +99,7 @@ def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
     if rule == "largest_value":
         return int(np.argmax(rows["value"].to_numpy(float)))
     if rule == "random":
-        model = str(rows["model"].iloc[0])
-        return int(np.random.default_rng([seed, zlib.crc32(model.encode())]).integers(len(rows)))
+        return matched.random_point(rows["model"].iloc[0], seed, len(rows))
     if rule == "last":
         return len(rows) - 1
     raise ValueError(f"rule {rule!r}: one of {', '.join(RULES + CANDIDATE_RULES)}")
@@ -248,10 +248,11 @@ def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
 
 def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
                  this_run: str = "advise-check", reference: str | None = None) -> dict[str, Path]:
-    """reliability.png, scorecard.csv, reliability.csv, claims.csv (the registered claim, decided on every
-    checkpoint: not written for one half; at its look's level in reference run `reference`), comparison.csv (a
-    candidate advise_rule's, when one is named), and advise_check.csv last (the table the scores come from: a folder
-    holding it is complete)."""
+    """reliability.png, scorecard.csv, reliability.csv, the matched-compute scores when the table carries them
+    (`advice_matched.write_matched`: matched_scorecard.csv, calibration.csv, growth_won.csv, the calibration figure),
+    claims.csv (the registered claims, decided on every checkpoint: not written for one half; at their looks' levels
+    in reference run `reference`), comparison.csv (a candidate advise_rule's, when one is named), and
+    advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
     out = Path(out)
     paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
              "reliability": out / "reliability.csv", "table": out / "advise_check.csv"}
@@ -259,9 +260,14 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     plot_reliability(reliable, paths["figure"])
     write_csv(scorecard(table, settings), paths["scorecard"])
     write_csv(reliable, paths["reliability"])
+    with_matched = matched.has_matched(table)
+    if with_matched:
+        paths.update(matched.write_matched(out, table, settings))
     if settings["half"] == EVERY_HALF:
         paths["claims"] = out / "claims.csv"
-        write_rows(claim_judgement_rows(table, settings, this_run, reference), claims=paths["claims"])
+        rows = claim_judgement_rows(table, settings, this_run, reference)
+        rows += matched.claim_rows(table, settings, this_run, reference) if with_matched else []
+        write_rows(rows, claims=paths["claims"])
     if settings["advise_rule"] != SHIPPED:
         paths["comparison"] = out / "comparison.csv"
         write_csv(comparison_rows(table, settings), paths["comparison"])
@@ -285,8 +291,9 @@ def score_lines(table: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
 def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
     """Per point and variant: advise's decision and the outcome; then precision and each rule's regret."""
     shown = table.assign(outcome=[f"{o:+.4f} ± {s:.4f}" for o, s in zip(table["outcome"], table["outcome_se"])])
+    matched_lines = matched.score_lines(table, settings) if matched.has_matched(table) else []
     return "\n".join([shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False),
-                      "", *score_lines(table, settings)])
+                      "", *score_lines(table, settings), *matched_lines])
 
 
 def comparison_lines(paths: dict[str, Path]) -> list[str]:
@@ -321,7 +328,8 @@ def advice_section(references: Path | None) -> str:
             parts.append(f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
                          f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
                          f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>")
-    parts.append("<h3>Scorecard</h3>" + table_html(pd.read_csv(folder / "scorecard.csv")))
+    parts += _matched_parts(folder)
+    parts.append("<h3>Scorecard of the first-order reading</h3>" + table_html(pd.read_csv(folder / "scorecard.csv")))
     figure = folder / "reliability.png"
     if figure.is_file():
         encoded = base64.b64encode(figure.read_bytes()).decode()
@@ -329,3 +337,23 @@ def advice_section(references: Path | None) -> str:
                      "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
                      "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>")
     return f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2>{"".join(parts)}</section>'
+
+
+def _matched_parts(folder: Path) -> list[str]:
+    """The matched-compute part of the section (when the reference run has it): the scorecard per family, the
+    calibration figure and table, and the checkpoints where growth beat training on with advise's word there."""
+    if not (folder / "matched_scorecard.csv").is_file():
+        return ["<p>This reference run predates the matched-compute scorecard (advise's options against always training "
+                "on, per family): rerun it to see whether advise beats training on.</p>"]
+    parts = ["<h3>At matched compute: advise against always training on, per family</h3><p>Every option (train on, "
+             "grow at each point) trained the same S steps on the same batches; regret is the best option's observed "
+             "gain minus the chosen one's, in each family's own unit (never pooled).</p>",
+             table_html(pd.read_csv(folder / "matched_scorecard.csv"))]
+    figure = folder / ADVICE_CALIBRATION.file
+    if figure.is_file():
+        parts.append(page_figure(figure, ADVICE_CALIBRATION.title))
+    parts.append("<h3>Calibration</h3>" + table_html(pd.read_csv(folder / "calibration.csv")))
+    won = pd.read_csv(folder / "growth_won.csv")
+    parts.append(f"<h3>Where growth beat training on (by the SESOI or more): {len(won)} checkpoint × procedure "
+                 "rows, with advise's word at each</h3>" + table_html(won))
+    return parts

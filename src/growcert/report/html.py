@@ -37,6 +37,7 @@ SECTIONS = [(key, heading, [figure.stem for figure in section_figures(key)], pre
     ("p1", "P1 — width scaling and the alignment certificate", "p1_"),
     ("p2", "P2 — population-risk training", "p2_"),
     ("p3", "P3 — depth sufficiency", "p3_"),
+    (ADVICE_SECTION[0], ADVICE_SECTION[1], None),  # drawn from the advise-check reference run (advice_section)
 ]]
 
 
@@ -265,7 +266,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
     report_dir = out.parent.resolve()
     version_text = ", ".join(f"{name} {value}" for name, value in versions().items())
     toc = "".join(f'<li><a href="#{key}">{html.escape(title)}</a></li>' for key, title, _, _ in
-                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS + [(*ADVICE_SECTION, None, None)]
+                  [("summary", "Paper claims at a glance", None, None)] + SECTIONS
                   + [("reference", "Reference runs", None, None)])
     header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
               f"from <code>{html.escape(str(results))}</code> · git commit <code>{git_commit() or 'none'}</code> · "
@@ -293,6 +294,9 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
             f"“how it is judged” opens the rule and this run's details.</p>"
             + _summary(rows, present, references) + _checks(results) + "</section>"]
     for key, title, figures, prefix in SECTIONS:
+        if key == ADVICE_SECTION[0]:
+            body.append(advice_section(references))
+            continue
         parts = [page.figure(results / FIGURES_FOLDER / FIGURES[stem].file, _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]
         if key == "training":
@@ -304,7 +308,6 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
                       for path in sorted((results / TABLES_FOLDER).glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
-    body.append(advice_section(references))
     body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(references, report_dir)
                 + "</section>")
     document = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

@@ -213,7 +213,8 @@ def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
             "n_train": int(attrs["n_train"]), "n_test": int(attrs["n_test"]), "seed": inputs.dump["seed"],
             "reduction": inputs.advise["reduction"], "M": inputs.M, "K": inputs.K, "level": inputs.depth["level"],
             "context": inputs.context, "stream_width": inputs.width,
-            **{key: inputs.advise[key] for key in ("budget_steps", "budget_lr", "budget_batch_size", "local_reach")}}
+            **{key: inputs.advise[key] for key in ("budget_steps", "budget_lr", "budget_batch_size", "local_reach",
+                                                   "growth_procedure")}}
 
 
 def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,

@@ -10,15 +10,24 @@ scored on held-out examples advise never saw (docs/science.md, "advise-check (is
 3. one batch order of `steps` × `batch_size` training positions drawn once from the seed (`batch_order`);
 4. the arms (`grow_every_point`), each trained on exactly that order by `train_on`, which records the positions it
    fed (their digest is in the table, so a reader can check that every arm saw the same batches):
-       frozen     the checkpoint as it is: new_block's no-growth counterpart (nothing of the base trains there);
-       control    the ungrown model, every parameter trained: whole's no-growth counterpart;
-       new_block  at each point, the zero-output block advise scored (`models.blocks.insert_block`, the depth
-                  settings' block_hidden and seed, W_in trainable) inserted, and only the block trained;
-       whole      the same block inserted, and the whole grown model trained;
-5. per point and variant, the outcome: held-out loss of the grown model minus its counterpart, paired per example,
-   with its standard error over the outcome examples (`stats.growth_outcomes.paired_outcome`).
-Every arm uses AdamW at the constant `lr`, no weight decay, no clipping: what is compared is growing, not a
-schedule. The scores over checkpoints are `growcert.report.advice_check`'s.
+       frozen       the checkpoint as it is: new_block's no-growth counterpart (nothing of the base trains there);
+       control      the ungrown model, every parameter trained: "train on", the counterpart of whole and whole_gated;
+   and at each point the zero-output block advise scored (`models.blocks.insert_block`, the depth settings'
+   block_hidden and seed, W_in trainable) inserted and trained by one of the growth procedures (PROCEDURES):
+       new_block    only the block trains (AdamW), the base in eval mode;
+       whole        the whole grown model trains (AdamW);
+       whole_gated  the whole grown model trains, the base by AdamW and the new block's parameters by P2's gated
+                    Adam (`optim.PopulationRiskAdam`, gate "update", streaming variance): a new-block coordinate steps
+                    only where its batch signal exceeds its noise (docs/science.md, "advise-check: growth procedures");
+5. per point and procedure, the outcome: held-out loss of the grown model minus its counterpart, paired per example,
+   with its standard error over the outcome examples (`stats.growth_outcomes.paired_outcome`); beside it the
+   grown model against training on (`vs_train_on`: grown minus control, whatever the counterpart), every arm's
+   observed gain over the checkpoint (frozen minus arm), advise's prediction of that gain (`decide`'s options
+   table, at these steps, lr and batch size), advise's decision between the options, and the FLOPs of one
+   training step of the grown model beyond the ungrown one's (`step_flops`: matched steps are not matched FLOPs).
+Every arm trains at the constant `lr`, no weight decay, no clipping: what is compared is growing, not a
+schedule. The scores over checkpoints are `growcert.report.advice_check`'s and, between the options at matched
+compute, `growcert.report.advice_matched`'s.
 
 Writes into `out`: advise_check.csv (one row per point × variant), the scores of this checkpoint
 (report.advice_check.write_scores), advise's own advice.* in `out`/advice, and provenance.json.
@@ -30,13 +39,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from growcert.config import stage_settings
 from growcert.data import PreparedDataset
@@ -45,8 +56,9 @@ from growcert.errors import CheckpointError, DatasetError
 from growcert.files import write_text
 from growcert.models.blocks import insert_block
 from growcert.models.checkpoint import load_checkpoint
+from growcert.optim import PopulationRiskAdam
 from growcert.provenance import provenance
-from growcert.report import advice, advice_check as scores
+from growcert.report import advice, advice_check as scores, advice_matched
 from growcert.runtime import torch_runtime
 from growcert.stages.advise import AdviceInputs, advice_inputs, decide, describe, prepared_data, work_folder
 from growcert.stats.growth_outcomes import paired_outcome
@@ -55,10 +67,25 @@ from growcert.training import to_device
 OUTCOME_SEED_OFFSET = 30_011  # the outcome rows and the batch order: seed streams of their own
 BATCH_SEED_OFFSET = 40_009
 FROZEN, CONTROL = "frozen", "control"
-# variant: (what trains, given the grown model and its new block; whether the base runs in training mode; its control)
-VARIANTS: dict[str, tuple[Callable[[nn.Module, nn.Module], list[nn.Parameter]], bool, str]] = {
-    "new_block": (lambda model, block: list(block.parameters()), False, FROZEN),
-    "whole": (lambda model, block: list(model.parameters()), True, CONTROL),
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A growth procedure: whether the checkpoint's own parameters train (and the base runs in training mode),
+    whether the new block's parameters step through P2's gate, the no-growth counterpart its outcome is read
+    against, and whether the new block trains at all (a test's arm leaves it out)."""
+
+    base: bool
+    gate: bool
+    counterpart: str
+    block: bool = True
+
+
+# The growth procedures (advise_check.variants; advise.growth_procedure names the one advise's grow options mean)
+PROCEDURES: dict[str, Procedure] = {
+    "new_block": Procedure(base=False, gate=False, counterpart=FROZEN),
+    "whole": Procedure(base=True, gate=False, counterpart=CONTROL),
+    "whole_gated": Procedure(base=True, gate=True, counterpart=CONTROL),
 }
 ADVICE_COLUMNS = ["point", "point_index", "decision", "value", "value_se", "value_lo", "scaled_value", "detectability",
                   "b_exact"]
@@ -92,22 +119,39 @@ def digest(positions: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(positions, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
-def train_on(model: nn.Module, parameters: list[nn.Parameter], order: np.ndarray, data: PreparedDataset,
-             context: int | None, lr: float, training_mode: bool) -> np.ndarray:
-    """AdamW (constant lr, no decay) on `parameters` only, one step per row of `order`; returns the positions fed."""
-    trained = {id(parameter) for parameter in parameters}
+def optimizers(model: nn.Module, block: nn.Module | None, procedure: Procedure, lr: float) -> list[torch.optim.Optimizer]:
+    """The optimizers of one arm, constant lr, no decay: AdamW on what trains, but the new block's parameters through
+    PopulationRiskAdam (gate "update", streaming variance: the package's defaults) when the procedure gates them.
+    `block` None: the ungrown control (every parameter, AdamW)."""
+    if block is None:
+        return [torch.optim.AdamW(list(model.parameters()), lr=lr, weight_decay=0.0)]
+    new = {id(parameter) for parameter in block.parameters()}
+    base = [parameter for parameter in model.parameters() if id(parameter) not in new] if procedure.base else []
+    chosen = [torch.optim.AdamW(base, lr=lr, weight_decay=0.0)] if base else []
+    if procedure.block:
+        chosen.append(PopulationRiskAdam(list(block.parameters()), lr=lr, weight_decay=0.0) if procedure.gate else
+                      torch.optim.AdamW(list(block.parameters()), lr=lr, weight_decay=0.0))
+    return chosen
+
+
+def train_on(model: nn.Module, optimizers: list[torch.optim.Optimizer], order: np.ndarray, data: PreparedDataset,
+             context: int | None, training_mode: bool) -> np.ndarray:
+    """One step of every optimizer per row of `order` (only their parameters train); returns the positions fed."""
+    trained = {id(parameter) for optimizer in optimizers for group in optimizer.param_groups
+               for parameter in group["params"]}
     for parameter in model.parameters():
         parameter.requires_grad_(id(parameter) in trained)
-    optimizer = torch.optim.AdamW(parameters, lr=lr, weight_decay=0.0)
     device = next(model.parameters()).device
     model.train(training_mode)
     fed = []
     for positions in order:
         batch = examples_at(data, "train", positions, context)
         loss = model.per_example_loss(model(to_device(batch.inputs, device)), to_device(batch.targets, device)).mean()
-        optimizer.zero_grad(set_to_none=True)
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        optimizer.step()
+        for optimizer in optimizers:
+            optimizer.step()
         fed.append(positions)
     model.eval()
     return np.stack(fed) if fed else np.zeros((0, order.shape[1]), np.int64)
@@ -122,32 +166,57 @@ def per_example_losses(model: nn.Module, examples: Examples, batch_size: int = 2
                            .double().cpu().numpy() for inputs, targets in examples.batches(batch_size)])
 
 
+def step_flops(model: nn.Module, data: PreparedDataset, positions: np.ndarray, context: int | None) -> int:
+    """FLOPs of one training step's forward and backward on the batch at `positions` (torch's FlopCounterMode:
+    matrix products and convolutions; the optimizer's element-wise work is not counted)."""
+    for parameter in model.parameters():
+        parameter.requires_grad_(True)
+    device = next(model.parameters()).device
+    batch = examples_at(data, "train", positions, context)
+    with FlopCounterMode(display=False) as counter:
+        model.per_example_loss(model(to_device(batch.inputs, device)), to_device(batch.targets, device)).mean().backward()
+    model.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
 def grow_every_point(base: nn.Module, points: list[str], data: PreparedDataset, context: int | None,
                      outcome: Examples, settings: dict[str, Any], block: dict[str, Any], variants: list[str],
                      progress=lambda done, total: None) -> pd.DataFrame:
-    """One row per point × variant: the grown model's and its control's held-out loss, the paired outcome and its
-    SE, and the digests of the batches the arm and its control were fed. `block`: insert_block's hidden and seed."""
+    """One row per point × procedure (`variants`): the grown model's and its control's held-out loss, the paired
+    outcome and its SE, the grown model against training on (vs_train_on), the observed gains over the checkpoint
+    of the arm and of training on (frozen minus arm, paired), the FLOPs per step beyond the ungrown model's, and
+    the digests of the batches the arm and its control were fed. `block`: insert_block's hidden and seed."""
     order = batch_order(data, settings, context)
     total, done = 1 + len(points) * len(variants), 0
+    base_flops = step_flops(copy.deepcopy(base), data, order[0], context)
     control = copy.deepcopy(base)
-    fed = {FROZEN: "", CONTROL: digest(train_on(control, list(control.parameters()), order, data, context,
-                                                settings["lr"], True))}
+    fed = {FROZEN: "", CONTROL: digest(train_on(control, optimizers(control, None, PROCEDURES["whole"], settings["lr"]),
+                                                order, data, context, True))}
     progress(done := done + 1, total)
     losses = {FROZEN: per_example_losses(base, outcome), CONTROL: per_example_losses(control, outcome)}
     del control
+    trained_on, trained_on_se = paired_outcome(losses[FROZEN], losses[CONTROL])  # frozen minus control: its gain
     rows = []
     for point in points:
         for variant in variants:
-            trains, training_mode, counterpart = VARIANTS[variant]
+            procedure = PROCEDURES[variant]
             grown = copy.deepcopy(base)
             new_block = insert_block(grown, point, hidden=block["hidden"], seed=block["seed"], trainable=True)
-            seen = train_on(grown, trains(grown, new_block), order, data, context, settings["lr"], training_mode)
+            flops = step_flops(copy.deepcopy(grown), data, order[0], context)
+            seen = train_on(grown, optimizers(grown, new_block, procedure, settings["lr"]), order, data, context,
+                            procedure.base)
             grown_losses = per_example_losses(grown, outcome)
+            counterpart = procedure.counterpart
             mean, se = paired_outcome(grown_losses, losses[counterpart])
+            against, against_se = paired_outcome(grown_losses, losses[CONTROL])
+            gained, gained_se = paired_outcome(losses[FROZEN], grown_losses)
             rows.append({"point": point, "variant": variant, "control": counterpart, "outcome": mean,
                          "outcome_se": se, "n_outcome": len(outcome), "grown_loss": float(grown_losses.mean()),
                          "control_loss": float(losses[counterpart].mean()), "batches": digest(seen),
-                         "control_batches": fed[counterpart]})
+                         "control_batches": fed[counterpart], "vs_train_on": against, "vs_train_on_se": against_se,
+                         "observed_gain": gained, "observed_gain_se": gained_se, "train_on_observed": trained_on,
+                         "train_on_observed_se": trained_on_se, "flops_per_step": base_flops,
+                         "extra_flops_per_step": flops - base_flops})
             progress(done := done + 1, total)
     return pd.DataFrame(rows)
 
@@ -169,7 +238,7 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
         prepared = prepared_data(inputs, work)
         outcome = outcome_examples(prepared, inputs, settings)
         table, store = decide(inputs, prepared, work, threads=threads, device=device, progress=progress)
-        points = advice.first_order_rows(table)
+        points = advice_matched.option_columns(table)
         about = describe(inputs, store)
         base, metadata = load_checkpoint(inputs.model)
         with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
@@ -189,10 +258,11 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
 
 def checked_table(table: pd.DataFrame, grown: pd.DataFrame, about: dict[str, Any],
                   settings: dict[str, Any]) -> pd.DataFrame:
-    """advise's first-order reading per point (`table`: `advice.first_order_rows`) beside each variant's outcome,
-    with the checkpoint's identity on every row."""
-    merged = grown.merge(table[ADVICE_COLUMNS], on="point", how="left", validate="many_to_one")
+    """advise's first-order reading and its options' predictions per point (`table`:
+    `advice_matched.option_columns`) beside each procedure's outcome, with the checkpoint's identity on every row."""
+    merged = grown.merge(table[ADVICE_COLUMNS + advice_matched.OPTION_COLUMNS], on="point", how="left",
+                         validate="many_to_one")
     identity = {"model": about["model"], "family": about["family"], "width": about["width"], "depth": about["depth"],
                 "train_seed": about["train_seed"], "step": about["step"], "steps": settings["steps"],
                 "lr": settings["lr"]}
-    return merged.assign(**identity)[scores.COLUMNS]
+    return merged.assign(**identity)[scores.COLUMNS + advice_matched.MATCHED_COLUMNS]

@@ -8,6 +8,11 @@ outcome against its control, paired per held-out example, and the scores of a ru
   helped) or above +z·se (growing hurt).
 - `regret(gains, chosen)`: how much held-out gain (−outcome) a choice leaves on the table against the best option
   of that model, where not growing (gain 0) is always an option; `chosen` None is the choice not to grow.
+- `option_regret(gains, chosen)`: at matched compute every option spends the same S steps (train on is option 0, a
+  growth each of the others), so there is no free "do nothing": the best option's observed gain minus the chosen one's.
+- `calibration_slope(predicted, observed)`: the least-squares slope of observed on predicted gain (1: the predictions'
+  sizes are right; NaN below 2 distinct predictions); `covered(observed, low, high)`: whether each observed gain lies
+  inside its prediction interval.
 - `per_seed_interval(values, level)`: the score's interval clustered by training seed: one value per seed (the
   score computed on that seed's models alone), Student t over seeds (`stats.seeds.t_interval`), so examples
   and points of one training run never count as independent replicates.
@@ -61,6 +66,30 @@ def regret(gains: Sequence[float], chosen: int | None) -> float:
     gains = np.asarray(gains, float)
     best = max(0.0, float(np.max(gains))) if len(gains) else 0.0
     return best - (0.0 if chosen is None else float(gains[chosen]))
+
+
+def option_regret(gains: Sequence[float], chosen: int) -> float:
+    """max(gains) − gains[chosen]: how much observed gain the chosen option leaves against the best one (≥ 0)."""
+    gains = np.asarray(gains, float)
+    return float(np.max(gains) - gains[chosen])
+
+
+def calibration_slope(predicted: Sequence[float], observed: Sequence[float]) -> float:
+    """Least-squares slope of observed on predicted (with an intercept) over the finite pairs; NaN when fewer than
+    2 pairs or every prediction is the same."""
+    predicted, observed = np.asarray(predicted, float), np.asarray(observed, float)
+    finite = np.isfinite(predicted) & np.isfinite(observed)
+    x, y = predicted[finite], observed[finite]
+    if len(x) < 2 or np.ptp(x) == 0:
+        return math.nan
+    x = x - x.mean()
+    return float(x @ (y - y.mean()) / (x @ x))
+
+
+def covered(observed: Sequence[float], low: Sequence[float], high: Sequence[float]) -> np.ndarray:
+    """Per pair, whether the observed value lies in [low, high] (False where any of the three is NaN)."""
+    observed, low, high = (np.asarray(values, float) for values in (observed, low, high))
+    return (low <= observed) & (observed <= high)
 
 
 def per_seed_interval(values: Sequence[float], level: float) -> tuple[float, float, float, int]:
