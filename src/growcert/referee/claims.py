@@ -250,7 +250,6 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
                  sesoi=1.0, sesoi_reason="a bound holds in every determined cell"),
           "every determined cell (a bound must hold in each), last checkpoint", (MISALIGNMENT_VS_WIDTH.stem,
                                                                                 MISALIGNMENT_VS_MK.stem),
-          # p1-bound is registered before it ran: until its folder is committed the default run's row decides
           references=("p1-bound",), decided_by="p1-bound"),
     Claim("p1_certificate_train_test", "P1", "p̂ ≤ B_exact (train → test)", "not covered by the theorem",
           "as the iid row (universal, both errors, Holm for a contradiction), with M from the training rows: p's "
