@@ -6,9 +6,9 @@ rule prepare_dataset:
         settings=PLAN.settings("prepare"),
         out_dir=output_folder("info"),
     log:
-        log(RESULTS, "prepare_dataset", "{dataset}"),
+        artifacts.LOG.path(RESULTS, job="prepare_dataset/{dataset}"),
     benchmark:
-        benchmark(RESULTS, "prepare_dataset", "{dataset}")
+        artifacts.BENCHMARK.path(RESULTS, job="prepare_dataset/{dataset}")
     resources:
         mem_mb=per_attempt(4000),
         runtime=per_attempt(20),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from growcert.pipeline.artifacts import KEPT_MISALIGNMENT, PROVENANCE
+
 NAME = "reference"
 HELP = "export a finished reference run's results to docs/reference-results/<name>, or judge a committed one again"
 SETTINGS = None
@@ -21,7 +23,7 @@ SETTINGS = None
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="<action>")
     export = actions.add_parser("export", help="write docs/reference-results/<name>/ from a finished results folder: "
-                                               "tables, claims, figures, provenance.json, README.md")
+                                               f"tables, claims, figures, {PROVENANCE.name}, {README.name}")
     export.add_argument("name", help="the reference run (growcert.reference_runs.registry.RUNS)")
     export.add_argument("--results", type=Path, required=True, help="the pipeline's results folder of the run")
     export.add_argument("--out", type=Path, default=None, help="default: docs/reference-results/<name>")
@@ -36,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "instead of at this run's own")
     export.add_argument("--misalignment", action="store_true",
                         help="also pool the misalignment table of every run's last checkpoint that has one into "
-                             "misalignment.csv, judged into the 'p̂ falls with width' rows")
+                             f"{KEPT_MISALIGNMENT.name}, judged into the 'p̂ falls with width' rows")
     export.add_argument("--config", default=None,
                         help="which of the run's configs made --results (default: its first)")
     targets = actions.add_parser("targets", help="print the Snakemake targets that make a reference run's results "

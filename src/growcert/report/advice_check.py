@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv
+from growcert.pipeline.artifacts import ADVISE_CHECK_ROWS, CLAIM_ROWS, COMPARISON, RELIABILITY, RELIABILITY_FIGURE, SCORECARD
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.referee.claims import CLAIMS, claim_row, write_rows
@@ -253,17 +254,17 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     candidate advise_rule's, when one is named), and advise_check.csv last (the table the scores come from: a folder
     holding it is complete)."""
     out = Path(out)
-    paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
-             "reliability": out / "reliability.csv", "table": out / "advise_check.csv"}
+    paths = {"figure": RELIABILITY_FIGURE.path(out), "scorecard": SCORECARD.path(out),
+             "reliability": RELIABILITY.path(out), "table": ADVISE_CHECK_ROWS.path(out)}
     reliable = reliability_table(table, settings["bins"])
     plot_reliability(reliable, paths["figure"])
     write_csv(scorecard(table, settings), paths["scorecard"])
     write_csv(reliable, paths["reliability"])
     if settings["half"] == EVERY_HALF:
-        paths["claims"] = out / "claims.csv"
+        paths["claims"] = CLAIM_ROWS.path(out)
         write_rows(claim_judgement_rows(table, settings, this_run, reference), claims=paths["claims"])
     if settings["advise_rule"] != SHIPPED:
-        paths["comparison"] = out / "comparison.csv"
+        paths["comparison"] = COMPARISON.path(out)
         write_csv(comparison_rows(table, settings), paths["comparison"])
     write_csv(table, paths["table"])
     return paths
@@ -307,7 +308,7 @@ def advice_section(references: Path | None) -> str:
     figure and the claim's verdict (its folder under `references`), or how to make it when it is not there."""
     folder = None if references is None else Path(references) / ADVICE_REFERENCE
     command = "snakemake summarize_advise_check --configfile configs/advise-check.yaml --cores 2"
-    if folder is None or not (folder / "scorecard.csv").is_file():
+    if folder is None or not SCORECARD.path(folder).is_file():
         return (f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2><p>The advise-check reference run '
                 f"(every advise decision scored against actually growing) is not in this report: <code>{command}"
                 f"</code> makes it; <code>growcert advise-check --model M --data D --out DIR</code> checks one model."
@@ -315,14 +316,14 @@ def advice_section(references: Path | None) -> str:
     parts = [f"<p>Reference run <code>{ADVICE_REFERENCE}</code> (not this pipeline run): every checkpoint advised, then "
              "grown for real at every insertion point beside its no-growth control on the same batches, scored on "
              "held-out examples advise never saw; each score with a t interval over training seeds.</p>"]
-    claims = folder / "claims.csv"
+    claims = CLAIM_ROWS.path(folder)
     if claims.is_file():
         for row in pd.read_csv(claims).itertuples():
             parts.append(f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
                          f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
                          f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>")
-    parts.append("<h3>Scorecard</h3>" + table_html(pd.read_csv(folder / "scorecard.csv")))
-    figure = folder / "reliability.png"
+    parts.append("<h3>Scorecard</h3>" + table_html(pd.read_csv(SCORECARD.path(folder))))
+    figure = RELIABILITY_FIGURE.path(folder)
     if figure.is_file():
         encoded = base64.b64encode(figure.read_bytes()).decode()
         parts.append(f'<figure><img alt="reliability of B_exact" src="data:image/png;base64,{encoded}"><figcaption>'

@@ -45,6 +45,7 @@ from growcert.errors import CheckpointError, DatasetError
 from growcert.files import write_text
 from growcert.models.blocks import insert_block
 from growcert.models.checkpoint import load_checkpoint
+from growcert.pipeline.artifacts import PROVENANCE
 from growcert.provenance import provenance
 from growcert.report import advice, advice_check as scores
 from growcert.runtime import torch_runtime
@@ -181,7 +182,7 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
     checked = checked_table(points, grown, about, settings)
     line = advice.recommendation(table)
     advice.write_advice(out / "advice", table, line, about, provenance(inputs.advise, inputs.dump["seed"]))
-    write_text(out / "provenance.json", json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
+    write_text(PROVENANCE.path(out), json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
                                                    indent=1, default=str))
     paths = scores.write_scores(out, checked, settings)  # advise_check.csv last: the file a rule waits for
     return f"{scores.terminal_summary(checked, settings)}\n\nadvise: {line}\n-> {paths['table']}"
