@@ -1,6 +1,6 @@
 rule prepare_dataset:
     output:
-        arrays=f"{PREPARED}/{{dataset}}/arrays.npz",
+        arrays=artifacts.ARRAYS.under(artifacts.DATASET).path(PREPARED),
         info=INFO,
     params:
         settings=PLAN.settings("prepare"),

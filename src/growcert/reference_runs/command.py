@@ -13,20 +13,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from growcert.pipeline.artifacts import KEPT_MISALIGNMENT, PROVENANCE
+from growcert.pipeline.artifacts import KEPT_MISALIGNMENT, PROVENANCE, REFERENCE_RUN
 
 NAME = "reference"
-HELP = "export a finished reference run's results to docs/reference-results/<name>, or judge a committed one again"
+HELP = f"export a finished reference run's results to {REFERENCE_RUN.template}, or judge a committed one again"
 SETTINGS = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="<action>")
-    export = actions.add_parser("export", help="write docs/reference-results/<name>/ from a finished results folder: "
+    export = actions.add_parser("export", help=f"write {REFERENCE_RUN.template}/ from a finished results folder: "
                                                f"tables, claims, figures, {PROVENANCE.name}, {README.name}")
     export.add_argument("name", help="the reference run (growcert.reference_runs.registry.RUNS)")
     export.add_argument("--results", type=Path, required=True, help="the pipeline's results folder of the run")
-    export.add_argument("--out", type=Path, default=None, help="default: docs/reference-results/<name>")
+    export.add_argument("--out", type=Path, default=None, help=f"default: {REFERENCE_RUN.template}")
     export.add_argument("--join", type=Path, default=None,
                         help="a committed run whose rows are judged together with this run's, reused only when the "
                              "runs this run retrained reproduce them (within --rtol of each value)")
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                  "current referee's rule (no retraining)")
     rejudge.add_argument("name", help="the reference run (growcert.reference_runs.registry.RUNS)")
     rejudge.add_argument("--out", type=Path, default=None,
-                         help="the run's folder (default: docs/reference-results/<name>; a copy must keep the name)")
+                         help=f"the run's folder (default: {REFERENCE_RUN.template}; a copy must keep the name)")
 
 
 def run(args: argparse.Namespace) -> int | None:

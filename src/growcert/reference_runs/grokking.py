@@ -100,7 +100,7 @@ def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     claims = (grokking_claims(late, settings, reference=folder.name) if (late["optimizer"] == LATE_BASELINE).any()
               else [])
     claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
-    pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(CLAIM_ROWS.path(folder), index=False)
 
 
 def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: float) -> pd.DataFrame:

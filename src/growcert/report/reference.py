@@ -58,7 +58,7 @@ def reference_section(folder: Path, report_dir: Path) -> str:
     parts = [f'<h3 id="reference-{html.escape(folder.name)}">Reference run: {html.escape(folder.name)}</h3>',
              f'<p class="reference"><b>A reference run, not this pipeline run</b>: run on {html.escape(date)} at '
              f"git commit <code>{html.escape(commit)}</code>, kept in <code>{html.escape(str(folder.name))}/"
-             f"</code> of docs/reference-results. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
+             f"</code> of {REFERENCE_RUNS.template}. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
              f" {html.escape(record['why'])}." if record.get("why") else "", "</p>"]
     if verdicts:
         parts.append(f"<p>{html.escape(question)}</p><ul>{verdicts}</ul>")
@@ -110,7 +110,7 @@ def references_html(root: Path | None, report_dir: Path) -> str:
     folders = reference_folders(root)
     if root is None:
         return ("<p>No reference runs: this report was built without a reference-results folder "
-                "(<code>growcert report --references</code>; the repository keeps them in docs/reference-results).</p>")
+                f"(<code>growcert report --references</code>; the repository keeps them in {REFERENCE_RUNS.template}).</p>")
     if not folders:
         return f"<p>No reference runs under <code>{html.escape(str(root))}</code>.</p>"
     return "".join(reference_section(folder, report_dir) for folder in folders)

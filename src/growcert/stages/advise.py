@@ -47,7 +47,7 @@ from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_checkpoint, load_model
 from growcert.models.hf import load_pretrained
 from growcert.optim.per_example import gradient_rows, model_drawn_targets
-from growcert.pipeline.artifacts import ADVICE_PAGE, ADVISE_STORE, INFO
+from growcert.pipeline.artifacts import ADVICE_PAGE, ADVISE_STORE, HF_CONFIG, INFO
 from growcert.provenance import provenance
 from growcert.report import advice
 from growcert.runtime import torch_runtime
@@ -100,7 +100,7 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
     model, data = Path(model), Path(data)
     if not model.exists():
         raise CheckpointError(f"--model {model}: no such file or folder (a growcert checkpoint step*.pt, or a "
-                              "Hugging Face causal-LM folder with its config.json)")
+                              f"Hugging Face causal-LM folder with its {HF_CONFIG.name})")
     hf = None
     if model.is_dir():
         hf = stage_settings("pretrained_model", {} if advise["context"] is None else {"context": advise["context"]})
