@@ -1,4 +1,4 @@
-"""One path vocabulary (docs/design.md §3, issue 62): every file and folder name the pipeline reads or writes is
+"""One path vocabulary (docs/design.md §3): every file and folder name the pipeline reads or writes is
 spelled once, in growcert.pipeline.artifacts, and everything else reaches it as `X.path(folder, **wildcards)`.
 
 The names are read from artifacts itself (every `Place` and every registered figure, table, claims and checks file),

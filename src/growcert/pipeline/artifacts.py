@@ -343,7 +343,7 @@ PROVENANCE = Place("provenance.json")  # the record beside a folder's results (g
 SPECTRUM = Place("spectrum.csv")  # theory's eigenvalues of W_S(0->t) per checkpoint
 DRIFT = Place("drift.csv")  # theory's drift and diffusion
 PAIRS = Place("pairs.npz")  # preference's sampled pairs
-TASK_TABLES = {Path(table.name).stem: table for table in (CURVES, SUMMARY, SPECTRUM, DRIFT)}  # by their names
+TASK_DATA = {Path(table.name).stem: table for table in (CURVES, SUMMARY, SPECTRUM, DRIFT)}  # by their names
 TASK_SUMMARY, UNIT_SUMMARY = SUMMARY.under(TASK), SUMMARY.under(UNIT)
 UNIT_CURVES = CURVES.under(UNIT)
 UNIT_LOG_FILE = Place("log.txt")  # a kept unit's job log, in a reference run's unit folder
@@ -404,8 +404,8 @@ GROWTH_RUN_TABLE = Place("growth.csv")  # in its folder, written last: the file 
 GROWTH_SELECTION = Place("selection.csv")
 
 # A job's log and benchmark: {job} is the rule and the job's wildcards as path parts ("train_model/" + RUN)
-LOG = Place("logs/{job}.log")
-BENCHMARK = Place("benchmarks/{job}.tsv")
+LOGS, BENCHMARKS = Place("logs"), Place("benchmarks")
+LOG, BENCHMARK = Place("{job}.log").under(LOGS), Place("{job}.tsv").under(BENCHMARKS)
 UNIT_JOB = "p2_unit/{task}/" + UNIT_FOLDER.template  # a P2 unit's job
 UNIT_JOB_LOG, UNIT_BENCHMARK = LOG.at(job=UNIT_JOB), BENCHMARK.at(job=UNIT_JOB)
 
