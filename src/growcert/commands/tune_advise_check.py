@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import log, settings_argument
-from growcert.pipeline.artifacts import TUNING, TUNING_CHOICE
+from growcert.pipeline.artifacts import ADVISE_CHECK_ROWS, TUNING, TUNING_CHOICE
 
 NAME = "tune-advise-check"
 HELP = "choose advise-check's S and lr on the tuning checkpoint"

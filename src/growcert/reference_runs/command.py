@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from growcert.pipeline.artifacts import KEPT_MISALIGNMENT, PROVENANCE, REFERENCE_RUN
+from growcert.pipeline.artifacts import KEPT_MISALIGNMENT, PROVENANCE, README, REFERENCE_RUN
 
 NAME = "reference"
 HELP = f"export a finished reference run's results to {REFERENCE_RUN.template}, or judge a committed one again"
