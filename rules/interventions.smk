@@ -48,7 +48,8 @@ rule intervene_pretrained:
     log:
         artifacts.LOG.path(RESULTS, job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
+        artifacts.BENCHMARK.path(RESULTS,
+                                 job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
     threads: config["pretrained"]["threads"]
     resources:
         mem_mb=PLAN.pretrained_mem_mb(8),

@@ -52,7 +52,8 @@ def judge_regime(folder: Path, record: dict[str, Any]) -> None:
         TRAINING_TABLE.path(results).parent.mkdir()
         for kept, pooled in ((KEPT_ALIGNMENT, POOLED_ALIGNMENT), (KEPT_TRAINING, TRAINING_TABLE)):
             shutil.copyfile(kept.path(folder), pooled.path(results))
-        summarize_regime(POOLED_ALIGNMENT.path(results), TRAINING_TABLE.path(results), TRAINING_TABLE.path(results).parent,
+        summarize_regime(POOLED_ALIGNMENT.path(results), TRAINING_TABLE.path(results),
+                         TRAINING_TABLE.path(results).parent,
                          REGIME_CELLS.path(results), REGIME_CLAIMS.path(results), REGIME_MAP.path(results),
                          FIGURES_DIR.path(results), reference=folder.name)
         for source, target in REGIME_OUTPUTS:

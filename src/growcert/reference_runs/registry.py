@@ -20,9 +20,9 @@ from growcert.pipeline.artifacts import (ADVISE_CHECK_ROWS, ADVISE_CHECK_SCORES,
                                          DRIFT, GROKKING, GROKKING_GATE, GROWTH, GROWTH_TABLE, INTERVENTIONS,
                                          INTERVENTIONS_SUMMARY, KEPT_ALIGNMENT, KEPT_DEPTH, KEPT_GROWTH,
                                          KEPT_INTERVENTIONS, KEPT_MISALIGNMENT, KEPT_TRAINING, POOLED_ALIGNMENT,
-                                         POOLED_DEPTH, POOLED_INTERVENTIONS, PROVENANCE, RECOMMENDED, REFERENCE_REGIME_MAP,
-                                         REFERENCE_REGIME_STATS, REFERENCE_RUN, REFERENCE_TABLE, RELIABILITY, SCORECARD,
-                                         SUMMARY, TASK, TRAINING_TABLE, Place, Table, task_claims, task_table)
+                                         POOLED_DEPTH, POOLED_INTERVENTIONS, PROVENANCE, RECOMMENDED,
+                                         REFERENCE_REGIME_MAP, REFERENCE_REGIME_STATS, REFERENCE_RUN, REFERENCE_TABLE,
+                                         RELIABILITY, SCORECARD, SUMMARY, TASK, TRAINING_TABLE, Place, Table, task_claims, task_table)
 from growcert.reference_runs import grokking, judges
 from growcert.reference_runs.join import Join
 

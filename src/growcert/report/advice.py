@@ -272,7 +272,8 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
         f"intervals at {percent(about['level'])}. The value is the unbiased ‖E[Σ_t q_t h_tᵀ]‖² of a zero-output "
         "block (raw and × ‖z‖²/‖h‖²); d_align (the raw estimate, shown where undetermined too), B_exact and "
         "B_align are P1's, from the held-out moments. "
-        "The decision rule is growcert's docs/science.md, section \"advise\"; every figure is in " + ADVICE_TABLE.name + ".", ""])
+        "The decision rule is growcert's docs/science.md, section \"advise\"; every figure is in "
+        + ADVICE_TABLE.name + ".", ""])
 
 
 def plot_advice(table: pd.DataFrame, out_png: str | Path) -> None:

@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv
-from growcert.pipeline.artifacts import ADVISE_CHECK_ROWS, CLAIM_ROWS, COMPARISON, RELIABILITY, RELIABILITY_FIGURE, SCORECARD
+from growcert.pipeline.artifacts import (ADVISE_CHECK_ROWS, CLAIM_ROWS, COMPARISON, RELIABILITY, RELIABILITY_FIGURE,
+                                         SCORECARD)
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.referee.claims import CLAIMS, claim_row, write_rows

@@ -201,7 +201,8 @@ def report(folder: Path, stores: int = 64, replicates: int = DESIGN_REPLICATES) 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help=f"a committed run's folder ({KEPT_MISALIGNMENT.name}, {KEPT_ALIGNMENT.name})")
+    parser.add_argument("folder", type=Path,
+                        help=f"a committed run's folder ({KEPT_MISALIGNMENT.name}, {KEPT_ALIGNMENT.name})")
     parser.add_argument("--replicates", type=int, default=DESIGN_REPLICATES)
     arguments = parser.parse_args(argv)
     print(report(arguments.folder, replicates=arguments.replicates))

@@ -110,7 +110,8 @@ def references_html(root: Path | None, report_dir: Path) -> str:
     folders = reference_folders(root)
     if root is None:
         return ("<p>No reference runs: this report was built without a reference-results folder "
-                f"(<code>growcert report --references</code>; the repository keeps them in {REFERENCE_RUNS.template}).</p>")
+                f"(<code>growcert report --references</code>; the repository keeps them in "
+                f"{REFERENCE_RUNS.template}).</p>")
     if not folders:
         return f"<p>No reference runs under <code>{html.escape(str(root))}</code>.</p>"
     return "".join(reference_section(folder, report_dir) for folder in folders)
