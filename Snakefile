@@ -30,5 +30,5 @@ include: "rules/advise_check.smk"
 
 rule all:
     input:
-        f"{RESULTS}/report.html",
+        artifacts.REPORT.path(RESULTS),
     default_target: True

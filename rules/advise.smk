@@ -5,10 +5,10 @@ rule advise:
         model=PLAN.advise_input("model"),
         data=PLAN.advise_input("data"),
     output:
-        table=f"{RESULTS}/advise/advice.csv",
-        page=f"{RESULTS}/advise/advice.md",
-        figure=f"{RESULTS}/advise/advice.png",
-        provenance=f"{RESULTS}/advise/provenance.json",
+        table=artifacts.ADVICE_TABLE.under(artifacts.ADVISE).path(RESULTS),
+        page=artifacts.ADVICE_PAGE.under(artifacts.ADVISE).path(RESULTS),
+        figure=artifacts.ADVICE_FIGURE.under(artifacts.ADVISE).path(RESULTS),
+        provenance=artifacts.PROVENANCE.under(artifacts.ADVISE).path(RESULTS),
     params:
         device=DEVICE,
         model=PLAN.advise_path("model"),
@@ -16,9 +16,9 @@ rule advise:
         settings=PLAN.settings("advise"),
         out=output_folder("table"),
     log:
-        log(RESULTS, "advise"),
+        artifacts.LOG.path(RESULTS, job="advise"),
     benchmark:
-        benchmark(RESULTS, "advise")
+        artifacts.BENCHMARK.path(RESULTS, job="advise")
     threads: 1
     resources:
         mem_mb=PLAN.advise_mem_mb,

@@ -15,9 +15,9 @@ rule advise_check:
         data_dir=input_folder("info"),
         out=output_folder("table"),
     log:
-        log(RESULTS, "advise_check", artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job="advise_check/" + artifacts.STORE_NAME),
     benchmark:
-        benchmark(RESULTS, "advise_check", artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job="advise_check/" + artifacts.STORE_NAME)
     threads: 1
     resources:
         mem_mb=per_attempt(4000),
@@ -34,18 +34,18 @@ rule summarize_advise_check:
     input:
         tables=PLAN.advise_check_tables(),
     output:
-        scorecard=f"{RESULTS}/{artifacts.ADVISE_CHECK_SCORES}/scorecard.csv",
-        reliability=f"{RESULTS}/{artifacts.ADVISE_CHECK_SCORES}/reliability.csv",
-        figure=f"{RESULTS}/{artifacts.ADVISE_CHECK_SCORES}/reliability.png",
-        claims=f"{RESULTS}/{artifacts.ADVISE_CHECK_SCORES}/claims.csv",
-        table=f"{RESULTS}/{artifacts.ADVISE_CHECK_SCORES}/advise_check.csv",
+        scorecard=artifacts.SCORECARD.under(artifacts.ADVISE_CHECK_SCORES).path(RESULTS),
+        reliability=artifacts.RELIABILITY.under(artifacts.ADVISE_CHECK_SCORES).path(RESULTS),
+        figure=artifacts.RELIABILITY_FIGURE.under(artifacts.ADVISE_CHECK_SCORES).path(RESULTS),
+        claims=artifacts.CLAIM_ROWS.under(artifacts.ADVISE_CHECK_SCORES).path(RESULTS),
+        table=artifacts.ADVISE_CHECK_ROWS.under(artifacts.ADVISE_CHECK_SCORES).path(RESULTS),
     params:
         settings=PLAN.settings("advise_check"),
         out=output_folder("table"),
     log:
-        log(RESULTS, "summarize_advise_check"),
+        artifacts.LOG.path(RESULTS, job="summarize_advise_check"),
     benchmark:
-        benchmark(RESULTS, "summarize_advise_check")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_advise_check")
     threads: 1
     resources:
         mem_mb=per_attempt(2000),

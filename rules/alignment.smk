@@ -7,9 +7,9 @@ rule estimate_alignment:
         store=input_store(),
         settings=PLAN.settings("alignment"),
     log:
-        log(RESULTS, "estimate_alignment", artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job="estimate_alignment/" + artifacts.STORE_NAME),
     benchmark:
-        benchmark(RESULTS, "estimate_alignment", artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job="estimate_alignment/" + artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -31,9 +31,9 @@ rule estimate_misalignment:
         store=input_store(),
         settings=PLAN.settings("alignment"),
     log:
-        log(RESULTS, "estimate_misalignment", artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job="estimate_misalignment/" + artifacts.STORE_NAME),
     benchmark:
-        benchmark(RESULTS, "estimate_misalignment", artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job="estimate_misalignment/" + artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -57,8 +57,8 @@ rule summarize_alignment:
         misalignment=PLAN.per_store(artifacts.MISALIGNMENT, PLAN.fixed_context_runs(),
                                     config["alignment"]["analyse_misalignment"]),
     output:
-        alignment=f"{RESULTS}/{artifacts.POOLED_ALIGNMENT}",
-        misalignment=f"{RESULTS}/{artifacts.POOLED_MISALIGNMENT}",
+        alignment=artifacts.POOLED_ALIGNMENT.path(RESULTS),
+        misalignment=artifacts.POOLED_MISALIGNMENT.path(RESULTS),
         summary=report_output(artifacts.ALIGNMENT_SUMMARY),
         claims=report_output(artifacts.ALIGNMENT_CLAIMS),
         checks=artifacts.ALIGNMENT_CHECKS.path(RESULTS),
@@ -67,9 +67,9 @@ rule summarize_alignment:
         settings=PLAN.settings("alignment"),
         figures=output_folder("figures"),
     log:
-        log(RESULTS, "summarize_alignment"),
+        artifacts.LOG.path(RESULTS, job="summarize_alignment"),
     benchmark:
-        benchmark(RESULTS, "summarize_alignment")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_alignment")
     conda:
         CONDA_ENV
     shell:
@@ -85,24 +85,24 @@ localrules:
 # The P1 regime map of a context sweep (grids[].contexts): width trends at matched budget and matched loss.
 rule summarize_regime:
     input:
-        alignment=f"{RESULTS}/{artifacts.POOLED_ALIGNMENT}",
-        training=f"{RESULTS}/{artifacts.TRAINING_TABLE}",
+        alignment=artifacts.POOLED_ALIGNMENT.path(RESULTS),
+        training=artifacts.TRAINING_TABLE.path(RESULTS),
     output:
-        budget=f"{RESULTS}/{artifacts.REGIME_STATS['budget']}",
-        loss=f"{RESULTS}/{artifacts.REGIME_STATS['loss']}",
-        matched=f"{RESULTS}/{artifacts.REGIME_STATS['matched']}",
-        spread=f"{RESULTS}/{artifacts.REGIME_STATS['spread']}",
-        map=f"{RESULTS}/{artifacts.REGIME_MAP}",
+        budget=artifacts.REGIME_STATS["budget"].path(RESULTS),
+        loss=artifacts.REGIME_STATS["loss"].path(RESULTS),
+        matched=artifacts.REGIME_STATS["matched"].path(RESULTS),
+        spread=artifacts.REGIME_STATS["spread"].path(RESULTS),
+        map=artifacts.REGIME_MAP.path(RESULTS),
         cells=report_output(artifacts.REGIME_CELLS),
         claims=report_output(artifacts.REGIME_CLAIMS),
         figures=[report_output(figure) for figure in PLAN.regime_figures()],
     params:
         stats=output_folder("budget"),
-        figures=results_subfolder("claims", artifacts.FIGURES_FOLDER),
+        figures=results_subfolder("claims", artifacts.FIGURES_DIR.name),
     log:
-        log(RESULTS, "summarize_regime"),
+        artifacts.LOG.path(RESULTS, job="summarize_regime"),
     benchmark:
-        benchmark(RESULTS, "summarize_regime")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_regime")
     conda:
         CONDA_ENV
     shell:

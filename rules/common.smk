@@ -12,7 +12,6 @@ from growcert import numerics
 from growcert.errors import ConfigError
 from growcert.models import FAMILIES, trained_families
 from growcert.pipeline import artifacts
-from growcert.pipeline.artifacts import log, benchmark
 from growcert.pipeline.rules import (input_checkpoint, input_folder, input_store, output_folder, output_store,
                                      report_marks, results_subfolder)
 from growcert.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
@@ -56,8 +55,8 @@ onstart:
 shell.prefix(f"set -euo pipefail; export PATH={shlex.quote(os.path.dirname(sys.executable))}:\"$PATH\"; "
              + numerics.shell_exports(config["numerics"]))
 
-RUN_DIR = artifacts.run_folder(RESULTS)
-INFO = f"{PREPARED}/{{dataset}}/{artifacts.INFO_FILE}"  # a prepared dataset, by its info file (written last)
+RUN_DIR = artifacts.RUN_DIR.path(RESULTS)
+INFO = artifacts.INFO.under(artifacts.DATASET).path(PREPARED)  # a prepared dataset, by its info file (written last)
 # Rules name a store by its root metadata file, written last when the store moves into place: Snakemake
 # then keeps its .snakemake_timestamp (which directory() outputs get) out of the store, where zarr would
 # warn on every open of the hierarchy (xr.open_datatree). With config temporary_stores the dump's output is
@@ -65,13 +64,13 @@ INFO = f"{PREPARED}/{{dataset}}/{artifacts.INFO_FILE}"  # a prepared dataset, by
 # (a context sweep's stores reach GBs); its .snakemake_timestamp then sits inside the store, and zarr warns.
 TEMPORARY_STORES = config["temporary_stores"]
 STORE = artifacts.STORE.path(RESULTS)
-STORE_FILE = STORE if TEMPORARY_STORES else f"{STORE}/{artifacts.STORE_ROOT_FILE}"
+STORE_FILE = STORE if TEMPORARY_STORES else artifacts.STORE_ROOT.path(STORE)
 STORE_OUTPUT = temp(directory(STORE)) if TEMPORARY_STORES else STORE_FILE
 # Pretrained models (config key pretrained): their stores and interventions come from dump_pretrained and
 # intervene_pretrained, which read a checkpoint folder instead of a run (paths: no family or context wildcard).
 PRETRAINED = {"family": PLAN.pretrained, "context_tag": ""}
 PRETRAINED_STORE = artifacts.STORE.path(RESULTS, **PRETRAINED)
-PRETRAINED_STORE_FILE = PRETRAINED_STORE if TEMPORARY_STORES else f"{PRETRAINED_STORE}/{artifacts.STORE_ROOT_FILE}"
+PRETRAINED_STORE_FILE = PRETRAINED_STORE if TEMPORARY_STORES else artifacts.STORE_ROOT.path(PRETRAINED_STORE)
 PRETRAINED_STORE_OUTPUT = temp(directory(PRETRAINED_STORE)) if TEMPORARY_STORES else PRETRAINED_STORE_FILE
 # Rules that read a store run before any other ready job: a finished dump is estimated before the next
 # one starts, so a sweep with temporary_stores holds about one store per core instead of a backlog of

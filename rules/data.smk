@@ -1,14 +1,14 @@
 rule prepare_dataset:
     output:
-        arrays=f"{PREPARED}/{{dataset}}/arrays.npz",
+        arrays=artifacts.ARRAYS.under(artifacts.DATASET).path(PREPARED),
         info=INFO,
     params:
         settings=PLAN.settings("prepare"),
         out_dir=output_folder("info"),
     log:
-        log(RESULTS, "prepare_dataset", "{dataset}"),
+        artifacts.LOG.path(RESULTS, job="prepare_dataset/{dataset}"),
     benchmark:
-        benchmark(RESULTS, "prepare_dataset", "{dataset}")
+        artifacts.BENCHMARK.path(RESULTS, job="prepare_dataset/{dataset}")
     resources:
         mem_mb=per_attempt(4000),
         runtime=per_attempt(20),

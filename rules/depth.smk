@@ -8,9 +8,9 @@ rule estimate_depth:
         store=input_store(),
         settings=PLAN.settings("depth"),
     log:
-        log(RESULTS, "estimate_depth", artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job="estimate_depth/" + artifacts.STORE_NAME),
     benchmark:
-        benchmark(RESULTS, "estimate_depth", artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job="estimate_depth/" + artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -28,15 +28,15 @@ rule grow_model:
     input:
         info=PLAN.grow_info,
     output:
-        run=directory(artifacts.grow_folder(RESULTS)),
+        run=directory(artifacts.GROW.path(RESULTS)),
     params:
         device=DEVICE,
         settings=PLAN.settings("grow"),
         data_dir=input_folder("info"),
     log:
-        log(RESULTS, "grow_model", "{experiment}"),
+        artifacts.LOG.path(RESULTS, job="grow_model/{experiment}"),
     benchmark:
-        benchmark(RESULTS, "grow_model", "{experiment}")
+        artifacts.BENCHMARK.path(RESULTS, job="grow_model/{experiment}")
     threads: 1
     resources:
         mem_mb=per_attempt(4000),
@@ -58,15 +58,15 @@ rule summarize_depth:
     input:
         tables=PLAN.per_store(artifacts.DEPTH_VALUES, PLAN.fixed_context_runs(), config["depth"]["analyse"]),
     output:
-        table=f"{RESULTS}/{artifacts.POOLED_DEPTH}",
+        table=artifacts.POOLED_DEPTH.path(RESULTS),
         decision=report_output(artifacts.RECOMMENDED_DEPTH),
         figure=report_output(artifacts.DEPTH),
     params:
         settings=PLAN.settings("depth"),
     log:
-        log(RESULTS, "summarize_depth"),
+        artifacts.LOG.path(RESULTS, job="summarize_depth"),
     benchmark:
-        benchmark(RESULTS, "summarize_depth")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_depth")
     conda:
         CONDA_ENV
     shell:
@@ -76,16 +76,16 @@ rule summarize_depth:
 
 rule summarize_growth:
     input:
-        runs=[artifacts.grow_folder(RESULTS, experiment) for experiment in PLAN.grow_experiments()],
-        depth=f"{RESULTS}/{artifacts.POOLED_DEPTH}",
+        runs=[artifacts.GROW.path(RESULTS, experiment=experiment) for experiment in PLAN.grow_experiments()],
+        depth=artifacts.POOLED_DEPTH.path(RESULTS),
     output:
         table=report_output(artifacts.GROWTH_TABLE),
         claims=report_output(artifacts.DEPTH_CLAIMS),
         figure=report_output(artifacts.GROWTH),
     log:
-        log(RESULTS, "summarize_growth"),
+        artifacts.LOG.path(RESULTS, job="summarize_growth"),
     benchmark:
-        benchmark(RESULTS, "summarize_growth")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_growth")
     conda:
         CONDA_ENV
     shell:

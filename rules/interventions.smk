@@ -14,9 +14,9 @@ rule intervene:
         checkpoint=input_checkpoint(),
         data_dir=input_folder("info"),
     log:
-        log(RESULTS, "intervene", artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job="intervene/" + artifacts.STORE_NAME),
     benchmark:
-        benchmark(RESULTS, "intervene", artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job="intervene/" + artifacts.STORE_NAME)
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -46,9 +46,10 @@ rule intervene_pretrained:
         checkpoint=PLAN.pretrained_folder,
         data_dir=input_folder("info"),
     log:
-        log(RESULTS, "intervene_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
+        artifacts.LOG.path(RESULTS, job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
     benchmark:
-        benchmark(RESULTS, "intervene_pretrained", artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
+        artifacts.BENCHMARK.path(RESULTS,
+                                 job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
     threads: config["pretrained"]["threads"]
     resources:
         mem_mb=PLAN.pretrained_mem_mb(8),
@@ -69,15 +70,15 @@ rule summarize_interventions:
     input:
         tables=PLAN.intervention_targets(),
     output:
-        table=f"{RESULTS}/{artifacts.POOLED_INTERVENTIONS}",
+        table=artifacts.POOLED_INTERVENTIONS.path(RESULTS),
         summary=report_output(artifacts.INTERVENTIONS_SUMMARY),
         checks=artifacts.INTERVENTIONS_CHECKS.path(RESULTS),
         claims=report_output(artifacts.INTERVENTIONS_CLAIMS),
         figure=report_output(artifacts.INTERVENTIONS),
     log:
-        log(RESULTS, "summarize_interventions"),
+        artifacts.LOG.path(RESULTS, job="summarize_interventions"),
     benchmark:
-        benchmark(RESULTS, "summarize_interventions")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_interventions")
     conda:
         CONDA_ENV
     shell:

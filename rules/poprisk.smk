@@ -6,8 +6,8 @@ rule p2_unit:
     input:
         units=PLAN.unit_inputs,
     output:
-        curves=artifacts.unit_table(RESULTS, "{task}", "curves"),
-        summary=artifacts.unit_table(RESULTS, "{task}", "summary"),
+        curves=artifacts.UNIT_CURVES.path(RESULTS),
+        summary=artifacts.UNIT_SUMMARY.path(RESULTS),
     wildcard_constraints:
         task=PLAN.unit_task_pattern(),
         arm=r"[A-Za-z0-9._-]+",
@@ -16,9 +16,9 @@ rule p2_unit:
         settings=PLAN.unit_settings,
         out_dir=output_folder("summary"),
     log:
-        log(RESULTS, "p2_unit", "{task}", "{arm}", "seed{seed}"),
+        artifacts.UNIT_JOB_LOG.path(RESULTS),
     benchmark:
-        benchmark(RESULTS, "p2_unit", "{task}", "{arm}", "seed{seed}")
+        artifacts.UNIT_BENCHMARK.path(RESULTS)
     threads: PLAN.task_threads
     resources:
         mem_mb=per_attempt(2000),
@@ -40,7 +40,7 @@ rule p2_experiment:
     input:
         units=PLAN.task_units,
     output:
-        summary=artifacts.task_summary(RESULTS, "{task}"),
+        summary=artifacts.TASK_SUMMARY.path(RESULTS),
         figure=report_output(artifacts.task_figure("{task}")),
         claims=report_output(artifacts.task_claims("{task}")),
         table=report_output(artifacts.task_table("{task}")),
@@ -53,9 +53,9 @@ rule p2_experiment:
         out_dir=output_folder("summary"),
         aggregate=PLAN.aggregate_option,
     log:
-        log(RESULTS, "{task}"),
+        artifacts.LOG.path(RESULTS, job="{task}"),
     benchmark:
-        benchmark(RESULTS, "{task}")
+        artifacts.BENCHMARK.path(RESULTS, job="{task}")
     threads: PLAN.aggregate_threads
     resources:
         mem_mb=per_attempt(4000),
@@ -72,7 +72,7 @@ rule p2_experiment:
 # results/checks/, a header-only file for a task that has none.
 rule p2_ungated:
     output:
-        summary=artifacts.task_summary(RESULTS, "{task}"),
+        summary=artifacts.TASK_SUMMARY.path(RESULTS),
         figure=report_output(artifacts.task_figure("{task}")),
         claims=report_output(artifacts.task_claims("{task}")),
         checks=artifacts.task_checks("{task}").path(RESULTS),
@@ -87,9 +87,9 @@ rule p2_ungated:
         out_dir=output_folder("summary"),
         aggregate=PLAN.aggregate_option,
     log:
-        log(RESULTS, "{task}"),
+        artifacts.LOG.path(RESULTS, job="{task}"),
     benchmark:
-        benchmark(RESULTS, "{task}")
+        artifacts.BENCHMARK.path(RESULTS, job="{task}")
     threads: PLAN.aggregate_threads
     resources:
         mem_mb=per_attempt(4000),
@@ -110,7 +110,7 @@ rule preference:
         reference=PLAN.preference_reference,
         info=PLAN.prepared_info(PREFERENCE_DATASET),
     output:
-        summary=artifacts.task_summary(RESULTS, "preference"),
+        summary=artifacts.TASK_SUMMARY.path(RESULTS, task="preference"),
         figure=report_output(artifacts.task_figure("preference")),
         claims=report_output(artifacts.task_claims("preference")),
         table=report_output(artifacts.task_table("preference")),
@@ -122,9 +122,9 @@ rule preference:
         reference=PLAN.reference_option,
         data_dir=input_folder("info"),
     log:
-        log(RESULTS, "preference"),
+        artifacts.LOG.path(RESULTS, job="preference"),
     benchmark:
-        benchmark(RESULTS, "preference")
+        artifacts.BENCHMARK.path(RESULTS, job="preference")
     threads: config["threads"]["preference"]
     resources:
         mem_mb=per_attempt(8000),

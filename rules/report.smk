@@ -5,13 +5,13 @@ localrules:
 
 rule plot_training:
     input:
-        table=f"{RESULTS}/{artifacts.TRAINING_TABLE}",
+        table=artifacts.TRAINING_TABLE.path(RESULTS),
     output:
         figure=report_output(artifacts.TRAINING_GRID),
     log:
-        log(RESULTS, "plot_training"),
+        artifacts.LOG.path(RESULTS, job="plot_training"),
     benchmark:
-        benchmark(RESULTS, "plot_training")
+        artifacts.BENCHMARK.path(RESULTS, job="plot_training")
     conda:
         CONDA_ENV
     shell:
@@ -22,15 +22,15 @@ rule report:
     input:
         **PLAN.report_inputs(),
     output:
-        html=f"{RESULTS}/report.html",
+        html=artifacts.REPORT.path(RESULTS),
     params:
         results=output_folder("html"),
         # The reference runs kept in the repository (docs/reference-results), shown beside this run.
         references=os.path.join(workflow.basedir, "docs", "reference-results"),
     log:
-        log(RESULTS, "report"),
+        artifacts.LOG.path(RESULTS, job="report"),
     benchmark:
-        benchmark(RESULTS, "report")
+        artifacts.BENCHMARK.path(RESULTS, job="report")
     conda:
         CONDA_ENV
     shell:

@@ -8,9 +8,9 @@ rule train_model:
         settings=PLAN.settings("train"),
         data_dir=input_folder("info"),
     log:
-        log(RESULTS, "train_model", artifacts.RUN),
+        artifacts.LOG.path(RESULTS, job="train_model/" + artifacts.RUN),
     benchmark:
-        benchmark(RESULTS, "train_model", artifacts.RUN)
+        artifacts.BENCHMARK.path(RESULTS, job="train_model/" + artifacts.RUN)
     threads: config["threads"]["train"]
     resources:
         mem_mb=per_attempt(4000),
@@ -31,11 +31,11 @@ rule summarize_training:
     input:
         runs=PLAN.run_folders(),
     output:
-        table=f"{RESULTS}/{artifacts.TRAINING_TABLE}",
+        table=artifacts.TRAINING_TABLE.path(RESULTS),
     log:
-        log(RESULTS, "summarize_training"),
+        artifacts.LOG.path(RESULTS, job="summarize_training"),
     benchmark:
-        benchmark(RESULTS, "summarize_training")
+        artifacts.BENCHMARK.path(RESULTS, job="summarize_training")
     conda:
         CONDA_ENV
     shell:

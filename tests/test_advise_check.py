@@ -357,18 +357,18 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     import yaml
     from pathlib import Path
 
-    from growcert.pipeline.artifacts import CHECKPOINT_FILE, run_folder
+    from growcert.pipeline.artifacts import CHECKPOINT, RUN_DIR
     from growcert.plan.grids import run_wildcards
     from growcert.plan import Plan, validate_config
 
     config = validate_config(yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml")
                                             .read_text()))
     plan = Plan(config)
-    checkpoints = [f"{run_folder(config['results'], **run_wildcards(run))}/{CHECKPOINT_FILE.format(step=step)}"
+    checkpoints = [CHECKPOINT.path(RUN_DIR.path(config["results"], **run_wildcards(run)), step=step)
                    for run in plan.runs() for step in plan.analysed_steps(run, "all")]
     named = config["advise_check"]["tuning_checkpoint"]
     assert named in checkpoints and len(checkpoints) == len(plan.advise_check_tables())
-    tuning_run = [run for run in plan.runs() if f"{run_folder(config['results'], **run_wildcards(run))}/" in named]
+    tuning_run = [run for run in plan.runs() if f"{RUN_DIR.path(config['results'], **run_wildcards(run))}/" in named]
     assert len(tuning_run) == 1 and plan.analysed_steps(tuning_run[0], "all") == [300]
     assert all(run.seed != tuning_run[0].seed for run in plan.runs() if run != tuning_run[0])
 

@@ -17,6 +17,7 @@ from growcert.referee.verdicts import CONTRADICTED, REPRODUCED
 from growcert.report import advice_matched as matched
 from growcert.schema import load_schema as schema
 from growcert.stats.growth_outcomes import calibration_slope, covered, option_regret
+from growcert.models import family_of
 from growcert.stats.seeds import t_quantile
 
 SETTINGS = stage_settings("advise_check")
@@ -36,7 +37,8 @@ def _checkpoint(family, seed, train_on, grown, advice, values, se=0.005, predict
              "train_on_predicted_hi": predicted[0] + half_width, "predicted_gain": predicted[k + 1],
              "predicted_gain_lo": predicted[k + 1] - half_width, "predicted_gain_hi": predicted[k + 1] + half_width,
              "predicted_added": predicted[k + 1] - predicted[0], "predicted_added_lo": -1.0,
-             "predicted_added_hi": 1.0, "flops_per_step": 1000.0, "extra_flops_per_step": 100.0 * (k + 1)}
+             "predicted_added_hi": 1.0, "flops_per_step": 1000.0, "extra_flops_per_step": 100.0 * (k + 1),
+             "loss_unit": family_of(family).loss_unit}
             for k, gain in enumerate(grown)]
 
 

@@ -78,12 +78,12 @@ def test_units_run_apart_are_the_whole_task_and_aggregate_to_its_tables_and_clai
 
     apart = tmp_path / "apart" / "grokking"
     for arm, seed in reversed(units):  # any order: each unit is on its own
-        folder = Path(artifacts.unit_folder(str(apart), arm, seed))
+        folder = artifacts.TASK_UNIT.path(apart, arm=arm, seed=seed)
         assert cli.main(["grokking", "--settings", json.dumps(GROKKING), "--arm", arm, "--seed", str(seed),
                          "--out", str(folder)]) == 0
         for name in ("curves", "summary"):
             pd.testing.assert_frame_equal(read(folder, name),
-                                          read(Path(artifacts.unit_folder(str(whole), arm, seed)), name),
+                                          read(artifacts.TASK_UNIT.path(whole, arm=arm, seed=seed), name),
                                           check_exact=True)
         assert not (folder / ".resume").exists()
     claims = tmp_path / "apart" / "claims.csv"
@@ -258,9 +258,9 @@ def test_a_reference_run_is_a_config_of_one_job_per_arm_and_seed_holding_its_com
     assert len(planned) == count
     committed = sorted((ROOT / "docs" / "reference-results" / "grokking-calibrated" / units_folder).glob("*/seed*"))
     assert committed
-    task_folder = artifacts.task_folder(config["results"], "grokking")
     for folder in committed:
-        unit = artifacts.unit_folder(task_folder, folder.parent.name, folder.name.removeprefix("seed"))
+        unit = artifacts.UNIT.path(config["results"], task="grokking", arm=folder.parent.name,
+                                   seed=folder.name.removeprefix("seed"))
         assert f"{unit}/summary.csv" in planned
         if (folder / "summary.csv").is_file():
             columns = pd.read_csv(folder / "summary.csv").columns.tolist()

@@ -66,7 +66,7 @@ def code_strings(path: Path) -> list[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
 
 
-@pytest.mark.parametrize("name", [artifacts.INFO_FILE, artifacts.RUN_METRICS_FILE, artifacts.GROWTH_TABLE_FILE])
+@pytest.mark.parametrize("name", [artifacts.INFO.name, artifacts.RUN_METRICS.name, artifacts.GROWTH_RUN_TABLE.name])
 def test_a_run_or_dataset_file_name_is_spelled_in_code_in_one_file(name):
     """A prepared dataset's info file, a run's metrics and a growth experiment's table are named once, in
     artifacts.py: every writer, reader, rule and help line asks it (docstrings and comments may say the name)."""
@@ -77,7 +77,7 @@ def test_a_run_or_dataset_file_name_is_spelled_in_code_in_one_file(name):
 
 
 def test_the_checkpoint_name_is_matched_by_the_pattern_artifacts_derives_from_it():
-    assert artifacts.CHECKPOINT_NAME.fullmatch(artifacts.CHECKPOINT_FILE.format(step=120)).group(1) == "120"
+    assert artifacts.CHECKPOINT_NAME.fullmatch(artifacts.CHECKPOINT.at(step=120).name).group(1) == "120"
     assert not artifacts.CHECKPOINT_NAME.fullmatch("step12.pt.partial")
     found = {path.resolve() for path in (ROOT / "src").rglob("*.py") if r"step(\d+)" in path.read_text()}
     assert found == set(), found

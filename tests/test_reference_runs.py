@@ -99,7 +99,7 @@ REBUILT = {
     "p1-regime": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p1-seeds": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p3-depth": {"stats/depth.csv": "depth.csv", "tables/p3_growth.csv": "growth.csv"},
-    "p2-small": {source: target for target, source in RUNS["p2-small"].kept.items()},
+    "p2-small": {str(source.path(Path())): target for target, source in RUNS["p2-small"].kept.items()},
     "advise-check": {"advise-check/scores/advise_check.csv": "advise_check.csv"},
 }
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import log, progress, user_model_arguments
+from growcert.pipeline.artifacts import ADVICE_FIGURE, ADVICE_PAGE, ADVICE_TABLE, PROVENANCE
 
 NAME = "advise"
 HELP = ("with S more steps, train on or grow (where)? dump a sample, predict every option's held-out gain, decide "
-        "(advice.csv, advice.md, figure)")
+        f"({ADVICE_TABLE.name}, {ADVICE_PAGE.name}, figure)")
 SETTINGS = "advise"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     user_model_arguments(parser, SETTINGS, "a growcert checkpoint step*.pt or a Hugging Face causal-LM folder",
-                         "folder for advice.csv, advice.md, advice.png, provenance.json")
+                         f"folder for {ADVICE_TABLE.name}, {ADVICE_PAGE.name}, {ADVICE_FIGURE.name}, {PROVENANCE.name}")
     parser.add_argument("--growth-dims", type=int, default=None, help="M new directions of the certificates "
                         "(advise.growth_dims; default: alignment.reference_mk)")
     parser.add_argument("--budget-steps", type=int, default=None, help="S: the steps left to spend; every option's "

@@ -8,6 +8,7 @@ import argparse
 from dataclasses import dataclass
 
 from growcert.commands.shared import log, settings_argument, torch_arguments
+from growcert.pipeline.artifacts import PROVENANCE
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class ExperimentCommand:
         experiment = task(self.NAME)
         inputs = getattr(experiment, "INPUTS", ())
         settings_argument(parser, f"config key {self.NAME}, as JSON or @file")
-        parser.add_argument("--out", required=True, help="folder for the experiment's CSVs and provenance.json "
+        parser.add_argument("--out", required=True, help=f"folder for the experiment's CSVs and {PROVENANCE.name} "
                             "(with --arm and --seed: the unit's folder)")
         parser.add_argument("--figure", help="the task's figure (needed unless --arm and --seed run one unit)")
         parser.add_argument("--claims", help="the task's claim rows (needed unless one unit)")

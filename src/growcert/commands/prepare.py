@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import log, settings_argument
-from growcert.pipeline.artifacts import INFO_FILE
+from growcert.pipeline.artifacts import ARRAYS, INFO
 
 NAME = "prepare"
 HELP = "prepare a dataset (arrays, split, provenance)"
@@ -15,7 +15,7 @@ SETTINGS = None  # a dataset's settings: parsed only, the dataset's module check
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True)
     settings_argument(parser, "dataset settings as JSON, or @file")
-    parser.add_argument("--out", required=True, help=f"output folder (arrays.npz + {INFO_FILE})")
+    parser.add_argument("--out", required=True, help=f"output folder ({ARRAYS.name} + {INFO.name})")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from growcert.commands.shared import log
+from growcert.pipeline.artifacts import REFERENCE_RUNS
 
 NAME = "report"
 HELP = "self-contained HTML report from the tables and figures present"
@@ -16,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results folder")
     parser.add_argument("--out", required=True)
     parser.add_argument("--references", type=Path, default=None,
-                        help="folder of reference runs to show (default: docs/reference-results under the working "
+                        help=f"folder of reference runs to show (default: {REFERENCE_RUNS.template} under the working "
                              "directory when it exists, else none)")
     parser.add_argument("--screenshot", default=None, help="also save its first screen (1280x900) here with chromium")
 

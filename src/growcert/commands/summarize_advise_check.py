@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import log, settings_argument
+from growcert.pipeline.artifacts import ADVISE_CHECK_ROWS
 
 NAME = "summarize-advise-check"
 HELP = "pool advise-check tables: scores over seeds, claim"
@@ -13,9 +14,9 @@ SETTINGS = "advise_check"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("tables", nargs="+", help="advise_check.csv of each checkpoint")
+    parser.add_argument("tables", nargs="+", help=f"{ADVISE_CHECK_ROWS.name} of each checkpoint")
     settings_argument(parser, "config key advise_check, as JSON or @file (beat_z, bins, level, seed)")
-    parser.add_argument("--out", required=True, help="folder for the scores and the pooled advise_check.csv")
+    parser.add_argument("--out", required=True, help=f"folder for the scores and the pooled {ADVISE_CHECK_ROWS.name}")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import write_table
-from growcert.pipeline.artifacts import RUN_METRICS_FILE
+from growcert.pipeline.artifacts import RUN_METRICS
 
 NAME = "summarize-training"
 HELP = "tidy table of every run's evaluation history"
@@ -13,7 +13,7 @@ SETTINGS = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", help=f"run folders holding {RUN_METRICS_FILE}")
+    parser.add_argument("runs", nargs="+", help=f"run folders holding {RUN_METRICS.name}")
     parser.add_argument("--out", required=True)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from growcert.commands.shared import log, settings_argument, torch_arguments
-from growcert.pipeline.artifacts import RUN_METRICS_FILE
+from growcert.pipeline.artifacts import CHECKPOINT, RUN_METRICS
 
 NAME = "train"
-HELP = f"train one model of a grid, saving checkpoints and {RUN_METRICS_FILE}"
+HELP = f"train one model of a grid, saving checkpoints and {RUN_METRICS.name}"
 SETTINGS = "train"
 
 
@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="prepared dataset folder")
     settings_argument(parser, "one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, "
                       "train (stage train of growcert.config.stage_settings)")
-    parser.add_argument("--out", required=True, help=f"run folder (step{{N}}.pt, {RUN_METRICS_FILE})")
+    parser.add_argument("--out", required=True, help=f"run folder ({CHECKPOINT.at(step='N').name}, {RUN_METRICS.name})")
     torch_arguments(parser)
 
 

@@ -28,9 +28,7 @@ from growcert import __version__
 from growcert.data import cifar, digits, fashion_mnist, shakespeare, text
 from growcert.data.common import BuiltDataset, DatasetError, Setting, channel_stats, resolve_settings
 from growcert.data.prepared import (
-    ARRAYS_FILE,
     FORMAT_VERSION,
-    INFO_FILE,
     PreparedDataset,
     load_prepared,
     write_prepared,
@@ -38,7 +36,7 @@ from growcert.data.prepared import (
 
 __all__ = [
     "DATASETS", "DATASET_KINDS", "DatasetError", "PreparedDataset", "prepare_dataset", "load_prepared",
-    "default_settings", "settings_spec", "ARRAYS_FILE", "INFO_FILE",
+    "default_settings", "settings_spec",
 ]
 
 DATASETS = ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100", "text")

@@ -33,10 +33,9 @@ from typing import Any
 import numpy as np
 
 from growcert.data.common import DatasetError, sha256_file
-from growcert.pipeline.artifacts import INFO_FILE
+from growcert.pipeline.artifacts import ARRAYS, INFO
 
 FORMAT_VERSION = 1
-ARRAYS_FILE = "arrays.npz"
 ARRAY_NAMES = ("train_x", "train_y", "test_x", "test_y", "train_index", "test_index")
 # 1980-01-01 is the earliest time a zip member can carry; any constant would do.
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -118,9 +117,9 @@ def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], in
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise DatasetError(f"cannot create output directory {out_dir}: {exc.strerror or exc}") from exc
-    final_arrays, final_info = out_dir / ARRAYS_FILE, out_dir / INFO_FILE
-    tmp_arrays = out_dir / f".{ARRAYS_FILE}.{os.getpid()}.tmp"
-    tmp_info = out_dir / f".{INFO_FILE}.{os.getpid()}.tmp"
+    final_arrays, final_info = ARRAYS.path(out_dir), INFO.path(out_dir)
+    tmp_arrays = out_dir / f".{ARRAYS.name}.{os.getpid()}.tmp"
+    tmp_info = out_dir / f".{INFO.name}.{os.getpid()}.tmp"
     try:
         # Drop the old completeness marker first: a stale info.json must never describe
         # new arrays if this job dies between the two renames.
@@ -149,14 +148,14 @@ def _rebuild_hint(path: Path) -> str:
 
 
 def _read_info(path: Path) -> dict:
-    info_path = path / INFO_FILE
+    info_path = INFO.path(path)
     if not path.is_dir():
         raise DatasetError(
             f"no prepared dataset at {path} (directory missing); run the prepare_dataset stage for it"
         )
     if not info_path.is_file():
         raise DatasetError(
-            f"prepared dataset at {path} is incomplete (no {INFO_FILE}); {_rebuild_hint(path)}"
+            f"prepared dataset at {path} is incomplete (no {INFO.name}); {_rebuild_hint(path)}"
         )
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
@@ -190,7 +189,7 @@ def _check_arrays(path: Path, info: dict, arrays: dict[str, np.ndarray | None]) 
         actual = None if arrays[name] is None else tuple(arrays[name].shape)
         if actual != tuple(shape):
             raise DatasetError(
-                f"{path / ARRAYS_FILE}: {name} has shape {actual}, {INFO_FILE} says {tuple(shape)}; "
+                f"{ARRAYS.path(path)}: {name} has shape {actual}, {INFO.name} says {tuple(shape)}; "
                 f"{_rebuild_hint(path)}"
             )
 
@@ -204,12 +203,12 @@ def load_prepared(path: str | Path, *, normalize: bool = True, verify: bool = Tr
     """
     path = Path(path)
     info = _read_info(path)
-    arrays_path = path / ARRAYS_FILE
+    arrays_path = ARRAYS.path(path)
     if not arrays_path.is_file():
-        raise DatasetError(f"prepared dataset at {path} has no {ARRAYS_FILE}; {_rebuild_hint(path)}")
+        raise DatasetError(f"prepared dataset at {path} has no {ARRAYS.name}; {_rebuild_hint(path)}")
     if verify and sha256_file(arrays_path) != info["arrays_sha256"]:
         raise DatasetError(
-            f"{arrays_path} does not match the sha256 in {INFO_FILE} (corrupt or from another run); "
+            f"{arrays_path} does not match the sha256 in {INFO.name} (corrupt or from another run); "
             f"{_rebuild_hint(path)}"
         )
     try:
@@ -231,7 +230,7 @@ def _mapped(path: Path, record: dict) -> np.ndarray:
     file = path / record["file"]
     if not file.is_file() or file.stat().st_size != record["bytes"]:
         found = f"{file.stat().st_size} bytes" if file.is_file() else "missing"
-        raise DatasetError(f"{file}: {found}, {INFO_FILE} says {record['bytes']} bytes; {_rebuild_hint(path)}")
+        raise DatasetError(f"{file}: {found}, {INFO.name} says {record['bytes']} bytes; {_rebuild_hint(path)}")
     try:
         return np.load(file, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:

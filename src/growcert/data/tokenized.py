@@ -42,7 +42,7 @@ import numpy as np
 
 from growcert.data.common import DatasetError
 from growcert.data.prepared import PreparedDataset
-from growcert.pipeline.artifacts import INFO_FILE
+from growcert.pipeline.artifacts import INFO
 
 FORMAT = "growcert-tokens-1"
 CACHE_FOLDER = "tokens"
@@ -136,7 +136,7 @@ def _read_entry(entry: Path, keys: dict) -> dict | None:
     if not entry.exists():
         return None
     try:
-        record = json.loads((entry / INFO_FILE).read_text(encoding="utf-8"))
+        record = json.loads(INFO.path(entry).read_text(encoding="utf-8"))
         itemsize = np.dtype(record["dtype"]).itemsize
         complete = all(record.get(key) == value for key, value in keys.items()) and all(
             (entry / split["file"]).stat().st_size == split["tokens"] * itemsize
@@ -172,14 +172,14 @@ def _build(data: PreparedDataset, encode: Encode, tokenizer: str, keys: dict, en
         splits = {split: _write_split(data, split, encode, temporary, dtype, keys["vocab_size"], tokenizer)
                   for split in SPLITS}
         record = {**keys, "tokenizer": tokenizer, "dtype": dtype.str, "batch_bytes": _BATCH_BYTES, "splits": splits}
-        with open(temporary / INFO_FILE, "w", encoding="utf-8") as handle:
+        with open(INFO.path(temporary), "w", encoding="utf-8") as handle:
             handle.write(json.dumps(record, indent=2) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
         try:
             os.rename(temporary, entry)
         except OSError:
-            if not (entry / INFO_FILE).is_file():  # not another job's finished entry: a real failure
+            if not INFO.path(entry).is_file():  # not another job's finished entry: a real failure
                 raise
     except OSError as error:
         raise DatasetError(f"dataset '{data.name}': cannot write the token cache {entry} "

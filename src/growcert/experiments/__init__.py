@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from growcert.errors import ConfigError
+from growcert.pipeline.artifacts import CURVES
 
 EXPERIMENTS: dict[str, str] = {
     "grokking": "growcert.experiments.tasks.grokking",
@@ -89,7 +90,7 @@ def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, fig
     if gate_figure is not None and getattr(module, "GATE_TITLE", None):
         from growcert.report.figures import gate_diagnostics
 
-        gate_diagnostics(out_dir / "curves.csv", gate_figure, module.GATE_TITLE)
+        gate_diagnostics(CURVES.path(out_dir), gate_figure, module.GATE_TITLE)
     rows = module.claims(out_dir, settings)
     write_rows(rows, claims, checks)
     log(f"{len(rows)} claim and check rows -> {claims}" + (f", {checks}" if checks else ""))

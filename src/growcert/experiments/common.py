@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from growcert.errors import ConfigError
+from growcert.pipeline.artifacts import PROVENANCE, TASK_DATA
 from growcert.provenance import provenance
 from growcert.files import write_csv, write_text
 
@@ -73,9 +74,9 @@ def write_tables(out_dir: Path, settings: dict[str, Any], tables: dict[str, pd.D
     `record`); returns the tables and the provenance record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
-        write_csv(table, out_dir / f"{name}.csv")
+        write_csv(table, TASK_DATA[name].path(out_dir))
     provenance_record = provenance(settings) | record
-    write_text(out_dir / "provenance.json", json.dumps(provenance_record, indent=1))
+    write_text(PROVENANCE.path(out_dir), json.dumps(provenance_record, indent=1))
     return {**tables, "provenance": provenance_record}
 
 

@@ -44,6 +44,7 @@ from growcert.experiments import task
 from growcert.experiments.units import run_all_units, unit_name, unit_resume_folder
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig
+from growcert.pipeline.artifacts import SUMMARY
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
@@ -266,7 +267,8 @@ def paired_cap(settings: dict[str, Any], arm: Arm, inputs: list[Path] | None) ->
     if paired_baseline(settings, arm) is None:
         return settings["steps"]
     if not inputs or not Path(inputs[0]).is_file():
-        raise ConfigError(f"config key 'grokking.cap': paired needs the summary.csv of {arm.name}'s AdamW unit at its "
+        raise ConfigError(f"config key 'grokking.cap': paired needs the {SUMMARY.name} of {arm.name}'s AdamW unit at "
+                          "its "
                           f"seed (--unit-inputs), got {inputs[0] if inputs else 'none'}")
     baseline = pd.read_csv(inputs[0])["step_95"]
     return int(baseline.iloc[0]) if baseline.notna().iloc[0] else settings["steps"]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
+from growcert.pipeline.artifacts import PROVENANCE
 from growcert.referee.claims import CLAIMS, claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
@@ -55,7 +56,7 @@ def best_lr(summary: pd.DataFrame, optimizer: str, seeds=None) -> tuple[float, f
 
 def run_seeds(summary_path: str | Path | None) -> tuple[list[int] | None, list[int] | None]:
     """(tuning seeds, judged seeds) of a run, from the provenance.json beside its tables; (None, None) when unknown."""
-    sidecar = Path(summary_path).with_name("provenance.json") if summary_path is not None else None
+    sidecar = PROVENANCE.path(Path(summary_path).parent) if summary_path is not None else None
     if sidecar is None or not sidecar.exists():
         return None, None
     settings = json.loads(sidecar.read_text())["settings"]
@@ -106,7 +107,7 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
 
     curves = pd.read_csv(curves_csv)
     if target_l2 is None:
-        sidecar = Path(curves_csv).with_name("provenance.json")
+        sidecar = PROVENANCE.path(Path(curves_csv).parent)
         known = json.loads(sidecar.read_text())["settings"] if sidecar.exists() else {}
         target_l2 = stage_settings("pinn", known)["target_l2"]
     summary = _summary_from_curves(curves, target_l2)

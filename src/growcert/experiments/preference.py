@@ -54,6 +54,7 @@ from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_
 from growcert.experiments.common import Arm, write_tables
 from growcert.errors import ConfigError
 from growcert.models.llama import Llama
+from growcert.pipeline.artifacts import PAIRS
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
@@ -282,7 +283,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
     resume = UnitResume(out_dir, settings, settings["resume_every"], log)
     curves, summaries = run_arms(settings["seeds"], optimizer_arms(settings), prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
-    np.savez_compressed(out_dir / "pairs.npz", **{f"{split}_{key}": value for split, split_pairs in pairs.items()
+    np.savez_compressed(PAIRS.path(out_dir), **{f"{split}_{key}": value for split, split_pairs in pairs.items()
                                                   for key, value in split_pairs.items()}, **swaps)
     tables = {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
               "summary": pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)}

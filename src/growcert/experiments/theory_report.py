@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from growcert.config import stage_settings
+from growcert.pipeline.artifacts import DRIFT, PROVENANCE, SPECTRUM, SUMMARY
 from growcert.referee.claims import CLAIMS, check_row, claim_row
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import LEVEL, judge_samples
@@ -40,9 +41,9 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
     from growcert.report.figures import save_figure
 
     out_dir = Path(out_dir)
-    summary, spectrum = pd.read_csv(out_dir / "summary.csv"), pd.read_csv(out_dir / "spectrum.csv")
-    drift = pd.read_csv(out_dir / "drift.csv")
-    rank_tol = json.loads((out_dir / "provenance.json").read_text()).get("settings", {}).get("rank_tol")
+    summary, spectrum = pd.read_csv(SUMMARY.path(out_dir)), pd.read_csv(SPECTRUM.path(out_dir))
+    drift = pd.read_csv(DRIFT.path(out_dir))
+    rank_tol = json.loads(PROVENANCE.path(out_dir).read_text()).get("settings", {}).get("rank_tol")
     seed = int(summary["seed"].min())
     figure, axes = plt.subplots(1, 3, figsize=(16, 4.4))
     colours = dict(zip(summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None),
@@ -110,7 +111,7 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
     (claims.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
     `growcert.referee.looks.look_level`) from summary.csv."""
     settings = stage_settings("theory", settings)
-    summary = pd.read_csv(Path(out_dir) / "summary.csv")
+    summary = pd.read_csv(SUMMARY.path(Path(out_dir)))
     table = _medians(summary)
     runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
     seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"

@@ -36,11 +36,10 @@ from typing import Any, Callable
 from growcert.config import settings_hash
 from growcert.errors import ConfigError
 from growcert.files import write_text
-from growcert.pipeline.artifacts import unit_folder
+from growcert.pipeline.artifacts import CURVES, PROVENANCE, RESUME, SUMMARY, TASK_UNIT
 from growcert.provenance import provenance
 
-UNIT_TABLES = ("curves", "summary")  # written by every unit, summary last
-RESUME_FOLDER = ".resume"  # a unit's resume state, inside its folder (not an output: a failed job keeps it)
+UNIT_TABLES = (CURVES, SUMMARY)  # written by every unit, summary last
 
 
 def unit_name(label: str) -> str:
@@ -66,10 +65,10 @@ def add_unit_arguments(command) -> None:
     command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
                          ".units) at --seed into --out; no figure, claims or table")
     command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
-    command.add_argument("--unit-inputs", nargs="*", default=[], help="the summary.csv of each unit this unit "
+    command.add_argument("--unit-inputs", nargs="*", default=[], help=f"the {SUMMARY.name} of each unit this unit "
                          "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
     command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
-                         "its finished units (--out/units/ARM/seedSEED), then the figure, claims and table")
+                         f"its finished units (--out/{TASK_UNIT.template}), then the figure, claims and table")
 
 
 def run_unit_command(module: ModuleType, args, log: Callable[[str], None]) -> bool:
@@ -87,15 +86,15 @@ def run_unit_command(module: ModuleType, args, log: Callable[[str], None]) -> bo
 
 
 def unit_resume_folder(out: str | Path) -> Path:
-    return Path(out) / RESUME_FOLDER
+    return RESUME.path(Path(out))
 
 
 def finished(module: ModuleType, settings: dict[str, Any], out: str | Path, arm: str, seed: int) -> bool:
     """Whether unit folder `out` holds the unit's tables, made under its settings of now."""
     out = Path(out)
-    if not all((out / f"{name}.csv").is_file() for name in UNIT_TABLES) or not (out / "provenance.json").is_file():
+    if not all(table.path(out).is_file() for table in UNIT_TABLES) or not PROVENANCE.path(out).is_file():
         return False
-    made = json.loads((out / "provenance.json").read_text()).get("config_hash")
+    made = json.loads(PROVENANCE.path(out).read_text()).get("config_hash")
     return made == settings_hash(module.unit_settings(settings, arm, seed))
 
 
@@ -106,7 +105,7 @@ def run_all_units(module: ModuleType, settings: dict[str, Any], out: str | Path,
     import pandas as pd
 
     for arm, seed in module.units(settings):
-        folder = unit_folder(str(out), arm, seed)
+        folder = TASK_UNIT.path(str(out), arm=arm, seed=seed)
         if finished(module, settings, folder, arm, seed):
             log(f"unit {arm} seed {seed}: finished in {folder}, kept")
             continue
@@ -114,8 +113,8 @@ def run_all_units(module: ModuleType, settings: dict[str, Any], out: str | Path,
         module.run_unit(settings, Path(folder), arm, seed, log=log, **reads, **runtime)
     aggregate_units(module, settings, out)
     out = Path(out)
-    return {**{name: pd.read_csv(out / f"{name}.csv") for name in UNIT_TABLES},
-            "provenance": json.loads((out / "provenance.json").read_text())}
+    return {**{Path(table.name).stem: pd.read_csv(table.path(out)) for table in UNIT_TABLES},
+            "provenance": json.loads(PROVENANCE.path(out).read_text())}
 
 
 def unit_inputs(module: ModuleType, settings: dict[str, Any], task_folder: str | Path, arm: str,
@@ -123,7 +122,7 @@ def unit_inputs(module: ModuleType, settings: dict[str, Any], task_folder: str |
     """The summary.csv files of the units that unit (`arm`, `seed`) reads, in task folder `task_folder` (none
     for a task without `unit_inputs`); `units` orders a unit after those it reads."""
     read = module.unit_inputs(settings, arm, seed) if hasattr(module, "unit_inputs") else []
-    return [Path(unit_folder(str(task_folder), *unit)) / "summary.csv" for unit in read]
+    return [SUMMARY.under(TASK_UNIT).path(Path(task_folder), arm=arm, seed=unit_seed) for arm, unit_seed in read]
 
 
 def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Path) -> list[str]:
@@ -131,12 +130,12 @@ def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Pat
     finished), and provenance.json: the task's settings and each unit's folder, settings hash and record.
     Returns the unit folders."""
     out = Path(out)
-    folders = [unit_folder(str(out), arm, seed) for arm, seed in module.units(settings)]
-    missing = [folder for folder in folders if not (Path(folder) / "summary.csv").is_file()]
+    folders = [TASK_UNIT.path(str(out), arm=arm, seed=seed) for arm, seed in module.units(settings)]
+    missing = [folder for folder in folders if not SUMMARY.path(Path(folder)).is_file()]
     if missing:
-        raise ConfigError(f"{len(missing)} unit(s) of {out} have not finished (no summary.csv), e.g. {missing[0]}; "
+        raise ConfigError(f"{len(missing)} unit(s) of {out} have not finished (no {SUMMARY.name}), e.g. {missing[0]}; "
                           "run them first (growcert <task> --arm ARM --seed SEED, or the whole task without --arm)")
-    records = [json.loads((Path(folder) / "provenance.json").read_text()) for folder in folders]
+    records = [json.loads(PROVENANCE.path(Path(folder)).read_text()) for folder in folders]
     base = set(provenance({}))
     units = [{"folder": str(Path(folder).relative_to(out)), "config_hash": record["config_hash"],
               **{key: value for key, value in record.items() if key not in base}}
@@ -144,9 +143,9 @@ def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Pat
     shared = {key: value for key, value in units[0].items() if key not in ("folder", "config_hash")
               and all(unit.get(key) == value for unit in units)}  # num_parameters, device: one value for all
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "provenance.json", json.dumps(provenance(settings) | shared | {"units": units}, indent=1))
-    for name in UNIT_TABLES:  # summary last: the task is done when it is there
-        write_text(out / f"{name}.csv", concatenated_csv([Path(folder) / f"{name}.csv" for folder in folders]))
+    write_text(PROVENANCE.path(out), json.dumps(provenance(settings) | shared | {"units": units}, indent=1))
+    for table in UNIT_TABLES:  # summary last: the task is done when it is there
+        write_text(table.path(out), concatenated_csv([table.path(Path(folder)) for folder in folders]))
     return folders
 
 

@@ -57,6 +57,7 @@ class Family:
     width_problem: Callable[[int, dict[str, Any]], str | None] = lambda width, options: None
     build: Callable[..., Any] | None = None  # (width, depth, data_info, options) -> model; None: loaded only
     context: bool = False                  # takes a sequence length (its `context` option; grids[].contexts)
+    loss_unit: str = "nats per example"    # what one unit of its loss is per (the scores' unit, never pooled)
 
     @property
     def position_dims(self) -> tuple[str, ...]:

@@ -50,6 +50,7 @@ from growcert.errors import CheckpointError, ConfigError, GrowcertError
 from growcert.models.llama import FAMILY as LLAMA, Llama
 from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
+from growcert.pipeline.artifacts import HF_CONFIG
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -95,7 +96,7 @@ def checkpoint_folder(path: str | Path, repo: str | None = None, allow_download:
     in one line naming where it looked and how to provide the checkpoint.
     """
     folder = Path(path).expanduser()
-    if (folder / "config.json").is_file():
+    if HF_CONFIG.path(folder).is_file():
         return str(folder)
     # `org/name` is a repository id unless its `org` part is a local folder (then it is a missing checkpoint
     # folder such as checkpoints/pythia-70m, and the hint below must not tell the user to download it).
@@ -109,11 +110,11 @@ def checkpoint_folder(path: str | Path, repo: str | None = None, allow_download:
             cached = snapshot_download(repo, local_files_only=True)
         except Exception:  # LocalEntryNotFoundError and friends: not in the cache
             cached = None
-        if cached is not None and (Path(cached) / "config.json").is_file():
+        if cached is not None and HF_CONFIG.path(Path(cached)).is_file():
             return cached
         if allow_download:
             return repo
-    where = f"no config.json in {folder.resolve()}"
+    where = f"no {HF_CONFIG.name} in {folder.resolve()}"
     if repo is not None:
         where += f", and {repo} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE})"
     fetch = f"hf download {repo or 'ORG/NAME'} --local-dir {folder.resolve()}"
@@ -325,4 +326,4 @@ def load_byte_level_lm(path: str | Path, allow_download: bool = False, repo: str
 FAMILY = Family(name="hf", data_kind="text", loss_name=LLAMA.loss_name, loss_description=LLAMA.loss_description,
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.width,
-                depth_problem=lambda depth: None, context=True)
+                depth_problem=lambda depth: None, context=True, loss_unit=LLAMA.loss_unit)

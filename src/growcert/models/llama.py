@@ -229,4 +229,5 @@ FAMILY = Family(name="llama", data_kind="text", loss_name="next_token_cross_entr
                                  "includes the factor 1/T",
                 native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
                 point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.config.width,
-                depth_problem=lambda depth: None, width_problem=width_problem, build=build, context=True)
+                depth_problem=lambda depth: None, width_problem=width_problem, build=build, context=True,
+                loss_unit="nats per token")

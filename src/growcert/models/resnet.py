@@ -176,4 +176,4 @@ FAMILY = Family(name="resnet", data_kind="image", loss_name="cross_entropy",
                                  "example, so q carries no other factor",
                 native_dims=("channel", "height", "width"), channel_dim=-3, block_norm="identity",
                 point_count=point_count, stream_features=stream_features, depth_problem=depth_problem,
-                build=build)
+                build=build, loss_unit="nats per image")

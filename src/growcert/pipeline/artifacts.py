@@ -16,10 +16,12 @@ a `Claims` file results/claims/<stem>.csv (claim rows, `growcert.referee.claims`
 results/checks/<stem>.csv (implementation checks). Tables and claims are also marked for `snakemake
 --report`, with a caption file and a label like figures. A P2 task's are p2_<task> (`task_table`, ...).
 
-Per run and per store. A trained run's folder is `RUN` (family/dataset/`RUN_FOLDER` and the context tag,
-under models/), and every file made from one of its checkpoints sits at the same place under its own kind's
-folder (`StoreArtifact`: grads/, stats/alignment/, ...), step{step} in it. `log` and `benchmark` give every
-rule's log and benchmark file.
+Every other file and folder is a `Place`: a template relative to the folder it lies in (a results folder
+unless its comment names another: a run's, a P2 task's or unit's, a reference run's), reached one way,
+`X.path(folder, **wildcards)` (a Figure, Table, Claims or Checks file too: `X.path(results)`). Per run and per
+store: a trained run's folder is `RUN_DIR` (models/family/dataset/`RUN_FOLDER` and the context tag), and every
+file made from one of its checkpoints sits at the same place under its own kind's folder (grads/,
+stats/alignment/, ...), step{step} in it. `LOG` and `BENCHMARK` give every rule's log and benchmark file.
 
 Every consumer reads the constants or the lookups below: the stages that draw a figure (the file name),
 the claims registry (a claim's figure and table evidence), the HTML report (its sections' figures in reading
@@ -31,7 +33,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import PurePath, PurePosixPath as Path
+from typing import ClassVar, TypeVar
+
+Root = TypeVar("Root", str, PurePath)
 
 # snakemake --report category and paper of each report section
 CATEGORIES = {"training": "Training", "p1": "P1 width and alignment", "p2": "P2 population-risk training",
@@ -40,8 +45,59 @@ PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3", "advice": None}
 TASK_CAPTION = "p2_experiment_figure"  # the P2 task figures' caption, a branch per task
 GATE_CAPTION = "p2_gate"  # every gate diagnostics figure's caption
 
-# The folders of a results folder that the report reads whole
-FIGURES_FOLDER, TABLES_FOLDER, CLAIMS_FOLDER, CHECKS_FOLDER, STATS_FOLDER = "figures", "tables", "claims", "checks", "stats"
+
+
+class _Wildcards(dict):
+    """Format values that leave a wildcard not given as it is ({name})."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill(template: str, **wildcards) -> str:
+    """`template` with the wildcards given filled in and the others left as {name}."""
+    return template.format_map(_Wildcards(wildcards))
+
+
+def _join(root: Root, relative: str) -> Root:
+    """`relative` inside folder `root`: a path for a path, a string (the rules' templates) for a string."""
+    return root / relative if isinstance(root, PurePath) else f"{root}/{relative}"
+
+
+@dataclass(frozen=True)
+class Place:
+    """A file or folder, `template` relative to the folder it lies in (a results folder unless its comment
+    names another), with {wildcards}. `path(root, **wildcards)` is the one way to reach it."""
+
+    template: str
+
+    def path(self, root: Root, **wildcards) -> Root:
+        """Where it lies in folder `root`, `wildcards` filled in (those not given stay: the rules' templates)."""
+        return _join(root, fill(self.template, **wildcards))
+
+    @property
+    def name(self) -> str:
+        """Its file or folder name (the template's last part)."""
+        return self.template.rsplit("/", 1)[-1]
+
+    def under(self, folder: Place) -> Place:
+        """The same file inside `folder` (both relative to the same root)."""
+        return Place(f"{folder.template}/{self.template}")
+
+    def at(self, **wildcards) -> Place:
+        """The same place with `wildcards` filled in."""
+        return Place(fill(self.template, **wildcards))
+
+    @property
+    def pattern(self) -> str:
+        """Its template with every wildcard as *: the glob pattern that finds each such file in its folder."""
+        return re.sub(r"\{\w+\}", "*", self.template)
+
+
+# The folders of a results folder that the report reads whole, and the report itself
+FIGURES_DIR, TABLES_DIR, CLAIMS_DIR, CHECKS_DIR = Place("figures"), Place("tables"), Place("claims"), Place("checks")
+STATS_FOLDER = "stats"  # the pooled tables' folder (the places below)
+REPORT = Place("report.html")
 
 
 class Artifact:
@@ -66,14 +122,9 @@ class Artifact:
     def file(self) -> str:
         return f"{self.stem}{self.suffix}"
 
-    def path(self, results: str) -> str:
+    def path(self, results: Root) -> Root:
         """Where it lies in results folder `results`."""
-        return f"{results}/{self.relative}"
-
-    @property
-    def relative(self) -> str:
-        """Where it lies inside a results folder."""
-        return f"{self.folder}/{self.file}"
+        return _join(results, f"{self.folder}/{self.file}")
 
     @property
     def paper(self) -> str | None:
@@ -93,7 +144,7 @@ class Artifact:
 class Figure(Artifact):
     """One figure: file stem, report section, HTML title, snakemake --report label and subcategory, caption."""
 
-    folder: ClassVar[str] = FIGURES_FOLDER
+    folder: ClassVar[str] = FIGURES_DIR.template
     suffix: ClassVar[str] = ".png"
     kind: ClassVar[str] = "figure"
     stem: str
@@ -108,7 +159,7 @@ class Figure(Artifact):
 class Table(Artifact):
     """A report table, results/tables/<stem>.csv."""
 
-    folder: ClassVar[str] = TABLES_FOLDER
+    folder: ClassVar[str] = TABLES_DIR.template
     kind: ClassVar[str] = "table"
     stem: str
     section: str | None = None
@@ -121,7 +172,7 @@ class Table(Artifact):
 class Claims(Table):
     """A claim-rows file, results/claims/<stem>.csv (growcert.referee.claims.ROW_COLUMNS)."""
 
-    folder: ClassVar[str] = CLAIMS_FOLDER
+    folder: ClassVar[str] = CLAIMS_DIR.template
     kind: ClassVar[str] = "claims"
 
 
@@ -129,7 +180,7 @@ class Claims(Table):
 class Checks(Table):
     """An implementation-checks file, results/checks/<stem>.csv (growcert.referee.claims.CHECK_COLUMNS)."""
 
-    folder: ClassVar[str] = CHECKS_FOLDER
+    folder: ClassVar[str] = CHECKS_DIR.template
     kind: ClassVar[str] = "checks"
 
 
@@ -224,15 +275,16 @@ INTERVENTIONS_CHECKS = Checks("p1_interventions")
 ALIGNMENT_CHECKS = Checks("p1_alignment")
 CHECKS_FILES = (INTERVENTIONS_CHECKS, ALIGNMENT_CHECKS)
 # The pooled tables under results/stats/ of the summarising stages (what the report, the regime map and the
-# growth summary read besides results/tables/), relative to a results folder
-TRAINING_TABLE = f"{STATS_FOLDER}/training.csv"
-POOLED_ALIGNMENT = f"{STATS_FOLDER}/alignment.csv"
-POOLED_MISALIGNMENT = f"{STATS_FOLDER}/misalignment.csv"
-POOLED_INTERVENTIONS = f"{STATS_FOLDER}/interventions.csv"
-POOLED_DEPTH = f"{STATS_FOLDER}/depth.csv"
-REGIME_MAP = f"{STATS_FOLDER}/p1_regime_map.json"
+# growth summary read besides results/tables/)
+TRAINING_TABLE = Place(f"{STATS_FOLDER}/training.csv")
+POOLED_ALIGNMENT = Place(f"{STATS_FOLDER}/alignment.csv")
+POOLED_MISALIGNMENT = Place(f"{STATS_FOLDER}/misalignment.csv")
+POOLED_INTERVENTIONS = Place(f"{STATS_FOLDER}/interventions.csv")
+POOLED_DEPTH = Place(f"{STATS_FOLDER}/depth.csv")
+REGIME_MAP = Place(f"{STATS_FOLDER}/p1_regime_map.json")
 # the regime map's own tables beside it (growcert.stages.summaries.summarize_regime writes them into the folder)
-REGIME_STATS = {part: f"{STATS_FOLDER}/p1_regime_{part}.csv" for part in ("budget", "loss", "matched", "spread")}
+REGIME_PARTS = ("budget", "loss", "matched", "spread")
+REGIME_STATS = {part: Place(f"{STATS_FOLDER}/p1_regime_{part}.csv") for part in REGIME_PARTS}
 
 
 def section_figures(section: str) -> list[Figure]:
@@ -278,102 +330,107 @@ def task_checks(task: str) -> Checks:
     return Checks(task_stem(task))
 
 
-def task_folder(results: str, task: str) -> str:
-    """P2 task `task`'s own folder: its CSVs and provenance.json."""
-    return f"{results}/{task}"
 
 
-def task_summary(results: str, task: str) -> str:
-    """The summary table in P2 task `task`'s folder (written last: the task is done when it is there)."""
-    return f"{task_folder(results, task)}/summary.csv"
-
-
-# One unit of a P2 task (one arm at one seed, growcert.experiments), relative to the task's folder: its own
-# curves.csv, provenance.json and summary.csv (written last), and its hidden resume state.
-UNIT = "units/{arm}/seed{seed}"
-
-
-def unit_folder(task_folder: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
-    """The folder of unit (`arm`, `seed`) of the P2 task whose folder is `task_folder` (default: the rules'
-    wildcards)."""
-    return f"{task_folder}/{fill(UNIT, arm=arm, seed=seed)}"
-
-
-def unit_table(results: str, task: str, table: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
-    """A unit's table `table` (curves, summary) in results folder `results`."""
-    return f"{unit_folder(task_folder(results, task), arm, seed)}/{table}.csv"
-
-
-def unit_summary(results: str, task: str, arm: str = "{arm}", seed: int | str = "{seed}") -> str:
-    """A unit's summary table (written last: the unit is done when it is there)."""
-    return unit_table(results, task, "summary", arm, seed)
-
+# P2 tasks (growcert.experiments). A task's folder, relative to a results folder, holds its tables (the
+# files below, relative to the folder they are in) and provenance; a task with units has one folder per unit
+# (one arm at one seed), holding its own curves, summary (written last: the unit is done when it is there),
+# provenance and hidden resume state.
+TASK = Place("{task}")
+UNITS = Place("units")  # a task's units (in its folder; a unit-layout reference run's too), one folder each
+UNIT_FOLDER = Place("{arm}/seed{seed}")  # a unit's folder in a units folder
+TASK_UNIT = UNIT_FOLDER.under(UNITS)  # a unit's folder in its task's folder
+UNIT = TASK_UNIT.under(TASK)
+RESUME = Place(".resume")  # a unit's resume state, in its folder (not an output: a failed job keeps it)
+SUMMARY = Place("summary.csv")  # a task's or unit's summary (written last)
+CURVES = Place("curves.csv")  # a task's or unit's curves along training
+PROVENANCE = Place("provenance.json")  # the record beside a folder's results (growcert.provenance)
+SPECTRUM = Place("spectrum.csv")  # theory's eigenvalues of W_S(0->t) per checkpoint
+DRIFT = Place("drift.csv")  # theory's drift and diffusion
+PAIRS = Place("pairs.npz")  # preference's sampled pairs
+TASK_DATA = {Path(table.name).stem: table for table in (CURVES, SUMMARY, SPECTRUM, DRIFT)}  # by their names
+TASK_SUMMARY, UNIT_SUMMARY = SUMMARY.under(TASK), SUMMARY.under(UNIT)
+UNIT_CURVES = CURVES.under(UNIT)
+UNIT_LOG_FILE = Place("log.txt")  # a kept unit's job log, in a reference run's unit folder
+UNIT_CPU_SECONDS = Place("cpu_seconds.log")  # where a session part recorded a unit's CPU seconds
 
 # A trained run's folder under models/ (and the place of everything made from its checkpoints under the
 # other folders): family/dataset/w<width>_d<depth>_s<seed><context_tag>. context_tag is "" for a grid without
-# contexts, "_c<context>" in a context sweep (growcert.plan.grids.context_tag).
+# contexts, "_c<context>" in a context sweep (growcert.plan.grids.context_tag). RUN and STORE_NAME name a run
+# and one of its checkpoints (in logs too); the places below use them.
 RUN_FOLDER = "w{width}_d{depth}_s{seed}"
 RUN = "{family}/{dataset}/" + RUN_FOLDER + "{context_tag}"
 STORE_NAME = RUN + "/step{step}"  # one checkpoint of a run: what a store and its tables are named by
-CHECKPOINT_FILE = "step{step}.pt"  # a checkpoint in its run folder
-CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_FILE).replace(re.escape("{step}"), r"(\d+)"))  # group 1: the step
+MODELS = Place("models")  # every trained run's folder
+RUN_DIR = Place(RUN).under(MODELS)
+CHECKPOINT = Place("step{step}.pt")  # a checkpoint, in its run folder
+CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT.template).replace(re.escape("{step}"), r"(\d+)"))  # group 1: step
+RUN_METRICS = Place("metrics.json")  # a run's metrics, in its folder, written last: the run is finished
 
+# Every file (or store) made from one checkpoint of a run: <folder>/<STORE_NAME><suffix>.
+STORE = Place(f"grads/{STORE_NAME}.zarr")  # the gradient store (a folder; rules name its root file)
+STORE_ROOT = Place("zarr.json")  # a store's root metadata, in it, written last when the store moves into place
+ALIGNMENT = Place(f"{STATS_FOLDER}/alignment/{STORE_NAME}.csv")
+MISALIGNMENT = Place(f"{STATS_FOLDER}/misalignment/{STORE_NAME}.csv")
+DEPTH_VALUES = Place(f"{STATS_FOLDER}/depth/{STORE_NAME}.csv")
+INTERVENTION_TABLE = Place(f"interventions/{STORE_NAME}.csv")
 
-def run_folder(results: str, **wildcards: str) -> str:
-    """results/models/<run>: a run's folder, `wildcards` filled in (a template: the rest left as wildcards)."""
-    return f"{results}/models/{fill(RUN, **wildcards)}"
+# `growcert advise-check`: one checkpoint's folder, and the pooled scores of every checkpoint's. Both hold
+# ADVISE_CHECK_ROWS; the scores folder the scorecard, reliability table and figure, and CLAIM_ROWS.
+ADVISE_CHECK = Place(f"advise-check/{STORE_NAME}")
+ADVISE_CHECK_SCORES = Place("advise-check/scores")
+ADVISE_CHECK_ROWS = Place("advise_check.csv")
+ADVISE_CHECK_TABLE = ADVISE_CHECK_ROWS.under(ADVISE_CHECK)
+SCORECARD = Place("scorecard.csv")
+RELIABILITY = Place("reliability.csv")
+RELIABILITY_FIGURE = Place("reliability.png")
+COMPARISON = Place("comparison.csv")  # the scores beside the tuned budget's
+# at matched compute (report.advice_matched): the per-family scorecard and where growth beat training on, beside
+# CALIBRATION (predicted against observed gain per option)
+MATCHED_SCORECARD, GROWTH_WON = Place("matched_scorecard.csv"), Place("growth_won.csv")
+TUNING, TUNING_CHOICE = Place("tuning.csv"), Place("choice.csv")  # tune-advise-check's grid and its choice
 
+# `growcert advise` into a folder (the rule's: results/advise): its table, page and figure, with PROVENANCE
+ADVISE = Place("advise")
+ADVICE_TABLE = Place("advice.csv")
+ADVICE_PAGE = Place("advice.md")
+ADVICE_FIGURE = Place("advice.png")
+ADVISE_STORE = Place("store.zarr")  # the gradient store in advise's work folder
 
-class _Wildcards(dict):
-    """Format values that leave a wildcard not given as it is ({name})."""
+HF_CONFIG = Place("config.json")  # a Hugging Face checkpoint folder's config (a pretrained model's dump reads it)
 
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+# A prepared dataset's folder (under the config's prepared_data) holds its arrays and INFO, written last
+DATASET = Place("{dataset}")
+INFO = Place("info.json")
+ARRAYS = Place("arrays.npz")
 
-
-def fill(template: str, **wildcards) -> str:
-    """`template` with the wildcards given filled in and the others left as {name}."""
-    return template.format_map(_Wildcards(wildcards))
-
-
-@dataclass(frozen=True)
-class StoreArtifact:
-    """A file (or store) per checkpoint of a run: <folder>/<family>/<dataset>/<run folder>/step<step><suffix>."""
-
-    folder: str
-    suffix: str
-
-    def path(self, results: str, **wildcards) -> str:
-        """Its path in results folder `results`, `wildcards` filled in (none: the rules' template)."""
-        return f"{results}/{self.folder}/{fill(STORE_NAME, **wildcards)}{self.suffix}"
-
-
-STORE = StoreArtifact("grads", ".zarr")  # the gradient store (a folder; rules name its root zarr.json)
-ALIGNMENT = StoreArtifact(f"{STATS_FOLDER}/alignment", ".csv")
-MISALIGNMENT = StoreArtifact(f"{STATS_FOLDER}/misalignment", ".csv")
-DEPTH_VALUES = StoreArtifact(f"{STATS_FOLDER}/depth", ".csv")
-INTERVENTION_TABLE = StoreArtifact("interventions", ".csv")
-ADVISE_CHECK_TABLE = StoreArtifact("advise-check", "/advise_check.csv")  # `growcert advise-check` of one checkpoint
-ADVISE_CHECK_SCORES = "advise-check/scores"  # the pooled scores of every checkpoint's advise-check
-STORE_ROOT_FILE = "zarr.json"  # a store's root metadata, written last when the store moves into place
-RUN_METRICS_FILE = "metrics.json"  # a training run's metrics, written last: a run folder with it is a finished run
-GROWTH_TABLE_FILE = "growth.csv"  # a growth experiment's table, written last: the file the summary reads
-INFO_FILE = "info.json"  # a prepared dataset's record, written last: the folder is complete when it is there
-
-# A growth experiment's folder under grow/, and the wildcard pattern it matches
+# A growth experiment's folder under grow/, the wildcard pattern its name matches, and its table
 GROW_EXPERIMENT = "{family}_{dataset}_w{width}_d{base_depth}"
 GROW_EXPERIMENT_PATTERN = r"[a-z]+_[a-z0-9_]+_w\d+_d\d+"
+GROW = Place("grow/{experiment}")
+GROWTH_RUN_TABLE = Place("growth.csv")  # in its folder, written last: the file the summary reads
+GROWTH_SELECTION = Place("selection.csv")
 
+# A job's log and benchmark: {job} is the rule and the job's wildcards as path parts ("train_model/" + RUN)
+LOGS, BENCHMARKS = Place("logs"), Place("benchmarks")
+LOG, BENCHMARK = Place("{job}.log").under(LOGS), Place("{job}.tsv").under(BENCHMARKS)
+UNIT_JOB = "p2_unit/{task}/" + UNIT_FOLDER.template  # a P2 unit's job
+UNIT_JOB_LOG, UNIT_BENCHMARK = LOG.at(job=UNIT_JOB), BENCHMARK.at(job=UNIT_JOB)
 
-def grow_folder(results: str, experiment: str = "{experiment}") -> str:
-    return f"{results}/grow/{experiment}"
-
-
-def log(results: str, *name: str) -> str:
-    """results/logs/<name>.log: a job's log, `name` the rule and the job's wildcards as path parts."""
-    return f"{results}/logs/{'/'.join(name)}.log"
-
-
-def benchmark(results: str, *name: str) -> str:
-    """results/benchmarks/<name>.tsv: a job's benchmark, named as its log."""
-    return f"{results}/benchmarks/{'/'.join(name)}.tsv"
+# A committed reference run's folder (relative to the repository root) and the files its judge writes there
+# besides the tables it keeps (named as the pooled tables: POOLED_ALIGNMENT.name, ...)
+REFERENCE_RUNS = Place("docs/reference-results")
+REFERENCE_RUN = Place("{run}").under(REFERENCE_RUNS)
+REFERENCE_BENCHMARKS = Place("benchmarks")  # and their benchmark files, as under a results folder
+README = Place("README.md")
+CLAIM_ROWS = Place("claims.csv")  # a folder's claim rows (growcert.referee.claims.ROW_COLUMNS)
+CHECK_ROWS = Place("checks.csv")
+REFERENCE_TABLE = Place("table.csv")  # a reference run's main results (its README says what it holds)
+CALIBRATION = Place("calibration.csv")
+RECOMMENDED = Place("recommended.csv")  # p3-depth's saturation decision
+# the tables a reference run keeps, named as the pooled ones (its `kept`: <name> -> the pooled table)
+KEPT_TRAINING, KEPT_ALIGNMENT, KEPT_MISALIGNMENT, KEPT_INTERVENTIONS, KEPT_DEPTH, KEPT_GROWTH = (
+    Place(table.name) for table in (TRAINING_TABLE, POOLED_ALIGNMENT, POOLED_MISALIGNMENT, POOLED_INTERVENTIONS,
+                                    POOLED_DEPTH, GROWTH_RUN_TABLE))
+REFERENCE_REGIME_MAP = Place("map.json")  # the regime map and its tables, as a reference run keeps them
+REFERENCE_REGIME_STATS = {part: Place(f"{part}.csv") for part in REGIME_PARTS}

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from snakemake.io import report
 
-from growcert.pipeline.artifacts import CHECKPOINT_FILE, STORE_ROOT_FILE, Artifact
+from growcert.pipeline.artifacts import CHECKPOINT, STORE_ROOT, Artifact
 
 def report_marks(results: str, captions: str) -> Callable[[Artifact], Any]:
     """The rules' `report_output(artifact)` for results folder `results`, with the caption files in `captions`
@@ -58,7 +58,7 @@ def results_subfolder(output_name: str, folder: str) -> Callable[[Any, Any], str
 
 def _store_folder(path: str) -> str:
     """The store folder of a rule's store input or output (the folder, or its root zarr.json)."""
-    return os.path.dirname(path) if os.path.basename(path) == STORE_ROOT_FILE else path
+    return os.path.dirname(path) if os.path.basename(path) == STORE_ROOT.name else path
 
 
 def input_store() -> Callable[[Any, Any], str]:
@@ -73,4 +73,4 @@ def output_store() -> Callable[[Any, Any], str]:
 
 def input_checkpoint() -> Callable[[Any, Any], str]:
     """The checkpoint of step `step` in the job's input run folder `run`."""
-    return lambda wildcards, input: f"{input.run}/{CHECKPOINT_FILE.format(step=wildcards.step)}"
+    return lambda wildcards, input: CHECKPOINT.path(input.run, step=wildcards.step)

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from growcert.errors import ConfigError
-from growcert.pipeline.artifacts import INFO_FILE
+from growcert.pipeline.artifacts import HF_CONFIG, INFO
 
 
 def advise_inputs(config: dict[str, Any]) -> dict[str, str]:
@@ -19,5 +19,5 @@ def advise_inputs(config: dict[str, Any]) -> dict[str, str]:
                               + ("model to advise on (a growcert step*.pt or a Hugging Face causal-LM folder)"
                                  if key == "model" else "data to read it on (a prepared dataset folder or a text file)"))
     model, data = section["model"], section["data"]
-    return {"model": os.path.join(model, "config.json") if os.path.isdir(model) else model,
-            "data": os.path.join(data, INFO_FILE) if os.path.isdir(data) else data}
+    return {"model": HF_CONFIG.path(model) if os.path.isdir(model) else model,
+            "data": INFO.path(data) if os.path.isdir(data) else data}

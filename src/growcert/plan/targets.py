@@ -19,7 +19,7 @@ from growcert.plan.settings import grow_experiment_names, job_settings
 
 
 def family_pattern(families: list[str]) -> str:
-    """A wildcard pattern matching exactly these family names (none: one that matches nothing)."""
+    """A wildcard pattern matching exactly these names (model families, tasks; none: one that matches nothing)."""
     return "|".join(re.escape(name) for name in families) or "(?!)"
 
 
@@ -47,7 +47,7 @@ class Targets:
         steps = run_steps(self.config, run)
         return steps if analyse == "all" else steps[-1:]
 
-    def per_store(self, artifact: artifacts.StoreArtifact, runs: list[Run] | None = None,
+    def per_store(self, artifact: artifacts.Place, runs: list[Run] | None = None,
                   analyse: str = "all") -> list[str]:
         """`artifact` of every gradient store: the checkpoints (all, or the last) of each trained run (of `runs`,
         default all), then each pretrained model's."""
@@ -63,7 +63,7 @@ class Targets:
                 for run in self.runs() for step in self.analysed_steps(run, "all")]
 
     def run_folders(self) -> list[str]:
-        return [artifacts.run_folder(self.results, **run_wildcards(run)) for run in self.runs()]
+        return [artifacts.RUN_DIR.path(self.results, **run_wildcards(run)) for run in self.runs()]
 
     def intervention_targets(self) -> list[str]:
         """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.analyse);
@@ -86,24 +86,24 @@ class Targets:
     def pretrained_input(self, wildcards: Any) -> list[str]:
         """The checkpoint's config.json when its folder exists (a replaced checkpoint reruns the dump); nothing
         otherwise, so that `growcert dump` looks in the Hugging Face cache and names the fix when it is missing."""
-        config_json = os.path.join(self.pretrained_folder(wildcards), "config.json")
+        config_json = artifacts.HF_CONFIG.path(self.pretrained_folder(wildcards))
         return [config_json] if os.path.isfile(config_json) else []
 
     def preference_reference(self, wildcards: Any = None) -> list[str]:
         """The trained run folder DPO starts from (config preference.reference); none with preference.hf_model."""
         run = preference_reference_run(self.config)
-        return [] if run is None else [artifacts.run_folder(self.results, **run_wildcards(run))]
+        return [] if run is None else [artifacts.RUN_DIR.path(self.results, **run_wildcards(run))]
 
     def reference_option(self, wildcards: Any = None) -> str:
         """`--reference <run folder>` of the DPO job, or nothing (preference.hf_model)."""
         return " ".join(f"--reference {folder}" for folder in self.preference_reference())
 
     def prepared_folder(self, dataset: str) -> str:
-        return f"{self.prepared}/{dataset}"
+        return artifacts.DATASET.path(self.prepared, dataset=dataset)
 
     def prepared_info(self, dataset: str) -> str:
         """A prepared dataset, by its info file (written last)."""
-        return f"{self.prepared_folder(dataset)}/{artifacts.INFO_FILE}"
+        return artifacts.INFO.path(self.prepared_folder(dataset))
 
     def advise_input(self, key: str) -> Callable[[Any], str]:
         """The `advise` target's input file for config advise.<key> (model, data), as a function of the wildcards:
@@ -126,7 +126,7 @@ class Targets:
         return self.prepared_folder(experiment["dataset"])
 
     def grow_info(self, wildcards: Any) -> str:
-        return f"{self.grow_data_dir(wildcards)}/{artifacts.INFO_FILE}"
+        return artifacts.INFO.path(self.grow_data_dir(wildcards))
 
     # --- P2 tasks, figures, the report
 
@@ -139,18 +139,18 @@ class Targets:
         not, as a wildcard pattern."""
         names = [name for name in self.tasks() if not getattr(task(name), "INPUTS", ())
                  and bool(getattr(task(name), "GATE_TITLE", None)) == gated]
-        return "|".join(names) or "(?!)"
+        return family_pattern(names)
 
     def unit_task_pattern(self) -> str:
         """The registry's tasks that run as units (`growcert.experiments.units`), as a wildcard pattern."""
-        return "|".join(name for name in self.tasks() if has_units(task(name))) or "(?!)"
+        return family_pattern([name for name in self.tasks() if has_units(task(name))])
 
     def task_units(self, wildcards: Any) -> list[str]:
         """The unit summaries a task rule's job aggregates (its `task` wildcard): none for a task without units."""
         module = task(wildcards.task)
         if not has_units(module):
             return []
-        return [artifacts.unit_summary(self.results, wildcards.task, arm, seed)
+        return [artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed)
                 for arm, seed in module.units(job_settings(self.config, wildcards.task))]
 
     def unit_inputs(self, wildcards: Any) -> list[str]:
@@ -159,7 +159,8 @@ class Targets:
         if not hasattr(module, "unit_inputs"):
             return []
         read = module.unit_inputs(job_settings(self.config, wildcards.task), wildcards.arm, int(wildcards.seed))
-        return [artifacts.unit_summary(self.results, wildcards.task, arm, seed) for arm, seed in read]
+        return [artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed)
+                for arm, seed in read]
 
     def aggregate_option(self, wildcards: Any) -> str:
         """`--aggregate` for a task with units (its job gathers them), nothing for one that runs whole."""
@@ -192,9 +193,9 @@ class Targets:
                    + [artifacts.DEPTH, artifacts.GROWTH] + self.regime_figures())
         ungated = [name for name in tasks if re.fullmatch(self.task_pattern(gated=False), name)]
         tables = [artifacts.INTERVENTIONS_SUMMARY.path(results), artifacts.ALIGNMENT_SUMMARY.path(results),
-                  artifacts.REGIME_CELLS.path(results), f"{results}/{artifacts.REGIME_MAP}",
+                  artifacts.REGIME_CELLS.path(results), artifacts.REGIME_MAP.path(results),
                   artifacts.RECOMMENDED_DEPTH.path(results), artifacts.GROWTH_TABLE.path(results)]
-        return {"training": [f"{results}/{artifacts.TRAINING_TABLE}"],
+        return {"training": [artifacts.TRAINING_TABLE.path(results)],
                 "figures": [figure.path(results) for figure in figures],
                 "checks": [checks.path(results) for checks in artifacts.CHECKS_FILES]
                 + [artifacts.task_checks(name).path(results) for name in ungated],

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from growcert.pipeline.artifacts import RUN_METRICS_FILE
+from growcert.pipeline.artifacts import MODELS, RUN_METRICS
 
 DISK_LOG = "disk_use.log"
 
@@ -43,7 +43,7 @@ def disk_samples(folder: Path) -> list[tuple[int, int]]:
 def trained_at(results: Path) -> list[dict[str, Any]]:
     """How many of the run's models each (commit, code hash) trained, from the models' own provenance."""
     records = [json.loads(path.read_text()).get("provenance", {})
-               for path in (results / "models").rglob(RUN_METRICS_FILE)]
+               for path in MODELS.path(results).rglob(RUN_METRICS.name)]
     counts = pd.DataFrame([{"commit": r.get("git_commit"), "code_hash": r.get("code_hash")} for r in records],
                           columns=["commit", "code_hash"]).value_counts(dropna=False)
     return [{"commit": commit, "code_hash": code, "runs": int(n)} for (commit, code), n in counts.items()]

@@ -22,23 +22,25 @@ from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import optimizer_arms
 from growcert.files import read_csvs
-from growcert.pipeline import artifacts
+from growcert.pipeline.artifacts import (CURVES, FIGURES_DIR, KEPT_ALIGNMENT, KEPT_MISALIGNMENT, PROVENANCE, SUMMARY,
+                                         TASK, UNIT_BENCHMARK, UNIT_CPU_SECONDS, UNIT_FOLDER, UNIT_JOB_LOG,
+                                         UNIT_LOG_FILE, UNITS)
 from growcert.provenance import git_commit, machine_record, versions
 from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.cost import run_cost
-from growcert.reference_runs.grokking import UNIT_LOG, baseline_name, collect_units
+from growcert.reference_runs.grokking import baseline_name, collect_units
 from growcert.reference_runs.join import join_folder
 from growcert.reference_runs.readme import NOT_RECORDED, write_readme
 from growcert.reference_runs.registry import ReferenceRun
 
 
 # what a kept unit holds: its tables and provenance, and where a session part recorded them, its CPU seconds and log
-UNIT_FILES = ("summary.csv", "curves.csv", "provenance.json", "cpu_seconds.log", UNIT_LOG)
+UNIT_FILES = (SUMMARY, CURVES, PROVENANCE, UNIT_CPU_SECONDS, UNIT_LOG_FILE)
 
 
-def require(results: Path, sources: list[str]) -> None:
-    """ConfigError naming the first of `sources` (paths under `results`) that the run has not written."""
-    missing = [source for source in sources if not (results / source).is_file()]
+def require(results: Path, sources: list[Path]) -> None:
+    """ConfigError naming the first of `sources` (paths in `results`) that the run has not written."""
+    missing = [source.relative_to(results) for source in sources if not source.is_file()]
     if missing:
         raise ConfigError(f"results folder {results}: the run has not finished ({missing[0]} is missing); resume it "
                           "with the same snakemake command")
@@ -47,22 +49,22 @@ def require(results: Path, sources: list[str]) -> None:
 def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any], misalignment: bool = False) -> None:
     """The run's kept tables and figures from `results` into `out` (a figure the run did not draw is left out); with
     `misalignment`, the misalignment table of every run's last checkpoint that has one, pooled."""
-    require(results, list(run.kept.values()))
+    require(results, [source.path(results) for source in run.kept.values()])
     for target, source in run.kept.items():
         (out / target).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(results / source, out / target)
+        shutil.copyfile(source.path(results), out / target)
     for pattern in run.figures:
-        for figure in sorted((results / "figures").glob(pattern)):
+        for figure in sorted(FIGURES_DIR.path(results).glob(pattern)):
             shutil.copyfile(figure, out / figure.name)
     if misalignment:
         paths = [path for path in store_tables(results, config, "misalignment") if Path(path).is_file()]
         if not paths:
             raise ConfigError(f"results folder {results}: --misalignment, but no run has a misalignment table")
-        read_csvs(paths).to_csv(out / "misalignment.csv", index=False)
+        read_csvs(paths).to_csv(KEPT_MISALIGNMENT.path(out), index=False)
     if run.store_alignment:
         paths = store_tables(results, config, "alignment")
-        require(results, [str(Path(path).relative_to(results)) for path in paths])
-        read_csvs(paths).to_csv(out / "alignment.csv", index=False)
+        require(results, [Path(path) for path in paths])
+        read_csvs(paths).to_csv(KEPT_ALIGNMENT.path(out), index=False)
 
 
 def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
@@ -70,27 +72,27 @@ def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
     the job that finished each (log.txt, where the unit kept none) and their benchmark files into out/units and
     out/benchmarks; then summary.csv and curves.csv of every unit `out` holds
     (reference_runs.grokking.collect_units). Returns how many units `out` holds."""
-    units = Path(artifacts.task_folder(str(results), run.units)) / "units"
-    benchmarks = Path("benchmarks") / "p2_unit" / run.units
-    for summary in sorted(units.glob("*/seed*/summary.csv")):
-        unit = summary.parent.relative_to(units)
-        (out / "units" / unit).mkdir(parents=True, exist_ok=True)
-        for name in UNIT_FILES:
-            if (summary.parent / name).is_file():
-                shutil.copyfile(summary.parent / name, out / "units" / unit / name)
-        job_log = Path(artifacts.log(str(results), "p2_unit", run.units, unit.parent.name, unit.name))
-        if job_log.is_file() and not (summary.parent / UNIT_LOG).is_file():  # says whether the job resumed the unit
-            shutil.copyfile(job_log, out / "units" / unit / UNIT_LOG)
-        tsv = results / benchmarks / unit.parent / f"{unit.name}.tsv"
-        if tsv.is_file():
-            (out / benchmarks / unit.parent).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(tsv, out / benchmarks / unit.parent / tsv.name)
+    units = UNITS.under(TASK).path(results, task=run.units)
+    for summary in sorted(units.glob(SUMMARY.under(UNIT_FOLDER).pattern)):
+        unit = {"task": run.units, "arm": summary.parent.parent.name, "seed": summary.parent.name.removeprefix("seed")}
+        kept = UNIT_FOLDER.path(UNITS.path(out), **unit)
+        kept.mkdir(parents=True, exist_ok=True)
+        for file in UNIT_FILES:
+            if file.path(summary.parent).is_file():
+                shutil.copyfile(file.path(summary.parent), file.path(kept))
+        job_log = UNIT_JOB_LOG.path(results, **unit)
+        if job_log.is_file() and not UNIT_LOG_FILE.path(summary.parent).is_file():  # says whether it resumed the unit
+            shutil.copyfile(job_log, UNIT_LOG_FILE.path(kept))
+        if (tsv := UNIT_BENCHMARK.path(results, **unit)).is_file():
+            UNIT_BENCHMARK.path(out, **unit).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(tsv, UNIT_BENCHMARK.path(out, **unit))
     arms = [arm.name for arm in optimizer_arms(stage_settings(run.units, merged_config(run.configs[0])[run.units]))]
-    summary, curves = collect_units(out / "units", out / benchmarks, arms, run.regime)
+    benchmarks = UNIT_BENCHMARK.path(out, task=run.units).parent.parent  # its units' benchmark files, <arm>/seed<s>
+    summary, curves = collect_units(UNITS.path(out), benchmarks, arms, run.regime)
     if summary.empty:
         raise ConfigError(f"results folder {results}: no finished unit under {units}")
-    summary.to_csv(out / "summary.csv", index=False)
-    curves.to_csv(out / "curves.csv", index=False)
+    summary.to_csv(SUMMARY.path(out), index=False)
+    curves.to_csv(CURVES.path(out), index=False)
     return len(summary)
 
 
@@ -136,7 +138,7 @@ def unit_numerics(units: Path) -> list[dict[str, Any]]:
     from each unit's provenance.json (a unit made before they were recorded: native, CPU not recorded), with how
     many units each group holds."""
     groups: dict[tuple, int] = {}
-    for record in sorted(units.glob("*/seed*/provenance.json")):
+    for record in sorted(units.glob(PROVENANCE.under(UNIT_FOLDER).pattern)):
         made = json.loads(record.read_text()).get("numerics") or NOT_RECORDED
         key = (made["numerics"], made["cpu_model"], made["cpu_capability"])
         groups[key] = groups.get(key, 0) + 1
@@ -174,7 +176,7 @@ def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path
     config = merged_config(config_file)
     with tempfile.TemporaryDirectory() as scratch:
         if join is not None:  # `out` may be the committed folder: keep its tables before they are overwritten
-            shutil.copytree(join, Path(scratch) / "committed", ignore=shutil.ignore_patterns("units*", "runs*"))
+            shutil.copytree(join, Path(scratch) / "committed", ignore=shutil.ignore_patterns(f"{UNITS.name}*", "runs*"))
             for name in run.joins:  # what this run does not make is the committed run's, not this one's
                 (out / name).unlink(missing_ok=True)
         out.mkdir(parents=True, exist_ok=True)
@@ -187,11 +189,11 @@ def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path
         if run.units:
             copy_units(run, results, out)
             record["plan"] = unit_plan(config)
-            record["numerics"] = unit_numerics(out / "units")
+            record["numerics"] = unit_numerics(UNITS.path(out))
         if join is not None:
             record["joined"] = join_folder(out, Path(scratch) / "committed", run.joins, rtol, keep)
             record["joined"]["committed"] = str(join)
     run.judge(out, record)
-    (out / "provenance.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+    PROVENANCE.path(out).write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
     write_readme(out, run, record)
     return out

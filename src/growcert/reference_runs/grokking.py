@@ -19,6 +19,8 @@ import pandas as pd
 from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.grokking_choice import choice_claims
 from growcert.experiments.grokking_report import grokking_claims
+from growcert.pipeline.artifacts import (CLAIM_ROWS, CURVES, REFERENCE_TABLE, SUMMARY, UNIT_CPU_SECONDS, UNIT_FOLDER,
+                                         UNIT_LOG_FILE)
 from growcert.referee.claims import GROKKING_SPEEDUP, ROW_COLUMNS
 from growcert.referee.verdicts import LEVEL, judge_steps
 
@@ -89,16 +91,16 @@ def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     """grokking-late (the uncalibrated first attempt): table.csv and claims.csv from summary.csv; its claim rows are
     secondary and labelled so (grokking-calibrated decides P2's grokking claim)."""
     plan = record["plan"]  # the retired driver's plan, or an export's (`reference`: the config's settings)
-    summary = pd.read_csv(folder / "summary.csv")
+    summary = pd.read_csv(SUMMARY.path(folder))
     settings = plan["reference"]["settings"] if "reference" in plan else late_settings(plan)
     cap, eval_every = settings["steps"], settings["eval_every"]
-    late_arm_table(summary, cap, eval_every, LEVEL).to_csv(folder / "table.csv", index=False)
+    late_arm_table(summary, cap, eval_every, LEVEL).to_csv(REFERENCE_TABLE.path(folder), index=False)
     late = summary[summary["regime"] == "late"]
     settings = {**settings, "seeds": sorted(late["seed"].unique().tolist()) or [0]}
     claims = (grokking_claims(late, settings, reference=folder.name) if (late["optimizer"] == LATE_BASELINE).any()
               else [])
     claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
-    pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(CLAIM_ROWS.path(folder), index=False)
 
 
 def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, decay: float) -> pd.DataFrame:
@@ -144,15 +146,15 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
     """grokking-calibrated: claims.csv (grokking_claims at the reference regime's settings, every seed summary.csv
     holds) and table.csv from summary.csv; judges whatever units have finished."""
     reference = record["plan"]["reference"]
-    summary = pd.read_csv(folder / "summary.csv")
+    summary = pd.read_csv(SUMMARY.path(folder))
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
     claims = pd.DataFrame(columns=ROW_COLUMNS)
     if (summary["optimizer"] == baseline_name(reference["weight_decay"])).any():
         claims = pd.DataFrame(grokking_claims(summary, settings, reference=folder.name)
                               + choice_claims(summary, settings), columns=ROW_COLUMNS)
-    claims.to_csv(folder / "claims.csv", index=False)
-    calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(folder / "table.csv",
-                                                                                           index=False)
+    claims.to_csv(CLAIM_ROWS.path(folder), index=False)
+    calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(
+        REFERENCE_TABLE.path(folder), index=False)
 
 
 def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -166,12 +168,12 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
     the CPU seconds are complete when every session part left its record, and a lower bound otherwise (a part
     killed before it wrote one; a unit whose finishing job resumed it, with only a benchmark file; and always for a
     benchmark file, whose `cpu_time` is sampled every 30 s and misses the job's last interval)."""
-    summary, curves = (pd.read_csv(unit / name) for name in ("summary.csv", "curves.csv"))
+    summary, curves = (pd.read_csv(table.path(unit)) for table in (SUMMARY, CURVES))
     steps_run = int(curves["step"].max())
     if "cpu_seconds" in summary and summary["cpu_seconds"].notna().all():  # the unit's own, every session part's
         return (summary.assign(cpu_seconds_per_step=summary["cpu_seconds"] / steps_run, cpu_complete=True,
                                steps_run=steps_run, regime=regime), curves.assign(regime=regime))
-    log = unit / "cpu_seconds.log"
+    log = UNIT_CPU_SECONDS.path(unit)
     parts = [float(value) for value in log.read_text().split()] if log.is_file() else []
     sessions = session_logs(unit)
     resumed = resumed_step(sessions[-1])
@@ -186,14 +188,13 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
     return summary, curves.assign(regime=regime)
 
 
-UNIT_LOG = "log.txt"  # a unit's log: its session parts', or the log of the job that finished it
 SESSION_HEADER = "grokking a/b mod"  # the first line each session part of a unit writes to its log
 
 
 def session_logs(unit: Path) -> list[str]:
     """The unit's log.txt cut into its session parts, each from its header on (the whole log, or "", when it has
     no header)."""
-    log = unit / UNIT_LOG
+    log = UNIT_LOG_FILE.path(unit)
     text = log.read_text() if log.is_file() else ""
     return text.split(SESSION_HEADER)[1:] or [text]
 
@@ -210,7 +211,7 @@ def collect_units(units: Path, benchmarks: Path, arms: list[str], regime: str = 
     finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
     benchmark files (<arm>/seed<s>.tsv)."""
     rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
-            for summary in units.glob("*/seed*/summary.csv")]
+            for summary in units.glob(SUMMARY.under(UNIT_FOLDER).pattern)]
     if not rows:
         return pd.DataFrame(), pd.DataFrame()
     order = {arm: index for index, arm in enumerate(arms)}

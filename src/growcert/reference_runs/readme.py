@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from growcert.pipeline.artifacts import CLAIM_ROWS, README, REFERENCE_TABLE
 from growcert.referee.claims import DESIGN_DTYPES
 from growcert.referee.verdicts import percent
 
@@ -47,7 +48,7 @@ def verdict_lines(claims: pd.DataFrame) -> list[str]:
 
 def read_claims(folder: Path) -> pd.DataFrame:
     """`folder`'s claims.csv with the design columns as text ("108", "> 10,000")."""
-    return pd.read_csv(folder / "claims.csv", dtype=DESIGN_DTYPES)
+    return pd.read_csv(CLAIM_ROWS.path(folder), dtype=DESIGN_DTYPES)
 
 
 def cost_text(record: dict[str, Any]) -> str:
@@ -89,8 +90,8 @@ def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
     """README.md of an exported run from the template: title, provenance, the reproduce commands, cost, table.csv as
     a table, the folder's notes.md where it has one, and the verdicts."""
     template = string.Template(resources.files("growcert").joinpath("resources", TEMPLATE).read_text("utf-8"))
-    table = pd.read_csv(folder / "table.csv")
-    body = [f"## {run.table[0].upper()}{run.table[1:]} (table.csv)", "",
+    table = pd.read_csv(REFERENCE_TABLE.path(folder))
+    body = [f"## {run.table[0].upper()}{run.table[1:]} ({REFERENCE_TABLE.name})", "",
             table.to_markdown(index=False, floatfmt=".4g") if len(table) else "nothing finished yet"]
     text = template.substitute(
         title=run.title, date=record["date"], commit=record["commit"],
@@ -100,13 +101,13 @@ def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
         body="\n".join(body), question=run.question,
         notes=notes.read_text(encoding="utf-8").strip() + "\n\n" if (notes := folder / NOTES_FILE).is_file() else "",
         verdicts="\n".join(verdict_lines(read_claims(folder))))
-    (folder / "README.md").write_text(text, encoding="utf-8")
+    README.path(folder).write_text(text, encoding="utf-8")
 
 
 def rewrite_verdicts(folder: Path, run, rejudged: dict[str, Any]) -> None:
     """Replace the verdict lines of `folder`'s README (the "- " lines under its last heading) with those of its
     claims.csv, saying when, at which commit and by which command they were judged again; the rest is kept."""
-    readme = folder / "README.md"
+    readme = README.path(folder)
     lines = readme.read_text(encoding="utf-8").splitlines() if readme.is_file() else [f"# {run.title}", ""]
     headings = [index for index, line in enumerate(lines) if line.startswith("#")]
     start = headings[-1] if headings else len(lines)

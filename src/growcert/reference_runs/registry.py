@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from growcert.errors import ConfigError
-from growcert.pipeline.artifacts import (DEPTH, GROKKING, GROKKING_GATE, GROWTH, GROWTH_TABLE, GROWTH_TABLE_FILE,
-                                         INTERVENTIONS, INTERVENTIONS_SUMMARY, POOLED_ALIGNMENT, POOLED_DEPTH,
-                                         POOLED_INTERVENTIONS, TRAINING_TABLE, task_table)
+from growcert.pipeline.artifacts import (ADVISE_CHECK_ROWS, ADVISE_CHECK_SCORES, CHECK_ROWS, CLAIM_ROWS, CURVES, DEPTH,
+                                         DRIFT, GROKKING, GROKKING_GATE, GROWTH, GROWTH_TABLE, INTERVENTIONS,
+                                         INTERVENTIONS_SUMMARY, KEPT_ALIGNMENT, KEPT_DEPTH, KEPT_GROWTH,
+                                         KEPT_INTERVENTIONS, KEPT_MISALIGNMENT, KEPT_TRAINING, POOLED_ALIGNMENT,
+                                         POOLED_DEPTH, POOLED_INTERVENTIONS, PROVENANCE, RECOMMENDED,
+                                         REFERENCE_REGIME_MAP, REFERENCE_REGIME_STATS, REFERENCE_RUN, REFERENCE_TABLE,
+                                         RELIABILITY, SCORECARD, SUMMARY, TASK, TRAINING_TABLE, Place, Table, task_claims, task_table)
 from growcert.reference_runs import grokking, judges
 from growcert.reference_runs.join import Join
 
-FOLDER = Path("docs") / "reference-results"  # relative to the repository root
 
 
 @dataclass(frozen=True)
@@ -34,13 +37,13 @@ class ReferenceRun:
     configs: tuple[str, ...]
     title: str
     question: str  # the README's last heading, over the verdict lines (the report reads it as the run's question)
-    table: str  # what table.csv holds
+    table: str  # what its REFERENCE_TABLE holds
     why: str
     inputs: tuple[str, ...]  # the kept tables the judge reads
     judge: Callable[[Path, dict[str, Any]], None]
     judged: tuple[str, ...]
     targets: tuple[str, ...] = ()  # the Snakemake targets that make its results ({results}: the results folder)
-    kept: dict[str, str] = field(default_factory=dict)
+    kept: dict[str, Place | Table] = field(default_factory=dict)  # its name in the folder -> its place in the results
     figures: tuple[str, ...] = ()  # glob patterns under <results>/figures, copied when present
     store_alignment: bool = False  # alignment.csv pools each store's alignment table (configs.store_tables)
     units: str | None = None  # a unit-layout run: its units folder under <results>/<units>/ (grokking.collect_units)
@@ -53,7 +56,7 @@ class ReferenceRun:
     planned: str = ""
 
     def folder(self) -> Path:
-        return FOLDER / self.name
+        return REFERENCE_RUN.path(Path(), run=self.name)
 
     def judged_from(self) -> str:
         """The kept tables the judge reads, as the README names them."""
@@ -64,19 +67,20 @@ REGIME = dict(
     title="P1 regime reference map (docs/science.md, P1)",
     question="Does d_align rise with width (P1), at matched budget and at matched loss, per context?",
     table="width trend per (comparison, context, progress, point, reduction) cell",
-    inputs=("alignment.csv", "training.csv"),
+    inputs=(KEPT_ALIGNMENT.name, KEPT_TRAINING.name),
     judge=judges.judge_regime,
-    judged=("table.csv", "claims.csv", "budget.csv", "loss.csv", "matched.csv", "map.json", "spread.csv"),
+    judged=(REFERENCE_TABLE.name, CLAIM_ROWS.name, *(stats.name for stats in REFERENCE_REGIME_STATS.values()),
+            REFERENCE_REGIME_MAP.name),
     targets=("summarize_regime",), store_misalignment=True,
-    kept={"alignment.csv": POOLED_ALIGNMENT, "training.csv": TRAINING_TABLE},
+    kept={KEPT_ALIGNMENT.name: POOLED_ALIGNMENT, KEPT_TRAINING.name: TRAINING_TABLE},
     # a retrained run reproduces the committed map's rows within --rtol (the README says which); the committed
     # rows are kept at the steps and contexts this run trained
-    joins={"alignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context", "point",
+    joins={KEPT_ALIGNMENT.name: Join(("family", "dataset", "width", "depth", "seed", "step", "context", "point",
                                   "reduction", "pool"), ("width", "seed", "context"), ("step", "context")),
-           "training.csv": Join(("family", "dataset", "width", "depth", "seed", "context", "step"),
-                                ("width", "seed", "context"), ("context",), ("step",), follows="alignment.csv"),
-           "misalignment.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "context"),
-                                    ("width", "seed", "context"), ("context",), follows="alignment.csv")})
+           KEPT_TRAINING.name: Join(("family", "dataset", "width", "depth", "seed", "context", "step"),
+                                    ("width", "seed", "context"), ("context",), ("step",), follows=KEPT_ALIGNMENT.name),
+           KEPT_MISALIGNMENT.name: Join(("family", "dataset", "width", "depth", "seed", "step", "context"),
+                                        ("width", "seed", "context"), ("context",), follows=KEPT_ALIGNMENT.name)})
 
 RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
     ReferenceRun(name="p1-regime", configs=("configs/p1-regime.yaml",),
@@ -90,11 +94,11 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                           "train → test), or is p > B_exact shown in some cell?",
                  table="one line per claim row: its word, the fraction of non-vacuous cells where p ≤ B_exact is "
                        "shown, its level, seeds and cells",
-                 why="P1's bound claims on p1-seeds' models at context 256 (widths 32-256, seeds 0-15, step 300), "
+                 why="P1's bound claims on p1-seeds' models at context 256 (widths 32-256, seeds 8-15, step 300), "
                      "each dumped with 1,344 training and 1,344 held-out examples and judged at R = 2,000",
-                 inputs=("alignment.csv", "misalignment.csv"), judge=judges.judge_bound_claims,
-                 judged=("claims.csv", "checks.csv", "table.csv"), store_alignment=True, store_misalignment=True,
-                 planned="docs/reference-results/p1-seeds/bound-design.md"),
+                 inputs=(KEPT_ALIGNMENT.name, KEPT_MISALIGNMENT.name), judge=judges.judge_bound_claims,
+                 judged=(CLAIM_ROWS.name, CHECK_ROWS.name, REFERENCE_TABLE.name), store_alignment=True,
+                 store_misalignment=True, planned=str(REFERENCE_RUN.path(Path(), run="p1-seeds") / "bound-design.md")),
     ReferenceRun(name="p1-interventions", configs=("configs/p1-interventions.yaml",),
                  title="P1 interventions at a growth step's scale (docs/science.md, P1)",
                  question="Is the observed held-out change 96–99 % of the first-order prediction at a growth step's "
@@ -103,9 +107,9 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                        "point (the claim reads ε = 0.1)",
                  why="P1's interventions judged over seeds at ε = 0.1 on llama at context 256, where the mean "
                      "activation gradient is detectable",
-                 inputs=("interventions.csv",), judge=judges.judge_interventions,
-                 judged=("table.csv", "claims.csv", "checks.csv"), targets=("summarize_interventions",),
-                 kept={"interventions.csv": POOLED_INTERVENTIONS, "summary.csv": INTERVENTIONS_SUMMARY.relative},
+                 inputs=(KEPT_INTERVENTIONS.name,), judge=judges.judge_interventions,
+                 judged=(REFERENCE_TABLE.name, CLAIM_ROWS.name, CHECK_ROWS.name), targets=("summarize_interventions",),
+                 kept={KEPT_INTERVENTIONS.name: POOLED_INTERVENTIONS, SUMMARY.name: INTERVENTIONS_SUMMARY},
                  figures=(INTERVENTIONS.file,), store_alignment=True),
     ReferenceRun(name="p2-small", configs=("configs/p2-small.yaml",),
                  title="P2 at the default settings, 8 seeds (docs/science.md, P2)",
@@ -113,15 +117,13 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                           "in noisy DPO, and does SGD drift grow as T and fluctuate as √T (P2, 8 seeds)?",
                  table="every claim row of the three tasks: its word, estimate, interval and seeds",
                  why="P2's PINN, noisy DPO and drift–diffusion claims at 8 seeds, at the default run's settings",
-                 inputs=tuple(f"{task}/{name}" for task in judges.P2_TASKS
-                              for name in ("summary.csv", "provenance.json")),
-                 judge=judges.judge_p2_small, judged=("claims.csv", "checks.csv", "table.csv"),
-                 targets=tuple("{results}/claims/p2_" + task + ".csv" for task in judges.P2_TASKS),
-                 kept={**{f"{task}/{name}": f"{task}/{name}" for task, names in (
-                     ("pinn", ("summary.csv", "curves.csv", "provenance.json")),
-                     ("preference", ("summary.csv", "curves.csv", "provenance.json")),
-                     ("theory", ("summary.csv", "drift.csv", "provenance.json"))) for name in names},
-                       **{f"{task}_table.csv": task_table(task).relative for task in judges.P2_TASKS}},
+                 inputs=tuple(file.path(task) for task in judges.P2_TASKS for file in (SUMMARY, PROVENANCE)),
+                 judge=judges.judge_p2_small, judged=(CLAIM_ROWS.name, CHECK_ROWS.name, REFERENCE_TABLE.name),
+                 targets=tuple(task_claims(task).path("{results}") for task in judges.P2_TASKS),
+                 kept={**{file.path(task): file.under(TASK).at(task=task) for task, files in (
+                     ("pinn", (SUMMARY, CURVES, PROVENANCE)), ("preference", (SUMMARY, CURVES, PROVENANCE)),
+                     ("theory", (SUMMARY, DRIFT, PROVENANCE))) for file in files},
+                       **{f"{task}_{REFERENCE_TABLE.name}": task_table(task) for task in judges.P2_TASKS}},
                  figures=("p2_*.png",)),
     ReferenceRun(name="p3-depth", configs=("configs/p3-depth.yaml", "configs/p3-depth-seeds.yaml",
                                            "configs/p3-depth-seeds-0-2.yaml"),
@@ -132,28 +134,30 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                        "(held-out pool, last checkpoint)",
                  why="P3's plateau over real depth: llama on Shakespeare, depths 1-8, and growth 2 → 3 and 4 → 6 "
                      "against scratch",
-                 inputs=("depth.csv", GROWTH_TABLE_FILE), judge=judges.judge_depth,
-                 judged=("table.csv", "recommended.csv", "claims.csv"), targets=("summarize_depth", "summarize_growth"),
-                 joins={"depth.csv": Join(("family", "dataset", "width", "depth", "seed", "step", "point", "pool"),
+                 inputs=(KEPT_DEPTH.name, KEPT_GROWTH.name), judge=judges.judge_depth,
+                 judged=(REFERENCE_TABLE.name, RECOMMENDED.name, CLAIM_ROWS.name),
+                 targets=("summarize_depth", "summarize_growth"),
+                 joins={KEPT_DEPTH.name: Join(("family", "dataset", "width", "depth", "seed", "step", "point", "pool"),
                                           ("family", "dataset", "width", "depth", "seed")),
-                        GROWTH_TABLE_FILE: Join(("family", "dataset", "width", "base_depth", "seed", "arm", "step"),
+                        KEPT_GROWTH.name: Join(("family", "dataset", "width", "base_depth", "seed", "arm", "step"),
                                            ("family", "dataset", "width", "base_depth", "seed"))},
-                 kept={"depth.csv": POOLED_DEPTH, GROWTH_TABLE_FILE: GROWTH_TABLE.relative},
+                 kept={KEPT_DEPTH.name: POOLED_DEPTH, KEPT_GROWTH.name: GROWTH_TABLE},
                  figures=(DEPTH.file, GROWTH.file)),
     ReferenceRun(name="grokking-late", configs=("configs/grokking-late.yaml",), units="grokking", regime="late",
-                 targets=("{results}/claims/p2_grokking.csv",),
+                 targets=(task_claims("grokking").path("{results}"),),
                  title="Grokking where the baseline groks late (reference run, docs/science.md P2)",
                  question="Does the paper's 4.9× (5,950 vs 29,450 steps) reproduce where AdamW groks late?",
                  table="steps to 95 % held-out per regime and arm, and the speed-up verdicts",
                  why="P2 grokking where the AdamW baseline groks late (a/b mod 47, batch 128)",
-                 inputs=("summary.csv",), judge=grokking.judge_grokking_late, judged=("table.csv", "claims.csv"),
+                 inputs=(SUMMARY.name,), judge=grokking.judge_grokking_late,
+                 judged=(REFERENCE_TABLE.name, CLAIM_ROWS.name),
                  # the config's 27 units joined to the committed rows no config makes (the retired driver's:
                  # `--keep regime=nominal,late`), reused when the retrained units reproduce the committed outcomes
                  # (wall time aside)
-                 joins={"summary.csv": Join(("regime", "optimizer", "seed"), ("regime", "optimizer", "seed"),
-                                            ("regime",), not_compared=("seconds", "cpu_seconds")),
-                        "curves.csv": Join(("regime", "optimizer", "seed", "step"), ("regime", "optimizer", "seed"),
-                                           ("regime",), follows="summary.csv")}),
+                 joins={SUMMARY.name: Join(("regime", "optimizer", "seed"), ("regime", "optimizer", "seed"),
+                                           ("regime",), not_compared=("seconds", "cpu_seconds")),
+                        CURVES.name: Join(("regime", "optimizer", "seed", "step"), ("regime", "optimizer", "seed"),
+                                          ("regime",), follows=SUMMARY.name)}),
     ReferenceRun(name="grokking-calibrated", configs=("configs/grokking-calibrated.yaml",
                                                       "configs/grokking-calibration.yaml",
                                                       "configs/grokking-calibrated-seeds-14-21.yaml"),
@@ -162,19 +166,19 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  table="steps and CPU time to 95 % held-out per arm and seed, and the speed-up verdicts of the gate "
                        "readings",
                  why="P2 grokking at a regime where AdamW groks late in every seed, calibrated first",
-                 inputs=("summary.csv",), judge=grokking.judge_grokking_calibrated,
-                 judged=("claims.csv", "table.csv"), units="grokking",
-                 targets=("{results}/claims/p2_grokking.csv",), figures=(GROKKING.file, GROKKING_GATE.file)),
+                 inputs=(SUMMARY.name,), judge=grokking.judge_grokking_calibrated,
+                 judged=(CLAIM_ROWS.name, REFERENCE_TABLE.name), units="grokking",
+                 targets=(task_claims("grokking").path("{results}"),), figures=(GROKKING.file, GROKKING_GATE.file)),
     ReferenceRun(name="advise-check", configs=("configs/advise-check.yaml",),
                  title='Is `growcert advise` right? (the advise-check reference run, docs/science.md, "advise-check (is the advice right?)")',
                  question="Do advise's grow-here points beat always growing at the largest first-order value?",
                  table="the scorecard: each score of each rule (advise, largest first-order value, random, last "
                        "point) per variant, with its t interval over training seeds",
                  why="is growcert advise right? every decision scored against actually growing",
-                 inputs=("advise_check.csv",), judge=judges.judge_advise_check,
-                 judged=("scorecard.csv", "reliability.csv", "claims.csv", "table.csv"),
+                 inputs=(ADVISE_CHECK_ROWS.name,), judge=judges.judge_advise_check,
+                 judged=(SCORECARD.name, RELIABILITY.name, CLAIM_ROWS.name, REFERENCE_TABLE.name),
                  targets=("summarize_advise_check",),
-                 kept={"advise_check.csv": "advise-check/scores/advise_check.csv"},
+                 kept={ADVISE_CHECK_ROWS.name: ADVISE_CHECK_ROWS.under(ADVISE_CHECK_SCORES)},
                  figures=()),
 )}
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from growcert.pipeline.artifacts import PROVENANCE
 from growcert.provenance import git_commit
 
 from growcert.errors import ConfigError
@@ -27,9 +28,9 @@ def now() -> str:
 
 def read_record(folder: Path) -> dict[str, Any]:
     """`folder`'s provenance.json; ConfigError when the folder holds no reference run."""
-    path = folder / "provenance.json"
+    path = PROVENANCE.path(folder)
     if not path.is_file():
-        raise ConfigError(f"{folder}: no provenance.json, so no reference run to judge again")
+        raise ConfigError(f"{folder}: no {PROVENANCE.name}, so no reference run to judge again")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -51,6 +52,6 @@ def rejudge(run: ReferenceRun, folder: Path | None = None) -> Path:
     if "rejudged" in record:
         record.setdefault("rejudged_earlier", []).append(record["rejudged"])
     record["rejudged"] = rejudged_record(run, folder)
-    (folder / "provenance.json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+    PROVENANCE.path(folder).write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
     rewrite_verdicts(folder, run, record["rejudged"])
     return folder

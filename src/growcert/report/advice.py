@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv, write_text
+from growcert.pipeline.artifacts import ADVICE_FIGURE, ADVICE_PAGE, ADVICE_TABLE, PROVENANCE
 from growcert.report.figures import save_figure
 from growcert.referee.verdicts import VACUOUS_BOUND, percent
 from growcert.stats.certificates import STATUS_NO_SIGNAL, certificate_columns, samples_to_detect
@@ -272,7 +273,8 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
         f"intervals at {percent(about['level'])}. The value is the unbiased ‖E[Σ_t q_t h_tᵀ]‖² of a zero-output "
         "block (raw and × ‖z‖²/‖h‖²); d_align (the raw estimate, shown where undetermined too), B_exact and "
         "B_align are P1's, from the held-out moments. "
-        "The decision rule is growcert's docs/science.md, section \"advise\"; every figure is in advice.csv.", ""])
+        "The decision rule is growcert's docs/science.md, section \"advise\"; every figure is in "
+        + ADVICE_TABLE.name + ".", ""])
 
 
 def plot_advice(table: pd.DataFrame, out_png: str | Path) -> None:
@@ -318,8 +320,8 @@ def write_advice(out: str | Path, table: pd.DataFrame, line: str, about: dict[st
     import json
 
     out = Path(out)
-    paths = {"figure": out / "advice.png", "provenance": out / "provenance.json", "table": out / "advice.csv",
-             "page": out / "advice.md"}
+    paths = {"figure": ADVICE_FIGURE.path(out), "provenance": PROVENANCE.path(out), "table": ADVICE_TABLE.path(out),
+             "page": ADVICE_PAGE.path(out)}
     plot_advice(table, paths["figure"])
     write_text(paths["provenance"], json.dumps({**provenance, "advice": about}, indent=1, default=str))
     write_csv(table, paths["table"])

@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv
-from growcert.pipeline.artifacts import ADVICE_CALIBRATION
+from growcert.pipeline.artifacts import (ADVICE_CALIBRATION, ADVISE_CHECK_ROWS, CALIBRATION, CLAIM_ROWS, COMPARISON,
+                                         GROWTH_WON, MATCHED_SCORECARD, RELIABILITY, RELIABILITY_FIGURE, SCORECARD)
 from growcert.report import advice_matched as matched
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
@@ -254,8 +255,8 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     in reference run `reference`), comparison.csv (a candidate advise_rule's, when one is named), and
     advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
     out = Path(out)
-    paths = {"figure": out / "reliability.png", "scorecard": out / "scorecard.csv",
-             "reliability": out / "reliability.csv", "table": out / "advise_check.csv"}
+    paths = {"figure": RELIABILITY_FIGURE.path(out), "scorecard": SCORECARD.path(out),
+             "reliability": RELIABILITY.path(out), "table": ADVISE_CHECK_ROWS.path(out)}
     reliable = reliability_table(table, settings["bins"])
     plot_reliability(reliable, paths["figure"])
     write_csv(scorecard(table, settings), paths["scorecard"])
@@ -264,12 +265,12 @@ def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
     if with_matched:
         paths.update(matched.write_matched(out, table, settings))
     if settings["half"] == EVERY_HALF:
-        paths["claims"] = out / "claims.csv"
+        paths["claims"] = CLAIM_ROWS.path(out)
         rows = claim_judgement_rows(table, settings, this_run, reference)
         rows += matched.claim_rows(table, settings, this_run, reference) if with_matched else []
         write_rows(rows, claims=paths["claims"])
     if settings["advise_rule"] != SHIPPED:
-        paths["comparison"] = out / "comparison.csv"
+        paths["comparison"] = COMPARISON.path(out)
         write_csv(comparison_rows(table, settings), paths["comparison"])
     write_csv(table, paths["table"])
     return paths
@@ -314,7 +315,7 @@ def advice_section(references: Path | None) -> str:
     figure and the claim's verdict (its folder under `references`), or how to make it when it is not there."""
     folder = None if references is None else Path(references) / ADVICE_REFERENCE
     command = "snakemake summarize_advise_check --configfile configs/advise-check.yaml --cores 2"
-    if folder is None or not (folder / "scorecard.csv").is_file():
+    if folder is None or not SCORECARD.path(folder).is_file():
         return (f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2><p>The advise-check reference run '
                 f"(every advise decision scored against actually growing) is not in this report: <code>{command}"
                 f"</code> makes it; <code>growcert advise-check --model M --data D --out DIR</code> checks one model."
@@ -322,15 +323,15 @@ def advice_section(references: Path | None) -> str:
     parts = [f"<p>Reference run <code>{ADVICE_REFERENCE}</code> (not this pipeline run): every checkpoint advised, then "
              "grown for real at every insertion point beside its no-growth control on the same batches, scored on "
              "held-out examples advise never saw; each score with a t interval over training seeds.</p>"]
-    claims = folder / "claims.csv"
+    claims = CLAIM_ROWS.path(folder)
     if claims.is_file():
         for row in pd.read_csv(claims).itertuples():
             parts.append(f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
                          f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
                          f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>")
     parts += _matched_parts(folder)
-    parts.append("<h3>Scorecard of the first-order reading</h3>" + table_html(pd.read_csv(folder / "scorecard.csv")))
-    figure = folder / "reliability.png"
+    parts.append("<h3>Scorecard of the first-order reading</h3>" + table_html(pd.read_csv(SCORECARD.path(folder))))
+    figure = RELIABILITY_FIGURE.path(folder)
     if figure.is_file():
         encoded = base64.b64encode(figure.read_bytes()).decode()
         parts.append(f'<figure><img alt="reliability of B_exact" src="data:image/png;base64,{encoded}"><figcaption>'
@@ -342,18 +343,18 @@ def advice_section(references: Path | None) -> str:
 def _matched_parts(folder: Path) -> list[str]:
     """The matched-compute part of the section (when the reference run has it): the scorecard per family, the
     calibration figure and table, and the checkpoints where growth beat training on with advise's word there."""
-    if not (folder / "matched_scorecard.csv").is_file():
+    if not MATCHED_SCORECARD.path(folder).is_file():
         return ["<p>This reference run predates the matched-compute scorecard (advise's options against always training "
                 "on, per family): rerun it to see whether advise beats training on.</p>"]
     parts = ["<h3>At matched compute: advise against always training on, per family</h3><p>Every option (train on, "
              "grow at each point) trained the same S steps on the same batches; regret is the best option's observed "
              "gain minus the chosen one's, in each family's own unit (never pooled).</p>",
-             table_html(pd.read_csv(folder / "matched_scorecard.csv"))]
+             table_html(pd.read_csv(MATCHED_SCORECARD.path(folder)))]
     figure = folder / ADVICE_CALIBRATION.file
     if figure.is_file():
         parts.append(page_figure(figure, ADVICE_CALIBRATION.title))
-    parts.append("<h3>Calibration</h3>" + table_html(pd.read_csv(folder / "calibration.csv")))
-    won = pd.read_csv(folder / "growth_won.csv")
+    parts.append("<h3>Calibration</h3>" + table_html(pd.read_csv(CALIBRATION.path(folder))))
+    won = pd.read_csv(GROWTH_WON.path(folder))
     parts.append(f"<h3>Where growth beat training on (by the SESOI or more): {len(won)} checkpoint × procedure "
                  "rows, with advise's word at each</h3>" + table_html(won))
     return parts

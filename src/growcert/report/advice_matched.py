@@ -39,7 +39,7 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.files import write_csv
-from growcert.pipeline.artifacts import ADVICE_CALIBRATION
+from growcert.pipeline.artifacts import ADVICE_CALIBRATION, CALIBRATION, GROWTH_WON, MATCHED_SCORECARD
 from growcert.referee.advise_effects import NON_INFERIORITY, REGRET_SESOI
 from growcert.referee.claims import CLAIMS, claim_row
 from growcert.referee.families import judge_family
@@ -58,10 +58,9 @@ OPTION_COLUMNS = ["predicted_gain", "predicted_gain_lo", "predicted_gain_hi", "p
 # ... and what the arms measured (stages.advise_check.grow_every_point)
 MATCHED_COLUMNS = OPTION_COLUMNS + ["vs_train_on", "vs_train_on_se", "observed_gain", "observed_gain_se",
                                     "train_on_observed", "train_on_observed_se", "flops_per_step",
-                                    "extra_flops_per_step"]
+                                    "extra_flops_per_step", "loss_unit"]
 RULES = ("advise", "always_train_on", "largest_value", "random", "last")
 WORDS = (TRAIN_ON, GROW_AT, NO_EVIDENCE)
-UNITS = {"llama": "nats per token", "resnet": "nats per image"}
 INTERVAL = "Student t over per-seed scores (clustered by training seed)"
 SCORE_COLUMNS = ["family", "unit", "variant", "score", "rule", "estimate", "low", "high", "level", "seeds",
                  "checkpoints", "interval"]
@@ -150,10 +149,17 @@ def choices(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _row(family: str, variant: str, score: str, rule: str, per_seed: pd.Series, checkpoints: int,
+def loss_unit(table: pd.DataFrame, family: str) -> str:
+    """The unit of family `family`'s gains: its record's loss unit, which advise-check writes in each row
+    (`loss_unit`; "nats per example" in a table from before it did)."""
+    units = table.loc[table["family"] == family, "loss_unit"] if "loss_unit" in table else pd.Series(dtype=str)
+    return str(units.iloc[0]) if len(units) else "nats per example"
+
+
+def _row(unit: str, family: str, variant: str, score: str, rule: str, per_seed: pd.Series, checkpoints: int,
          level: float) -> dict[str, Any]:
     estimate, low, high, seeds = per_seed_interval(per_seed.to_numpy(float), level)
-    return {"family": family, "unit": UNITS.get(family, "nats per example"), "variant": variant, "score": score,
+    return {"family": family, "unit": unit, "variant": variant, "score": score,
             "rule": rule, "estimate": estimate, "low": low, "high": high, "level": level, "seeds": seeds,
             "checkpoints": checkpoints, "interval": INTERVAL}
 
@@ -167,15 +173,15 @@ def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
             theirs = mine[mine["rule"] == rule]
             per_seed = theirs.groupby("train_seed")
             share = (theirs["extra_flops"] / theirs["flops_per_step"]).groupby(theirs["train_seed"]).mean()
-            rows += [_row(family, variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
-                     _row(family, variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
-                     _row(family, variant, "extra FLOPs per step (share of the ungrown step)", rule, share,
+            rows += [_row(loss_unit(table, family), family, variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
+                     _row(loss_unit(table, family), family, variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
+                     _row(loss_unit(table, family), family, variant, "extra FLOPs per step (share of the ungrown step)", rule, share,
                           len(theirs), level)]
         advised = mine[mine["rule"] == "advise"]
         for word in WORDS:
             said = advised[advised["word"] == word]
             right = said.groupby("train_seed")["right"].mean().reindex(advised["train_seed"].unique())
-            rows.append(_row(family, variant, "precision", word, right, len(said), level))
+            rows.append(_row(loss_unit(table, family), family, variant, "precision", word, right, len(said), level))
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
@@ -210,7 +216,7 @@ def calibration(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
             slope_estimate, slope_low, slope_high, _ = per_seed_interval(slope.to_numpy(float), level)
             coverage, coverage_low, coverage_high, count = per_seed_interval(seeds["inside"].mean().to_numpy(float),
                                                                              level)
-            rows.append({"family": family, "unit": UNITS.get(family, "nats per example"), "variant": variant,
+            rows.append({"family": family, "unit": loss_unit(table, family), "variant": variant,
                          "quantity": quantity, "option": option, "points": len(theirs),
                          "mean_predicted": float(theirs["predicted"].mean()),
                          "mean_observed": float(theirs["observed"].mean()), "slope": slope_estimate,
@@ -261,7 +267,7 @@ def claim_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str,
 
         judged = judge_family(CLAIM, judge, at.level, unit="families")
         note = f"procedure {primary}, confirmation half ({CONFIRMATION}: odd training seeds)"
-        rows += [with_note(claim_row(CLAIM, judgement, this_run, f"{note}; {UNITS.get(family, '')}",
+        rows += [with_note(claim_row(CLAIM, judgement, this_run, f"{note}; {loss_unit(table, family)}",
                                      scope=f"{family}, procedure {primary}",
                                      role="part" if len(samples) > 1 else "primary"), at)
                  for family, judgement in judged.readings.items()]
@@ -292,7 +298,7 @@ def plot_calibration(table: pd.DataFrame, out_png: str | Path) -> None:
         finite = finite[np.isfinite(finite)]
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         axis.plot([low, high], [low, high], color="black", lw=0.8, ls="--")
-        axis.set(xlabel=f"predicted gain ({UNITS.get(family, 'nats per example')})",
+        axis.set(xlabel=f"predicted gain ({loss_unit(table, family)})",
                  ylabel="observed gain", title=f"{family}, procedure {variant}")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
@@ -303,8 +309,8 @@ def plot_calibration(table: pd.DataFrame, out_png: str | Path) -> None:
 def write_matched(out: str | Path, table: pd.DataFrame, settings: dict[str, Any]) -> dict[str, Path]:
     """matched_scorecard.csv, calibration.csv, growth_won.csv and the calibration figure (the registry's stem)."""
     out = Path(out)
-    paths = {"matched_scorecard": out / "matched_scorecard.csv", "calibration": out / "calibration.csv",
-             "growth_won": out / "growth_won.csv", "calibration_figure": out / ADVICE_CALIBRATION.file}
+    paths = {"matched_scorecard": MATCHED_SCORECARD.path(out), "calibration": CALIBRATION.path(out),
+             "growth_won": GROWTH_WON.path(out), "calibration_figure": out / ADVICE_CALIBRATION.file}
     plot_calibration(table, paths["calibration_figure"])
     write_csv(scorecard(table, settings), paths["matched_scorecard"])
     write_csv(calibration(table, settings), paths["calibration"])

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from growcert.pipeline.artifacts import KEPT_ALIGNMENT, KEPT_MISALIGNMENT, PROVENANCE
 from growcert.report.alignment import bound_cells, last_step
 from growcert.referee.verdicts import VACUOUS_BOUND
 from growcert.stats.bound_power import BoundCell, pool_size_for_power, shown_probability
@@ -56,7 +57,7 @@ class CommittedCost:
 
     @classmethod
     def of(cls, folder: Path, train_pool: int, test_pool: int, replicates: int) -> "CommittedCost":
-        per_rule = json.loads((folder / "provenance.json").read_text())["cost"]["per_rule"]
+        per_rule = json.loads(PROVENANCE.path(folder).read_text())["cost"]["per_rule"]
         return cls({r["rule"]: r["cpu_s"] for r in per_rule}, {r["rule"]: r["jobs"] for r in per_rule},
                    train_pool, test_pool, replicates)
 
@@ -114,8 +115,8 @@ def cell_of(row, mode: str, train_pool: int | None = None) -> BoundCell:
 def design_cells(folder: Path, replicates: int = DESIGN_REPLICATES, level: float = LEVEL) -> pd.DataFrame:
     """Every non-vacuous determined cell of both modes at the last checkpoint, with its separation at the committed
     pool (`separation`, whether it is shown there: `shown`) and the pool size for 80 % power (`pool_for_power`)."""
-    alignment = pd.read_csv(folder / "alignment.csv")
-    final = last_step(pd.read_csv(folder / "misalignment.csv"))
+    alignment = pd.read_csv(KEPT_ALIGNMENT.path(folder))
+    final = last_step(pd.read_csv(KEPT_MISALIGNMENT.path(folder)))
     parts = []
     for mode in MODES:
         every = final[final["mode"] == mode]
@@ -200,7 +201,8 @@ def report(folder: Path, stores: int = 64, replicates: int = DESIGN_REPLICATES) 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a committed run's folder (misalignment.csv, alignment.csv)")
+    parser.add_argument("folder", type=Path,
+                        help=f"a committed run's folder ({KEPT_MISALIGNMENT.name}, {KEPT_ALIGNMENT.name})")
     parser.add_argument("--replicates", type=int, default=DESIGN_REPLICATES)
     arguments = parser.parse_args(argv)
     print(report(arguments.folder, replicates=arguments.replicates))

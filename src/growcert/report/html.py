@@ -25,7 +25,7 @@ from growcert.files import write_text
 from growcert.report import page
 from growcert.report.advice_check import ADVICE_SECTION, advice_section
 from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_figure
-from growcert.pipeline.artifacts import (CHECKS_FOLDER, CLAIMS_FOLDER, FIGURES, FIGURES_FOLDER, REGIME_MAP, TABLES_FOLDER,
+from growcert.pipeline.artifacts import (CHECKS_DIR, CLAIMS_DIR, FIGURES, FIGURES_DIR, REGIME_MAP, TABLES_DIR,
                                          TRAINING_TABLE, section_figures)
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
 from growcert.report.reference import reference_claim_rows, reference_claim_word, reference_verdicts, references_html
@@ -83,7 +83,7 @@ def _counts(words: list[str]) -> str:
 
 
 def _checks(results: Path) -> str:
-    files = sorted((results / CHECKS_FOLDER).glob("*.csv")) if (results / CHECKS_FOLDER).is_dir() else []
+    files = sorted(CHECKS_DIR.path(results).glob("*.csv")) if CHECKS_DIR.path(results).is_dir() else []
     checks = pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
         pd.DataFrame(columns=CHECK_COLUMNS)
     if checks.empty:
@@ -104,7 +104,7 @@ def _title(stem: str) -> str:
 
 
 def _claim_rows(results: Path) -> pd.DataFrame:
-    files = sorted((results / CLAIMS_FOLDER).glob("*.csv"))
+    files = sorted(CLAIMS_DIR.path(results).glob("*.csv"))
     return pd.concat([pd.read_csv(path) for path in files], ignore_index=True) if files else \
         pd.DataFrame(columns=ROW_COLUMNS)
 
@@ -225,7 +225,7 @@ def _shows(stem: str, rows: pd.DataFrame) -> str:
 
 
 def _training(results: Path, report_dir: Path) -> str:
-    table_path = results / TRAINING_TABLE
+    table_path = TRAINING_TABLE.path(results)
     if not table_path.is_file():
         return "<p>No training table in this run.</p>"
     final = final_rows(pd.read_csv(table_path))
@@ -240,7 +240,7 @@ def _training(results: Path, report_dir: Path) -> str:
 
 def _regime_map(results: Path) -> str:
     """What the P1 regime map covers in this run (whole map or slice) and which figures it could not draw."""
-    path = results / REGIME_MAP
+    path = REGIME_MAP.path(results)
     if not path.is_file():
         return ""
     facts = json.loads(path.read_text())
@@ -251,8 +251,8 @@ def _regime_map(results: Path) -> str:
 
 
 def _present(results: Path) -> set[tuple[str, str]]:
-    figures = {("fig", path.stem) for path in (results / FIGURES_FOLDER).glob("*.png")}
-    return figures | {("table", path.stem) for path in (results / TABLES_FOLDER).glob("*.csv")}
+    figures = {("fig", path.stem) for path in FIGURES_DIR.path(results).glob("*.png")}
+    return figures | {("table", path.stem) for path in TABLES_DIR.path(results).glob("*.csv")}
 
 
 def build_report(results: str | Path, out: str | Path, references: str | Path | None = None) -> None:
@@ -297,7 +297,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
         if key == ADVICE_SECTION[0]:
             body.append(advice_section(references))
             continue
-        parts = [page.figure(results / FIGURES_FOLDER / FIGURES[stem].file, _title(stem), _shows(stem, rows))
+        parts = [page.figure(FIGURES[stem].path(results), _title(stem), _shows(stem, rows))
                  for stem in figures if ("fig", stem) in present]
         if key == "training":
             parts.append(_training(results, report_dir))
@@ -305,7 +305,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
             parts.append(_regime_map(results))
         if prefix:
             parts += [page.collapsed_table(path, path.stem.replace("_", " "), report_dir)
-                      for path in sorted((results / TABLES_FOLDER).glob(f"{prefix}*.csv"))]
+                      for path in sorted(TABLES_DIR.path(results).glob(f"{prefix}*.csv"))]
         body.append(f'<section id="{key}"><h2>{html.escape(title)}</h2>'
                     f"{''.join(parts) or '<p>Nothing from this part in this run.</p>'}</section>")
     body.append('<section id="reference"><h2>Reference runs</h2>' + references_html(references, report_dir)

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from growcert.pipeline.artifacts import CALIBRATION, CLAIM_ROWS, PROVENANCE, README, REFERENCE_RUNS, REFERENCE_TABLE
 from growcert.report import page
 
-IN_REPOSITORY = Path("docs") / "reference-results"  # relative to the repository root
 
 
 def default_references(cwd: Path | None = None) -> Path | None:
     """docs/reference-results under the working directory (the repository root, where the workflow runs), or None."""
-    folder = (cwd or Path.cwd()) / IN_REPOSITORY
+    folder = REFERENCE_RUNS.path(cwd or Path.cwd())
     return folder if folder.is_dir() else None
 
 
@@ -36,7 +36,7 @@ def reference_folders(root: Path | None) -> list[Path]:
     if root is None or not root.is_dir():
         return []
     return sorted(folder for folder in root.iterdir()
-                  if (folder / "provenance.json").is_file() and (folder / "table.csv").is_file())
+                  if PROVENANCE.path(folder).is_file() and REFERENCE_TABLE.path(folder).is_file())
 
 
 def _verdicts(readme: Path) -> tuple[str, list[str]]:
@@ -51,21 +51,21 @@ def _verdicts(readme: Path) -> tuple[str, list[str]]:
 
 def reference_section(folder: Path, report_dir: Path) -> str:
     """One reference run as HTML: label, date, commit, command, verdicts, tables and figures."""
-    record = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    record = json.loads(PROVENANCE.path(folder).read_text(encoding="utf-8"))
     date, commit = record.get("date", "undated"), record.get("commit") or "no commit recorded"
-    question, lines = _verdicts(folder / "README.md")
+    question, lines = _verdicts(README.path(folder))
     verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     parts = [f'<h3 id="reference-{html.escape(folder.name)}">Reference run: {html.escape(folder.name)}</h3>',
              f'<p class="reference"><b>A reference run, not this pipeline run</b>: run on {html.escape(date)} at '
              f"git commit <code>{html.escape(commit)}</code>, kept in <code>{html.escape(str(folder.name))}/"
-             f"</code> of docs/reference-results. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
+             f"</code> of {REFERENCE_RUNS.template}. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
              f" {html.escape(record['why'])}." if record.get("why") else "", "</p>"]
     if verdicts:
         parts.append(f"<p>{html.escape(question)}</p><ul>{verdicts}</ul>")
-    parts.append(page.collapsed_table(folder / "table.csv", f"{folder.name}: {record.get('table', 'results')}",
+    parts.append(page.collapsed_table(REFERENCE_TABLE.path(folder), f"{folder.name}: {record.get('table', 'results')}",
                                       report_dir, open_=True))
-    if (folder / "calibration.csv").is_file():
-        parts.append(page.collapsed_table(folder / "calibration.csv", f"{folder.name}: calibration", report_dir))
+    if CALIBRATION.path(folder).is_file():
+        parts.append(page.collapsed_table(CALIBRATION.path(folder), f"{folder.name}: calibration", report_dir))
     for image in sorted(folder.glob("*.png")):
         parts.append(page.figure(image, f"{folder.name}: {image.stem.replace('_', ' ')} (reference run, {date})"))
     return "".join(parts)
@@ -77,7 +77,7 @@ def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str,
     None when the run is not kept under `root`, {} when it has no claim rows yet."""
     if root is None or (folder := root / name) not in reference_folders(root):
         return None
-    path = folder / "claims.csv"
+    path = CLAIM_ROWS.path(folder)
     if not path.is_file():
         return {}
     rows = pd.read_csv(path)
@@ -100,9 +100,9 @@ def reference_claim_word(root: Path | None, name: str, claim_id: str) -> str | N
 
 def reference_claim_rows(root: Path | None, name: str) -> pd.DataFrame | None:
     """Reference run `name`'s claims.csv rows; None when the run is not kept under `root` or has no claims.csv."""
-    if root is None or (folder := root / name) not in reference_folders(root) or not (folder / "claims.csv").is_file():
+    if root is None or (folder := root / name) not in reference_folders(root) or not CLAIM_ROWS.path(folder).is_file():
         return None
-    return pd.read_csv(folder / "claims.csv")
+    return pd.read_csv(CLAIM_ROWS.path(folder))
 
 
 def references_html(root: Path | None, report_dir: Path) -> str:
@@ -110,7 +110,8 @@ def references_html(root: Path | None, report_dir: Path) -> str:
     folders = reference_folders(root)
     if root is None:
         return ("<p>No reference runs: this report was built without a reference-results folder "
-                "(<code>growcert report --references</code>; the repository keeps them in docs/reference-results).</p>")
+                f"(<code>growcert report --references</code>; the repository keeps them in "
+                f"{REFERENCE_RUNS.template}).</p>")
     if not folders:
         return f"<p>No reference runs under <code>{html.escape(str(root))}</code>.</p>"
     return "".join(reference_section(folder, report_dir) for folder in folders)

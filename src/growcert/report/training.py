@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from growcert.pipeline.artifacts import RUN_METRICS_FILE
+from growcert.pipeline.artifacts import RUN_METRICS
 
 TRAINING_COLUMNS = ["family", "dataset", "width", "depth", "seed", "num_parameters", "step",
                     "train_loss", "train_acc", "test_loss", "test_acc", "seconds_per_step", "code_hash"]
@@ -18,9 +18,9 @@ def training_table(run_dirs: list[str | Path]) -> pd.DataFrame:
     run belongs to a context sweep (empty for the other runs)."""
     rows = []
     for run_dir in run_dirs:
-        path = Path(run_dir) / RUN_METRICS_FILE
+        path = RUN_METRICS.path(Path(run_dir))
         if not path.is_file():
-            raise FileNotFoundError(f"run {run_dir}: no {RUN_METRICS_FILE} (the run did not finish)")
+            raise FileNotFoundError(f"run {run_dir}: no {RUN_METRICS.name} (the run did not finish)")
         metrics = json.loads(path.read_text())
         for entry in metrics["history"]:
             rows.append({**{key: metrics[key] for key in ("family", "dataset", "width", "depth", "seed",

@@ -37,7 +37,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from growcert.config import stage_settings
-from growcert.data import INFO_FILE, load_prepared, prepare_dataset
+from growcert.data import load_prepared, prepare_dataset
 from growcert.data.batches import dump_examples, window_count
 from growcert.errors import CheckpointError, ConfigError, DatasetError
 from growcert.models import family_of
@@ -47,6 +47,7 @@ from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_checkpoint, load_model
 from growcert.models.hf import load_pretrained
 from growcert.optim.per_example import gradient_rows, model_drawn_targets
+from growcert.pipeline.artifacts import ADVICE_PAGE, ADVISE_STORE, HF_CONFIG, INFO
 from growcert.provenance import provenance
 from growcert.report import advice
 from growcert.runtime import torch_runtime
@@ -99,7 +100,7 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
     model, data = Path(model), Path(data)
     if not model.exists():
         raise CheckpointError(f"--model {model}: no such file or folder (a growcert checkpoint step*.pt, or a "
-                              "Hugging Face causal-LM folder with its config.json)")
+                              f"Hugging Face causal-LM folder with its {HF_CONFIG.name})")
     hf = None
     if model.is_dir():
         hf = stage_settings("pretrained_model", {} if advise["context"] is None else {"context": advise["context"]})
@@ -152,9 +153,9 @@ def _check_gradient_memory(model: Path, parameters: int, train_count: int, held_
 def _prepared_kind(folder: Path) -> str:
     """The kind (image or text) of a prepared dataset folder, from its info.json; one line naming --data otherwise."""
     try:
-        return json.loads((folder / INFO_FILE).read_text())["kind"]
+        return json.loads(INFO.path(folder).read_text())["kind"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise DatasetError(f"--data {folder}: not a prepared dataset folder (no readable {INFO_FILE}; prepare it "
+        raise DatasetError(f"--data {folder}: not a prepared dataset folder (no readable {INFO.name}; prepare it "
                            "with `growcert prepare`, or give a text file for a language model)") from None
 
 
@@ -228,7 +229,7 @@ def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: s
                               progress=progress)
         line = advice.recommendation(table)
         advice.write_advice(out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
-    return f"{advice.terminal_table(table)}\n\n{line}\n-> {out}/advice.md"
+    return f"{advice.terminal_table(table)}\n\n{line}\n-> {ADVICE_PAGE.path(out)}"
 
 
 def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str,
@@ -237,7 +238,7 @@ def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: 
     `work`, estimate-alignment and estimate-depth on that store (the per-point first-order reading), every option's
     predicted gain (`option_predictions`), and the rule of `growcert.report.advice`."""
     quiet = lambda _: None  # noqa: E731 (the stages' log, unused here)
-    store = dump_gradients(inputs.model, data, work / "store.zarr", inputs.dump, threads=threads, log=quiet,
+    store = dump_gradients(inputs.model, data, ADVISE_STORE.path(work), inputs.dump, threads=threads, log=quiet,
                            hf=inputs.hf, device=device, progress=progress)
     # numpy's BLAS takes every core unless told: the job's threads, as torch's (on this busy 2-core machine the
     # (m, P) × (P, n) product of `gain_parts` took 10-50 s with two BLAS threads and 5 s with one)

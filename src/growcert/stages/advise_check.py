@@ -54,9 +54,11 @@ from growcert.data import PreparedDataset
 from growcert.data.batches import Examples, examples_at, fixed_examples, split_size
 from growcert.errors import CheckpointError, DatasetError
 from growcert.files import write_text
+from growcert.models import family_of
 from growcert.models.blocks import insert_block
 from growcert.models.checkpoint import load_checkpoint
 from growcert.optim import PopulationRiskAdam
+from growcert.pipeline.artifacts import PROVENANCE
 from growcert.provenance import provenance
 from growcert.report import advice, advice_check as scores, advice_matched
 from growcert.runtime import torch_runtime
@@ -250,7 +252,7 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
     checked = checked_table(points, grown, about, settings)
     line = advice.recommendation(table)
     advice.write_advice(out / "advice", table, line, about, provenance(inputs.advise, inputs.dump["seed"]))
-    write_text(out / "provenance.json", json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
+    write_text(PROVENANCE.path(out), json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
                                                    indent=1, default=str))
     paths = scores.write_scores(out, checked, settings)  # advise_check.csv last: the file a rule waits for
     return f"{scores.terminal_summary(checked, settings)}\n\nadvise: {line}\n-> {paths['table']}"
@@ -264,5 +266,5 @@ def checked_table(table: pd.DataFrame, grown: pd.DataFrame, about: dict[str, Any
                          validate="many_to_one")
     identity = {"model": about["model"], "family": about["family"], "width": about["width"], "depth": about["depth"],
                 "train_seed": about["train_seed"], "step": about["step"], "steps": settings["steps"],
-                "lr": settings["lr"]}
+                "lr": settings["lr"], "loss_unit": family_of(about["family"]).loss_unit}
     return merged.assign(**identity)[scores.COLUMNS + advice_matched.MATCHED_COLUMNS]

@@ -45,7 +45,7 @@ from growcert.files import write_csv
 from growcert.models import build_model, check_growth
 from growcert.models.blocks import insert_blocks, make_block, stream_features
 from growcert.models.capture import capture_batch
-from growcert.pipeline.artifacts import GROWTH_TABLE_FILE
+from growcert.pipeline.artifacts import GROWTH_RUN_TABLE, GROWTH_SELECTION
 from growcert.resume import UnitResume, termination_requests
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
@@ -179,8 +179,8 @@ def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: 
             log(f"seed {seed}: final held-out loss " + ", ".join(f"{arm} {loss:.4f}" for arm, loss in final.items()))
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.DataFrame(rows, columns=COLUMNS)
-    write_csv(pd.concat(selections, ignore_index=True), out_dir / "selection.csv")
-    write_csv(table, out_dir / GROWTH_TABLE_FILE)  # last: the file the summary reads
+    write_csv(pd.concat(selections, ignore_index=True), GROWTH_SELECTION.path(out_dir))
+    write_csv(table, GROWTH_RUN_TABLE.path(out_dir))  # last: the file the summary reads
     resume.folder.clear()
     return table
 

@@ -13,8 +13,8 @@ import pandas as pd
 
 from growcert.errors import ConfigError
 from growcert.files import read_csvs, write_csv, write_text
-from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, GROWTH_TABLE_FILE, MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH,
-                                         PLUGIN_VS_UNBIASED)
+from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, GROWTH_RUN_TABLE, MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH,
+                                         PLUGIN_VS_UNBIASED, REGIME_STATS, TUNING, TUNING_CHOICE)
 from growcert.report import advice_check, advice_tuning, alignment as p1, depth as p3, interventions, regime
 from growcert.referee.claims import CLAIMS, ROW_COLUMNS, write_rows
 from growcert.stats.regime import seed_spread
@@ -63,9 +63,9 @@ def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str
     table = regime.regime_table(pd.read_csv(alignment), pd.read_csv(training))
     tables = regime.regime_tables(table)
     for name in ("budget", "loss", "matched"):
-        write_csv(tables[name], Path(out_stats) / f"p1_regime_{name}.csv")
+        write_csv(tables[name], Path(out_stats) / REGIME_STATS[name].name)
     spread = seed_spread(table, level=level)
-    write_csv(spread, Path(out_stats) / "p1_regime_spread.csv")
+    write_csv(spread, Path(out_stats) / REGIME_STATS["spread"].name)
     write_csv(regime.cells_table(tables, level), out_cells)
     write_rows(regime.regime_claims(table, tables, level, reference), out_claims)
     reasons = regime.draw_figures(table, tables["matched"], figures, spread)
@@ -90,7 +90,7 @@ def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table:
                      figure: str | Path) -> str:
     """`growcert summarize-growth`: the pooled growth table, the P3 claim rows (with the pooled depth table)
     and the growth figure."""
-    growth = read_csvs([Path(folder) / GROWTH_TABLE_FILE for folder in runs])
+    growth = read_csvs([GROWTH_RUN_TABLE.path(Path(folder)) for folder in runs])
     write_csv(growth, out_table)
     claims = p3.depth_claims(pd.read_csv(depth_table), growth)
     write_csv(pd.DataFrame(claims, columns=ROW_COLUMNS), out_claims)
@@ -125,7 +125,7 @@ def tune_advise_check(tables: list[str | Path], settings: dict[str, Any], out: s
     sesoi = CLAIMS[advice_check.CLAIM].effect.sesoi
     budget, grid = advice_tuning.choose_budget(read_csvs(tables), settings["tuning_checkpoint"], sesoi)
     out = Path(out)
-    write_csv(grid, out / "tuning.csv")
+    write_csv(grid, TUNING.path(out))
     write_csv(pd.DataFrame([{"tuning_checkpoint": settings["tuning_checkpoint"], "steps": budget.steps,
-                             "lr": budget.lr, "sesoi": sesoi, "reason": budget.reason}]), out / "choice.csv")
-    return f"{grid.to_string(index=False)}\n\nchosen: {budget.reason}\n-> {out / 'choice.csv'}"
+                             "lr": budget.lr, "sesoi": sesoi, "reason": budget.reason}]), TUNING_CHOICE.path(out))
+    return f"{grid.to_string(index=False)}\n\nchosen: {budget.reason}\n-> {TUNING_CHOICE.path(out)}"

@@ -28,7 +28,7 @@ from growcert.data import PreparedDataset, load_prepared
 from growcert.files import write_text
 from growcert.models import build_model, check_run
 from growcert.models.checkpoint import save_checkpoint
-from growcert.pipeline.artifacts import CHECKPOINT_FILE, RUN_METRICS_FILE
+from growcert.pipeline.artifacts import CHECKPOINT, RUN_METRICS
 from growcert.provenance import provenance
 from growcert.resume import Interrupted, ResumeFolder, termination_requests
 from growcert.runtime import device_record, torch_runtime
@@ -101,7 +101,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
                 log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, "
                     f"~{elapsed / step * (train['steps'] - step):.0f}s left")
             if step in checkpoints:
-                save_checkpoint(resume.path / CHECKPOINT_FILE.format(step=step), model, family=settings["family"],
+                save_checkpoint(CHECKPOINT.path(resume.path, step=step), model, family=settings["family"],
                                 width=settings["width"], depth=settings["depth"], data_info=data.info,
                                 model_options=settings["model"], step=step, provenance=record)
             if stop.requested or (step % train["resume_every"] == 0 and step < train["steps"]):
@@ -113,7 +113,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
 
         trainer.fit(first, train["steps"], evaluate_at, evaluation, after_step)
     for step in checkpoints:
-        os.replace(resume.path / CHECKPOINT_FILE.format(step=step), out_dir / CHECKPOINT_FILE.format(step=step))
+        os.replace(CHECKPOINT.path(resume.path, step=step), CHECKPOINT.path(out_dir, step=step))
 
     seconds = time.perf_counter() - started
     metrics = {
@@ -122,10 +122,10 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
         "num_parameters": sum(p.numel() for p in model.parameters()),
         "seconds": round(seconds, 3), "seconds_per_step": round(seconds / train["steps"], 5),
-        "checkpoints": {str(step): CHECKPOINT_FILE.format(step=step) for step in checkpoints},
+        "checkpoints": {str(step): CHECKPOINT.path(out_dir, step=step).name for step in checkpoints},
         "history": history, "provenance": record,
     }
-    write_text(out_dir / RUN_METRICS_FILE, json.dumps(metrics, indent=1))
+    write_text(RUN_METRICS.path(out_dir), json.dumps(metrics, indent=1))
     resume.clear()
     log(f"done in {seconds:.1f}s ({metrics['seconds_per_step'] * 1000:.1f} ms/step)")
     return metrics

@@ -16,12 +16,13 @@ import numpy as np
 import zarr
 
 from growcert.errors import StoreError
+from growcert.pipeline.artifacts import STORE_ROOT
 from growcert.store.format import ARRAY_VARIABLES, SAMPLE_VARIABLES
 from growcert.store.reader import damaged_chunk, iter_sample_chunks, open_store, split_of, stored_variables
 
 
 def _stored_bytes(folder: Path) -> int:
-    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and path.name != "zarr.json")
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and path.name != STORE_ROOT.name)
 
 
 def q_summary(path: str | Path, group: str, split: np.ndarray) -> dict[str, dict[str, float]]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from growcert.pipeline.artifacts import CURVES, SUMMARY
+
 HELP = "P2 grokking: AdamW, Grokfast-EMA, PopulationRiskAdam on a/b mod p"
 GATE_TITLE = "grokking: gate diagnostics"
 
@@ -38,16 +40,16 @@ def run_unit(settings: dict[str, Any], out: Path, arm: str, seed: int, **runtime
 def table(out: Path):
     import pandas as pd
 
-    return pd.read_csv(out / "summary.csv")
+    return pd.read_csv(SUMMARY.path(out))
 
 
 def figures(out: Path, figure: Path) -> None:
     from growcert.experiments.grokking_report import plot_grokking
 
-    plot_grokking(out / "curves.csv", figure)
+    plot_grokking(CURVES.path(out), figure)
 
 
 def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.grokking_report import grokking_claims
 
-    return grokking_claims(out / "summary.csv", settings, reference=reference)
+    return grokking_claims(SUMMARY.path(out), settings, reference=reference)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from growcert.pipeline.artifacts import CURVES, SUMMARY
+
 HELP = "P2 noisy PINN (1-d advection): steps to test l2 <= target, tuned AdamW vs PopulationRiskAdam"
 GATE_TITLE = "PINN: gate diagnostics (every lr)"
 
@@ -32,16 +34,16 @@ def run_unit(settings: dict[str, Any], out: Path, arm: str, seed: int, **runtime
 def table(out: Path):
     from growcert.experiments.pinn_report import pinn_table
 
-    return pinn_table(out / "summary.csv")
+    return pinn_table(SUMMARY.path(out))
 
 
 def figures(out: Path, figure: Path) -> None:
     from growcert.experiments.pinn_report import plot_pinn
 
-    plot_pinn(out / "curves.csv", figure)
+    plot_pinn(CURVES.path(out), figure)
 
 
 def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.pinn_report import pinn_claims
 
-    return pinn_claims(out / "summary.csv", settings, reference=reference)
+    return pinn_claims(SUMMARY.path(out), settings, reference=reference)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from growcert.pipeline.artifacts import CURVES, SUMMARY
+
 HELP = "P2 noisy-label DPO on a pretrained llama: held-out reward accuracy and reward drift"
 GATE_TITLE = "noisy DPO: gate diagnostics"
 INPUTS = ("reference_checkpoint", "data")
@@ -21,16 +23,16 @@ def run(settings: dict[str, Any], out: Path, **runtime: Any) -> None:
 def table(out: Path):
     from growcert.experiments.common import median_table
 
-    return median_table(out / "summary.csv", ["optimizer"])
+    return median_table(SUMMARY.path(out), ["optimizer"])
 
 
 def figures(out: Path, figure: Path) -> None:
     from growcert.experiments.preference_report import plot_preference
 
-    plot_preference(out / "curves.csv", figure)
+    plot_preference(CURVES.path(out), figure)
 
 
 def claims(out: Path, settings: dict[str, Any], reference: str | None = None) -> list[dict[str, Any]]:
     from growcert.experiments.preference_report import preference_claims
 
-    return preference_claims(out / "summary.csv", settings, reference=reference)
+    return preference_claims(SUMMARY.path(out), settings, reference=reference)

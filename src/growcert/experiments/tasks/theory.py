@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from growcert.pipeline.artifacts import SUMMARY
+
 HELP = "P2 theory: signal channel, reservoir, train-test coupling and SGD drift-diffusion"
 
 
@@ -19,7 +21,7 @@ def run(settings: dict[str, Any], out: Path, **runtime: Any) -> None:
 def table(out: Path):
     from growcert.experiments.common import median_table
 
-    return median_table(out / "summary.csv", ["task", "loss", "measure"])
+    return median_table(SUMMARY.path(out), ["task", "loss", "measure"])
 
 
 def figures(out: Path, figure: Path) -> None:
