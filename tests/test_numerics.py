@@ -109,7 +109,7 @@ def curves_by_node(mode: str, tmp_path: Path) -> dict[str, str]:
     """The short unit's curves, as text, run under `mode` in the environment of each node type."""
     processes = {node: grokking_unit(SHORT_UNIT, SHORT_ARM, 1, tmp_path / mode / node, environment(mode, preset))
                  for node, preset in NODE_TYPES.items()}
-    for node, process in processes.items():
+    for process in processes.values():
         output, _ = process.communicate(timeout=600)
         assert process.returncode == 0, output
     return {node: (tmp_path / mode / node / "curves.csv").read_text() for node in NODE_TYPES}

@@ -134,7 +134,7 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     names = ["AdamW", "poprisk-update-exact-wd0", "poprisk-update-microbatch-wd0", "poprisk-gradient-exact-wd0",
              "poprisk-gradient-microbatch-wd0"]  # the schema's default variants
     assert summary[["optimizer", "seed"]].values.tolist() == [[name, seed] for seed in (0, 1) for name in names]
-    for (name, seed), frame in curves.groupby(["optimizer", "seed"]):
+    for _, frame in curves.groupby(["optimizer", "seed"]):
         assert frame["step"].tolist() == [0, 2, 4]
     start = curves[curves["step"] == 0]  # the policy starts as the reference: every implicit reward is 0
     assert (start["heldout_reward_acc"] == 0.5).all() and (start["drift"] == 0).all()

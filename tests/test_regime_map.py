@@ -85,9 +85,10 @@ def test_snakemake_dry_run_gives_each_context_its_runs_and_stores(tmp_path):
     assert "rule intervene" not in result.stdout and "rule estimate_depth" not in result.stdout
 
 
-def synthetic_tables(slopes={64: 1.0, 128: -1.0}, widths=(16, 32, 64), seeds=(0, 1, 2), steps=(10, 20, 40)):
+def synthetic_tables(slopes=None, widths=(16, 32, 64), seeds=(0, 1, 2), steps=(10, 20, 40)):
     """A pooled alignment table whose d_align = 0.05 · width^slope[context] · e^noise, and its training
     history, where wider and later models have a lower held-out loss."""
+    slopes = slopes or {64: 1.0, 128: -1.0}
     rng = np.random.default_rng(0)
     alignment, training = [], []
     for context, slope in slopes.items():

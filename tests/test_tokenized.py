@@ -211,7 +211,9 @@ def test_two_jobs_building_one_entry_agree(tmp_path, corpus, bpe):
     data = prepare(tmp_path / "p", corpus)
     identity = tokenizer_identity(bpe)
 
-    def racing(texts, done=[]):
+    done = []
+
+    def racing(texts):
         if not done:
             done.append(tokenized(load_prepared(data.folder), encoder(bpe), "bpe", len(bpe), identity))
         return encoder(bpe)(texts)

@@ -284,8 +284,8 @@ def exact_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float) -
     already in .grad (which the rows' own pass overwrites; GateDiagnostics puts it back)."""
     batch_grads = {p: p.grad.clone() for p in model.parameters()}
     rows = stratified_example_gradients(model, batch, beta)
-    for p, grad in batch_grads.items():
-        p.grad = grad
+    for p, batch_grad in batch_grads.items():
+        p.grad = batch_grad
     return square_sums_from_rows(rows)
 
 

@@ -21,7 +21,7 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
     Raises ConfigError with a one-line message naming the key."""
     config_module.validate_config(config, schema)
     check_grids(config)
-    for index, experiment in enumerate(config["grow"]["experiments"]):
+    for index in range(len(config["grow"]["experiments"])):
         check_growth(grow_experiment_settings(config, index), f"grow.experiments[{index}]")
     check_pretrained(config["pretrained"])
     preference_reference_run(config)
