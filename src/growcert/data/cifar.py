@@ -27,24 +27,21 @@ from typing import Any
 import numpy as np
 
 from growcert.data.common import (
+    OFFICIAL_SPLIT_SETTINGS,
     BuiltDataset,
     DatasetError,
     Setting,
-    combined_sha256,
     download_with_torchvision,
+    files_source,
     image_arrays,
     limited_splits,
     official_split_info,
-    sha256_file,
 )
 
 SETTINGS = {
     "root": Setting("data/raw", "path",
                     "folder holding the extracted python version (cifar-10-batches-py/ or cifar-100-python/)"),
-    "allow_download": Setting(False, "bool", "download with torchvision into root if files are missing"),
-    "limit_train": Setting(None, "optional_positive_int", "keep this many train images (null: all)"),
-    "limit_test": Setting(None, "optional_positive_int", "keep this many test images (null: all)"),
-    "seed": Setting(0, "seed", "seed of the limit_* subsampling"),
+    **OFFICIAL_SPLIT_SETTINGS,
 }
 
 
@@ -193,7 +190,6 @@ def build(dataset: str, settings: dict[str, Any]) -> BuiltDataset:
     class_names = _class_names(dataset, folder / layout.meta_file, layout)
 
     train_index, test_index = limited_splits(train_labels, test_labels, settings)
-    digests = {path.name: sha256_file(path) for path in paths}
     arrays = image_arrays((train_images, train_labels), (test_images, test_labels), train_index, test_index)
     info = {
         "kind": "image",
@@ -202,12 +198,7 @@ def build(dataset: str, settings: dict[str, Any]) -> BuiltDataset:
         "class_names": class_names,
         "label_key": layout.label_key,
         "pixel_range": [0, 255],
-        "source": {
-            "path": str(folder),
-            "downloaded": downloaded,
-            "files": [{"name": path.name, "sha256": digests[path.name]} for path in paths],
-        },
-        "sha256": combined_sha256(digests),
+        **files_source(folder, paths, downloaded),
         "split": official_split_info(train_labels, test_labels, settings,
                                      f"row in the official train set ({', '.join(layout.train_files)} in order) "
                                      f"or in {layout.test_file}"),

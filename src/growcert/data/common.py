@@ -211,6 +211,25 @@ def official_split_info(train_labels: np.ndarray, test_labels: np.ndarray, setti
             "index": index}
 
 
+# The settings of a dataset that keeps its official train/test split, as `limited_splits` and `official_split_info`
+# read them; each such module adds its own `root`.
+OFFICIAL_SPLIT_SETTINGS = {
+    "allow_download": Setting(False, "bool", "download with torchvision into root if files are missing"),
+    "limit_train": Setting(None, "optional_positive_int", "keep this many train images (null: all)"),
+    "limit_test": Setting(None, "optional_positive_int", "keep this many test images (null: all)"),
+    "seed": Setting(0, "seed", "seed of the limit_* subsampling"),
+}
+
+
+def files_source(folder: Path, paths: list[Path], downloaded: bool) -> dict[str, Any]:
+    """info["source"] and info["sha256"] of a dataset read from the files `paths` found in `folder` (`downloaded`
+    by torchvision or not): each file's name and SHA-256, then their combined digest."""
+    digests = {path.name: sha256_file(path) for path in paths}
+    return {"source": {"path": str(folder), "downloaded": downloaded,
+                       "files": [{"name": path.name, "sha256": digests[path.name]} for path in paths]},
+            "sha256": combined_sha256(digests)}
+
+
 def image_arrays(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], train_index: np.ndarray,
                  test_index: np.ndarray) -> dict[str, np.ndarray]:
     """The arrays of a prepared image dataset: the chosen rows of (images, labels) of each split, and the rows."""

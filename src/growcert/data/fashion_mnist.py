@@ -22,24 +22,21 @@ from typing import Any
 import numpy as np
 
 from growcert.data.common import (
+    OFFICIAL_SPLIT_SETTINGS,
     BuiltDataset,
     DatasetError,
     Setting,
-    combined_sha256,
     download_with_torchvision,
+    files_source,
     image_arrays,
     limited_splits,
     official_split_info,
-    sha256_file,
 )
 
 DEBIAN_ROOT = "/usr/share/datasets/fashion-mnist"
 SETTINGS = {
     "root": Setting(DEBIAN_ROOT, "path", "folder holding the four IDX files (.gz or plain)"),
-    "allow_download": Setting(False, "bool", "download with torchvision into root if files are missing"),
-    "limit_train": Setting(None, "optional_positive_int", "keep this many train images (null: all)"),
-    "limit_test": Setting(None, "optional_positive_int", "keep this many test images (null: all)"),
-    "seed": Setting(0, "seed", "seed of the limit_* subsampling"),
+    **OFFICIAL_SPLIT_SETTINGS,
 }
 FILES = {
     "train_images": "train-images-idx3-ubyte",
@@ -134,7 +131,6 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
     test_images, test_labels = _split(files, "test")
     train_index, test_index = limited_splits(train_labels, test_labels, settings)
 
-    digests = {path.name: sha256_file(path) for path in files.values()}
     arrays = image_arrays((train_images, train_labels), (test_images, test_labels), train_index, test_index)
     info = {
         "kind": "image",
@@ -142,12 +138,7 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
         "num_classes": 10,
         "class_names": CLASS_NAMES,
         "pixel_range": [0, 255],
-        "source": {
-            "path": str(files["train_images"].parent),
-            "downloaded": downloaded,
-            "files": [{"name": path.name, "sha256": digests[path.name]} for path in files.values()],
-        },
-        "sha256": combined_sha256(digests),
+        **files_source(files["train_images"].parent, list(files.values()), downloaded),
         "split": official_split_info(train_labels, test_labels, settings,
                                      "row in the official train (train-*) or test (t10k-*) file"),
     }

@@ -1,6 +1,7 @@
 """A claimed bound judged in every cell (P1's p̂ ≤ B_exact; docs/science.md, "Verdicts"): each cell with the errors
 of both sides, the claim universal over the non-vacuous cells (an intersection-union test for "holds", Holm's
-step-down for "fails somewhere"). The verdict words and `Judgement` are growcert.referee.verdicts'."""
+step-down for "fails somewhere"), and that claim's effect. The verdict words and `Judgement` are
+growcert.referee.verdicts'."""
 
 from __future__ import annotations
 
@@ -9,12 +10,20 @@ from typing import Callable
 
 import numpy as np
 
-from growcert.referee.verdicts import (CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Judgement,
-                                      not_tested, percent)
+from growcert.referee.verdicts import (CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Effect,
+                                      Judgement, not_tested, percent)
 
 # The range of α searched for a cell's p-value, and the bisection steps on log α that find it.
 SMALLEST_ALPHA, LARGEST_ALPHA, BISECTION_STEPS = 1e-12, 1 - 1e-9, 60
 Interval = Callable[[np.ndarray], "tuple[np.ndarray, np.ndarray]"]
+
+
+def certificate_effect(pools: str) -> Effect:
+    """The effect of a certificate claim (p̂ ≤ B_exact, iid or train → test): `pools` says where p's interval comes
+    from."""
+    return Effect("fraction of non-vacuous cells where p ≤ B_exact is shown beyond both errors", 1.0,
+                  interval=f"per cell, p's interval from {pools} against B_exact's jackknife interval; no interval "
+                           "over cells", sesoi=1.0, sesoi_reason="a bound holds in every determined cell")
 
 
 def rejection_p_values(rejects: Callable[[np.ndarray], np.ndarray], cells: int) -> np.ndarray:

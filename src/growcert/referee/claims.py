@@ -49,6 +49,7 @@ from growcert.pipeline.artifacts import (ALIGNMENT_SUMMARY, DALIGN_VS_WIDTH, DEP
                                          REGIME_SPREAD, THEORY)
 from growcert.referee.advise_effects import (FIRST_ORDER_GAIN, FORMS, REGRET_FORM, REGRET_FORM_REASON,
                                             REGRET_JUDGED, REGRET_PRIMARY, regret_effect)
+from growcert.referee.bounds import certificate_effect
 from growcert.referee.grokking_effects import (BEST_READING_PRIMARY, DECAY1_PRIMARY, DECAY1_SPEEDUP,
                                               GROKKING_SPEEDUP, GROKKING_THIRD_LOOK, NO_READING, PEER_SPEEDUP,
                                               THIRD_LOOK_SEEDS, PlannedLook)
@@ -146,6 +147,8 @@ class Check:
 
 DALIGN_SLOPE = Effect("slope of log d_align on log width", PAPER_WIDTH_SLOPE,
                       interval="Student t over the per-seed OLS slopes")
+
+
 # The primary P1 cell (fixed before the p1-seeds seeds 8+ existed; docs/science.md, "Verdicts"): the paper's
 # q(x, y) = ∇_z ℓ at the stream a block appended at the top would join, summed over positions as a growth step
 # shared across positions sees it, at the end of training.
@@ -244,10 +247,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "reproduced when it is shown in every such cell (an intersection-union test, no correction); contradicted "
           "when p > B_exact beyond both errors in some cell at its Holm level over the cells; unresolved otherwise; "
           "not tested when every B_exact is vacuous", "summarize-alignment",
-          Effect("fraction of non-vacuous cells where p ≤ B_exact is shown beyond both errors", 1.0,
-                 interval="per cell, p's interval from the pool (its disjoint draws and the replicates) against "
-                          "B_exact's jackknife interval; no interval over cells",
-                 sesoi=1.0, sesoi_reason="a bound holds in every determined cell"),
+          certificate_effect("the pool (its disjoint draws and the replicates)"),
           "every determined cell (a bound must hold in each), last checkpoint", (MISALIGNMENT_VS_WIDTH.stem,
                                                                                 MISALIGNMENT_VS_MK.stem),
           references=("p1-bound",), decided_by="p1-bound"),
@@ -255,10 +255,7 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "as the iid row (universal, both errors, Holm for a contradiction), with M from the training rows: p's "
           "interval counts the disjoint draws of M training and K held-out examples the two pools hold",
           "summarize-alignment",
-          Effect("fraction of non-vacuous cells where p ≤ B_exact is shown beyond both errors", 1.0,
-                 interval="per cell, p's interval from the pools (their disjoint draws and the replicates) against "
-                          "B_exact's jackknife interval; no interval over cells",
-                 sesoi=1.0, sesoi_reason="a bound holds in every determined cell"),
+          certificate_effect("the pools (their disjoint draws and the replicates)"),
           "every determined cell, last checkpoint, M from the training rows", (MISALIGNMENT_VS_WIDTH.stem,
                                                                               MISALIGNMENT_VS_MK.stem),
           references=("p1-bound",), decided_by="p1-bound"),
