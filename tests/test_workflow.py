@@ -38,11 +38,13 @@ def unactivated_environment() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}, "PATH": os.pathsep.join(path)}
 
 
-def snakemake(*args, results=None, config=()):
-    """`.venv/bin/snakemake ...` (this interpreter's) from an unactivated shell; `config`: more KEY=VALUE."""
+def snakemake(*args, results=None, config=(), prepared=None):
+    """`.venv/bin/snakemake ...` (this interpreter's) from an unactivated shell, into `results`/results with the
+    prepared data in `prepared` (default `results`/prepared); `config`: more KEY=VALUE."""
     command = [*SNAKEMAKE, "--cores", "2", *args]
     if results is not None:
-        command += ["--config", f"results={results}/results", f"prepared_data={results}/prepared", *config]
+        command += ["--config", f"results={results}/results", f"prepared_data={prepared or results / 'prepared'}",
+                    *config]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=unactivated_environment(),
                           timeout=900)
 
@@ -283,16 +285,18 @@ def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_
     """Kill Snakemake's whole process group mid-run (SIGKILL: no cleanup at all), then do what docs/reproducing.md says:
     the rerun refuses with the stale lock, --unlock, rerun. This run says `device: cpu` where ci_run left the
     default `auto`, so one comparison checks two promises: every table, store array and checkpoint equals the
-    uninterrupted run's, and `cpu` and `auto` give the same artifacts on a machine without CUDA."""
+    uninterrupted run's, and `cpu` and `auto` give the same artifacts on a machine without CUDA. It reads the datasets
+    ci_run prepared (prepared data is not a result: nothing compared depends on where it was prepared), so the kill
+    lands among the training and dump jobs."""
     import signal
     import time
 
     from growcert.store.compare import compare_results
 
     log = tmp_path / "killed.log"
-    device = ["device=cpu"]
+    device, prepared = ["device=cpu"], ci_run / "prepared"
     command = [*SNAKEMAKE, "--cores", "2", "--printshellcmds", "--configfile", "configs/ci.yaml", "--config",
-               f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared", *device]
+               f"results={tmp_path}/results", f"prepared_data={prepared}", *device]
     with open(log, "w") as sink:
         process = subprocess.Popen(command, cwd=ROOT, env=unactivated_environment(), stdout=sink,
                                    stderr=subprocess.STDOUT, start_new_session=True)
@@ -302,10 +306,11 @@ def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_
     assert process.poll() is None, f"the pipeline ended before it could be killed:\n{log.read_text()[-3000:]}"
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device)
+    locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device, prepared=prepared)
     assert locked.returncode != 0 and "LockException" in locked.stdout + locked.stderr, locked.stderr[-2000:]
-    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path, config=device).returncode == 0
-    rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device)
+    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path, config=device,
+                     prepared=prepared).returncode == 0
+    rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device, prepared=prepared)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     ours = tmp_path / "results"
     assert "--device cpu" in log.read_text() and "--device auto" not in log.read_text()
