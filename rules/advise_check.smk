@@ -15,9 +15,9 @@ rule advise_check:
         data_dir=input_folder("info"),
         out=output_folder("table"),
     log:
-        artifacts.LOG.path(RESULTS, job="advise_check/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"advise_check/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="advise_check/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"advise_check/{artifacts.STORE_NAME}")
     threads: 1
     resources:
         mem_mb=per_attempt(4000),

@@ -7,9 +7,9 @@ rule estimate_alignment:
         store=input_store(),
         settings=PLAN.settings("alignment"),
     log:
-        artifacts.LOG.path(RESULTS, job="estimate_alignment/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"estimate_alignment/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="estimate_alignment/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"estimate_alignment/{artifacts.STORE_NAME}")
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -31,9 +31,9 @@ rule estimate_misalignment:
         store=input_store(),
         settings=PLAN.settings("alignment"),
     log:
-        artifacts.LOG.path(RESULTS, job="estimate_misalignment/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"estimate_misalignment/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="estimate_misalignment/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"estimate_misalignment/{artifacts.STORE_NAME}")
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:

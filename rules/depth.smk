@@ -8,9 +8,9 @@ rule estimate_depth:
         store=input_store(),
         settings=PLAN.settings("depth"),
     log:
-        artifacts.LOG.path(RESULTS, job="estimate_depth/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"estimate_depth/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="estimate_depth/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"estimate_depth/{artifacts.STORE_NAME}")
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:

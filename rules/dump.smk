@@ -13,9 +13,9 @@ rule dump_gradients:
         checkpoint=input_checkpoint(),
         data_dir=input_folder("info"),
     log:
-        artifacts.LOG.path(RESULTS, job="dump_gradients/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"dump_gradients/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="dump_gradients/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"dump_gradients/{artifacts.STORE_NAME}")
     threads: 1
     resources:
         mem_mb=per_attempt(4000),
@@ -43,9 +43,9 @@ rule dump_pretrained:
         checkpoint=PLAN.pretrained_folder,
         data_dir=input_folder("info"),
     log:
-        artifacts.LOG.path(RESULTS, job="dump_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
+        artifacts.LOG.path(RESULTS, job=f"dump_pretrained/{artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="dump_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
+        artifacts.BENCHMARK.path(RESULTS, job=f"dump_pretrained/{artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)}")
     threads: config["pretrained"]["threads"]
     resources:
         mem_mb=PLAN.pretrained_mem_mb(4),

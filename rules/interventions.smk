@@ -14,9 +14,9 @@ rule intervene:
         checkpoint=input_checkpoint(),
         data_dir=input_folder("info"),
     log:
-        artifacts.LOG.path(RESULTS, job="intervene/" + artifacts.STORE_NAME),
+        artifacts.LOG.path(RESULTS, job=f"intervene/{artifacts.STORE_NAME}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="intervene/" + artifacts.STORE_NAME)
+        artifacts.BENCHMARK.path(RESULTS, job=f"intervene/{artifacts.STORE_NAME}")
     priority: STORE_READER_PRIORITY
     threads: 1
     resources:
@@ -46,10 +46,10 @@ rule intervene_pretrained:
         checkpoint=PLAN.pretrained_folder,
         data_dir=input_folder("info"),
     log:
-        artifacts.LOG.path(RESULTS, job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)),
+        artifacts.LOG.path(RESULTS, job=f"intervene_pretrained/{artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)}"),
     benchmark:
         artifacts.BENCHMARK.path(RESULTS,
-                                 job="intervene_pretrained/" + artifacts.fill(artifacts.STORE_NAME, **PRETRAINED))
+                                 job=f"intervene_pretrained/{artifacts.fill(artifacts.STORE_NAME, **PRETRAINED)}")
     threads: config["pretrained"]["threads"]
     resources:
         mem_mb=PLAN.pretrained_mem_mb(8),

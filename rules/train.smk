@@ -8,9 +8,9 @@ rule train_model:
         settings=PLAN.settings("train"),
         data_dir=input_folder("info"),
     log:
-        artifacts.LOG.path(RESULTS, job="train_model/" + artifacts.RUN),
+        artifacts.LOG.path(RESULTS, job=f"train_model/{artifacts.RUN}"),
     benchmark:
-        artifacts.BENCHMARK.path(RESULTS, job="train_model/" + artifacts.RUN)
+        artifacts.BENCHMARK.path(RESULTS, job=f"train_model/{artifacts.RUN}")
     threads: config["threads"]["train"]
     resources:
         mem_mb=per_attempt(4000),
