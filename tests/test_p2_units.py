@@ -244,17 +244,20 @@ def test_a_paired_reading_without_its_adamw_summary_is_one_line_and_exit_2(tmp_p
 
 # ------------------------------------------------------------------ the grokking reference runs as configs
 
-@pytest.mark.parametrize("name, units_folder, count", [("grokking-calibrated", "units", 72),
-                                                       ("grokking-calibration", "units-calibration", 18)])
-def test_a_reference_run_is_a_config_of_one_job_per_arm_and_seed_holding_its_committed_units(name, units_folder, count):
-    """configs/<name>.yaml plans one p2_unit job per arm x seed; every unit committed under
+@pytest.mark.parametrize("names, units_folder, count", [
+    (("grokking-calibrated", "grokking-calibrated-seeds-14-21"), "units", 144),  # seeds 6-13, then the third look's
+    (("grokking-calibration",), "units-calibration", 18)])
+def test_a_reference_run_is_a_config_of_one_job_per_arm_and_seed_holding_its_committed_units(names, units_folder, count):
+    """configs/<name>.yaml (each of the run's looks) plans one p2_unit job per arm x seed; every unit committed under
     docs/reference-results/grokking-calibrated/ is one of them, in its folder, with the summary a unit writes."""
     from growcert.experiments.grokking import SUMMARY_COLUMNS
 
-    merged = yaml.safe_load((ROOT / "config.yaml").read_text())
-    merged.update(yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text()))
-    config = validate_config(merged)
-    planned = Plan(config).task_units(types.SimpleNamespace(task="grokking"))
+    planned = set()
+    for name in names:
+        merged = yaml.safe_load((ROOT / "config.yaml").read_text())
+        merged.update(yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text()))
+        config = validate_config(merged)
+        planned |= set(Plan(config).task_units(types.SimpleNamespace(task="grokking")))
     assert len(planned) == count
     committed = sorted((ROOT / "docs" / "reference-results" / "grokking-calibrated" / units_folder).glob("*/seed*"))
     assert committed
