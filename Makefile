@@ -18,7 +18,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest --durations=25
 
+# ruff's settings are pyproject.toml's [tool.ruff]; snakemake --lint checks the rules
 lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakemake --lint
 
 install: $(STAMP)
