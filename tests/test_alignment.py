@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from growcert.referee.claims import CHECK_COLUMNS, ROW_COLUMNS
+from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
 import pytest
 
 from growcert.referee.claims import PAPER_WIDTH_SLOPE

@@ -65,7 +65,7 @@ def figures(out, figure):
 def claims(out, settings):
     import pandas as pd
 
-    from growcert.referee.claims import ROW_COLUMNS
+    from growcert.referee.rows import ROW_COLUMNS
 
     means = pd.read_csv(out / "summary.csv")["mean"]
     return [dict.fromkeys(ROW_COLUMNS) | {

@@ -11,7 +11,7 @@ import torch
 from scipy import stats as scipy_stats
 from torch import nn
 
-from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.config import stage_settings
 from growcert.errors import ConfigError

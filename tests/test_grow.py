@@ -10,7 +10,7 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.config import stage_settings
 from growcert.report.depth import ARMS, depth_claims, depth_profile, plot_growth

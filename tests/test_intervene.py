@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import torch
 
-from growcert.referee.claims import CHECK_COLUMNS
+from growcert.referee.rows import CHECK_COLUMNS
 from growcert.models.checkpoint import load_checkpoint
 from growcert.stages.dump import dump_gradients
 from growcert.config import stage_settings

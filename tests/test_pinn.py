@@ -14,7 +14,7 @@ from scipy import stats as scipy_stats
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.experiments.pinn import (CURVE_COLUMNS, SUMMARY_COLUMNS, TWO_PI, AdvectionPINN, advection_residual,
                                  evaluation_grid, exact_solution, make_problem, pinn_loss_terms,

@@ -14,7 +14,7 @@ from scipy import stats as scipy_stats
 from torch import nn
 
 from growcert.models.checkpoint import load_checkpoint
-from growcert.referee.claims import ROW_COLUMNS
+from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.errors import CheckpointError, ConfigError
 from growcert.models.llama import Llama, LlamaConfig

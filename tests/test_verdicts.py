@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from growcert.referee.verdicts import (CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, Effect, judge_samples,
-                                      judge_steps, percent, step_bounds)
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, judge_samples, judge_steps, percent, step_bounds
+from growcert.referee.effect import Effect
 from growcert.stats.seeds import (median_interval, median_interval_seeds, paired_log_ratios, seeds_for_power,
                                   t_power)
 

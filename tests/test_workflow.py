@@ -20,7 +20,7 @@ import yaml
 
 import xarray as xr
 
-from growcert.referee.claims import CHECK_COLUMNS, ROW_COLUMNS
+from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.reference import reference_folders
 from growcert.referee.verdicts import WORDS
 from growcert.store import open_group, open_store

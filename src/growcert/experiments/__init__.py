@@ -10,7 +10,7 @@ from that folder. Every experiment is a *task module* with the same four functio
                                            (a task with units has `run_unit` instead, below)
     table(out) -> DataFrame                the report table (results/tables/p2_<task>.csv)
     figures(out, figure)                   the task's figure (results/figures/p2_<task>.png)
-    claims(out, settings) -> rows          claim rows (claims.ROW_COLUMNS) and check rows (CHECK_COLUMNS)
+    claims(out, settings) -> rows          claim rows (rows.ROW_COLUMNS) and check rows (CHECK_COLUMNS)
 
 and, where it has them, GATE_TITLE (the task compares optimizer arms: `run_experiment` also draws the gate
 diagnostics figure, `report.figures.gate_diagnostics`, from out/curves.csv, and the Snakemake rule
@@ -70,7 +70,7 @@ def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, fig
     then write its figure (and `gate_figure`, when given and the task has one), claim rows, check rows (to
     `checks`, when given) and table."""
     from growcert.files import write_csv
-    from growcert.referee.claims import write_rows
+    from growcert.referee.rows import write_rows
 
     from growcert.experiments.units import aggregate_units, run_all_units
 

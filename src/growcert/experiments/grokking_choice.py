@@ -24,7 +24,8 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
-from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
 

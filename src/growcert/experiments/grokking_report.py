@@ -22,7 +22,8 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
-from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import LEVEL, Judgement, judge_interval, judge_steps, not_tested
@@ -59,7 +60,7 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
 
 def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
                     reference: str | None = None) -> list[dict[str, Any]]:
-    """Claim rows (claims.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
+    """Claim rows (rows.ROW_COLUMNS): one per PopulationRiskAdam variant (gate reading × variance source ×
     decay, the row's scope, a part), its speed-up over AdamW at the variant's own decay paired by seed, steps as
     interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary row over every
     variant (families.judge_family). In reference run `reference` (docs/reference-results/<name>), a judgement on

@@ -23,7 +23,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.pipeline.artifacts import PROVENANCE
-from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
@@ -141,7 +142,7 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
 
 def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
                 reference: str | None = None) -> list[dict[str, Any]]:
-    """Claim rows (claims.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
+    """Claim rows (rows.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
     variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
     by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
     row over every variant (families.judge_family), at the level of its look in reference run `reference`

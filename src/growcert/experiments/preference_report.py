@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from growcert.config import stage_settings
-from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import LEVEL, Judgement, judge_samples
@@ -48,7 +49,7 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
 
 def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
                       reference: str | None = None) -> list[dict[str, Any]]:
-    """Claim rows (claims.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
+    """Claim rows (rows.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
     AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
     each variant a part judged at its Holm level, then each claim's primary row over every variant, at the level of
     the claim's look in reference run `reference` (`growcert.referee.looks.look_level`; the rows say which look)."""

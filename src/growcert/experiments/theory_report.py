@@ -15,7 +15,8 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.pipeline.artifacts import DRIFT, PROVENANCE, SPECTRUM, SUMMARY
-from growcert.referee.claims import CLAIMS, check_row, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import check_row, claim_row
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import LEVEL, judge_samples
 from growcert.stats.kernels import root_mean_square
@@ -107,8 +108,8 @@ def _medians(summary: pd.DataFrame) -> pd.DataFrame:
 
 def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
                   reference: str | None = None) -> list[dict[str, Any]]:
-    """Three check rows (claims.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
-    (claims.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
+    """Three check rows (rows.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
+    (rows.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
     `growcert.referee.looks.look_level`) from summary.csv."""
     settings = stage_settings("theory", settings)
     summary = pd.read_csv(SUMMARY.path(Path(out_dir)))

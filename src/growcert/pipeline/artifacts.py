@@ -170,7 +170,7 @@ class Table(Artifact):
 
 @dataclass(frozen=True)
 class Claims(Table):
-    """A claim-rows file, results/claims/<stem>.csv (growcert.referee.claims.ROW_COLUMNS)."""
+    """A claim-rows file, results/claims/<stem>.csv (growcert.referee.rows.ROW_COLUMNS)."""
 
     folder: ClassVar[str] = CLAIMS_DIR.template
     kind: ClassVar[str] = "claims"
@@ -178,12 +178,14 @@ class Claims(Table):
 
 @dataclass(frozen=True)
 class Checks(Table):
-    """An implementation-checks file, results/checks/<stem>.csv (growcert.referee.claims.CHECK_COLUMNS)."""
+    """An implementation-checks file, results/checks/<stem>.csv (growcert.referee.rows.CHECK_COLUMNS)."""
 
     folder: ClassVar[str] = CHECKS_DIR.template
     kind: ClassVar[str] = "checks"
 
 
+# Hand-laid records read as a table (ruff format would put each record's arguments one per line)
+# fmt: off
 TRAINING_GRID = Figure("training_grid", "training",
                        "Held-out loss and accuracy at the end of training, against width",
                        "held-out loss and accuracy vs width", "training grid")
@@ -274,6 +276,7 @@ CLAIMS_FILES = (ALIGNMENT_CLAIMS, INTERVENTIONS_CLAIMS, REGIME_CLAIMS, DEPTH_CLA
 INTERVENTIONS_CHECKS = Checks("p1_interventions")
 ALIGNMENT_CHECKS = Checks("p1_alignment")
 CHECKS_FILES = (INTERVENTIONS_CHECKS, ALIGNMENT_CHECKS)
+# fmt: on
 # The pooled tables under results/stats/ of the summarising stages (what the report, the regime map and the
 # growth summary read besides results/tables/)
 TRAINING_TABLE = Place(f"{STATS_FOLDER}/training.csv")
@@ -423,7 +426,7 @@ REFERENCE_RUNS = Place("docs/reference-results")
 REFERENCE_RUN = Place("{run}").under(REFERENCE_RUNS)
 REFERENCE_BENCHMARKS = Place("benchmarks")  # and their benchmark files, as under a results folder
 README = Place("README.md")
-CLAIM_ROWS = Place("claims.csv")  # a folder's claim rows (growcert.referee.claims.ROW_COLUMNS)
+CLAIM_ROWS = Place("claims.csv")  # a folder's claim rows (growcert.referee.rows.ROW_COLUMNS)
 CHECK_ROWS = Place("checks.csv")
 REFERENCE_TABLE = Place("table.csv")  # a reference run's main results (its README says what it holds)
 CALIBRATION = Place("calibration.csv")

@@ -5,7 +5,7 @@ effect (`regret_effect`), each with its SESOI and why (docs/science.md, "advise-
 
 from __future__ import annotations
 
-from growcert.referee.verdicts import Effect
+from growcert.referee.effect import Effect
 
 SUPERIORITY, NON_INFERIORITY = "superiority", "non-inferiority"
 FORMS = (SUPERIORITY, NON_INFERIORITY)

@@ -10,8 +10,8 @@ from typing import Callable
 
 import numpy as np
 
-from growcert.referee.verdicts import (CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Effect,
-                                      Judgement, not_tested, percent)
+from growcert.referee.verdicts import CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Judgement, not_tested, percent
+from growcert.referee.effect import Effect
 
 # The range of α searched for a cell's p-value, and the bisection steps on log α that find it.
 SMALLEST_ALPHA, LARGEST_ALPHA, BISECTION_STEPS = 1e-12, 1 - 1e-9, 60

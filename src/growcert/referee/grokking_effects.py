@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from growcert.referee.verdicts import Effect
+from growcert.referee.effect import Effect
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from growcert.experiments.grokking_choice import choice_claims
 from growcert.experiments.grokking_report import grokking_claims
 from growcert.pipeline.artifacts import (CLAIM_ROWS, CURVES, REFERENCE_TABLE, SUMMARY, UNIT_CPU_SECONDS, UNIT_FOLDER,
                                          UNIT_LOG_FILE)
-from growcert.referee.claims import GROKKING_SPEEDUP, ROW_COLUMNS
+from growcert.referee.claims import GROKKING_SPEEDUP
+from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import LEVEL, judge_steps
 
 LATE_BASELINE = "AdamW wd=0.01"  # grokking-late's baseline arm: every speed-up is measured against it

@@ -29,7 +29,8 @@ from growcert.plan.grids import training_runs
 from growcert.reference_runs.configs import merged_config
 from growcert.report.advice_check import first_form_rows, write_scores
 from growcert.report.alignment import certificate_rows, misalignment_width_rows
-from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import CHECK_COLUMNS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
 from growcert.stages.summaries import summarize_regime

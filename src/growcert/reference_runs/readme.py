@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from growcert.pipeline.artifacts import CLAIM_ROWS, README, REFERENCE_TABLE
-from growcert.referee.claims import DESIGN_DTYPES
+from growcert.referee.rows import DESIGN_DTYPES
 from growcert.referee.verdicts import percent
 
 TEMPLATE = "reference/README.md.tmpl"  # under growcert/resources

@@ -47,13 +47,16 @@ from growcert.pipeline.artifacts import (ADVICE_CALIBRATION, ADVISE_CHECK_ROWS, 
 from growcert.report import advice_matched as matched
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
-from growcert.referee.claims import CLAIMS, claim_row, write_rows
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row, write_rows
 from growcert.report.figures import save_figure
 from growcert.referee.looks import as_first_form, look_level, with_note
 from growcert.report.page import figure as page_figure, table_html
 from growcert.referee.verdicts import judge_samples
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
+# Column lists laid out by hand: ruff format would put each column on a line of its own
+# fmt: off
 COLUMNS = ["model", "family", "width", "depth", "train_seed", "step", "point", "point_index", "variant", "decision",
            "value", "value_se", "value_lo", "scaled_value", "detectability", "b_exact", "outcome", "outcome_se",
            "n_outcome", "grown_loss", "control", "control_loss", "steps", "lr", "batches", "control_batches"]
@@ -71,6 +74,7 @@ ADVISE_RULES = (SHIPPED, *CANDIDATE_RULES)
 EVERY_HALF = "all"
 COMPARISON_COLUMNS = ["variant", "candidate", "against", "role", "effect", "sesoi", "estimate", "low", "high", "level",
                       "seeds", "checkpoints", "verdict", "seeds_to_contradict", "why"]
+# fmt: on
 
 
 def candidate_pick(rows: pd.DataFrame, rule: str) -> int | None:

@@ -41,7 +41,8 @@ from growcert.config import stage_settings
 from growcert.files import write_csv
 from growcert.pipeline.artifacts import ADVICE_CALIBRATION, CALIBRATION, GROWTH_WON, MATCHED_SCORECARD
 from growcert.referee.advise_effects import NON_INFERIORITY, REGRET_SESOI
-from growcert.referee.claims import CLAIMS, claim_row
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
 from growcert.referee.verdicts import Judgement, judge_samples
@@ -51,6 +52,8 @@ from growcert.stats.growth_outcomes import (CONFIRMATION, calibration_slope, cov
                                             per_seed_interval, seed_half)
 
 CLAIM = "advise_regret_below_train_on"
+# Column lists laid out by hand: ruff format would put each column on a line of its own
+# fmt: off
 # advise's options per point (`option_columns`): its prediction of each option's gain over the S steps
 OPTION_COLUMNS = ["predicted_gain", "predicted_gain_lo", "predicted_gain_hi", "predicted_added", "predicted_added_lo",
                   "predicted_added_hi", "option_local", "advice", "train_on_predicted", "train_on_predicted_lo",
@@ -68,6 +71,7 @@ CALIBRATION_COLUMNS = ["family", "unit", "variant", "quantity", "option", "point
                        "slope", "slope_low", "slope_high", "coverage", "coverage_low", "coverage_high", "seeds"]
 WON_COLUMNS = ["family", "variant", "half", "model", "train_seed", "step", "point", "vs_train_on", "vs_train_on_se",
                "beyond_noise", "advice"]
+# fmt: on
 
 
 def option_columns(table: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,8 @@ import seaborn as sns  # noqa: E402
 
 from growcert.report.figures import save_figure  # noqa: E402
 from growcert.referee.looks import as_first_form, look_level, with_note  # noqa: E402
-from growcert.referee.claims import CLAIMS, check_row, claim_row, p1_primary_cells  # noqa: E402
+from growcert.referee.claims import CLAIMS, p1_primary_cells  # noqa: E402
+from growcert.referee.rows import check_row, claim_row  # noqa: E402
 from growcert.referee.families import judge_family  # noqa: E402
 from growcert.referee.bounds import judge_bound  # noqa: E402
 from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.referee.claims import CLAIMS, GROWTH_FRACTION, claim_row
+from growcert.referee.claims import CLAIMS, GROWTH_FRACTION
+from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import as_first_form, look_level, with_note
 from growcert.referee.verdicts import Judgement, judge_growth, judge_samples, not_tested
@@ -294,7 +295,7 @@ def _growth_claim(growth_table: pd.DataFrame, level: float, reference: str | Non
 
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95,
                  reference: str | None = None) -> list[dict[str, Any]]:
-    """The three P3 claim rows judged on this run (claims.ROW_COLUMNS); in reference run `reference`
+    """The three P3 claim rows judged on this run (rows.ROW_COLUMNS); in reference run `reference`
     (docs/reference-results/<name>), a claim judged on more seeds than at a registered look of it is judged at the
     group-sequential level of growcert.referee.looks.look_level."""
     return _depth_claim(depth_table, level, reference) + _growth_claim(growth_table, level, reference)

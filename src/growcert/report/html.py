@@ -24,7 +24,8 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
 from growcert.report import page
 from growcert.report.advice_check import ADVICE_SECTION, advice_section
-from growcert.referee.claims import CHECK_COLUMNS, CLAIMS, ROW_COLUMNS, design_figure
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS, design_figure
 from growcert.pipeline.artifacts import (CHECKS_DIR, CLAIMS_DIR, FIGURES, FIGURES_DIR, REGIME_MAP, TABLES_DIR,
                                          TRAINING_TABLE, section_figures)
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
@@ -70,7 +71,7 @@ def seeds_text(count) -> str:
 
 
 def _design_text(value) -> str:
-    """A design figure as the claims table shows it (`claims.design_figure`), "–" where it has no meaning here."""
+    """A design figure as the claims table shows it (`rows.design_figure`), "–" where it has no meaning here."""
     return design_figure(value) or "–"
 
 

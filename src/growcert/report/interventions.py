@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from growcert.referee.claims import CLAIMS, INTERVENTION_EPSILON, check_row, claim_row
+from growcert.referee.claims import CLAIMS, INTERVENTION_EPSILON
+from growcert.referee.rows import check_row, claim_row
 from growcert.report.figures import save_figure
 from growcert.referee.looks import look_level, with_note
-from growcert.referee.verdicts import (LEVEL, REPRODUCED, Effect, Judgement, equivalence_region, judge_samples,
-                                      not_tested, percent)
+from growcert.referee.verdicts import LEVEL, REPRODUCED, Judgement, judge_samples, not_tested, percent
+from growcert.referee.effect import Effect, equivalence_region
 
 
 def summarize_interventions(table: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:

@@ -29,7 +29,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.report.alignment import width_ticks  # noqa: E402
-from growcert.referee.claims import CLAIMS, claim_row, p1_primary_cells  # noqa: E402
+from growcert.referee.claims import CLAIMS, p1_primary_cells  # noqa: E402
+from growcert.referee.rows import claim_row  # noqa: E402
 from growcert.referee.families import judge_family  # noqa: E402
 from growcert.referee.looks import look_level, with_note  # noqa: E402
 from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402

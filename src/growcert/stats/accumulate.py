@@ -309,6 +309,12 @@ class _CovariancePass:
     products: str
     checks: list  # the Float32Check verdicts that were made (first block, then end of pass)
 
+    def power_sums(self, n: int, **attrs) -> PowerSums:
+        """The sums of the finished pass over `n` examples (`attrs`: the method and products, where stated)."""
+        c, s, w = self.c, self.s, self.w
+        return PowerSums(n=n, dim=len(s), s_sq=float(s @ s), a2=self.a2, a4=self.a4, c_frob_sq=float(np.vdot(c, c)),
+                         s_c_s=float(s @ (c @ s)), w_s=float(w @ s), **attrs)
+
 
 def _check_sample(x: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, PowerSums, np.ndarray]:
     """(E, power sums, s) of the check's rows x (float64 copy of float32 data): E = P32 − P64, with P64
@@ -376,10 +382,7 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
         # Again with the finished C and s, the full-sample estimates, and each block counted as many
         # check samples as its rows, Σ‖x_i‖² and Σ‖x_i‖⁴ say (a block's product error grows with its
         # length and entries, its share of ‖C‖_F² with their fourth powers): heavy-tailed rows count.
-        c_s = c @ s
-        estimates = unbiased_moments(PowerSums(n=blocks.n, dim=dim, s_sq=float(s @ s), a2=result.a2,
-                                               a4=result.a4, c_frob_sq=float(np.vdot(c, c)),
-                                               s_c_s=float(s @ c_s), w_s=float(w @ s)))
+        estimates = unbiased_moments(result.power_sums(blocks.n))
         units = sum(max(rows_b / sample.n, a2_b / sample.a2, a4_b / sample.a4) if sample.a4 > 0 else rows_b / sample.n
                     for rows_b, a2_b, a4_b in block_powers)
         checks.append(choose_products(blocks.n, c, s, error, units, estimates))
@@ -388,20 +391,17 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
 
 
 def _covariance_path(blocks: SampleBlocks, per_example: bool, products: str = "auto"):
-    dim = blocks.dim
     float32 = _float32_candidate(blocks, products)
     result = _covariance_pass(blocks, float32, check=float32 and products == "auto")
     if result.products != FLOAT32 and float32 and len(result.checks) == 2:
         # the end-of-pass check overruled the first block's: every product again in float64
         result = _covariance_pass(blocks, False, False)
         result.checks = []
-    c, s, w = result.c, result.s, result.w
-    c_s = c @ s
-    sums = PowerSums(n=blocks.n, dim=dim, s_sq=float(s @ s), a2=result.a2, a4=result.a4,
-                     c_frob_sq=float(np.vdot(c, c)), s_c_s=float(s @ c_s),
-                     w_s=float(w @ s), method=COVARIANCE, products=result.products)
+    sums = result.power_sums(blocks.n, method=COVARIANCE, products=result.products)
     if not per_example:
         return sums, None
+    c, s, w = result.c, result.s, result.w
+    c_s = c @ s
     parts = []
     for x in blocks:  # second pass: x_iᵀ C x_i needs the finished C
         parts.append((row_norms_sq(x), x @ s, x @ w, np.einsum("ij,ij->i", x @ c, x), x @ c_s))
