@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from growcert.plan.grids import Run, train_settings
 from growcert.plan import validate_config
+from growcert.plan.grids import Run, train_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 1)]

@@ -42,14 +42,14 @@ import torch
 import zarr
 
 from growcert.config import stage_settings
-from growcert.data.batches import fixed_examples
-from growcert.models.checkpoint import save_checkpoint
 from growcert.data import load_prepared, prepare_dataset
-from growcert.stages.dump import dump_gradients
-from growcert.store.inspect import _stored_bytes
+from growcert.data.batches import fixed_examples
 from growcert.models import build_model
+from growcert.models.checkpoint import save_checkpoint
+from growcert.stages.dump import dump_gradients
 from growcert.store import GroupSpec, StoreWriter, open_group, store_attrs
 from growcert.store.encoding import StoreOptions
+from growcert.store.inspect import _stored_bytes
 
 VARIANTS = [("float32", {}), ("bf16+shards", {"dtype": "bfloat16", "shards": 8})]
 GOAL = 1.2  # the dump over the plain passes

@@ -64,9 +64,9 @@ def resnet_rate(steps: int, data: Path) -> float:
 
 def dump_rate(steps: int, data: Path) -> float:
     import torch
+    from train import trainer_for
 
     from growcert.models.capture import capture_batch
-    from train import trainer_for
 
     model = trainer_for("llama", "shakespeare", 64, 2, 32, {"head_dim": 16, "context": 64}, data / "shakespeare").model
     model.eval()

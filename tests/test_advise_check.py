@@ -12,8 +12,8 @@ from helpers import assert_tables_match
 from growcert.cli import main
 from growcert.config import stage_settings
 from growcert.data import load_prepared
-from growcert.report import advice_check
 from growcert.referee.claims import CLAIMS
+from growcert.report import advice_check
 from growcert.stages.summaries import summarize_advise_check
 from growcert.stats.growth_outcomes import CONFIRMATION, EXPLORATION, paired_outcome, regret, reliability, seed_half
 from growcert.stats.seeds import t_quantile
@@ -354,12 +354,13 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "pooled" / name), pd.read_csv(tmp_path / "plain" / name))
     assert said.splitlines()[1:] == plain.splitlines()[:-1] + [said.splitlines()[-1]]
 
-    import yaml
     from pathlib import Path
 
+    import yaml
+
     from growcert.pipeline.artifacts import CHECKPOINT, RUN_DIR
-    from growcert.plan.grids import run_wildcards
     from growcert.plan import Plan, validate_config
+    from growcert.plan.grids import run_wildcards
 
     config = validate_config(yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml")
                                             .read_text()))

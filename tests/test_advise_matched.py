@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from growcert.config import stage_settings
+from growcert.models import family_of
 from growcert.referee import claims as registry
 from growcert.referee.advise_effects import NON_INFERIORITY, SUPERIORITY, regret_effect
 from growcert.referee.verdicts import CONTRADICTED, REPRODUCED
 from growcert.report import advice_matched as matched
 from growcert.schema import load_schema as schema
 from growcert.stats.growth_outcomes import calibration_slope, covered, option_regret
-from growcert.models import family_of
 from growcert.stats.seeds import t_quantile
 
 SETTINGS = stage_settings("advise_check")

@@ -2,15 +2,13 @@
 
 import numpy as np
 import pandas as pd
-
-from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
 import pytest
-
-from growcert.referee.claims import PAPER_WIDTH_SLOPE
 from scipy import stats as scipy_stats
 
-from growcert.stages.alignment import estimate_alignment, estimate_misalignment
+from growcert.referee.claims import PAPER_WIDTH_SLOPE
+from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.report.alignment import alignment_claims
+from growcert.stages.alignment import estimate_alignment, estimate_misalignment
 from growcert.stats import certificates, effective_dims
 from growcert.stats.moments import population_moments
 from growcert.store import GroupSpec, StoreWriter

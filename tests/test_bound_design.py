@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from growcert.report.bound_design import (BUDGET_CPU_HOURS, CommittedCost, largest_affordable_pool,
-                                          retraining_cpu_hours, run_cost)
+from growcert.report.bound_design import (
+    BUDGET_CPU_HOURS,
+    CommittedCost,
+    largest_affordable_pool,
+    retraining_cpu_hours,
+    run_cost,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

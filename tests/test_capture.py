@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 import torch
+from helpers import relative_error, single_example
 
+from growcert.config import stage_settings
 from growcert.data.batches import fixed_examples
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_checkpoint
-from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import open_group
-from helpers import relative_error, single_example
 
 DUMP = {"train_examples": 24, "test_examples": 16, "batch_size": 7, "seed": 1, "points": None}
 

@@ -14,8 +14,8 @@ import yaml
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.plan.grids import Run, train_settings, training_runs
 from growcert.plan import validate_config
+from growcert.plan.grids import Run, train_settings, training_runs
 from growcert.schema import SCHEMA_FILE, load_schema
 
 SCHEMA = load_schema(SCHEMA_FILE)

@@ -22,11 +22,13 @@ import pytest
 from growcert.data import (
     DATASETS,
     DatasetError,
+    cifar,
     default_settings,
     load_prepared,
     prepare_dataset,
+    prepared,
+    shakespeare,
 )
-from growcert.data import cifar, prepared, shakespeare
 
 IMAGE_KEYS = {"name", "kind", "shape", "num_classes", "n_train", "n_test", "source", "sha256",
               "seed", "settings", "split", "mean", "std"}

@@ -6,15 +6,15 @@ import pandas as pd
 import pytest
 import torch
 
-from growcert.models.checkpoint import load_checkpoint
 from growcert.block_features import block_features
-from growcert.data.batches import dump_examples
-from growcert.report.depth import plot_depth, recommend_depth
-from growcert.stages.depth import COLUMNS, estimate_depth
 from growcert.config import stage_settings
-from growcert.stages.dump import dump_gradients
+from growcert.data.batches import dump_examples
 from growcert.models import build_model
 from growcert.models.blocks import insert_block, insert_blocks, make_block
+from growcert.models.checkpoint import load_checkpoint
+from growcert.report.depth import plot_depth, recommend_depth
+from growcert.stages.depth import COLUMNS, estimate_depth
+from growcert.stages.dump import dump_gradients
 from growcert.stats import depth as stats
 from growcert.store import GroupSpec, StoreWriter, open_group, open_store
 

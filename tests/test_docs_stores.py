@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from growcert.data import prepare_dataset, load_prepared
-from growcert.stages.alignment import estimate_alignment
 from growcert.config import stage_settings
+from growcert.data import load_prepared, prepare_dataset
+from growcert.stages.alignment import estimate_alignment
 from growcert.stages.dump import dump_gradients
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "stores.md"

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import toy_site
 
 import growcert.experiments as experiments
 from growcert import cli
 from growcert.report.html import build_report
-from helpers import toy_site
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from growcert.experiments import EXPERIMENTS
 from growcert.pipeline import artifacts as figure_registry
-from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure
-from growcert.pipeline.artifacts import task_table
+from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure, task_table
 from growcert.referee.claims import CHECKS, CLAIMS
 from growcert.report.html import SECTIONS
 

@@ -18,9 +18,9 @@ from growcert.experiments.grokking_report import grokking_claims
 from growcert.experiments.pinn import optimizer_arms as pinn_arms
 from growcert.experiments.pinn import run_pinn
 from growcert.experiments.preference import optimizer_arms as preference_arms
+from growcert.optim import PopulationRiskAdam, microbatch_square_sums, per_example_gradients, per_example_square_sums
 from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, REPRODUCED, UNRESOLVED
-from growcert.optim import PopulationRiskAdam, microbatch_square_sums, per_example_gradients, per_example_square_sums
 
 VARIANTS = [f"poprisk-{gate}-{variance}-wd0" for gate in ("update", "gradient")
             for variance in ("exact", "streaming", "microbatch")]

@@ -8,16 +8,21 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from scipy import stats as scipy_stats
 from torch import nn
 
-from growcert.referee.rows import ROW_COLUMNS
-from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments.grokking import (CURVE_COLUMNS, SUMMARY_COLUMNS, GrokfastEMA, division_equations,
-                                          run_grokking, split_indices)
+from growcert.experiments.grokking import (
+    CURVE_COLUMNS,
+    SUMMARY_COLUMNS,
+    GrokfastEMA,
+    division_equations,
+    run_grokking,
+    split_indices,
+)
 from growcert.experiments.grokking_report import grokking_claims, plot_grokking
+from growcert.referee.rows import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
 from growcert.store.compare import VOLATILE_COLUMNS
 
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from growcert.referee.rows import ROW_COLUMNS
-from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 from growcert.config import stage_settings
-from growcert.report.depth import ARMS, depth_claims, depth_profile, plot_growth
-from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_compare
 from growcert.models import build_model
 from growcert.models.blocks import GrowableBlock
+from growcert.referee.rows import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
+from growcert.report.depth import ARMS, depth_claims, depth_profile, plot_growth
+from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_compare
 
 LLAMA = {"head_dim": 8, "context": 16}
 TINY_TRAIN = {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup_steps": 1, "eval_every": 3, "eval_examples": 16}

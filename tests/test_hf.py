@@ -12,19 +12,19 @@ import pytest
 import torch
 import transformers
 import yaml
+from helpers import relative_error, single_example
 
+from growcert.config import stage_settings
+from growcert.data import load_prepared, prepare_dataset
+from growcert.errors import CheckpointError, ConfigError
+from growcert.models.blocks import insert_blocks
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_model
-from growcert.plan import validate_config
-from growcert.data import load_prepared, prepare_dataset
-from growcert.config import stage_settings
-from growcert.stages.dump import dump_gradients
-from growcert.errors import CheckpointError, ConfigError
-from growcert.stages.interventions import run_interventions
-from growcert.models.blocks import insert_blocks
 from growcert.models.hf import byte_token_ids, load_byte_level_lm, load_causal_lm, load_pretrained
+from growcert.plan import validate_config
+from growcert.stages.dump import dump_gradients
+from growcert.stages.interventions import run_interventions
 from growcert.store import open_group, open_store
-from helpers import relative_error, single_example
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURES = ("gpt_neox", "gpt2", "qwen2")

@@ -4,17 +4,25 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from helpers import relative_error
 
-from growcert.referee.rows import CHECK_COLUMNS
-from growcert.models.checkpoint import load_checkpoint
-from growcert.stages.dump import dump_gradients
 from growcert.config import stage_settings
 from growcert.errors import StoreError
+from growcert.models.checkpoint import load_checkpoint
+from growcert.referee.rows import CHECK_COLUMNS
 from growcert.report.interventions import intervention_checks, plot_interventions, summarize_interventions
-from growcert.stages.interventions import (COLUMNS, VARIANTS, check_pairing, disjoint_draws, inserted,
-                                           prepare_intervention, run_interventions, stored_examples)
+from growcert.stages.dump import dump_gradients
+from growcert.stages.interventions import (
+    COLUMNS,
+    VARIANTS,
+    check_pairing,
+    disjoint_draws,
+    inserted,
+    prepare_intervention,
+    run_interventions,
+    stored_examples,
+)
 from growcert.store import open_group, open_store, split_of
-from helpers import relative_error
 
 DUMP = {"train_examples": 32, "test_examples": 32, "batch_size": 16, "seed": 1, "points": None}
 SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed": 3}

@@ -13,15 +13,15 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import optimize, stats
-
-from growcert.report import regime
-from growcert.report.alignment import misalignment_width_rows
-from growcert.referee.claims import CLAIMS
-from growcert.report.depth import depth_claims
-from growcert.referee.looks import SPENDING, look_level
 from test_alignment import synthetic
 from test_grow import COLUMNS, CONTROL, SCRATCH, depth_rows, growth_rows
 from test_regime_map import synthetic_tables
+
+from growcert.referee.claims import CLAIMS
+from growcert.referee.looks import SPENDING, look_level
+from growcert.report import regime
+from growcert.report.alignment import misalignment_width_rows
+from growcert.report.depth import depth_claims
 
 REPO = Path(__file__).resolve().parents[1]
 LOOKED = [(key, look) for key, claim in CLAIMS.items() for look in claim.looks]

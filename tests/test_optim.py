@@ -5,10 +5,9 @@ import copy
 
 import pytest
 import torch
+from helpers import mse_per_example, regression_batch, small_net
 from scipy import stats
 from torch import nn
-
-from helpers import mse_per_example, regression_batch, small_net
 
 from growcert.models.llama import Llama, LlamaConfig
 from growcert.optim import PopulationRiskAdam, per_example_gradients

@@ -9,13 +9,18 @@ import itertools
 
 import pytest
 import torch
+from helpers import mse_per_example, regression_batch, small_net
 from scipy import stats
 from torch import nn
 
-from helpers import mse_per_example, regression_batch, small_net
-
-from growcert.optim import (GATE_READINGS, VARIANCE_SOURCES, PopulationRiskAdam, SquareSums, microbatch_square_sums,
-                            per_example_square_sums)
+from growcert.optim import (
+    GATE_READINGS,
+    VARIANCE_SOURCES,
+    PopulationRiskAdam,
+    SquareSums,
+    microbatch_square_sums,
+    per_example_square_sums,
+)
 
 VARIANTS = list(itertools.product(GATE_READINGS, VARIANCE_SOURCES))
 K = 4  # micro-batches

@@ -14,14 +14,26 @@ from scipy import stats as scipy_stats
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
+from growcert.experiments.common import steps_to_target
+from growcert.experiments.pinn import (
+    CURVE_COLUMNS,
+    SUMMARY_COLUMNS,
+    TWO_PI,
+    AdvectionPINN,
+    advection_residual,
+    evaluation_grid,
+    exact_solution,
+    make_problem,
+    pinn_loss_terms,
+    relative_l2,
+    run_pinn,
+    sample_batch,
+    stratified_example_gradients,
+    stratum_batch_sizes,
+)
+from growcert.experiments.pinn_report import TABLE_COLUMNS, best_lr, pinn_claims, pinn_table, plot_pinn
 from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED
-from growcert.experiments.pinn import (CURVE_COLUMNS, SUMMARY_COLUMNS, TWO_PI, AdvectionPINN, advection_residual,
-                                 evaluation_grid, exact_solution, make_problem, pinn_loss_terms,
-                                 relative_l2, run_pinn, sample_batch, stratified_example_gradients,
-                                 stratum_batch_sizes)
-from growcert.experiments.common import steps_to_target
-from growcert.experiments.pinn_report import TABLE_COLUMNS, best_lr, pinn_claims, pinn_table, plot_pinn
 
 
 @pytest.fixture(autouse=True)

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import toy_site
 
 from growcert import models
 from growcert.models import FAMILIES, family_of, pretrained_family, trained_families
 from growcert.pipeline import artifacts
 from growcert.schema import load_schema
-from helpers import toy_site
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")

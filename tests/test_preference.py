@@ -13,17 +13,25 @@ import transformers
 from scipy import stats as scipy_stats
 from torch import nn
 
-from growcert.models.checkpoint import load_checkpoint
-from growcert.referee.rows import ROW_COLUMNS
-from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
-from growcert.errors import CheckpointError, ConfigError
-from growcert.models.llama import Llama, LlamaConfig
 from growcert.config import stage_settings
-from growcert.experiments.preference import (CURVE_COLUMNS, SUMMARY_COLUMNS, optimizer_arms,
-                                       all_logprobs, continuation_logprobs, dpo_loss, run_preference, train_arm)
-from growcert.experiments.preference_report import plot_preference, preference_claims
+from growcert.errors import CheckpointError, ConfigError
+from growcert.experiments.preference import (
+    CURVE_COLUMNS,
+    SUMMARY_COLUMNS,
+    all_logprobs,
+    continuation_logprobs,
+    dpo_loss,
+    optimizer_arms,
+    run_preference,
+    train_arm,
+)
 from growcert.experiments.preference_pairs import make_pairs, pair_tokens, reward_accuracy, swap_labels, vowel_reward
 from growcert.experiments.preference_reference import checkpoint_file, load_hf_reference
+from growcert.experiments.preference_report import plot_preference, preference_claims
+from growcert.models.checkpoint import load_checkpoint
+from growcert.models.llama import Llama, LlamaConfig
+from growcert.referee.rows import ROW_COLUMNS
+from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 
 TINY = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 4,
         "batch_size": 8, "eval_every": 2, "seeds": [0, 1], "lr": 3e-3}

@@ -11,9 +11,20 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from growcert.referee.families import holm_family
-from growcert.referee.verdicts import AGAINST_PAPER, AS_PAPER, CONTRADICTED, NEITHER, NOT_TESTED, REPRODUCED, UNRESOLVED, judge_interval, judge_samples, judge_steps
 from growcert.referee.effect import Effect
+from growcert.referee.families import holm_family
+from growcert.referee.verdicts import (
+    AGAINST_PAPER,
+    AS_PAPER,
+    CONTRADICTED,
+    NEITHER,
+    NOT_TESTED,
+    REPRODUCED,
+    UNRESOLVED,
+    judge_interval,
+    judge_samples,
+    judge_steps,
+)
 
 SLOPE = Effect("slope of log d_align on log width", paper=0.50)
 # the registered estimands: grokking's median (censored by design), PINN's mean (growcert.referee.claims)

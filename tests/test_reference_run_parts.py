@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import reference_section
 
 from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.grokking import late_arm_table, unit_rows
 from growcert.reference_runs.join import Join, _largest_relative_difference, joined_rows
 from growcert.report.html import build_report
-from helpers import reference_section
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -239,7 +239,7 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
     p̂ of the new runs) from a results folder rebuilt from the committed rows, joined to the committed run without
     them: --keep context=256,512 keeps the committed context 512, --rtol 0.01 and --misalignment as its command
     says; the claims (p̂ rows among them) come back as committed."""
-    from growcert.plan.grids import run_wildcards, training_runs
+    from growcert.plan.grids import training_runs
     from growcert.reference_runs.configs import merged_config, store_tables
 
     monkeypatch.chdir(ROOT)

@@ -5,6 +5,7 @@ import copy
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,11 +13,10 @@ import pytest
 import yaml
 
 from growcert.errors import ConfigError
-from growcert.plan.grids import run_wildcards, train_settings, training_runs
 from growcert.plan import validate_config
+from growcert.plan.grids import run_wildcards, train_settings, training_runs
 from growcert.report import regime
 from growcert.stages.summaries import summarize_regime
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 

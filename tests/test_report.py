@@ -3,22 +3,21 @@
 import base64
 from pathlib import Path
 
-import pytest
-
 import matplotlib
+import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from helpers import advice_figures, browser_check, chromium  # noqa: E402
 
 from growcert.referee.claims import CLAIMS  # noqa: E402
+from growcert.referee.effect import Effect  # noqa: E402
 from growcert.referee.rows import ROW_COLUMNS, check_row, claim_row  # noqa: E402
 from growcert.referee.verdicts import judge_samples  # noqa: E402
-from growcert.referee.effect import Effect  # noqa: E402
 from growcert.report.advice_check import ADVICE_SECTION  # noqa: E402
 from growcert.report.html import SECTIONS, build_report  # noqa: E402
 from growcert.report.reference import reference_folders  # noqa: E402
-from helpers import advice_figures, browser_check, chromium  # noqa: E402
 
 REFERENCES = Path(__file__).resolve().parents[1] / "docs" / "reference-results"  # the repository's reference runs
 

@@ -7,8 +7,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from growcert.stats.sequential import (constant_boundary, crossing_probability, obrien_fleming_spending,
-                                       pocock_spending, spending_boundary)
+from growcert.stats.sequential import (
+    constant_boundary,
+    crossing_probability,
+    obrien_fleming_spending,
+    pocock_spending,
+    spending_boundary,
+)
 
 # Exact constant designs, equally spaced looks, two-sided α = 0.05 (Pocock 1977; O'Brien and Fleming 1979;
 # Jennison and Turnbull 2000, Tables 2.1 and 2.3). Pocock's constants are also its published nominal p-value

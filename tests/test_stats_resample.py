@@ -5,8 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from growcert.stats import misalignment
-from growcert.stats import resample, subset_sums
+from growcert.stats import misalignment, resample, subset_sums
 from growcert.stats.accumulate import SampleBlocks
 from growcert.stats.resample import draw_subsets
 

@@ -11,17 +11,28 @@ import pytest
 import torch
 import xarray as xr
 import zarr
-
 from helpers import relative_error
 
-from growcert.models import family_of
 from growcert.config import stage_settings
+from growcert.models import family_of
 from growcert.stages.dump import dump_gradients
-from growcert.store import (FORMAT, MIN_CHUNK_BYTES, GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group,
-                            open_store, position_attrs, sample_chunk, store_attrs, variable_attrs)
+from growcert.stages.train import train_model
+from growcert.store import (
+    FORMAT,
+    MIN_CHUNK_BYTES,
+    GroupSpec,
+    StoreError,
+    StoreWriter,
+    iter_sample_chunks,
+    open_group,
+    open_store,
+    position_attrs,
+    sample_chunk,
+    store_attrs,
+    variable_attrs,
+)
 from growcert.store.encoding import StoreOptions, shard_samples
 from growcert.store.format import compressors
-from growcert.stages.train import train_model
 
 SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8), ("height", "width")),
          GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4), ("height", "width"))]

@@ -10,12 +10,12 @@ import pytest
 import torch
 import zarr
 
+from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.plan import validate_config
 from growcert.schema import load_schema
 from growcert.stages.alignment import estimate_alignment
 from growcert.stages.depth import estimate_depth
-from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import GroupSpec, StoreError, StoreWriter, iter_sample_chunks, open_group, open_store
 from growcert.store.encoding import StoreOptions, bfloat16_bits_to_float32, float32_to_bfloat16_bits

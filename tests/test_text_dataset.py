@@ -9,11 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from growcert.data import DatasetError, load_prepared, prepare_dataset, text
+from growcert.data.batches import TrainingBatches
 from growcert.errors import ConfigError
 from growcert.plan import validate_config
-from growcert.data import DatasetError, load_prepared, prepare_dataset
-from growcert.data import text
-from growcert.data.batches import TrainingBatches
 
 CHUNK = 512
 

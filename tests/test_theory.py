@@ -17,11 +17,20 @@ from torch import nn
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments import theory, theory_report
+from growcert.experiments.theory_dynamics import (
+    FlatModel,
+    Task,
+    checkpoint_steps,
+    digits_task,
+    drift_exponents,
+    log_horizons,
+    regression_task,
+    train_gd,
+    trajectory_measures,
+)
 from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
 from growcert.referee.verdicts import NOT_TESTED
 from growcert.stats.kernels import coupling_residual, restricted_norm, split_channel
-from growcert.experiments.theory_dynamics import (FlatModel, Task, checkpoint_steps, digits_task, drift_exponents,
-                                      log_horizons, regression_task, train_gd, trajectory_measures)
 
 torch.set_num_threads(1)
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -14,14 +14,13 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from test_hf import CONTEXT, DUMP, save_tiny
 
 from growcert.data import DatasetError, load_prepared, prepare_dataset
 from growcert.data import tokenized as tokenized_module
 from growcert.data.batches import fixed_examples
-from growcert.data.tokenized import (CACHE_FOLDER, chunk_batches, encoder, token_dtype, tokenized,
-                                     tokenizer_identity)
+from growcert.data.tokenized import CACHE_FOLDER, chunk_batches, encoder, token_dtype, tokenized, tokenizer_identity
 from growcert.models.hf import load_tokenizer
-from test_hf import CONTEXT, DUMP, save_tiny
 
 CHUNK = 2048
 WORDS = ["growth", "certificate", "Größe", "déjà", "вектор", "梯度", "λ", "the", "of", "and", "\n", "to be"]
@@ -264,10 +263,10 @@ def test_a_dataset_without_its_folder_is_refused(tmp_path, corpus, bpe):
 
 def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe):
     """`growcert dump` of a tiny GPT-NeoX with the BPE tokenizer on the `text` corpus, then inspect and estimators."""
+    from growcert.models.checkpoint import load_model
     from growcert.stages.alignment import estimate_alignment
     from growcert.stages.depth import estimate_depth
     from growcert.store import open_group
-    from growcert.models.checkpoint import load_model
 
     data = prepare(tmp_path / "prepared", corpus)
     checkpoint = save_tiny(tmp_path / "model", "gpt_neox", vocab_size=len(bpe))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from growcert.config import stage_settings
 from growcert.data.batches import TrainingBatches, examples_at, window_count
 from growcert.models.checkpoint import CheckpointError, load_checkpoint
-from growcert.config import stage_settings
 from growcert.stages.train import train_model
 from growcert.training import warmup_factor
 

@@ -8,10 +8,18 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, judge_samples, judge_steps, percent, step_bounds
 from growcert.referee.effect import Effect
-from growcert.stats.seeds import (median_interval, median_interval_seeds, paired_log_ratios, seeds_for_power,
-                                  t_power)
+from growcert.referee.verdicts import (
+    CONTRADICTED,
+    NOT_TESTED,
+    REPRODUCED,
+    UNRESOLVED,
+    judge_samples,
+    judge_steps,
+    percent,
+    step_bounds,
+)
+from growcert.stats.seeds import median_interval, median_interval_seeds, paired_log_ratios, seeds_for_power, t_power
 
 SPEEDUP = Effect("steps ratio (baseline / variant)", paper=2.4, null=1.0, scale="log")
 SLOPE = Effect("slope of log d_align on log width", paper=0.50, null=0.0)

@@ -6,25 +6,24 @@ so the repository's own results/ is never touched.
 
 import itertools
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 import pandas as pd
-import yaml
-
+import pytest
 import xarray as xr
+import yaml
+from helpers import advice_figures, browser_check, chromium
 
 from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS
-from growcert.report.reference import reference_folders
 from growcert.referee.verdicts import WORDS
+from growcert.report.reference import reference_folders
 from growcert.store import open_group, open_store
-from helpers import advice_figures, browser_check, chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [str(Path(sys.executable).parent / "snakemake")]  # the environment's own entry point

@@ -6,9 +6,9 @@ file that a later stage would read as complete (the temporary is removed when th
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 

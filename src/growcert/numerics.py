@@ -24,8 +24,9 @@ import os
 import platform
 import shlex
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any, MutableMapping
+from typing import Any
 
 from growcert.errors import ConfigError
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import shutil
 import signal
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 

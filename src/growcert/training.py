@@ -18,7 +18,8 @@ backward passes to bfloat16; weights, gradients and optimizer state stay fp32.
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Container
+from collections.abc import Callable, Container
+from typing import Any
 
 import torch
 from torch import nn

@@ -10,9 +10,9 @@ import warnings
 import pytest
 
 from growcert.cli import main
+from growcert.config import stage_settings
 from growcert.data import load_prepared, prepare_dataset
 from growcert.stages.alignment import estimate_alignment
-from growcert.config import stage_settings
 from growcert.stages.dump import dump_gradients
 from growcert.store import open_store
 

@@ -21,10 +21,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from growcert.commands import (advise, advise_check, compare_results, dump, estimate_alignment, estimate_depth,
-                               estimate_misalignment, experiment, grow, inspect, intervene, plot_training, prepare,
-                               report, summarize_advise_check, summarize_alignment, summarize_depth, summarize_growth,
-                               summarize_interventions, summarize_regime, summarize_training, train, tune_advise_check)
+from growcert.commands import (
+    advise,
+    advise_check,
+    compare_results,
+    dump,
+    estimate_alignment,
+    estimate_depth,
+    estimate_misalignment,
+    experiment,
+    grow,
+    inspect,
+    intervene,
+    plot_training,
+    prepare,
+    report,
+    summarize_advise_check,
+    summarize_alignment,
+    summarize_depth,
+    summarize_growth,
+    summarize_interventions,
+    summarize_regime,
+    summarize_training,
+    train,
+    tune_advise_check,
+)
 from growcert.experiments import EXPERIMENTS
 from growcert.reference_runs import command as reference
 

@@ -18,9 +18,10 @@ whoever trains (docs/design.md §2, "Import rules": data/ knows no model).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -37,9 +37,10 @@ its outputs and the report's inputs follow (a config section of its own, if any,
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from growcert.errors import ConfigError
 from growcert.pipeline.artifacts import CURVES
@@ -69,10 +70,9 @@ def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, fig
     """Run task `name` on `device` (a `device` setting; with `aggregate`, gather its finished units instead),
     then write its figure (and `gate_figure`, when given and the task has one), claim rows, check rows (to
     `checks`, when given) and table."""
+    from growcert.experiments.units import aggregate_units, run_all_units
     from growcert.files import write_csv
     from growcert.referee.rows import write_rows
-
-    from growcert.experiments.units import aggregate_units, run_all_units
 
     missing = [f"--{key}" for key, path in (("figure", figure), ("claims", claims), ("table", table)) if path is None]
     if missing:

@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from growcert.experiments.common import Arm, gated_fraction
-from growcert.optim import (PopulationRiskAdam, SquareSums, microbatch_square_sums,
-                            per_example_square_sums)
 from growcert import numerics
+from growcert.experiments.common import Arm, gated_fraction
+from growcert.optim import PopulationRiskAdam, SquareSums, microbatch_square_sums, per_example_square_sums
 from growcert.resume import UnitResume, termination_requests
 
 DIAGNOSTIC_COLUMNS = ["open_fraction", "variance_ratio"]

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from growcert.errors import ConfigError
+from growcert.files import write_csv, write_text
 from growcert.pipeline.artifacts import PROVENANCE, TASK_DATA
 from growcert.provenance import provenance
-from growcert.files import write_csv, write_text
 
 
 @dataclass(frozen=True)

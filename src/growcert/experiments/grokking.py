@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -37,10 +38,18 @@ from torch import nn
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_sums, make_poprisk, poprisk_arms,
-                                      run_arm, run_arms, variance_step)
-from growcert.experiments.common import Arm, select_arms, step_columns, steps_to_target, write_tables
 from growcert.experiments import task
+from growcert.experiments.arms import (
+    DIAGNOSTIC_COLUMNS,
+    ArmLoop,
+    hook_square_sums,
+    make_poprisk,
+    poprisk_arms,
+    run_arm,
+    run_arms,
+    variance_step,
+)
+from growcert.experiments.common import Arm, select_arms, step_columns, steps_to_target, write_tables
 from growcert.experiments.units import run_all_units, unit_name, unit_resume_folder
 from growcert.models.classic import ClassicConfig, ClassicTransformer
 from growcert.models.llama import Llama, LlamaConfig

@@ -17,7 +17,8 @@ it bounds the step, at the larger arm's CPU seconds per step (a wider interval, 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,8 +26,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
 
 BEST_READING = "poprisk-gradient-microbatch-wd0.15"  # claims.BEST_READING_PRIMARY: chosen on seeds 6-13

@@ -23,9 +23,9 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import LEVEL, Judgement, judge_interval, judge_steps, not_tested
 from growcert.stats.lognormal_aft import fit_lognormal_aft, step_intervals
 
@@ -38,9 +38,9 @@ def plot_grokking(curves_csv: str | Path, out_png: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import seaborn as sns
 
     from growcert.report.figures import save_figure
-    import seaborn as sns
 
     curves = pd.read_csv(curves_csv)
     curves = curves[curves["step"] > 0]  # a log axis has no step 0

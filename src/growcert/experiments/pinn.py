@@ -49,8 +49,9 @@ import copy
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -59,12 +60,20 @@ from torch.func import functional_call, grad, vmap
 
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, make_poprisk, poprisk_arms, run_arm, run_arms,
-                                      square_sums_from_rows, uses_microbatches)
-from growcert.experiments.common import Arm, step_columns, steps_to_target, write_tables
-from growcert.optim import SquareSums
 from growcert.experiments import task
+from growcert.experiments.arms import (
+    DIAGNOSTIC_COLUMNS,
+    ArmLoop,
+    make_poprisk,
+    poprisk_arms,
+    run_arm,
+    run_arms,
+    square_sums_from_rows,
+    uses_microbatches,
+)
+from growcert.experiments.common import Arm, step_columns, steps_to_target, write_tables
 from growcert.experiments.units import run_all_units, unit_name, unit_resume_folder
+from growcert.optim import SquareSums
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device

@@ -24,9 +24,9 @@ from growcert.config import stage_settings
 from growcert.experiments.common import format_steps, median_steps, steps_to_target
 from growcert.pipeline.artifacts import PROVENANCE
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import LEVEL, Judgement, judge_steps
 
 TABLE_COLUMNS = ["optimizer", "best_lr", "median_steps_to_target", "median_final_l2", "reached", "seeds"]

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,17 +50,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from growcert.config import stage_settings
-from growcert.experiments.arms import (DIAGNOSTIC_COLUMNS, ArmLoop, hook_square_sums, make_poprisk, poprisk_arms,
-                                      run_arm, run_arms, variance_step)
-from growcert.experiments.common import Arm, write_tables
 from growcert.errors import ConfigError
+from growcert.experiments.arms import (
+    DIAGNOSTIC_COLUMNS,
+    ArmLoop,
+    hook_square_sums,
+    make_poprisk,
+    poprisk_arms,
+    run_arm,
+    run_arms,
+    variance_step,
+)
+from growcert.experiments.common import Arm, write_tables
+from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
+from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 from growcert.models.llama import Llama
 from growcert.pipeline.artifacts import PAIRS
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
-from growcert.experiments.preference_pairs import load_text, make_pairs, pair_tokens, reward_accuracy, swap_labels
-from growcert.experiments.preference_reference import load_hf_reference, load_pipeline_reference, model_context
 
 CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction",
                  *DIAGNOSTIC_COLUMNS]

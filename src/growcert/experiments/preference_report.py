@@ -14,9 +14,9 @@ import pandas as pd
 
 from growcert.config import stage_settings
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import LEVEL, Judgement, judge_samples
 
 

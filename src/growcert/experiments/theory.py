@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,12 +34,25 @@ import torch
 from growcert.config import stage_settings
 from growcert.experiments.arms import run_arms
 from growcert.experiments.common import write_tables
+from growcert.experiments.theory_dynamics import (
+    FlatModel,
+    ResidualMLP,
+    Task,
+    Trajectory,
+    checkpoint_steps,
+    digits_task,
+    drift_exponents,
+    fit_metrics,
+    regression_task,
+    sgd_drift,
+    spectrum_rows,
+    test_prediction_rms,
+    train_gd,
+    trajectory_measures,
+)
 from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.stats.kernels import split_channel
-from growcert.experiments.theory_dynamics import (FlatModel, ResidualMLP, Task, Trajectory, checkpoint_steps,
-                                      digits_task, drift_exponents, fit_metrics, regression_task, sgd_drift,
-                                      spectrum_rows, test_prediction_rms, train_gd, trajectory_measures)
 
 # Defaults of the `theory:` config section; sized for about a minute on one CPU core. Digits: width 2
 # on 8 principal components is 54 parameters for n·C = 300 outputs, so even with the kernel moving

@@ -59,16 +59,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 from torch.func import functional_call, grad, jacrev, jvp, vmap
 
 from growcert.data.digits import load_digits_arrays  # the project's checked loader of the digits
-from growcert.stats.kernels import (coupling_bound, coupling_residual, fit_exponent, invisibility, invisibility_bound,
-                                    root_mean_square, split_channel)
+from growcert.stats.kernels import (
+    coupling_bound,
+    coupling_residual,
+    fit_exponent,
+    invisibility,
+    invisibility_bound,
+    root_mean_square,
+    split_channel,
+)
 
 # ---------------------------------------------------------------------------------------------- data, model
 
@@ -83,7 +89,7 @@ class Task:
     labels_train: torch.Tensor | None = None  # class indices (cross-entropy), None for regression
     labels_test: torch.Tensor | None = None
 
-    def to(self, device: torch.device | str) -> "Task":
+    def to(self, device: torch.device | str) -> Task:
         """The same task with every tensor on `device` (tasks are drawn on the CPU, then moved)."""
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Task(self.name, *(move(t) for t in (self.x_train, self.x_test, self.y_train, self.y_test,

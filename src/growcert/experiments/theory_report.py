@@ -16,8 +16,8 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.pipeline.artifacts import DRIFT, PROVENANCE, SPECTRUM, SUMMARY
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import check_row, claim_row
 from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import check_row, claim_row
 from growcert.referee.verdicts import LEVEL, judge_samples
 from growcert.stats.kernels import root_mean_square
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from growcert.config import settings_hash
 from growcert.errors import ConfigError

@@ -27,8 +27,9 @@ Every model built here is an `nn.Module` with
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from growcert.data import DATASET_KINDS
 from growcert.errors import ConfigError

@@ -33,7 +33,7 @@ train both, as any grown layer would be trained.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn

@@ -47,8 +47,9 @@ from torch import nn
 
 from growcert.config import settings_hash, stage_settings
 from growcert.errors import CheckpointError, ConfigError, GrowcertError
-from growcert.models.llama import FAMILY as LLAMA, Llama
 from growcert.models import Family
+from growcert.models.llama import FAMILY as LLAMA
+from growcert.models.llama import Llama
 from growcert.models.points import InsertionPoint, point_names
 from growcert.pipeline.artifacts import HF_CONFIG
 
@@ -73,7 +74,7 @@ class HFSettings:
     seed: int                # training seed of the checkpoint (labels the store)
 
     @classmethod
-    def from_dict(cls, settings: dict[str, Any] | None) -> "HFSettings":
+    def from_dict(cls, settings: dict[str, Any] | None) -> HFSettings:
         return cls(**stage_settings("pretrained_model", settings))
 
 

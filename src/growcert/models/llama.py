@@ -30,7 +30,6 @@ from torch import nn
 from growcert.models import Family
 from growcert.models.points import InsertionPoint, point_names
 
-
 INITS = ("gpt2", "pytorch")  # the initialisations a config may name (`init`): the package's, or torch's defaults
 
 

@@ -35,7 +35,7 @@ multiplies exactly, so an everywhere-open gate reproduces torch's Adam / AdamW b
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import Tensor

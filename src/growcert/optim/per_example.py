@@ -13,7 +13,7 @@ default width-128 llama).
 from __future__ import annotations
 
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import PurePath, PurePosixPath as Path
+from pathlib import PurePath
+from pathlib import PurePosixPath as Path
 from typing import ClassVar, TypeVar
 
 Root = TypeVar("Root", str, PurePath)

@@ -14,11 +14,13 @@ filesystem), the folder follows the file.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from snakemake.io import report
 
 from growcert.pipeline.artifacts import CHECKPOINT, STORE_ROOT, Artifact
+
 
 def report_marks(results: str, captions: str) -> Callable[[Artifact], Any]:
     """The rules' `report_output(artifact)` for results folder `results`, with the caption files in `captions`

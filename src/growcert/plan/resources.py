@@ -3,7 +3,8 @@ threads and GPUs. A job's size comes from its settings, through `plan.settings.j
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from growcert.experiments import has_units, task
 from growcert.models import family_of

@@ -6,7 +6,8 @@ function of the config, so that targets.py and resources.py, which need a job's 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from growcert.experiments import EXPERIMENTS
 from growcert.models import family_of

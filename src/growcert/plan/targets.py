@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from growcert.experiments import EXPERIMENTS, has_units, task
 from growcert.pipeline import artifacts
-from growcert.plan.grids import Run, run_steps, run_wildcards, training_runs
 from growcert.plan.advise import advise_inputs
+from growcert.plan.grids import Run, run_steps, run_wildcards, training_runs
 from growcert.plan.preference import preference_reference_run, preference_runs
 from growcert.plan.pretrained import pretrained_checkpoint, pretrained_of, pretrained_stores
 from growcert.plan.settings import grow_experiment_names, job_settings

@@ -6,12 +6,21 @@ growcert.referee.verdicts'."""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from growcert.referee.verdicts import CONTRADICTED, NEITHER, REPRODUCED, UNRESOLVED, VACUOUS_BOUND, Judgement, not_tested, percent
 from growcert.referee.effect import Effect
+from growcert.referee.verdicts import (
+    CONTRADICTED,
+    NEITHER,
+    REPRODUCED,
+    UNRESOLVED,
+    VACUOUS_BOUND,
+    Judgement,
+    not_tested,
+    percent,
+)
 
 # The range of α searched for a cell's p-value, and the bisection steps on log α that find it.
 SMALLEST_ALPHA, LARGEST_ALPHA, BISECTION_STEPS = 1e-12, 1 - 1e-9, 60

@@ -29,19 +29,53 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from growcert.pipeline.artifacts import (ALIGNMENT_SUMMARY, DALIGN_VS_WIDTH, DEPTH, GROKKING, GROKKING_GATE, GROWTH,
-                                         INTERVENTIONS, INTERVENTIONS_SUMMARY, MISALIGNMENT_VS_MK,
-                                         MISALIGNMENT_VS_WIDTH, PINN, PINN_GATE, PLUGIN_VS_UNBIASED, PREFERENCE,
-                                         PREFERENCE_GATE, RECOMMENDED_DEPTH, REGIME_CELLS, REGIME_DALIGN_VS_CONTEXT,
-                                         REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED,
-                                         REGIME_SPREAD, THEORY)
-from growcert.referee.advise_effects import (FIRST_ORDER_GAIN, FORMS, REGRET_FORM, REGRET_FORM_REASON,
-                                            REGRET_JUDGED, REGRET_PRIMARY, regret_effect)
+from growcert.pipeline.artifacts import (
+    ALIGNMENT_SUMMARY,
+    DALIGN_VS_WIDTH,
+    DEPTH,
+    GROKKING,
+    GROKKING_GATE,
+    GROWTH,
+    INTERVENTIONS,
+    INTERVENTIONS_SUMMARY,
+    MISALIGNMENT_VS_MK,
+    MISALIGNMENT_VS_WIDTH,
+    PINN,
+    PINN_GATE,
+    PLUGIN_VS_UNBIASED,
+    PREFERENCE,
+    PREFERENCE_GATE,
+    RECOMMENDED_DEPTH,
+    REGIME_CELLS,
+    REGIME_DALIGN_VS_CONTEXT,
+    REGIME_DALIGN_VS_WIDTH,
+    REGIME_DIMS_VS_WIDTH,
+    REGIME_PLUGIN_VS_UNBIASED,
+    REGIME_SPREAD,
+    THEORY,
+)
+from growcert.referee.advise_effects import (
+    FIRST_ORDER_GAIN,
+    FORMS,
+    REGRET_FORM,
+    REGRET_FORM_REASON,
+    REGRET_JUDGED,
+    REGRET_PRIMARY,
+    regret_effect,
+)
 from growcert.referee.bounds import certificate_effect
-from growcert.referee.grokking_effects import (BEST_READING_PRIMARY, DECAY1_PRIMARY, DECAY1_SPEEDUP,
-                                              GROKKING_SPEEDUP, GROKKING_THIRD_LOOK, NO_READING, PEER_SPEEDUP,
-                                              THIRD_LOOK_SEEDS, PlannedLook)
 from growcert.referee.effect import Effect
+from growcert.referee.grokking_effects import (
+    BEST_READING_PRIMARY,
+    DECAY1_PRIMARY,
+    DECAY1_SPEEDUP,
+    GROKKING_SPEEDUP,
+    GROKKING_THIRD_LOOK,
+    NO_READING,
+    PEER_SPEEDUP,
+    THIRD_LOOK_SEEDS,
+    PlannedLook,
+)
 
 EXISTENTIAL, UNIVERSAL = "existential", "universal"
 # The paper's width trend as a slope of log d_align on log width: ≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072

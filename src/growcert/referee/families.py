@@ -22,8 +22,8 @@ Each claim's registry entry says which kind it is (`Claim.quantifier`, with its 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from growcert.referee.claims import CLAIMS, EXISTENTIAL, UNIVERSAL
 from growcert.referee.verdicts import CONTRADICTED, DECIDED, NOT_TESTED, REPRODUCED, UNRESOLVED, Judgement, percent

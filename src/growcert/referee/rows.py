@@ -21,8 +21,8 @@ import pandas as pd
 
 from growcert.files import write_csv
 from growcert.referee.claims import CHECKS, CLAIMS
-from growcert.referee.verdicts import Judgement
 from growcert.referee.effect import Effect, equivalence_region
+from growcert.referee.verdicts import Judgement
 
 ROW_COLUMNS = ["claim_id", "paper", "claim", "role", "paper_value", "effect", "paper_effect", "sesoi", "estimate", "low",
                "high", "level", "seeds", "verdict", "direction", "seeds_to_reproduce", "seeds_to_contradict", "why",

@@ -50,15 +50,25 @@ Holm's step-down, universally (every context, every growth step) as an intersect
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
 from growcert.referee.effect import Effect, boundaries, equivalence_region
-from growcert.stats.seeds import (POWER, SPREAD_CONFIDENCE, bounds_interval, median_interval_seeds,
-                                  order_power, seeds_for_power, spread_upper, step_bounds, t_interval, t_power,
-                                  t_quantile)
+from growcert.stats.seeds import (
+    POWER,
+    SPREAD_CONFIDENCE,
+    bounds_interval,
+    median_interval_seeds,
+    order_power,
+    seeds_for_power,
+    spread_upper,
+    step_bounds,
+    t_interval,
+    t_power,
+    t_quantile,
+)
 
 REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = "reproduced", "contradicted", "unresolved", "not tested at this scale"
 WORDS = (REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED)

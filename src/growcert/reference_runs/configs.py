@@ -8,9 +8,10 @@ misalignment table of the last checkpoint of every run such a config trains.
 
 from __future__ import annotations
 
-import yaml
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from growcert.pipeline import artifacts
 from growcert.plan.grids import run_steps, run_wildcards, training_runs

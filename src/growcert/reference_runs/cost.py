@@ -19,7 +19,7 @@ DISK_LOG = "disk_use.log"
 
 
 def utc(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def benchmark_jobs(benchmarks: Path) -> pd.DataFrame:

@@ -22,9 +22,21 @@ from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments.grokking import optimizer_arms
 from growcert.files import read_csvs
-from growcert.pipeline.artifacts import (CURVES, FIGURES_DIR, KEPT_ALIGNMENT, KEPT_MISALIGNMENT, PROVENANCE, SUMMARY,
-                                         TASK, UNIT_BENCHMARK, UNIT_CPU_SECONDS, UNIT_FOLDER, UNIT_JOB_LOG,
-                                         UNIT_LOG_FILE, UNITS)
+from growcert.pipeline.artifacts import (
+    CURVES,
+    FIGURES_DIR,
+    KEPT_ALIGNMENT,
+    KEPT_MISALIGNMENT,
+    PROVENANCE,
+    SUMMARY,
+    TASK,
+    UNIT_BENCHMARK,
+    UNIT_CPU_SECONDS,
+    UNIT_FOLDER,
+    UNIT_JOB_LOG,
+    UNIT_LOG_FILE,
+    UNITS,
+)
 from growcert.provenance import git_commit, machine_record, versions
 from growcert.reference_runs.configs import merged_config, store_tables
 from growcert.reference_runs.cost import run_cost
@@ -32,7 +44,6 @@ from growcert.reference_runs.grokking import baseline_name, collect_units
 from growcert.reference_runs.join import join_folder
 from growcert.reference_runs.readme import NOT_RECORDED, write_readme
 from growcert.reference_runs.registry import ReferenceRun
-
 
 # what a kept unit holds: its tables and provenance, and where a session part recorded them, its CPU seconds and log
 UNIT_FILES = (SUMMARY, CURVES, PROVENANCE, UNIT_CPU_SECONDS, UNIT_LOG_FILE)
@@ -150,7 +161,7 @@ def run_record(run: ReferenceRun, results: Path, config_file: str, options: str)
     """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
     versions and machine, what table.csv holds and why the run exists."""
     reproduce = commands(run, config_file, results, options)
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
             "command": reproduce[-1], "commands": reproduce, "table": run.table, "why": run.why,
             "config_file": config_file, "config_files": [config_file],
             "config": Path(config_file).read_text(encoding="utf-8"), "results": str(results),

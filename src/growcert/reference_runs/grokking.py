@@ -9,8 +9,8 @@ the cap, as "> cap"), the median (censored seeds beyond the cap) and the speed-u
 
 from __future__ import annotations
 
-import re
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,15 @@ import pandas as pd
 from growcert.experiments.common import format_steps, median_steps
 from growcert.experiments.grokking_choice import choice_claims
 from growcert.experiments.grokking_report import grokking_claims
-from growcert.pipeline.artifacts import (CLAIM_ROWS, CURVES, REFERENCE_TABLE, SUMMARY, UNIT_CPU_SECONDS, UNIT_FOLDER,
-                                         UNIT_LOG_FILE)
+from growcert.pipeline.artifacts import (
+    CLAIM_ROWS,
+    CURVES,
+    REFERENCE_TABLE,
+    SUMMARY,
+    UNIT_CPU_SECONDS,
+    UNIT_FOLDER,
+    UNIT_LOG_FILE,
+)
 from growcert.referee.claims import GROKKING_SPEEDUP
 from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import LEVEL, judge_steps

@@ -20,17 +20,36 @@ import pandas as pd
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
 from growcert.experiments import task
-from growcert.pipeline.artifacts import (ADVISE_CHECK_ROWS, CHECK_ROWS, CLAIM_ROWS, FIGURES_DIR, KEPT_ALIGNMENT,
-                                         KEPT_DEPTH, KEPT_GROWTH, KEPT_INTERVENTIONS, KEPT_MISALIGNMENT, KEPT_TRAINING,
-                                         POOLED_ALIGNMENT, PROVENANCE, RECOMMENDED, REFERENCE_REGIME_MAP,
-                                         REFERENCE_REGIME_STATS, REFERENCE_TABLE, REGIME_CELLS, REGIME_CLAIMS,
-                                         REGIME_MAP, REGIME_STATS, SCORECARD, TRAINING_TABLE)
+from growcert.pipeline.artifacts import (
+    ADVISE_CHECK_ROWS,
+    CHECK_ROWS,
+    CLAIM_ROWS,
+    FIGURES_DIR,
+    KEPT_ALIGNMENT,
+    KEPT_DEPTH,
+    KEPT_GROWTH,
+    KEPT_INTERVENTIONS,
+    KEPT_MISALIGNMENT,
+    KEPT_TRAINING,
+    POOLED_ALIGNMENT,
+    PROVENANCE,
+    RECOMMENDED,
+    REFERENCE_REGIME_MAP,
+    REFERENCE_REGIME_STATS,
+    REFERENCE_TABLE,
+    REGIME_CELLS,
+    REGIME_CLAIMS,
+    REGIME_MAP,
+    REGIME_STATS,
+    SCORECARD,
+    TRAINING_TABLE,
+)
 from growcert.plan.grids import training_runs
+from growcert.referee.claims import CLAIMS
+from growcert.referee.rows import CHECK_COLUMNS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.reference_runs.configs import merged_config
 from growcert.report.advice_check import first_form_rows, write_scores
 from growcert.report.alignment import certificate_rows, misalignment_width_rows
-from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import CHECK_COLUMNS, DESIGN_DTYPES, ROW_COLUMNS, write_rows
 from growcert.report.depth import depth_claims, depth_profile, recommend_depth
 from growcert.report.interventions import claim_cells, intervention_checks, intervention_claim
 from growcert.stages.summaries import summarize_regime

@@ -12,21 +12,53 @@ export work as any run's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from growcert.errors import ConfigError
-from growcert.pipeline.artifacts import (ADVISE_CHECK_ROWS, ADVISE_CHECK_SCORES, CHECK_ROWS, CLAIM_ROWS, CURVES, DEPTH,
-                                         DRIFT, GROKKING, GROKKING_GATE, GROWTH, GROWTH_TABLE, INTERVENTIONS,
-                                         INTERVENTIONS_SUMMARY, KEPT_ALIGNMENT, KEPT_DEPTH, KEPT_GROWTH,
-                                         KEPT_INTERVENTIONS, KEPT_MISALIGNMENT, KEPT_TRAINING, POOLED_ALIGNMENT,
-                                         POOLED_DEPTH, POOLED_INTERVENTIONS, PROVENANCE, RECOMMENDED,
-                                         REFERENCE_REGIME_MAP, REFERENCE_REGIME_STATS, REFERENCE_RUN, REFERENCE_TABLE,
-                                         RELIABILITY, SCORECARD, SUMMARY, TASK, TRAINING_TABLE, Place, Table, task_claims, task_table)
+from growcert.pipeline.artifacts import (
+    ADVISE_CHECK_ROWS,
+    ADVISE_CHECK_SCORES,
+    CHECK_ROWS,
+    CLAIM_ROWS,
+    CURVES,
+    DEPTH,
+    DRIFT,
+    GROKKING,
+    GROKKING_GATE,
+    GROWTH,
+    GROWTH_TABLE,
+    INTERVENTIONS,
+    INTERVENTIONS_SUMMARY,
+    KEPT_ALIGNMENT,
+    KEPT_DEPTH,
+    KEPT_GROWTH,
+    KEPT_INTERVENTIONS,
+    KEPT_MISALIGNMENT,
+    KEPT_TRAINING,
+    POOLED_ALIGNMENT,
+    POOLED_DEPTH,
+    POOLED_INTERVENTIONS,
+    PROVENANCE,
+    RECOMMENDED,
+    REFERENCE_REGIME_MAP,
+    REFERENCE_REGIME_STATS,
+    REFERENCE_RUN,
+    REFERENCE_TABLE,
+    RELIABILITY,
+    SCORECARD,
+    SUMMARY,
+    TASK,
+    TRAINING_TABLE,
+    Place,
+    Table,
+    task_claims,
+    task_table,
+)
 from growcert.reference_runs import grokking, judges
 from growcert.reference_runs.join import Join
-
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from growcert.errors import ConfigError
 from growcert.pipeline.artifacts import PROVENANCE
 from growcert.provenance import git_commit
-
-from growcert.errors import ConfigError
 from growcert.reference_runs.readme import rewrite_verdicts
 from growcert.reference_runs.registry import ReferenceRun
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def read_record(folder: Path) -> dict[str, Any]:

@@ -45,8 +45,8 @@ import pandas as pd
 
 from growcert.files import write_csv, write_text
 from growcert.pipeline.artifacts import ADVICE_FIGURE, ADVICE_PAGE, ADVICE_TABLE, PROVENANCE
-from growcert.report.figures import save_figure
 from growcert.referee.verdicts import VACUOUS_BOUND, percent
+from growcert.report.figures import save_figure
 from growcert.stats.certificates import STATUS_NO_SIGNAL, certificate_columns, samples_to_detect
 from growcert.stats.depth import saturated_levels
 from growcert.stats.intervals import normal_quantile

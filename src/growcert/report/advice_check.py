@@ -42,17 +42,28 @@ import numpy as np
 import pandas as pd
 
 from growcert.files import write_csv
-from growcert.pipeline.artifacts import (ADVICE_CALIBRATION, ADVISE_CHECK_ROWS, CALIBRATION, CLAIM_ROWS, COMPARISON,
-                                         GROWTH_WON, MATCHED_SCORECARD, RELIABILITY, RELIABILITY_FIGURE, SCORECARD)
+from growcert.pipeline.artifacts import (
+    ADVICE_CALIBRATION,
+    ADVISE_CHECK_ROWS,
+    CALIBRATION,
+    CLAIM_ROWS,
+    COMPARISON,
+    GROWTH_WON,
+    MATCHED_SCORECARD,
+    RELIABILITY,
+    RELIABILITY_FIGURE,
+    SCORECARD,
+)
+from growcert.referee.claims import CLAIMS
+from growcert.referee.looks import as_first_form, look_level, with_note
+from growcert.referee.rows import claim_row, write_rows
+from growcert.referee.verdicts import judge_samples
 from growcert.report import advice_matched as matched
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
-from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row, write_rows
 from growcert.report.figures import save_figure
-from growcert.referee.looks import as_first_form, look_level, with_note
-from growcert.report.page import figure as page_figure, table_html
-from growcert.referee.verdicts import judge_samples
+from growcert.report.page import figure as page_figure
+from growcert.report.page import table_html
 from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
 
 # Column lists laid out by hand: ruff format would put each column on a line of its own

@@ -42,14 +42,20 @@ from growcert.files import write_csv
 from growcert.pipeline.artifacts import ADVICE_CALIBRATION, CALIBRATION, GROWTH_WON, MATCHED_SCORECARD
 from growcert.referee.advise_effects import NON_INFERIORITY, REGRET_SESOI
 from growcert.referee.claims import CLAIMS
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import Judgement, judge_samples
 from growcert.report.advice import GROW_AT, NO_EVIDENCE, TRAIN_ON, first_order_rows
 from growcert.report.figures import save_figure
-from growcert.stats.growth_outcomes import (CONFIRMATION, calibration_slope, covered, option_regret,
-                                            per_seed_interval, seed_half)
+from growcert.stats.growth_outcomes import (
+    CONFIRMATION,
+    calibration_slope,
+    covered,
+    option_regret,
+    per_seed_interval,
+    seed_half,
+)
 
 CLAIM = "advise_regret_below_train_on"
 # Column lists laid out by hand: ruff format would put each column on a line of its own

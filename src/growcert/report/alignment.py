@@ -24,17 +24,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from growcert.report.figures import save_figure  # noqa: E402
-from growcert.referee.looks import as_first_form, look_level, with_note  # noqa: E402
-from growcert.referee.claims import CLAIMS, p1_primary_cells  # noqa: E402
-from growcert.referee.rows import check_row, claim_row  # noqa: E402
-from growcert.referee.families import judge_family  # noqa: E402
 from growcert.referee.bounds import judge_bound  # noqa: E402
+from growcert.referee.claims import CLAIMS, p1_primary_cells  # noqa: E402
+from growcert.referee.families import judge_family  # noqa: E402
+from growcert.referee.looks import as_first_form, look_level, with_note  # noqa: E402
+from growcert.referee.rows import check_row, claim_row  # noqa: E402
 from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
+from growcert.report.figures import save_figure  # noqa: E402
+from growcert.report.training import with_context  # noqa: E402
 from growcert.stats.certificates import b_exact_interval  # noqa: E402
 from growcert.stats.intervals import disjoint_draw_count, misalignment_interval  # noqa: E402
 from growcert.stats.regime import width_trend  # noqa: E402
-from growcert.report.training import with_context  # noqa: E402
 
 PANEL = ["family", "dataset"]
 
@@ -207,7 +207,7 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
     plugin = ""
     if value == "d_align":
         plugin_trend = width_trend(table, "step", "d_align_plugin", level=level, cell=series)
-        plugin = (f" Plug-in d_align slopes (its finite-n floor moves with width): "
+        plugin = (" Plug-in d_align slopes (its finite-n floor moves with width): "
                   + ", ".join(f"{row.slope:+.2f}" for row in plugin_trend.itertuples()) + ".")
     secondary = f" Secondary series (never decide the claim): {listed or 'none'}.{plugin}"
     each = judge(level, plan=False)

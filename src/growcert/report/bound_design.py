@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from growcert.pipeline.artifacts import KEPT_ALIGNMENT, KEPT_MISALIGNMENT, PROVENANCE
-from growcert.report.alignment import bound_cells, last_step
 from growcert.referee.verdicts import VACUOUS_BOUND
+from growcert.report.alignment import bound_cells, last_step
 from growcert.stats.bound_power import BoundCell, pool_size_for_power, shown_probability
 from growcert.stats.certificates import b_exact_interval
 from growcert.stats.intervals import misalignment_interval
@@ -56,7 +56,7 @@ class CommittedCost:
     replicates: int
 
     @classmethod
-    def of(cls, folder: Path, train_pool: int, test_pool: int, replicates: int) -> "CommittedCost":
+    def of(cls, folder: Path, train_pool: int, test_pool: int, replicates: int) -> CommittedCost:
         per_rule = json.loads(PROVENANCE.path(folder).read_text())["cost"]["per_rule"]
         return cls({r["rule"]: r["cpu_s"] for r in per_rule}, {r["rule"]: r["jobs"] for r in per_rule},
                    train_pool, test_pool, replicates)

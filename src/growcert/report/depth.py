@@ -19,9 +19,9 @@ import pandas as pd
 import seaborn as sns
 
 from growcert.referee.claims import CLAIMS, GROWTH_FRACTION
-from growcert.referee.rows import claim_row
 from growcert.referee.families import judge_family
 from growcert.referee.looks import as_first_form, look_level, with_note
+from growcert.referee.rows import claim_row
 from growcert.referee.verdicts import Judgement, judge_growth, judge_samples, not_tested
 from growcert.report.figures import save_figure
 from growcert.stats import depth as stats

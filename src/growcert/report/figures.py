@@ -12,7 +12,6 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from growcert.files import atomic_path  # noqa: E402
-
 from growcert.report.training import final_rows, with_context  # noqa: E402
 
 

@@ -20,15 +20,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from growcert.provenance import code_hash, git_commit, versions
 from growcert.files import write_text
-from growcert.report import page
-from growcert.report.advice_check import ADVICE_SECTION, advice_section
+from growcert.pipeline.artifacts import (
+    CHECKS_DIR,
+    CLAIMS_DIR,
+    FIGURES,
+    FIGURES_DIR,
+    REGIME_MAP,
+    TABLES_DIR,
+    TRAINING_TABLE,
+    section_figures,
+)
+from growcert.provenance import code_hash, git_commit, versions
 from growcert.referee.claims import CLAIMS
 from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS, design_figure
-from growcert.pipeline.artifacts import (CHECKS_DIR, CLAIMS_DIR, FIGURES, FIGURES_DIR, REGIME_MAP, TABLES_DIR,
-                                         TRAINING_TABLE, section_figures)
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
+from growcert.report import page
+from growcert.report.advice_check import ADVICE_SECTION, advice_section
 from growcert.report.reference import reference_claim_rows, reference_claim_word, reference_verdicts, references_html
 from growcert.report.training import final_rows
 
@@ -269,7 +277,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
     toc = "".join(f'<li><a href="#{key}">{html.escape(title)}</a></li>' for key, title, _, _ in
                   [("summary", "Paper claims at a glance", None, None)] + SECTIONS
                   + [("reference", "Reference runs", None, None)])
-    header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
+    header = (f"<header><h1>growcert report</h1><p>Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC "
               f"from <code>{html.escape(str(results))}</code> · git commit <code>{git_commit() or 'none'}</code> · "
               f"code hash <code>{code_hash()}</code> · {html.escape(version_text)}</p></header>"
               f'<nav class="toc"><b>Contents</b><ol>{toc}</ol></nav>')

@@ -17,11 +17,11 @@ import pandas as pd
 import seaborn as sns
 
 from growcert.referee.claims import CLAIMS, INTERVENTION_EPSILON
-from growcert.referee.rows import check_row, claim_row
-from growcert.report.figures import save_figure
-from growcert.referee.looks import look_level, with_note
-from growcert.referee.verdicts import LEVEL, REPRODUCED, Judgement, judge_samples, not_tested, percent
 from growcert.referee.effect import Effect, equivalence_region
+from growcert.referee.looks import look_level, with_note
+from growcert.referee.rows import check_row, claim_row
+from growcert.referee.verdicts import LEVEL, REPRODUCED, Judgement, judge_samples, not_tested, percent
+from growcert.report.figures import save_figure
 
 
 def summarize_interventions(table: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:
@@ -155,7 +155,7 @@ def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str
                     + ", ".join(f"seed {seed} {ratio:.1%}" for seed, ratio in at_primary.items()))
     by_epsilon = table[table["variant"] == "shared"].groupby("epsilon")["ratio"].median()
     rows = [claim_row("p1_intervention_scale", judgement, this_run=this_run,
-                      note=f"shared variant, last point, last checkpoint; median ratio per ε of the grid: "
+                      note="shared variant, last point, last checkpoint; median ratio per ε of the grid: "
                            + ", ".join(f"{e:g}: {r:.1%}" for e, r in by_epsilon.items()))]
     if not per_seed.empty:
         rows.append(first_order_row(per_seed, effect, level))

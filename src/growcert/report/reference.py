@@ -24,7 +24,6 @@ from growcert.pipeline.artifacts import CALIBRATION, CLAIM_ROWS, PROVENANCE, REA
 from growcert.report import page
 
 
-
 def default_references(cwd: Path | None = None) -> Path | None:
     """docs/reference-results under the working directory (the repository root, where the workflow runs), or None."""
     folder = REFERENCE_RUNS.path(cwd or Path.cwd())

@@ -28,18 +28,22 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from growcert.report.alignment import width_ticks  # noqa: E402
+from growcert.pipeline.artifacts import (  # noqa: E402
+    REGIME_DALIGN_VS_CONTEXT,
+    REGIME_DALIGN_VS_WIDTH,
+    REGIME_DIMS_VS_WIDTH,
+    REGIME_FIGURES,
+    REGIME_PLUGIN_VS_UNBIASED,
+    REGIME_SPREAD,
+)
 from growcert.referee.claims import CLAIMS, p1_primary_cells  # noqa: E402
-from growcert.referee.rows import claim_row  # noqa: E402
 from growcert.referee.families import judge_family  # noqa: E402
 from growcert.referee.looks import look_level, with_note  # noqa: E402
+from growcert.referee.rows import claim_row  # noqa: E402
 from growcert.referee.verdicts import Judgement, judge_slopes, not_tested  # noqa: E402
+from growcert.report.alignment import width_ticks  # noqa: E402
 from growcert.report.figures import save_figure  # noqa: E402
-from growcert.pipeline.artifacts import (REGIME_DALIGN_VS_CONTEXT, REGIME_DALIGN_VS_WIDTH,  # noqa: E402
-                                         REGIME_DIMS_VS_WIDTH, REGIME_FIGURES, REGIME_PLUGIN_VS_UNBIASED,
-                                         REGIME_SPREAD)
-from growcert.stats.regime import (LOSS, common_loss_grid, matched_loss, regime_summary, seed_spread,  # noqa: E402
-                                   width_trend)
+from growcert.stats.regime import LOSS, common_loss_grid, matched_loss, regime_summary, seed_spread, width_trend  # noqa: E402
 
 MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
 LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss

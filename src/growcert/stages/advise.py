@@ -26,22 +26,23 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from threadpoolctl import threadpool_limits
 
+from growcert.block_features import block_features
 from growcert.config import stage_settings
 from growcert.data import load_prepared, prepare_dataset
 from growcert.data.batches import dump_examples, window_count
 from growcert.errors import CheckpointError, ConfigError, DatasetError
 from growcert.models import family_of
-from growcert.block_features import block_features
 from growcert.models.blocks import make_block, stream_features
 from growcert.models.capture import capture_batch
 from growcert.models.checkpoint import load_checkpoint, load_model

@@ -60,7 +60,8 @@ from growcert.models.checkpoint import load_checkpoint
 from growcert.optim import PopulationRiskAdam
 from growcert.pipeline.artifacts import PROVENANCE
 from growcert.provenance import provenance
-from growcert.report import advice, advice_check as scores, advice_matched
+from growcert.report import advice, advice_matched
+from growcert.report import advice_check as scores
 from growcert.runtime import torch_runtime
 from growcert.stages.advise import AdviceInputs, advice_inputs, decide, describe, prepared_data, work_folder
 from growcert.stats.growth_outcomes import paired_outcome

@@ -17,16 +17,18 @@ Reduced pools are read lazily from the store (dask), so the store is never loade
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from growcert.config import stage_settings
 from growcert.stats import alignment_row, misalignment, reduce_examples
 from growcert.stats.certificates import certificate_columns
-from growcert.config import stage_settings
 from growcert.store import open_group, reading, split_of, store_attrs, store_identity
+
 
 def reduced_pools(path: str | Path, point: str, reduction: str):
     """(train, test) reduced q of one point, lazily (dask-backed DataArrays)."""

@@ -23,8 +23,9 @@ O(n² D H): 0.5 s for n = 512 and D H = 131,072 on one core.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,9 +38,16 @@ from growcert.models import family_of
 from growcert.models.blocks import make_block, point_index
 from growcert.runtime import torch_runtime
 from growcert.stats import depth as stats
+from growcert.store import (
+    iter_sample_chunks,
+    open_group,
+    reading,
+    require_variable,
+    split_of,
+    store_attrs,
+    store_identity,
+)
 from growcert.training import to_device
-from growcert.store import (iter_sample_chunks, open_group, reading, require_variable, split_of, store_attrs,
-                            store_identity)
 
 COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
            "features", "hidden", "positions", "value", "value_se", "value_lo", "value_hi", "value_plugin",

@@ -9,9 +9,10 @@ they fill whole store chunks and then written, so memory stays at one batch plus
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -28,6 +29,7 @@ from growcert.runtime import capped_batch_size, device_record, torch_runtime
 from growcert.store import GroupSpec, StoreWriter, sample_chunk
 from growcert.store.encoding import StoreOptions
 from growcert.training import text_context, to_device
+
 
 class ChunkBuffer:
     """Collects one group's captured rows and hands them out in whole chunks of that group."""

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -96,7 +97,7 @@ def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, se
     return pd.DataFrame(rows)
 
 
-def choose_points(base: "GrowthArm", data: PreparedDataset, settings: dict[str, Any], seed: int,
+def choose_points(base: GrowthArm, data: PreparedDataset, settings: dict[str, Any], seed: int,
                   context: int | None, log: Callable[[str], None]) -> tuple[dict[str, list[str]], pd.DataFrame]:
     """Where grown_value and grown_uniform insert their blocks, and the selection table behind the choice."""
     probe = selection_examples(data, settings, seed, context)
@@ -140,7 +141,7 @@ class GrowthArm:
                                                 "weight_decay": self.train["weight_decay"]})
         self.points, self.grown_at = list(points), step
 
-    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[["GrowthArm", int], None],
+    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[[GrowthArm, int], None],
             tick: Callable[[int], None] = lambda step: None) -> None:
         """Steps first..last through the training loop `growcert train` uses (`Trainer.fit`), recording at the
         evaluation steps and ticking the unit's resume state after every step."""

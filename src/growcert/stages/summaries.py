@@ -13,11 +13,21 @@ import pandas as pd
 
 from growcert.errors import ConfigError
 from growcert.files import read_csvs, write_csv, write_text
-from growcert.pipeline.artifacts import (DALIGN_VS_WIDTH, GROWTH_RUN_TABLE, MISALIGNMENT_VS_MK, MISALIGNMENT_VS_WIDTH,
-                                         PLUGIN_VS_UNBIASED, REGIME_STATS, TUNING, TUNING_CHOICE)
-from growcert.report import advice_check, advice_tuning, alignment as p1, depth as p3, interventions, regime
+from growcert.pipeline.artifacts import (
+    DALIGN_VS_WIDTH,
+    GROWTH_RUN_TABLE,
+    MISALIGNMENT_VS_MK,
+    MISALIGNMENT_VS_WIDTH,
+    PLUGIN_VS_UNBIASED,
+    REGIME_STATS,
+    TUNING,
+    TUNING_CHOICE,
+)
 from growcert.referee.claims import CLAIMS
 from growcert.referee.rows import ROW_COLUMNS, write_rows
+from growcert.report import advice_check, advice_tuning, interventions, regime
+from growcert.report import alignment as p1
+from growcert.report import depth as p3
 from growcert.stats.regime import seed_spread
 
 

@@ -133,7 +133,7 @@ class SampleBlocks:
         rows = max(1, int(block_bytes) // max(1, self.dtype.itemsize * self.dim))
         self.bounds = _group_chunks(_chunk_sizes(native, self.n), self.n, rows)
 
-    def stored(self) -> "SampleBlocks":
+    def stored(self) -> SampleBlocks:
         """The same data, in blocks that keep float32 as stored (see the class docstring)."""
         return SampleBlocks(self.source, self.block_bytes, stored_precision=True)
 

@@ -28,7 +28,7 @@ outcome against its control, paired per held-out example, and the scores of a ru
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

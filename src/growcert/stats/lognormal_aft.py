@@ -18,8 +18,8 @@ falls that far (an arm censored in every run) is infinite. Without censoring the
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import optimize, special, stats

@@ -35,8 +35,15 @@ from __future__ import annotations
 import numpy as np
 
 from growcert.stats.accumulate import DEFAULT_BLOCK_BYTES, PerExample, PowerSums, SampleBlocks, accumulate
-from growcert.stats.u_statistics import (MIN_EXAMPLES, Moments, check_n, leave_one_out,  # noqa: F401 (the public API)
-                                         plugin_from_sums, unbiased_moments)
+from growcert.stats.u_statistics import (  # noqa: F401 (the public API)
+    MIN_EXAMPLES,
+    Moments,
+    check_n,
+    leave_one_out,
+    plugin_from_sums,
+    unbiased_moments,
+)
+
 
 def power_sums(x, *, method: str = "auto", per_example: bool = False,
                block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto") -> tuple[PowerSums, PerExample | None]:

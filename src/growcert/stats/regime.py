@@ -24,7 +24,7 @@ Keys that a table lacks (e.g. ``context`` before it is a grid axis) are left out
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

@@ -29,8 +29,8 @@ interval; `bounds_interval` turns the seeds' bounds into an interval over seeds 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import stats as scipy_stats

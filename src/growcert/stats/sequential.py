@@ -21,8 +21,8 @@ single test at that look would have with the same critical value: 2(1 − Φ(c_k
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 from scipy import optimize, stats

@@ -94,7 +94,7 @@ class GainParts:
     curvature_minus: np.ndarray
     noise: np.ndarray
 
-    def __add__(self, other: "GainParts") -> "GainParts":
+    def __add__(self, other: GainParts) -> GainParts:
         return GainParts(*(getattr(self, name) + getattr(other, name) for name in
                            ("drift", "drift_minus", "curvature", "curvature_minus", "noise")))
 

@@ -53,7 +53,7 @@ class StoreOptions:
             raise ValueError(f"store shards must be None or >= 1; got {self.shards}")
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "StoreOptions":
+    def from_settings(cls, settings: dict[str, Any]) -> StoreOptions:
         """From resolved dump settings (keys variables, dtype, shards)."""
         variables = tuple(v for v in ALL_VARIABLES if v in settings["variables"])  # q before z, duplicates dropped
         return cls(variables, settings["dtype"], settings["shards"])

@@ -10,9 +10,10 @@ disagree with their attrs, in one line naming the store.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import xarray as xr

@@ -34,8 +34,16 @@ from zarr.storage import LocalStore, MemoryStore, StorePath
 from growcert.errors import StoreError
 from growcert.store.chunks import ArrayChunks, chunk_aligned
 from growcert.store.encoding import StoreOptions, shard_samples
-from growcert.store.format import (FORMAT, MIN_CHUNK_BYTES, SAMPLE_VARIABLES, GroupSpec, compressors, position_attrs,
-                                   sample_chunk, variable_attrs)
+from growcert.store.format import (
+    FORMAT,
+    MIN_CHUNK_BYTES,
+    SAMPLE_VARIABLES,
+    GroupSpec,
+    compressors,
+    position_attrs,
+    sample_chunk,
+    variable_attrs,
+)
 
 
 class StoreWriter:
