@@ -226,19 +226,26 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=
                    state=lambda: {"ema": grad_filter.ema if grad_filter is not None else None})
     run = run_arm(loop, step, evaluate_step, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
+    summary = _summary_row(arm, seed, run)
+    log(f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
+        f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {run.last_step} steps "
+        f"({seconds:.0f}s)")
+    return history, summary
+
+
+def _summary_row(arm: Arm, seed: int, run) -> dict[str, Any]:
+    """An arm's summary row from its finished run (`arms.run_arm`'s): the steps at which it memorised and
+    generalised, its final held-out accuracy, its time and numerics."""
+    history = run.history
     steps = [row["step"] for row in history]
 
     def reached(key: str, level: float) -> int | None:
         return steps_to_target(steps, [row[key] for row in history], level, above=True)
 
-    summary = {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
-               "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
-               "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
-               "seconds": round(seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
-    log(f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
-        f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {run.last_step} steps "
-        f"({seconds:.0f}s)")
-    return history, summary
+    return {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
+            "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
+            "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
+            "seconds": round(run.seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
 
 
 def grokking_units(settings: dict[str, Any]) -> list[tuple[str, int]]:

@@ -68,20 +68,10 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
     of `growcert.referee.looks.look_level`, and every row says so."""
     settings = stage_settings("grokking", settings)
     table = pd.read_csv(summary) if not isinstance(summary, pd.DataFrame) else summary
-    cap = settings["steps"]
-    adamw = table[table["optimizer"].str.startswith("AdamW")]
-    sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
-                      for name, frame in table.groupby("optimizer", sort=False))
+    cap, every = settings["steps"], settings["eval_every"]
     poprisk = table[table["optimizer"].str.startswith("poprisk-")]
     variants = {name: frame for name, frame in poprisk.groupby("optimizer", sort=False)}
-    baselines = {}
-    for name, frame in variants.items():
-        decay = float(frame["weight_decay"].iloc[0])
-        own = adamw[adamw["weight_decay"] == decay]
-        if own.empty:
-            raise ValueError(f"no AdamW run at weight decay {decay:g}, the decay of {name}: every variant is compared "
-                             "with AdamW at its own decay (add it to grokking.adamw.weight_decays)")
-        baselines[name] = (f"AdamW wd={decay:g}", own.set_index("seed")["step_95"])
+    baselines = _own_decay_baselines(table[table["optimizer"].str.startswith("AdamW")], variants)
     effect = CLAIMS["p2_grokking"].effect
 
     def paired(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -97,13 +87,11 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
         judged = {}
         for name in variants:
             baseline, steps, stopped = paired(name)
-            judged[name] = judge_steps(effect, baseline, steps, level, cap, settings["eval_every"],
-                                       baselines[name][0], plan=plan, variant_cap=stopped)
+            against = baselines[name][0]
+            judged[name] = judge_steps(effect, baseline, steps, level, cap, every, against, plan=plan, variant_cap=stopped)
         return judged
 
-    setting = (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
-               f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, evaluated every {settings['eval_every']}, "
-               f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
+    setting = _setting_note(settings, table)
     if not variants:
         return []
     at = look_level("p2_grokking", int(table["seed"].nunique()), reference, LEVEL)
@@ -120,6 +108,29 @@ def grokking_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any]
                        this_run=f"{name} against {baselines[name][0]}, every seed's runs as censored intervals",
                        note=setting) for name in variants]
     return [with_note(row, at) for row in rows]
+
+
+def _own_decay_baselines(adamw: pd.DataFrame, variants: dict[str, pd.DataFrame]) -> dict[str, tuple[str, pd.Series]]:
+    """Each variant's baseline: AdamW at the variant's own weight decay (its name, its steps to 95 % by seed)."""
+    baselines = {}
+    for name, frame in variants.items():
+        decay = float(frame["weight_decay"].iloc[0])
+        own = adamw[adamw["weight_decay"] == decay]
+        if own.empty:
+            raise ValueError(f"no AdamW run at weight decay {decay:g}, the decay of {name}: every variant is compared "
+                             "with AdamW at its own decay (add it to grokking.adamw.weight_decays)")
+        baselines[name] = (f"AdamW wd={decay:g}", own.set_index("seed")["step_95"])
+    return baselines
+
+
+def _setting_note(settings: dict[str, Any], table: pd.DataFrame) -> str:
+    """The rows' note: the task's setting and every optimizer's median step to 95 %."""
+    cap = settings["steps"]
+    sweep = "; ".join(f"{name}: {format_steps(median_steps(frame['step_95']), cap)}"
+                      for name, frame in table.groupby("optimizer", sort=False))
+    return (f"a/b mod {settings['p']}, train fraction {settings['train_fraction']}, batch "
+            f"{settings['batch_size'] or 'full'}, cap {cap:,} steps, evaluated every {settings['eval_every']}, "
+            f"{table['seed'].nunique()} seed(s). Median step to 95 % (whole sweep): {sweep}.")
 
 
 AFT_EFFECT = replace(CLAIMS["p2_grokking"].effect,

@@ -151,19 +151,13 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
     full = _read(summary)
     tuning, judged_seeds = settings["tuning_seeds"], settings["seeds"]
     table = full[full["seed"].isin(judged_seeds)]
-    target, cap = settings["target_l2"], settings["steps"]
+    cap = settings["steps"]
 
     def fmt(step: float) -> str:
         return format_steps(step, cap)
 
     def grid(optimizer: str, chosen: float) -> tuple[str, str | None]:
-        runs = full[(full["optimizer"] == optimizer) & full["seed"].isin(tuning)]
-        text = f"{optimizer} " + ", ".join(f"lr={lr:g}: {fmt(median_steps(frame['step_to_target']))} "
-                                           f"({frame['final_l2'].median():.3f})" for lr, frame in runs.groupby("lr"))
-        lrs = sorted(runs["lr"].unique())
-        edge = (f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it"
-                if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]) else None)
-        return text, edge
+        return _grid_note(full[(full["optimizer"] == optimizer) & full["seed"].isin(tuning)], optimizer, chosen, cap)
 
     def chosen(optimizer: str) -> tuple[float, float, float]:
         """(lr chosen on the tuning seeds, median steps and final ℓ2 at it over the judged seeds)."""
@@ -173,33 +167,23 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
 
     adamw_lr, adamw_steps, adamw_final = chosen("AdamW")
     adamw_grid, adamw_edge = grid("AdamW", adamw_lr)
-    nx, nt = settings["test_grid"]
-    setting = (f"steps to relative test ℓ2 ≤ {target:g} on a {nx}×{nt} grid, median over "
-               f"{table['seed'].nunique()} judged seed(s), evaluated every {settings['eval_every']} steps, cap "
-               f"{cap:,}. Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
-               f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
-               f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
-               f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
-               f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
-               f"own grid on the tuning seed(s) {tuning}, never on the judged seeds {judged_seeds}. Median steps "
-               "(final ℓ2) per lr on the tuning seeds: ")
+    setting = _setting_note(settings, int(table["seed"].nunique()))
     effect = CLAIMS["p2_pinn"].effect
     variants = [name for name in optimizers(full) if name != "AdamW"]
     lrs = {variant: chosen(variant)[0] for variant in variants}
 
     def per_seed(optimizer: str, lr: float) -> pd.Series:
-        runs = table[(table["optimizer"] == optimizer) & (table["lr"] == lr)]
-        return runs.set_index("seed")["step_to_target"].astype(float)
+        return table[(table["optimizer"] == optimizer) & (table["lr"] == lr)].set_index("seed")["step_to_target"]
 
-    baseline = per_seed("AdamW", adamw_lr)
+    baseline, against = per_seed("AdamW", adamw_lr).astype(float), f"AdamW (lr {adamw_lr:g})"
 
     def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
         judged = {}
         for variant in variants:
-            steps = per_seed(variant, lrs[variant])
+            steps = per_seed(variant, lrs[variant]).astype(float)
             seeds = baseline.index.intersection(steps.index)
-            judged[variant] = judge_steps(effect, baseline[seeds].to_numpy(), steps[seeds].to_numpy(), level, cap,
-                                          settings["eval_every"], f"AdamW (lr {adamw_lr:g})", plan=plan)
+            paired = baseline[seeds].to_numpy(), steps[seeds].to_numpy()
+            judged[variant] = judge_steps(effect, *paired, level, cap, settings["eval_every"], against, plan=plan)
         return judged
 
     if not variants:
@@ -220,3 +204,29 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
                           this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
                           note=setting + adamw_grid + "."))
     return [with_note(row, at) for row in rows]
+
+
+def _grid_note(runs: pd.DataFrame, optimizer: str, chosen: float, cap: int) -> tuple[str, str | None]:
+    """An optimizer's median steps (final ℓ2) per lr on the tuning seeds (`runs`), and a warning when the lr
+    `chosen` is at an edge of its grid."""
+    text = f"{optimizer} " + ", ".join(f"lr={lr:g}: {format_steps(median_steps(frame['step_to_target']), cap)} "
+                                       f"({frame['final_l2'].median():.3f})" for lr, frame in runs.groupby("lr"))
+    lrs = sorted(runs["lr"].unique())
+    edge = (f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it"
+            if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]) else None)
+    return text, edge
+
+
+def _setting_note(settings: dict[str, Any], judged: int) -> str:
+    """The note's account of the PINN setting, over `judged` seeds, up to the tuning grids that follow it."""
+    nx, nt = settings["test_grid"]
+    tuning, judged_seeds, cap = settings["tuning_seeds"], settings["seeds"], settings["steps"]
+    return (f"steps to relative test ℓ2 ≤ {settings['target_l2']:g} on a {nx}×{nt} grid, median over "
+            f"{judged} judged seed(s), evaluated every {settings['eval_every']} steps, cap "
+            f"{cap:,}. Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
+            f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
+            f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
+            f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
+            f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
+            f"own grid on the tuning seed(s) {tuning}, never on the judged seeds {judged_seeds}. Median steps "
+            "(final ℓ2) per lr on the tuning seeds: ")

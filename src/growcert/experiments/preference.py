@@ -160,13 +160,7 @@ def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], te
     pairs_train, batch = len(train["chosen"]), settings["batch_size"]
 
     def evaluate(step: int) -> dict[str, float]:
-        chosen = beta * (all_logprobs(policy, test["chosen"], prompt_length) - test["reference_chosen"])
-        rejected = beta * (all_logprobs(policy, test["rejected"], prompt_length) - test["reference_rejected"])
-        train_loss = dpo_loss(all_logprobs(policy, labelled["chosen"], prompt_length),
-                              all_logprobs(policy, labelled["rejected"], prompt_length),
-                              labelled["reference_chosen"], labelled["reference_rejected"], beta).mean().item()
-        return {"heldout_reward_acc": reward_accuracy(chosen, rejected),
-                "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss}
+        return _evaluate_policy(policy, test, labelled, prompt_length, beta)
 
     def step(step: int):
         drawn = torch.randperm(pairs_train, generator=batches)[:batch].to(pairs.device)  # fresh, per step
@@ -187,12 +181,30 @@ def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], te
                    settings["diagnostics_every"], after_record=after_record)
     run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
-    summary = {"optimizer": arm.name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
-               "final_drift": history[-1]["drift"], "seconds": round(seconds, 2),
-               "cpu_seconds": round(run.cpu_seconds, 2)}
+    summary = _summary_row(arm, seed, run)
     log(f"{arm.name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
         f"{summary['final_drift']:.3f} after {settings['steps']} steps ({seconds:.0f}s)")
     return policy, history, summary
+
+
+def _evaluate_policy(policy: nn.Module, test: dict[str, torch.Tensor], labelled: dict[str, torch.Tensor],
+                     prompt_length: int, beta: float) -> dict[str, float]:
+    """A curve row's measures: held-out reward accuracy and drift, and the DPO loss on the labels as learnt."""
+    chosen = beta * (all_logprobs(policy, test["chosen"], prompt_length) - test["reference_chosen"])
+    rejected = beta * (all_logprobs(policy, test["rejected"], prompt_length) - test["reference_rejected"])
+    train_loss = dpo_loss(all_logprobs(policy, labelled["chosen"], prompt_length),
+                          all_logprobs(policy, labelled["rejected"], prompt_length),
+                          labelled["reference_chosen"], labelled["reference_rejected"], beta).mean().item()
+    return {"heldout_reward_acc": reward_accuracy(chosen, rejected),
+            "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss}
+
+
+def _summary_row(arm: Arm, seed: int, run) -> dict[str, Any]:
+    """An arm's summary row from its finished run (`arms.run_arm`'s): the final held-out measures and its time."""
+    history = run.history
+    return {"optimizer": arm.name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
+            "final_drift": history[-1]["drift"], "seconds": round(run.seconds, 2),
+            "cpu_seconds": round(run.cpu_seconds, 2)}
 
 
 def swapped_labels(train: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -260,17 +272,7 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
     text = load_text(data, data_settings)
 
     started = time.perf_counter()
-    generator = torch.Generator().manual_seed(settings["pair_seed"])
-    pairs = {split: make_pairs(reference, byte_to_id, stream, text.segment_starts(split), count,
-                               settings["prompt_bytes"], settings["continuation_bytes"], generator)
-             for split, stream, count in (("train", text.train_x, settings["pairs_train"]),
-                                          ("test", text.test_x, settings["pairs_test"]))}
-    tensors = {}
-    for split, split_pairs in pairs.items():
-        chosen, rejected = (to_device(ids, device) for ids in pair_tokens(split_pairs, byte_to_id))
-        tensors[split] = {"chosen": chosen, "rejected": rejected,
-                          "reference_chosen": all_logprobs(reference, chosen, settings["prompt_bytes"]),
-                          "reference_rejected": all_logprobs(reference, rejected, settings["prompt_bytes"])}
+    pairs, tensors = _pairs(reference, byte_to_id, text, settings, device)
     pair_seconds = time.perf_counter() - started
     gap = {split: float(np.mean(p["chosen_reward"] - p["rejected_reward"])) for split, p in pairs.items()}
     log(f"preference: {settings['pairs_train']} train / {settings['pairs_test']} held-out pairs (vowel reward, "
@@ -303,3 +305,21 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
                         pair_seconds=round(pair_seconds, 2), **device_record(device))
     resume.folder.clear()
     return written
+
+
+def _pairs(reference: nn.Module, byte_to_id, text, settings: dict[str, Any],
+           device: torch.device) -> tuple[dict[str, dict], dict[str, dict[str, torch.Tensor]]]:
+    """The train and held-out pairs sampled from the reference (`make_pairs`), and per split their token ids on
+    `device` with the reference's log-probs of each continuation."""
+    generator = torch.Generator().manual_seed(settings["pair_seed"])
+    pairs = {split: make_pairs(reference, byte_to_id, stream, text.segment_starts(split), count,
+                               settings["prompt_bytes"], settings["continuation_bytes"], generator)
+             for split, stream, count in (("train", text.train_x, settings["pairs_train"]),
+                                          ("test", text.test_x, settings["pairs_test"]))}
+    tensors = {}
+    for split, split_pairs in pairs.items():
+        chosen, rejected = (to_device(ids, device) for ids in pair_tokens(split_pairs, byte_to_id))
+        tensors[split] = {"chosen": chosen, "rejected": rejected,
+                          "reference_chosen": all_logprobs(reference, chosen, settings["prompt_bytes"]),
+                          "reference_rejected": all_logprobs(reference, rejected, settings["prompt_bytes"])}
+    return pairs, tensors

@@ -50,8 +50,18 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
     colours = dict(zip(summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None),
                        plt.get_cmap("tab10").colors))
 
-    axis = axes[0]
-    for (task, loss), frame in spectrum[spectrum["seed"] == seed].groupby(["task", "loss"], sort=False):
+    _spectrum_panel(axes[0], spectrum[spectrum["seed"] == seed], colours, rank_tol)
+    _noise_panel(axes[1], summary[(summary["task"] == "regression") & (summary["seed"] == seed)])
+    _drift_panel(axes[2], drift[drift["seed"] == seed], summary[summary["seed"] == seed], colours)
+    for axis in axes:
+        axis.grid(alpha=0.3, which="both")
+    figure.tight_layout()
+    save_figure(figure, out_png)
+
+
+def _spectrum_panel(axis, spectrum: pd.DataFrame, colours: dict, rank_tol: float | None) -> None:
+    """The W_S eigen-spectrum of one seed's runs at each checkpoint, relative to the final λ_max."""
+    for (task, loss), frame in spectrum.groupby(["task", "loss"], sort=False):
         steps = sorted(frame["step"].unique())
         top = frame.loc[frame["step"] == steps[-1], "eigenvalue"].max()
         for position, (step, at_step) in enumerate(frame.groupby("step")):
@@ -66,8 +76,10 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
              title="dissipation Gramian spectrum over training")
     axis.legend(fontsize=7)
 
-    axis = axes[1]
-    noise = summary[(summary["task"] == "regression") & (summary["seed"] == seed)].set_index("measure")["value"]
+
+def _noise_panel(axis, regression: pd.DataFrame) -> None:
+    """Where one seed's regression label noise sits, and what same-norm noise in the reservoir or the channel does."""
+    noise = regression.set_index("measure")["value"]
     groups = {"label-noise energy fraction": ("noise_reservoir_fraction", "noise_channel_fraction"),
               "test response (RMS) to\nsame-norm injected noise": ("response_reservoir_noise_retrained",
                                                                  "response_channel_noise_retrained"),
@@ -81,11 +93,13 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
     axis.set(yscale="log", ylabel="value (log scale)", title="regression label noise: reservoir vs channel")
     axis.legend(fontsize=8)
 
-    axis = axes[2]
-    for (task, loss), frame in drift[drift["seed"] == seed].groupby(["task", "loss"], sort=False):
+
+def _drift_panel(axis, drift: pd.DataFrame, summary: pd.DataFrame, colours: dict) -> None:
+    """One seed's SGD drift and fluctuation RMS against T, with the fitted slopes (`summary`: that seed's rows)."""
+    for (task, loss), frame in drift.groupby(["task", "loss"], sort=False):
         by_t = frame.groupby("T")
         horizons = np.array(sorted(by_t.groups))
-        exponents = summary[(summary["task"] == task) & (summary["loss"] == loss) & (summary["seed"] == seed)]
+        exponents = summary[(summary["task"] == task) & (summary["loss"] == loss)]
         slope = exponents.set_index("measure")["value"]
         for column, style, name in (("drift_norm", "-", "drift"), ("fluctuation_norm", "--", "fluctuation")):
             rms = by_t[column].apply(lambda v: float(root_mean_square(v.to_numpy()))).loc[horizons]
@@ -95,10 +109,6 @@ def plot_theory(out_dir: str | Path, out_png: str | Path) -> None:
     axis.set(xscale="log", yscale="log", xlabel="SGD steps T", ylabel="RMS over batch streams (channel coords)",
              title="SGD drift (∝T) and fluctuation (∝√T)")
     axis.legend(fontsize=7)
-    for axis in axes:
-        axis.grid(alpha=0.3, which="both")
-    figure.tight_layout()
-    save_figure(figure, out_png)
 
 
 def _medians(summary: pd.DataFrame) -> pd.DataFrame:
@@ -116,11 +126,15 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
     table = _medians(summary)
     runs = [(task, loss, row) for (task, loss), row in table.iterrows()]
     seeds = f"{len(settings['seeds'])} seed(s), medians; rank_tol {settings['rank_tol']:g}"
-    rows = []
+    rows = [_invisibility_row(runs, seeds), _benign_noise_row(table, settings, seeds), _coupling_row(runs, seeds)]
+    return rows + [_drift_diffusion_row(summary, runs, settings, seeds, reference)]
 
+
+def _invisibility_row(runs: list, seeds: str) -> dict[str, Any]:
+    """Check p2_reservoir_invisible over the runs (task, loss, medians): the test set does not see the reservoir."""
     with_reservoir = [(t, l, r) for t, l, r in runs if r["reservoir_dim"] > 0 and np.isfinite(r["invisibility_ratio"])]
     worst = max((r["invisibility_ratio"] for _, _, r in with_reservoir), default=math.nan)
-    rows.append(check_row(
+    return check_row(
         "p2_reservoir_invisible",
         this_run="; ".join(f"{_run_label(t, l)}: ‖G_Q|ker‖/‖G_Q|range‖ = {r['invisibility_ratio']:.1e} "
                               f"(reservoir {r['reservoir_dim']:.0f}/{r['outputs']:.0f})"
@@ -129,11 +143,14 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
         passed=bool(with_reservoir and worst < INVISIBLE_BELOW),
         note=(f"holds if every run with a non-empty reservoir has ratio < {INVISIBLE_BELOW:g}; reservoir = "
                  f"eigenvalues of W_S ≤ rank_tol·λ_max, so the ratio is capped by the Cauchy–Schwarz bound "
-                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}.")))
+                 f"√(E_Q·rank_tol·λ_max)/‖G_Q|range‖, not exactly 0. {seeds}."))
 
+
+def _benign_noise_row(table: pd.DataFrame, settings: dict[str, Any], seeds: str) -> dict[str, Any]:
+    """Check p2_benign_noise on the squared-loss regression run: label noise in the reservoir is benign."""
     noise = table.loc[("regression", "squared")]
     reservoir, channel = noise["response_reservoir_noise_retrained"], noise["response_channel_noise_retrained"]
-    rows.append(check_row(
+    return check_row(
         "p2_benign_noise",
         this_run=(f"{noise['noise_reservoir_fraction']:.0%} of the label-noise energy in the reservoir; test "
                      f"response to same-norm noise: reservoir {reservoir:.1e} vs channel {channel:.1e} RMS, "
@@ -144,11 +161,14 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
         note=(f"regression sin(πx), label noise std {settings['regression']['noise_std']}; noise of the same "
                  f"norm as the iid noise placed entirely in the reservoir or the channel of the noisy run's W_S, "
                  f"retrained from the same initialisation; holds if the reservoir response is < "
-                 f"{BENIGN_BELOW:g} × the channel response. {seeds}.")))
+                 f"{BENIGN_BELOW:g} × the channel response. {seeds}."))
 
+
+def _coupling_row(runs: list, seeds: str) -> dict[str, Any]:
+    """Check p2_coupling_residual over the runs: R_⊥ is below its numerical-zero cap under squared loss."""
     squared = [(t, l, r) for t, l, r in runs if l == "squared"]
     other = [(t, l, r) for t, l, r in runs if l != "squared"]
-    rows.append(check_row(
+    return check_row(
         "p2_coupling_residual",
         this_run="; ".join(f"{_run_label(t, l)}: R_⊥ {r['coupling_residual']:.1e}"
                               + (f" (cap {r['coupling_bound']:.1e})" if l == "squared" else "")
@@ -158,8 +178,13 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
                  "pseudo-inverse the squared-loss residual is provably below the cap "
                  "√(2ΔE_Q·rank_tol·σ_max/(2−c)), "
                  "which is its numerical zero; holds if every squared-loss run is below its cap. Cross-entropy "
-                 "has no such guarantee and is reported as measured. " + seeds + ".")))
+                 "has no such guarantee and is reported as measured. " + seeds + "."))
 
+
+def _drift_diffusion_row(summary: pd.DataFrame, runs: list, settings: dict[str, Any], seeds: str,
+                         reference: str | None) -> dict[str, Any]:
+    """Claim p2_drift_diffusion judged over seeds: each seed's largest deviation of the drift and fluctuation
+    exponents from 1 and 0.5 over every run, at the level of its look in reference run `reference`."""
     fits = [(t, l, r["drift_exponent"], r["fluctuation_exponent"]) for t, l, r in runs]
     # dropna=False: an exponent undetermined in every seed stays a NaN column; np.max propagates a NaN
     # (Python's max drops it depending on order), so such a seed has no determined deviation
@@ -168,12 +193,11 @@ def theory_claims(out_dir: str | Path, settings: dict[str, Any] | None = None,
                                  abs(per_seed[(t, l, "fluctuation_exponent")][seed] - 0.5)] for t, l, _, _ in fits]))
                   for seed in per_seed.index] if fits else []
     at = look_level("p2_drift_diffusion", len(deviations), reference, LEVEL)
-    rows.append(with_note(claim_row(
+    return with_note(claim_row(
         "p2_drift_diffusion", judge_samples(CLAIMS["p2_drift_diffusion"].effect, deviations, at.level),
         this_run="median drift / fluctuation exponents: " + "; ".join(f"{_run_label(t, l)}: {d:.2f} / {f:.2f}"
                                                                       for t, l, d, f in fits),
         note=(f"log–log slopes of RMS over {settings['sgd']['replicates']} batch streams, T from "
                  f"{settings['sgd']['fit_from']} to {settings['sgd']['steps']}, batch {settings['sgd']['batch_size']}, "
                  f"lr {settings['sgd']['lr']:g}, in the channel of the matching GD run; per seed the largest deviation "
-                 f"from 1 and 0.5 over every run. {seeds}.")), at))
-    return rows
+                 f"from 1 and 0.5 over every run. {seeds}.")), at)

@@ -97,14 +97,23 @@ def judge_bound(p_hat, bound, p_interval: Interval, bound_interval: Interval, le
     contradicted = m if passed.all() else int(np.argmin(passed))
     shown = int(below.sum())
     vacuous_cells = cells - m
-    errors = (f"per cell p̂'s interval for the population p (the pool's finite size and the resampling, "
-              f"stats.intervals.misalignment_interval) against B_exact's jackknife interval, each end one-sided at "
-              f"{percent(1 - alpha / 2)}")
     worst = int(np.flatnonzero(tested)[np.argmax((p_high - b_low)[tested])])
     closest = (f"closest cell: p̂ {p_hat[worst]:.3g} [{p_low[worst]:.3g}, {p_high[worst]:.3g}] against B_exact "
                f"{bound[worst]:.3g} [{b_low[worst]:.3g}, {b_high[worst]:.3g}]")
     skipped = (f"; {vacuous_cells} of {cells} cells have a vacuous B_exact ≥ {vacuous} and are not tested"
                if vacuous_cells else "")
+    word, why = _bound_word(contradicted, shown, m, level)
+    return Judgement(shown / m, math.nan, math.nan, level, seeds, word, f"{why}; {closest}{skipped}",
+                     direction=NEITHER)
+
+
+def _bound_word(contradicted: int, shown: int, m: int, level: float) -> tuple[str, str]:
+    """`judge_bound`'s word and reason from the count of the m tested cells where p > B is shown at its Holm level
+    (`contradicted`) and where p ≤ B is shown (`shown`)."""
+    alpha = 1.0 - level
+    errors = (f"per cell p̂'s interval for the population p (the pool's finite size and the resampling, "
+              f"stats.intervals.misalignment_interval) against B_exact's jackknife interval, each end one-sided at "
+              f"{percent(1 - alpha / 2)}")
     if contradicted:
         word = CONTRADICTED
         why = (f"p > B_exact beyond both errors in {contradicted} of {m} non-vacuous cells (Holm over {m} cells at "
@@ -118,5 +127,4 @@ def judge_bound(p_hat, bound, p_interval: Interval, bound_interval: Interval, le
         why = (f"p ≤ B_exact shown in {shown} of {m} non-vacuous cells and p > B_exact in none at its Holm level "
                f"({errors}): the others' intervals overlap; larger pools (for p̂) or more examples (for B_exact's "
                "moments) would resolve them")
-    return Judgement(shown / m, math.nan, math.nan, level, seeds, word, f"{why}; {closest}{skipped}",
-                     direction=NEITHER)
+    return word, why

@@ -194,9 +194,8 @@ def report(folder: Path, stores: int = 64, replicates: int = DESIGN_REPLICATES) 
             median_power = power[int(np.argmin(np.abs(part["separation"].to_numpy() - middle)))]
             lines.append(f"| {pool:,} | {mode} | {median_power:.3g} | {int((power >= POWER).sum())} of {len(part)} | "
                          f"{power.sum():.1f} | {math.prod(power):.3g} |")
-    by_mk = (cells.groupby(["mode", "M"])["pool_for_power"].median().astype(int).rename("median pool for 80 %")
-             .reset_index().to_markdown(index=False))
-    return "\n".join(lines + ["", by_mk])
+    by_mk = cells.groupby(["mode", "M"])["pool_for_power"].median().astype(int).rename("median pool for 80 %")
+    return "\n".join(lines + ["", by_mk.reset_index().to_markdown(index=False)])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -186,14 +186,7 @@ def _depth_claim(depth_table: pd.DataFrame, level: float, reference: str | None 
         frame = frame[frame["view"] == view]
         if view == "within_model":
             frame = frame[frame["depth"] == frame["depth"].max()]
-        summary = {}
-        for criterion, part in frame.groupby("criterion"):
-            summary[criterion] = "; ".join(
-                f"w{r.width}: {r.status}"
-                + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
-                   if r.status.startswith("saturated") else "")
-                + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
-                for r in part.itertuples())
+        summary = {criterion: _decisions_text(part) for criterion, part in frame.groupby("criterion")}
         part = held_out[(held_out["family"] == family) & (held_out["dataset"] == dataset)]
         unit = "model depth" if view == "across_depth" else "point index"
         where = f"{view} over {unit} (held-out pool, last checkpoint; between-seed intervals)"
@@ -229,6 +222,16 @@ def _depth_claim(depth_table: pd.DataFrame, level: float, reference: str | None 
     return claims
 
 
+def _decisions_text(part: pd.DataFrame) -> str:
+    """One criterion's saturation decisions (recommend_depth's rows), per width, as a row's this_run shows them."""
+    return "; ".join(
+        f"w{r.width}: {r.status}"
+        + (f" from {r.recommended:g} [{r.recommended_lo:g}–{r.recommended_hi:g}]"
+           if r.status.startswith("saturated") else "")
+        + f", {'falls' if r.falls else 'no significant fall'} ({r.first_value:.3g} → {r.last_value:.3g})"
+        for r in part.itertuples())
+
+
 def depth_profile(depth_table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Per (family, dataset, width, step, pool, model depth, point, criterion): the mean over seeds of the raw
     and scale-invariant first-order value with its Student t interval over seeds (each seed one trained model)."""
@@ -260,12 +263,7 @@ def _growth_claim(growth_table: pd.DataFrame, level: float, reference: str | Non
         depths = f", base depth {base_depth:g} + {blocks.iloc[0]:g} block(s)" if pd.notna(base_depth) and len(blocks) else ""
         scope = f"{family}/{dataset} width {width}{depths}"
         experiments[scope] = loss
-        means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
-        texts[scope] = (f"(grown − scratch) / scratch held-out loss {((loss['grown_value'] - loss['scratch']) / loss['scratch']).mean():+.2%}"
-                        + (f", (control − scratch) / scratch {((loss['shallow'] - loss['scratch']) / loss['scratch']).mean():+.2%}"
-                           if "shallow" in loss.columns else "") + f" over {len(loss)} seed(s)",
-                        f"mean final held-out loss: {means}. Same final architecture and budget; the control is the "
-                        "shallow model trained for the same total steps.")
+        texts[scope] = _growth_texts(loss)
     if not experiments:
         return []
 
@@ -291,6 +289,17 @@ def _growth_claim(growth_table: pd.DataFrame, level: float, reference: str | Non
                                         this_run=f"{len(experiments)} growth experiments",
                                         note=texts[family.deciding][1]), at))
     return rows
+
+
+def _growth_texts(loss: pd.DataFrame) -> tuple[str, str]:
+    """A growth experiment's this_run and note from its final held-out losses (a column per arm, a row per seed)."""
+    grown = ((loss["grown_value"] - loss["scratch"]) / loss["scratch"]).mean()
+    control = (f", (control − scratch) / scratch {((loss['shallow'] - loss['scratch']) / loss['scratch']).mean():+.2%}"
+               if "shallow" in loss.columns else "")
+    means = ", ".join(f"{arm} {loss[arm].mean():.4f}" for arm in ARMS if arm in loss.columns)
+    return (f"(grown − scratch) / scratch held-out loss {grown:+.2%}{control} over {len(loss)} seed(s)",
+            f"mean final held-out loss: {means}. Same final architecture and budget; the control is the "
+            "shallow model trained for the same total steps.")
 
 
 def depth_claims(depth_table: pd.DataFrame, growth_table: pd.DataFrame, level: float = 0.95,

@@ -160,10 +160,10 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
         def judge(at: float, plan: bool = True, progress=progress, cells=cells) -> dict[str, Judgement]:
             judged = {}
             for label, row in cells.items():
+                value = getattr(row, progress)
+                at_progress = source[progress] == value if progress == "step" else np.isclose(source[progress], value)
                 part = source[(source["context"] == row.context) & (source["point"] == row.point)
-                              & (source["reduction"] == row.reduction) & (source[progress] == getattr(row, progress)
-                                                                         if progress == "step" else
-                                                                         np.isclose(source[progress], getattr(row, progress)))]
+                              & (source["reduction"] == row.reduction) & at_progress]
                 trend = width_trend(part, progress, level=at)
                 judged[label] = judge_slopes(CLAIMS[key].effect, trend, at, plan)[0] if len(trend) else \
                     not_tested("no width trend at the primary cell", level=at)

@@ -133,8 +133,8 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
                           f"in {model} (advise.growth_dims must be at most {width})")
     dump = stage_settings("dump", {key: advise[key] for key in ("train_examples", "test_examples", "batch_size",
                                                                  "max_batch_mb", "seed")})
-    return AdviceInputs(model, data, text_file, family, context, width, hf, advise, dump, alignment,
-                        stage_settings("depth", {"pools": ["test"]}), M, K)
+    depth = stage_settings("depth", {"pools": ["test"]})
+    return AdviceInputs(model, data, text_file, family, context, width, hf, advise, dump, alignment, depth, M, K)
 
 
 def _check_gradient_memory(model: Path, parameters: int, train_count: int, held_count: int,

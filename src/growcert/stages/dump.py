@@ -84,10 +84,8 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     examples, split = dump_examples(data, settings, context)
     points = tuple(settings["points"] or model.points.keys())
 
-    probe = capture_batch(model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points)
     rules = family_of(family)
-    specs = [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]),
-                       rules.position_dims) for name in points]
+    specs = _group_specs(model, examples, points, family, rules, device)
     labels = examples.targets.numpy() if data.info["kind"] == "image" else np.full(len(examples), -1)
     attrs = _store_attrs(meta, data, rules, model, checkpoint, split, settings, device)
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
@@ -99,22 +97,8 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     # Buffers hand out whole chunks, the writer's alignment rule (also when sharded).
     buffers = {name: ChunkBuffer(name, chunks[name]) for name in points}
     started = time.perf_counter()
-    # One background writer: it creates the store's template, then compresses and writes whole chunks
-    # (blosc and file writes release the GIL) while the next batches are captured. At most one batch of
-    # chunks waits for it, so memory stays at a few chunks; each batch is one `write_many` (on the store's
-    # workers), in capture order, and `finish` runs only after the last one.
-    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growcert-dump-writer")
-    creating = background.submit(StoreWriter, out, specs, split, examples.index, labels, attrs, group_attrs,
-                                 options=options, workers=workers, loss_description=rules.loss_description)
-    writing: list[Future] = []
-
-    def submit(ready: list[tuple[str, int, dict[str, np.ndarray]]], batch_workers: int | None = None) -> None:
-        if not ready:
-            return
-        while writing:
-            writing.pop().result()  # waits for the previous batch; re-raises a failed write here
-        writing.append(background.submit(lambda: creating.result().write_many(ready, batch_workers)))
-
+    writer = _BackgroundWriter(out, specs, split, examples.index, labels, attrs, group_attrs, options=options,
+                               workers=workers, loss_description=rules.loss_description)
     # q and z of every stored point, float32, are what one batch captures on the device
     captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)
     batch_size = capped_batch_size(settings["batch_size"], captured_bytes, settings["max_batch_mb"])
@@ -125,24 +109,63 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
         for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
             captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)
             _check_finite(captured, points, out, (number - 1) * batch_size)
-            submit([item for name in points for item in buffers[name].add(
-                {"loss": captured.loss.cpu().numpy(),
-                 **{v: getattr(captured, v)[name].cpu().numpy() for v in options.variables}})])
+            # point by point, so that one point's host copy is in its buffer before the next is made
+            writer.submit([item for name in points
+                           for item in buffers[name].add(_point_arrays(captured, name, options.variables))])
             progress(min(number * batch_size, len(examples)), len(examples))
             if number % max(1, total_batches // 10) == 0 or number == total_batches:
                 log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
                     f"examples captured, {time.perf_counter() - started:.1f}s")
         # The last chunks of every group: no more capturing, so its core takes a writer too.
-        submit([item for name in points for item in buffers[name].drain()], workers + 1)
-        while writing:
-            writing.pop().result()
-        path = creating.result().finish()
+        writer.submit([item for name in points for item in buffers[name].drain()], workers + 1)
+        path = writer.finish()
     finally:
-        # On an error (a failed write, a non-finite batch), the write in progress ends before the error
-        # leaves: nothing writes into the `.partial` folder afterwards, and nothing queued starts.
-        background.shutdown(wait=True, cancel_futures=True)
+        writer.shutdown()
     log(f"done: {path} in {time.perf_counter() - started:.1f}s")
     return path
+
+
+def _group_specs(model, examples, points: tuple[str, ...], family: str, rules, device) -> list[GroupSpec]:
+    """The store's group of each point, its shape from one example captured on `device`."""
+    probe = capture_batch(model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points)
+    return [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]),
+                      rules.position_dims) for name in points]
+
+
+def _point_arrays(captured, name: str, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """One batch's arrays at point `name` as its buffer takes them: the loss and each stored variable."""
+    return {"loss": captured.loss.cpu().numpy(), **{v: getattr(captured, v)[name].cpu().numpy() for v in variables}}
+
+
+class _BackgroundWriter:
+    """One background writer: it creates the store's template (a `StoreWriter` of the arguments given), then
+    compresses and writes whole chunks (blosc and file writes release the GIL) while the next batches are captured.
+    At most one batch of chunks waits for it, so memory stays at a few chunks; each batch is one `write_many` (on the
+    store's workers), in capture order, and `finish` runs only after the last one."""
+
+    def __init__(self, *args, **kwargs):
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="growcert-dump-writer")
+        self.creating = self.background.submit(StoreWriter, *args, **kwargs)
+        self.writing: list[Future] = []
+
+    def submit(self, ready: list[tuple[str, int, dict[str, np.ndarray]]], batch_workers: int | None = None) -> None:
+        if not ready:
+            return
+        self.wait()
+        self.writing.append(self.background.submit(lambda: self.creating.result().write_many(ready, batch_workers)))
+
+    def wait(self) -> None:
+        while self.writing:
+            self.writing.pop().result()  # waits for the previous batch; re-raises a failed write here
+
+    def finish(self) -> Path:
+        self.wait()
+        return self.creating.result().finish()
+
+    def shutdown(self) -> None:
+        # On an error (a failed write, a non-finite batch), the write in progress ends before the error
+        # leaves: nothing writes into the `.partial` folder afterwards, and nothing queued starts.
+        self.background.shutdown(wait=True, cancel_futures=True)
 
 
 def _store_attrs(meta: dict[str, Any], data: PreparedDataset, rules, model, checkpoint: str | Path, split: np.ndarray,

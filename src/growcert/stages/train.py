@@ -57,7 +57,8 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     train, seed = settings["train"], settings["seed"]
     context = text_context(data, settings["model"])
     # built on the CPU under the run's seed, then moved: the same initial weights wherever it trains
-    model = build_model(settings["family"], settings["width"], settings["depth"], data.info, settings["model"]).to(device)
+    model = build_model(settings["family"], settings["width"], settings["depth"], data.info, settings["model"])
+    model = model.to(device)
     run = f"{settings['family']}/{settings['dataset']} w{settings['width']} d{settings['depth']} s{seed}"
     trainer = Trainer(model, train, data, seed, context, label=f"train {run}")
     eval_sets = evaluation_sets(data, train, seed, context)
@@ -71,12 +72,8 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     resume = ResumeFolder(out_dir, settings, log)
 
     def record_evaluation(step: int, elapsed: float) -> dict[str, float]:
-        train_loss, train_acc = evaluate(model, eval_sets["train"])
-        test_loss, test_acc = evaluate(model, eval_sets["test"])
-        row = {"step": step, "train_loss": train_loss, "train_acc": train_acc, "test_loss": test_loss,
-               "test_acc": test_acc, "lr": trainer.optimizer.param_groups[0]["lr"], "elapsed_s": round(elapsed, 3)}
-        history.append(row)
-        return row
+        history.append(_evaluation_row(model, eval_sets, trainer.optimizer.param_groups[0]["lr"], step, elapsed))
+        return history[-1]
 
     state, first, before = resume.load(), 1, 0.0
     if state is None:
@@ -86,7 +83,7 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         history, first, before = state["history"], state["step"] + 1, state["elapsed"]
         log(f"resumed from {resume.state_file} at step {state['step']}")
     started = time.perf_counter() - before
-    evaluate_at = set(range(train["eval_every"], train["steps"] + 1, train["eval_every"])) | {*checkpoints, train["steps"]}
+    evaluate_at = {*range(train["eval_every"], train["steps"] + 1, train["eval_every"]), *checkpoints, train["steps"]}
 
     def evaluation(step: int) -> None:
         row = record_evaluation(step, time.perf_counter() - started)
@@ -102,12 +99,10 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
                 log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, "
                     f"~{elapsed / step * (train['steps'] - step):.0f}s left")
             if step in checkpoints:
-                save_checkpoint(CHECKPOINT.path(resume.path, step=step), model, family=settings["family"],
-                                width=settings["width"], depth=settings["depth"], data_info=data.info,
-                                model_options=settings["model"], step=step, provenance=record)
+                _save_checkpoint(CHECKPOINT.path(resume.path, step=step), model, settings, data, step, record)
             if stop.requested or (step % train["resume_every"] == 0 and step < train["steps"]):
-                resume.save({"trainer": trainer.state_dict(), "history": history, "step": step,
-                             "elapsed": time.perf_counter() - started})
+                elapsed = time.perf_counter() - started
+                resume.save({"trainer": trainer.state_dict(), "history": history, "step": step, "elapsed": elapsed})
             if stop.requested:
                 raise Interrupted(f"train {run}: stopped by SIGTERM after step {step}; resume state saved to "
                                   f"{resume.state_file}, a rerun continues from it")
@@ -117,16 +112,39 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
         os.replace(CHECKPOINT.path(resume.path, step=step), CHECKPOINT.path(out_dir, step=step))
 
     seconds = time.perf_counter() - started
-    metrics = {
-        "family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
-        "depth": settings["depth"], "seed": seed,
-        **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
-        "num_parameters": sum(p.numel() for p in model.parameters()),
-        "seconds": round(seconds, 3), "seconds_per_step": round(seconds / train["steps"], 5),
-        "checkpoints": {str(step): CHECKPOINT.path(out_dir, step=step).name for step in checkpoints},
-        "history": history, "provenance": record,
-    }
+    metrics = _run_metrics(settings, model, seconds, out_dir, history, record)
     write_text(RUN_METRICS.path(out_dir), json.dumps(metrics, indent=1))
     resume.clear()
     log(f"done in {seconds:.1f}s ({metrics['seconds_per_step'] * 1000:.1f} ms/step)")
     return metrics
+
+
+def _evaluation_row(model: torch.nn.Module, eval_sets: dict[str, Any], lr: float, step: int,
+                    elapsed: float) -> dict[str, float]:
+    """A run's history row at `step`: loss and accuracy on the train and test evaluation sets, the lr, the time."""
+    train_loss, train_acc = evaluate(model, eval_sets["train"])
+    test_loss, test_acc = evaluate(model, eval_sets["test"])
+    return {"step": step, "train_loss": train_loss, "train_acc": train_acc, "test_loss": test_loss,
+            "test_acc": test_acc, "lr": lr, "elapsed_s": round(elapsed, 3)}
+
+
+def _save_checkpoint(path: Path, model: torch.nn.Module, settings: dict[str, Any], data: PreparedDataset, step: int,
+                     record: dict[str, Any]) -> None:
+    """The run's checkpoint at `step`, with what a later stage rebuilds the model from."""
+    save_checkpoint(path, model, family=settings["family"], width=settings["width"], depth=settings["depth"],
+                    data_info=data.info, model_options=settings["model"], step=step, provenance=record)
+
+
+def _run_metrics(settings: dict[str, Any], model: torch.nn.Module, seconds: float, out_dir: Path,
+                 history: list[dict[str, float]], record: dict[str, Any]) -> dict[str, Any]:
+    """A finished run's metrics.json: its grid cell, size, time, checkpoints, history and provenance."""
+    checkpoints = sorted(settings["train"]["save_steps"])
+    return {
+        "family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
+        "depth": settings["depth"], "seed": settings["seed"],
+        **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "seconds": round(seconds, 3), "seconds_per_step": round(seconds / settings["train"]["steps"], 5),
+        "checkpoints": {str(step): CHECKPOINT.path(out_dir, step=step).name for step in checkpoints},
+        "history": history, "provenance": record,
+    }
