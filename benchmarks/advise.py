@@ -109,7 +109,8 @@ def large_model(work: Path, threads: int, examples: int, corpus: bytes) -> None:
     alone = child(growcert("dump", "--checkpoint", str(work / "neox-100m"), "--data", str(work / "text"), "--settings",
                            json.dumps(dump), "--hf", json.dumps({"context": 128}), "--out", str(work / "large.zarr"),
                            *torch_flags))
-    print(f"GPT-NeoX {parameters / 1e6:.0f}M parameters, context 128, {examples} + {examples} examples, {threads} threads:")
+    print(f"GPT-NeoX {parameters / 1e6:.0f}M parameters, context 128, {examples} + {examples} examples, "
+          f"{threads} threads:")
     print(f"  growcert advise                        {advise[0]:6.1f} s   peak RSS {advise[1]:7.0f} MB "
           f"(bound {bound:.0f} MB: {'within' if advise[1] <= bound else 'ABOVE'})"
           + (f"; refused after its dump: the predictions need {gradients_mb:,.0f} MiB > advise.max_gradient_mb"

@@ -10,8 +10,8 @@ times the readers every stage goes through:
     inspect    `describe_store` with the per-split q summaries (`growcert inspect`)
 
 "before" is the code of git revision `--before` (default ec00dca, the last with format version 1: the
-per-sample variables as data variables chunked like q), exported with `git archive` and imported in a child process; "after" is this
-checkout's src/ (version 2: coordinates of `sample`, one chunk each). The sides alternate for `--rounds`
+per-sample variables as data variables chunked like q), exported with `git archive` and imported in a child process;
+"after" is this checkout's src/ (version 2: coordinates of `sample`, one chunk each). The sides alternate for `--rounds`
 rounds, each reader's best time per side is kept (drift on a shared machine hits both alike), and the table
 shows both and after/before.
 

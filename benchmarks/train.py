@@ -6,8 +6,9 @@ tokens per step as there) and for resnet on digits, and counts each step's float
 torch's FlopCounterMode (matmuls and convolutions, forward and backward). On the CPU it does not count the
 products inside `scaled_dot_product_attention`, so for llama those are added by hand: QKᵀ and AV are
 4·B·T²·d flops per layer forward and twice that backward, 12·L·B·T²·d in all (the full T×T square, which the
-CPU kernel computes whatever the causal mask). Elementwise work is not counted: the rate is a lower bound. In the same run it measures this machine's float32 GEMM at the
-same thread count, and prints each step's achieved GFLOP/s and its ratio to that GEMM, side by side.
+CPU kernel computes whatever the causal mask). Elementwise work is not counted: the rate is a lower bound. In the same
+run it measures this machine's float32 GEMM at the same thread count, and prints each step's achieved GFLOP/s and its
+ratio to that GEMM, side by side.
 
     PYTHONPATH=src .venv/bin/python benchmarks/train.py              # 1 thread, as the pipeline's jobs
     PYTHONPATH=src .venv/bin/python benchmarks/train.py --threads 2 --steps 3

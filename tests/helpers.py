@@ -44,7 +44,8 @@ BROWSER_PROBE = """<script>window.addEventListener("load", function () {
   var outside = Array.from(document.body.querySelectorAll("*")).filter(function (e) {
     return e.getBoundingClientRect().right > window.innerWidth + 0.5 && !e.closest(".scroll"); });
   var result = {images: images.length,
-    undecoded: images.filter(function (i) { return !(i.complete && i.naturalWidth > 0); }).map(function (i) { return i.alt; }),
+    undecoded: images.filter(function (i) { return !(i.complete && i.naturalWidth > 0); })
+                     .map(function (i) { return i.alt; }),
     scroll_width: document.documentElement.scrollWidth, viewport: window.innerWidth,
     outside: outside.map(function (e) { return e.tagName + (e.id ? "#" + e.id : ""); }).slice(0, 10),
     links: links.length,
@@ -55,10 +56,12 @@ BROWSER_PROBE = """<script>window.addEventListener("load", function () {
                  .map(function (a) { return a.getAttribute("href"); }),
     claims: (function () { var t = document.getElementById("claims-at-a-glance"); if (!t) { return null; }
       var rows = Array.from(t.querySelectorAll("tr.claim-row")), box = t.getBoundingClientRect();
-      var after = Array.from(document.querySelectorAll("h3")).find(function (h) { return h.textContent === "This run's rows"; }) || null;
+      var after = Array.from(document.querySelectorAll("h3"))
+                       .find(function (h) { return h.textContent === "This run's rows"; }) || null;
       return {rows: rows.length, top: box.top, first_screen: box.top < window.innerHeight,
               before_scopes: after !== null && box.bottom <= after.getBoundingClientRect().top,
-              words: rows.map(function (r) { var v = r.querySelector(".verdict"); return v ? v.textContent : ""; })}; })()};
+              words: rows.map(function (r) { var v = r.querySelector(".verdict"); return v ? v.textContent : ""; })};
+      })()};
   var pre = document.createElement("pre"); pre.id = "browser-check"; pre.textContent = JSON.stringify(result);
   document.body.appendChild(pre);
 });</script>"""

@@ -130,7 +130,8 @@ def test_growth_won_lists_where_growth_beat_training_on_and_what_advise_said():
 
 def _claim_table(advice: str) -> pd.DataFrame:
     """Eight seeds per family; at each checkpoint growing at block0 beats training on by 0.01·(1 + 0.2·seed) (llama)
-    or ten times that (ResNet), beyond noise, and growing at block1 loses 0.05 to it; advise says `advice` throughout."""
+    or ten times that (ResNet), beyond noise, and growing at block1 loses 0.05 to it; advise says `advice`
+    throughout."""
     rows = []
     for family, scale in (("llama", 0.01), ("resnet", 0.1)):
         for seed in range(8):

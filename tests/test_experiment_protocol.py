@@ -124,7 +124,8 @@ def test_the_registry_resolves_every_task_to_the_protocol_without_torch():
             "for name in EXPERIMENTS:\n"
             "    module = task(name)\n"
             "    trains = ('units', 'unit_settings', 'run_unit') if hasattr(module, 'units') else ('run',)\n"
-            "    assert module.HELP and all(callable(getattr(module, f)) for f in (*trains, 'table', 'figures', 'claims'))\n"
+            "    assert module.HELP and all(callable(getattr(module, f))\n"
+            "                               for f in (*trains, 'table', 'figures', 'claims'))\n"
             "assert 'torch' not in sys.modules, 'growcert --help and the task modules import torch lazily'\n")
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)

@@ -139,10 +139,10 @@ def test_the_cycle_finder_finds_cycles():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-# Where a function may import a module of the package: the command line (cli.py, commands/) and the modules `growcert --help` reads
-# (the experiments registry and its task modules), to keep torch out of it; an experiment's report module where
-# it draws (matplotlib through report.figures, which a claims-only call does not need); and the misalignment
-# estimator's compiled loops (numba, only for the jobs that resample). cli.py's opening comment says so.
+# Where a function may import a module of the package: the command line (cli.py, commands/) and the modules
+# `growcert --help` reads (the experiments registry and its task modules), to keep torch out of it; an experiment's
+# report module where it draws (matplotlib through report.figures, which a claims-only call does not need); and the
+# misalignment estimator's compiled loops (numba, only for the jobs that resample). cli.py's opening comment says so.
 LOCAL_IMPORTS = {"growcert.cli": None, "growcert.commands": None, "growcert.commands.": None,
                  "growcert.reference_runs.command": None, "growcert.experiments": None,
                  "growcert.experiments.tasks.": None,

@@ -214,7 +214,8 @@ def test_the_registered_estimand_is_used_whatever_the_data():
     baseline, variant = [2_400, 2_450, 2_380], [1_000, 1_010, 990]
     median = judge_steps(GROKKING, baseline, variant, 0.95, cap=30_000, eval_every=10)
     assert (median.low, median.high) == (0.0, math.inf) and median.verdict == UNRESOLVED
-    # a censored run: the mean estimand keeps its t interval, its upper end unbounded (the old rule switched to a median)
+    # a censored run: the mean estimand keeps its t interval, its upper end unbounded (the old rule switched to a
+    # median)
     mean = PINN
     censored = judge_steps(mean, [2_400, None, 2_380, 2_500], [1_000, 1_010, 990, 1_000], 0.95, cap=30_000,
                            eval_every=10)

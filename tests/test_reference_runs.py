@@ -1,6 +1,7 @@
 """`growcert reference rejudge|export` (growcert.reference_runs): every committed reference run, judged again from its
 committed tables by the command, reproduces its committed judged tables and claims.csv (every column: words and
-integers exactly, floats to helpers.FLOAT_RTOL, since their last bits depend on the CPU), without retraining; and the command's failure modes are one clear line, exit status 2."""
+integers exactly, floats to helpers.FLOAT_RTOL, since their last bits depend on the CPU), without retraining; and the
+command's failure modes are one clear line, exit status 2."""
 
 from __future__ import annotations
 

@@ -139,13 +139,15 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
 
 
 def test_every_figure_has_the_workflow_caption():
-    """The report's captions are the workflow's src/growcert/resources/report/*.rst (one source with `snakemake --report`)."""
+    """The report's captions are the workflow's src/growcert/resources/report/*.rst (one source with
+    `snakemake --report`)."""
     from growcert.report.page import caption, task_branch
 
     for _, _, figures, _ in SECTIONS:
         for stem in figures:
             assert len(caption(stem)) > 200 and "{%" not in caption(stem), stem
-    template = '{% if snakemake.wildcards.task == "a" %}\nfirst\n{% elif snakemake.wildcards.task == "b" %}\nsecond\n{% endif %}'
+    template = ('{% if snakemake.wildcards.task == "a" %}\nfirst\n'
+                '{% elif snakemake.wildcards.task == "b" %}\nsecond\n{% endif %}')
     assert task_branch(template, "a").strip() == "first" and task_branch(template, "b").strip() == "second"
     assert task_branch(template, "c") == ""
 

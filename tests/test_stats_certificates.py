@@ -1,4 +1,5 @@
-"""Certificates, intervals and the status of a result row (P1; docs/science.md, "Effective dimensions and certificates")."""
+"""Certificates, intervals and the status of a result row (P1; docs/science.md,
+"Effective dimensions and certificates")."""
 
 import itertools
 import math

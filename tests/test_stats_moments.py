@@ -1,4 +1,5 @@
-"""Exactness of the streaming U-statistics (docs/science.md, "Unbiased U-statistics"): brute force, both paths, Zarr streaming."""
+"""Exactness of the streaming U-statistics (docs/science.md, "Unbiased U-statistics"): brute force, both paths, Zarr
+streaming."""
 
 import itertools
 

@@ -83,8 +83,8 @@ def brute_force_dots(train, test, pick_m, pick_k):
 
 
 def cancelling_pool(n=40, dim=1000, seed=0):
-    """Examples ±1e4·v plus noise at float32's resolution of them: with M even, half the draws cancel the common part, and
-    their dot products are small differences of large float32 sums."""
+    """Examples ±1e4·v plus noise at float32's resolution of them: with M even, half the draws cancel the common part,
+    and their dot products are small differences of large float32 sums."""
     rng = np.random.default_rng(seed)
     direction = np.ones(dim) / np.sqrt(dim)
     signs = np.resize([1.0, -1.0], n)

@@ -98,7 +98,8 @@ def test_detectability_standard_error_is_the_exact_variance_of_the_mean_estimate
 @pytest.mark.parametrize("sampler", [gaussian, skewed], ids=["gaussian", "skewed"])
 @pytest.mark.parametrize("M,K", [(3, 5), (8, 8)])
 def test_exact_mean_and_variance_of_the_alignment_statistic(sampler, M, K):
-    """E[μ_M·g_K] = ‖μ‖² and Var = (1/M + 1/K) μᵀΣμ + tr Σ²/(MK) (docs/science.md, "The statistic and its exact moments")."""
+    """E[μ_M·g_K] = ‖μ‖² and Var = (1/M + 1/K) μᵀΣμ + tr Σ²/(MK) (docs/science.md,
+    "The statistic and its exact moments")."""
     mean, covariance = population()
     rng = np.random.default_rng(M * 100 + K)
     reps = 40_000

@@ -1,5 +1,5 @@
-"""P2 theory diagnostics (growcert.experiments.theory, growcert.experiments.theory_dynamics, growcert.stats.kernels): closed forms
-on a linear model, the squared-loss coupling identity on a small network, drift/diffusion exponents on
+"""P2 theory diagnostics (growcert.experiments.theory, growcert.experiments.theory_dynamics, growcert.stats.kernels):
+closed forms on a linear model, the squared-loss coupling identity on a small network, drift/diffusion exponents on
 synthetic streams, reservoir invisibility on a trained network, and one tiny end-to-end run."""
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ def chunk_texts(data, split):
 
 
 def in_ram_tokens(data, encode, split):
-    """The former data/tokenized.py (before the cache), verbatim in substance: every chunk's ids in RAM, concatenated."""
+    """The former data/tokenized.py (before the cache), verbatim in substance: every chunk's ids in RAM,
+    concatenated."""
     ids = [np.asarray(chunk, dtype=np.int64) for chunk in encode(chunk_texts(data, split))]
     return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
 
@@ -192,7 +193,8 @@ def test_a_killed_job_leaves_a_hidden_partial_folder_that_is_never_read(tmp_path
             if len(calls) == 5:
                 os._exit(9)
             return module.encoder(tokenizer)(texts)
-        module.tokenized(load_prepared({str(data.folder)!r}), encode, "bpe", len(tokenizer), module.tokenizer_identity(tokenizer))
+        module.tokenized(load_prepared({str(data.folder)!r}), encode, "bpe", len(tokenizer),
+        module.tokenizer_identity(tokenizer))
     """)
     killed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert killed.returncode == 9, killed.stderr

@@ -33,7 +33,8 @@ def test_a_tight_2_4x_speed_up_is_reproduced():
 
 def test_step_bounds_are_the_evaluation_interval_and_the_cap():
     bounds = step_bounds([300, None], [100, 200], cap=1000, eval_every=100)
-    # reached at 300: in (200, 300]; censored: (1000, inf); variant 100 in (1, 100] (at least one step), 200 in (100, 200]
+    # reached at 300: in (200, 300]; censored: (1000, inf); variant 100 in (1, 100] (at least one step), 200 in (100,
+    # 200]
     assert np.exp(bounds.lower).tolist() == pytest.approx([200 / 100, 1000 / 200])
     assert np.exp(bounds.upper).tolist() == pytest.approx([300 / 1, math.inf])
     assert np.exp(bounds.point).tolist() == pytest.approx([3.0, math.inf])

@@ -197,8 +197,8 @@ def test_snakemake_report_groups_outputs_by_paper(ci_run):
 @pytest.mark.slow
 def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jobs):
     # Snakemake does not rebuild a deleted intermediate while everything downstream is up to date
-    # (https://github.com/snakemake/snakemake/issues/1978): asking for it rebuilds just that run, and the next plain run then
-    # updates only the tables, figures and report that read it.
+    # (https://github.com/snakemake/snakemake/issues/1978): asking for it rebuilds just that run, and the next plain run
+    # then updates only the tables, figures and report that read it.
     grid = ci_config()["grids"][0]
     victim = ci_run / "results" / "models" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
     shutil.rmtree(victim)

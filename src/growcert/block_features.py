@@ -1,4 +1,5 @@
-"""Per-example weight gradients of a zero-output block, from a point's (z, q) (P3; docs/science.md, "estimate-depth (P3)").
+"""Per-example weight gradients of a zero-output block, from a point's (z, q) (P3; docs/science.md,
+"estimate-depth (P3)").
 
 For the family's block r(z) = W_out φ(W_in u(z)) at an insertion point, the per-example gradient of
 the loss with respect to W_out is G_i = Σ_t q_it h_itᵀ with h = φ(W_in u(z)) computed by the block's own

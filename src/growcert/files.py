@@ -1,6 +1,6 @@
-"""Atomic writes, and the pooled read of many tidy tables: every table, figure, checkpoint, report and resume state is written under a hidden
-temporary name beside its target and renamed into place, so a kill or a full disk mid-write leaves no
-file that a later stage would read as complete (the temporary is removed when the write fails).
+"""Atomic writes, and the pooled read of many tidy tables: every table, figure, checkpoint, report and resume state is
+written under a hidden temporary name beside its target and renamed into place, so a kill or a full disk mid-write
+leaves no file that a later stage would read as complete (the temporary is removed when the write fails).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The pipeline on a real SLURM cluster, through profiles/slurm (snakemake-executor-plugin-slurm).
 
-1. The ci DAG (configs/ci.yaml with slurm_grids.yaml's two grids) runs through SLURM: every target exists; every job that is
-   not a localrule (prepare_dataset, train_model, dump_gradients, ...) was a SLURM job of this run
+1. The ci DAG (configs/ci.yaml with slurm_grids.yaml's two grids) runs through SLURM: every target exists;
+   every job that is not a localrule (prepare_dataset, train_model, dump_gradients, ...) was a SLURM job of this run
    (squeue lists it COMPLETED under the run's ID, SLURM wrote its log); localrules never went there.
 2. A fresh results folder, asking for the resnet grid's gradient stores (prepared data reused):
    one *running* train_model job is scancel'ed. Snakemake stops with an error naming that job; a

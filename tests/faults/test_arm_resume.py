@@ -1,6 +1,7 @@
-"""Preemption inside a PINN unit (one arm at one seed), inside a DPO arm, and between two theory cases: SIGTERM's stop request at a chosen step of a chosen arm
-saves a resume state and raises `Interrupted`; the rerun takes the finished arms from that state, continues the
-interrupted arm from its snapshot, and writes the same tables as an uninterrupted run (timing aside).
+"""Preemption inside a PINN unit (one arm at one seed), inside a DPO arm, and between two theory cases: SIGTERM's stop
+request at a chosen step of a chosen arm saves a resume state and raises `Interrupted`; the rerun takes the finished
+arms from that state, continues the interrupted arm from its snapshot, and writes the same tables as an uninterrupted
+run (timing aside).
 
 The stop request is raised in process, through `UnitResume.tick` exactly where SIGTERM's handler would have set
 it (tests/faults/test_resume.py kills real subprocesses of `growcert train`, `grow` and `grokking`; this file

@@ -1,4 +1,5 @@
-"""Population-risk training on a physics-informed network with a noisy initial condition (P2; docs/science.md, "pinn (P2)").
+"""Population-risk training on a physics-informed network with a noisy initial condition (P2; docs/science.md,
+"pinn (P2)").
 
 Problem: 1-D advection  u_t + β u_x = 0  on x ∈ [0, 2π), t ∈ [0, 1], periodic in x, with
 u(x, 0) = sin x known only through noisy observations y_i = sin x_i + ε_i, ε_i ~ N(0, noise_std²).
@@ -39,8 +40,8 @@ variance from K stratified micro-batches (each stratum split into K equal parts,
 is a stratified batch of the same fractions; the stratum sizes are then multiples of K).
 Metric: relative test ℓ2 = ‖u_θ − u‖ / ‖u‖ on a fixed grid (`test_grid` points in x by t), the first
 evaluated step at which it is ≤ `target_l2`, and its final value.
-Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv, provenance.json; growcert.experiments.pinn_report (best lr, table, plot,
-claim row) reads them.
+Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv, provenance.json;
+growcert.experiments.pinn_report (best lr, table, plot, claim row) reads them.
 """
 
 from __future__ import annotations

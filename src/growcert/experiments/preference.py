@@ -1,4 +1,5 @@
-"""Noisy-label preference alignment by DPO, AdamW and PopulationRiskAdam side by side (P2; docs/science.md, "preference (P2, noisy-label DPO)").
+"""Noisy-label preference alignment by DPO, AdamW and PopulationRiskAdam side by side (P2; docs/science.md,
+"preference (P2, noisy-label DPO)").
 
 Direct preference optimisation (Rafailov et al. 2023, "Direct Preference Optimization: Your Language
 Model is Secretly a Reward Model"): for a prompt x with preferred continuation y_w and dispreferred y_l,

@@ -1,6 +1,6 @@
-"""Reading a noisy-label DPO run (growcert.experiments.preference; docs/science.md, "preference (P2, noisy-label DPO)"): the curves figure and the
-claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against AdamW, paired by
-seed) and each claim over every variant with Holm (`families.judge_family`).
+"""Reading a noisy-label DPO run (growcert.experiments.preference; docs/science.md, "preference (P2, noisy-label DPO)"):
+the curves figure and the claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against
+AdamW, paired by seed) and each claim over every variant with Holm (`families.judge_family`).
 
 Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
 """

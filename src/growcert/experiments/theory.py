@@ -1,4 +1,5 @@
-"""Signal channel, reservoir and drift–diffusion diagnostics on small networks (P2; docs/science.md, "theory (P2's output-space dynamics)").
+"""Signal channel, reservoir and drift–diffusion diagnostics on small networks (P2; docs/science.md,
+"theory (P2's output-space dynamics)").
 
 Output-space dynamics along the actual training trajectory of a small residual MLP (tanh, float64)
 on (a) a subset of scikit-learn digits, with squared loss on one-hot targets and with cross-entropy,

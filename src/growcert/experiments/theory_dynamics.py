@@ -1,9 +1,9 @@
-"""Output-space operators recorded along a training trajectory (P2; docs/science.md, "theory (P2's output-space dynamics)"): the data, the
-small residual MLP, the losses and their output Hessians, full-batch gradient descent that accumulates
-the propagator P, the dissipation Gramian W_S and the transfer operators G_S, G_Q, the per-run
-measures computed from them, and the channel-projected drift and fluctuation of minibatch SGD. The
-experiments around them live in `growcert.experiments.theory`; pure numerics
-on the recorded matrices in `growcert.stats.kernels`.
+"""Output-space operators recorded along a training trajectory (P2; docs/science.md,
+"theory (P2's output-space dynamics)"): the data, the small residual MLP, the losses and their output Hessians,
+full-batch gradient descent that accumulates the propagator P, the dissipation Gramian W_S and the transfer operators
+G_S, G_Q, the per-run measures computed from them, and the channel-projected drift and fluctuation of minibatch SGD. The
+experiments around them live in `growcert.experiments.theory`; pure numerics on the recorded matrices in
+`growcert.stats.kernels`.
 
 Definitions (discrete time; what the code computes is exactly these sums over the steps taken)
 -----------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Reading a theory run (growcert.experiments.theory; docs/science.md, "theory (P2's output-space dynamics)"): the figure, the three check
-rows (reservoir invisibility, benign reservoir noise, the squared-loss coupling residual: exact identities)
-and the p2_drift_diffusion claim row, from summary.csv, spectrum.csv and drift.csv.
+"""Reading a theory run (growcert.experiments.theory; docs/science.md, "theory (P2's output-space dynamics)"): the
+figure, the three check rows (reservoir invisibility, benign reservoir noise, the squared-loss coupling residual: exact
+identities) and the p2_drift_diffusion claim row, from summary.csv, spectrum.csv and drift.csv.
 """
 
 from __future__ import annotations

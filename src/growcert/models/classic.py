@@ -1,4 +1,5 @@
-"""A classic decoder-only transformer, as in Power et al. 2022's grokking experiments (P2; docs/science.md, "grokking (P2)").
+"""A classic decoder-only transformer, as in Power et al. 2022's grokking experiments (P2; docs/science.md,
+"grokking (P2)").
 
 "Grokking: Generalization Beyond Overfitting on Small Algorithmic Datasets" trained a standard
 decoder-only transformer (2 layers, width 128, 4 heads) with causal attention masking. This module is

@@ -21,9 +21,10 @@ per-example gradients are exact and examples never interact (no padding, no batc
 
 Tokens: a checkpoint folder that holds a tokenizer is read through it (`tokenizer: auto`): the byte
 streams of the prepared text dataset are decoded as UTF-8 and tokenized chunk by chunk, once per prepared
-data and tokenizer, into memory-mapped streams cached in the prepared folder (growcert.data.tokenized), and windows of `context` tokens are cut from the token streams exactly as from byte streams
-(a store's `index` is then a token offset). Without a tokenizer, or with `tokenizer: bytes`, byte values
-are the token ids (the model needs a vocabulary of at least 256: the tiny test models).
+data and tokenizer, into memory-mapped streams cached in the prepared folder (growcert.data.tokenized), and windows of
+`context` tokens are cut from the token streams exactly as from byte streams (a store's `index` is then a token offset).
+Without a tokenizer, or with `tokenizer: bytes`, byte values are the token ids (the model needs a vocabulary of at least
+256: the tiny test models).
 
 Byte-level text (`load_byte_level_lm`, for the DPO task of experiments/preference.py): the same loader, plus
 the token id of each byte value in the checkpoint's tokenizer (`byte_token_ids`), so a byte-level
@@ -93,8 +94,8 @@ def checkpoint_folder(path: str | Path, repo: str | None = None, allow_download:
     """The local folder (or, with `allow_download`, the repository id) that `from_pretrained` should read.
 
     Looks, in order, at `path` itself (a folder with a config.json), then at the repository id (`repo`,
-    or `path` when it looks like `org/name` and `org` is no local folder) in the local Hugging Face cache. Raises CheckpointError
-    in one line naming where it looked and how to provide the checkpoint.
+    or `path` when it looks like `org/name` and `org` is no local folder) in the local Hugging Face cache. Raises
+    CheckpointError in one line naming where it looked and how to provide the checkpoint.
     """
     folder = Path(path).expanduser()
     if HF_CONFIG.path(folder).is_file():

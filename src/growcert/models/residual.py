@@ -1,4 +1,5 @@
-"""Zero-output residual modules for direct interventions at an insertion point (P1, P3; docs/science.md, "intervene (P1, direct residual interventions)").
+"""Zero-output residual modules for direct interventions at an insertion point (P1, P3; docs/science.md,
+"intervene (P1, direct residual interventions)").
 
 Each module is appended to an `InsertionPoint.inserted` list, which computes
 `stream + module(stream)`; with its `weight` at zero the module's output is exactly zero, so

@@ -1,4 +1,5 @@
-"""Population-risk training (P2; docs/science.md, "PopulationRiskAdam (P2's optimiser, optim/)"): Adam gated by an unbiased test of the population gradient.
+"""Population-risk training (P2; docs/science.md, "PopulationRiskAdam (P2's optimiser, optim/)"): Adam gated by an
+unbiased test of the population gradient.
 
 Per parameter element k, with batch size b, batch-mean gradient μ_k and per-example batch variance
 σ_k² (divisor b), element k takes a step only where

@@ -1,4 +1,5 @@
-"""PopulationRiskAdam: Adam whose per-element step is gated by μ² > s²/b (P2; docs/science.md, "PopulationRiskAdam (P2's optimiser, optim/)").
+"""PopulationRiskAdam: Adam whose per-element step is gated by μ² > s²/b (P2; docs/science.md,
+"PopulationRiskAdam (P2's optimiser, optim/)").
 
 The readings (`gate`), the variance sources (`variance`) and what each costs are described in
 `growcert.optim`'s docstring and docs/science.md; this module holds the arithmetic.

@@ -269,8 +269,8 @@ RECOMMENDED_DEPTH = Table("p3_recommended_depth", "p3", "saturation decision", "
 GROWTH_TABLE = Table("p3_growth", "p3", "held-out loss per arm and step", "growth", "p3_growth_table")
 TABLES = (INTERVENTIONS_SUMMARY, ALIGNMENT_SUMMARY, REGIME_CELLS, RECOMMENDED_DEPTH, GROWTH_TABLE)
 ALIGNMENT_CLAIMS = Claims("p1_alignment", "p1", "width trends and certificates", "alignment", "p1_alignment_claims")
-INTERVENTIONS_CLAIMS = Claims("p1_interventions", "p1", "observed / predicted at the paper's step scale", "interventions",
-                              "p1_interventions_claims")
+INTERVENTIONS_CLAIMS = Claims("p1_interventions", "p1", "observed / predicted at the paper's step scale",
+                              "interventions", "p1_interventions_claims")
 REGIME_CLAIMS = Claims("p1_regime", "p1", "width trend on the regime map", "regime map", "p1_regime_claims")
 DEPTH_CLAIMS = Claims("p3_depth", "p3", "depth plateau and grown vs scratch", "growth", "p3_depth_claims")
 CLAIMS_FILES = (ALIGNMENT_CLAIMS, INTERVENTIONS_CLAIMS, REGIME_CLAIMS, DEPTH_CLAIMS)

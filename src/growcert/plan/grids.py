@@ -3,8 +3,8 @@
 A grid (config key `grids[]`) trains family x dataset over widths x depths x seeds with one budget.
 A grid that sets `contexts` (llama only) also sweeps the sequence length: each context is its own
 run, in a folder tagged with it (`w64_d2_s0_c256`), trained on `tokens_per_step / context`
-sequences per step so that every context sees the same tokens per step (P1's fifth pilot, docs/science.md, "P1: pilots").
-A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
+sequences per step so that every context sees the same tokens per step (P1's fifth pilot, docs/science.md,
+"P1: pilots"). A grid without `contexts` keeps the family's `models.<family>.context` and untagged folders.
 Several grids may train one family on one dataset (e.g. a width grid and a depth grid, each with its
 own budget) as long as no two train the same (width, depth, seed, context) cell.
 `check_grids` checks the grids of a config (growcert.plan.validate_config runs it).

@@ -61,7 +61,7 @@ class Resources:
         return attempt * (2000 + job_settings(self.config, "depth", wildcards)["max_feature_mb"])
 
     def advise_mem_mb(self, wildcards: Any, attempt: int) -> int:
-        """The dump's batch cap (advise.max_batch_mb) and the predictions' per-example gradients (advise.max_gradient_mb)
-        on top of a model and its estimates' working memory."""
+        """The dump's batch cap (advise.max_batch_mb) and the predictions' per-example gradients
+        (advise.max_gradient_mb) on top of a model and its estimates' working memory."""
         section = self.config["advise"]
         return attempt * (4000 + 2 * int(section["max_batch_mb"]) + int(section["max_gradient_mb"]))

@@ -5,8 +5,9 @@ A `Claim` is what a paper says (its text and its number, docs/science.md), the `
 it (name, the paper's value of it, the null, the scale, how the interval over seeds is formed, its
 smallest effect of interest), its pre-registered `primary` analysis (the checkpoint, point, reduction and
 variant that decide it: other cells are secondary rows and never decide it), the reference run that
-decides it (`decided_by`; the default run when none) and how this project judges it. The stage that measures a claim writes rows with `claim_row(key, judgement,
-...)` into results/claims/*.csv; the verdict word comes from `growcert.referee.verdicts`, one of
+decides it (`decided_by`; the default run when none) and how this project judges it. The stage that
+measures a claim writes rows with `growcert.referee.rows.claim_row(key, judgement, ...)` into
+results/claims/*.csv; the verdict word comes from `growcert.referee.verdicts`, one of
 reproduced, contradicted, unresolved, not tested at this scale. The report lists every registered
 claim in registry order, each with the rows written for it (matched on `claim_id`), and says "not
 measured" for a claim no stage wrote. A row may carry a `scope` (e.g. "llama/shakespeare width 32" or a
@@ -214,7 +215,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
     Claim("p1_regime_budget", "P1", "d_align increases with width, on the regime map at matched budget",
           "≈ 3.9 at N = 512 to ≈ 9.5 at N = 3072",
           "per context (a part), the primary cell's seed-level t interval on the slope of log d_align on log width; "
-          "universal across contexts (every one reproduced; contradicted when one is, at its Holm level)", "summarize-regime", DALIGN_SLOPE,
+          "universal across contexts (every one reproduced; contradicted when one is, at its Holm level)",
+          "summarize-regime", DALIGN_SLOPE,
           "per context: " + P1_PRIMARY.replace("the llama family (the paper's headline numbers are LLaMA-style); ", ""),
           (REGIME_DALIGN_VS_WIDTH.stem, REGIME_DALIGN_VS_CONTEXT.stem, REGIME_DIMS_VS_WIDTH.stem,
            REGIME_PLUGIN_VS_UNBIASED.stem, REGIME_SPREAD.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
@@ -235,7 +237,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           "secondary", (REGIME_DALIGN_VS_WIDTH.stem, REGIME_CELLS.stem), references=('p1-regime', 'p1-seeds'),
           decided_by="p1-regime",  # p1-seeds keeps two checkpoints, which reach no common held-out loss level
           quantifier=UNIVERSAL, quantifier_reason=EVERY_CONTEXT,
-          looks=(Look("2026-12-01", 3, "holds False in every context (before the four words)", "p1-regime", "60dd39a"),)),
+          looks=(Look("2026-12-01", 3, "holds False in every context (before the four words)", "p1-regime",
+                      "60dd39a"),)),
     Claim("p1_misalignment_width", "P1", "p̂ falls with width at fixed (M, K)", "falls with width",
           "the slope of p̂ on log width with a seed-level t interval in the primary series, iid mode, at the "
           "reference (M, K)", "summarize-alignment",
@@ -291,7 +294,8 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           f"variant shared (a bias-like vector: it sees Σ_t q_t, P1's primary reduction), the last insertion point, "
           f"last checkpoint, relative step ε = {INTERVENTION_EPSILON:g} (an added output one-tenth of the stream's "
           "norm: a real growth step, where second-order terms of a few percent can show; at ε → 0 the ratio is 1 by "
-          "construction, the check)", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem), references=('p1-interventions',),
+          "construction, the check)", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem),
+          references=('p1-interventions',),
           decided_by="p1-interventions",
           looks=(Look("2026-12-03", 6, "contradicted", "p1-interventions", "b26115b"),)),
     Claim("p2_grokking", "P2", "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW",
@@ -449,7 +453,8 @@ CHECKS: dict[str, Check] = {check.key: check for check in [
           "within 5 % of 1 (first order, by construction as ε → 0)", "summarize-interventions",
           (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem)),
     Check("p1_intervention_sign", "P1", "the predicted sign of the held-out change at the smallest ε",
-          "≥ 95 % agreement (first order)", "summarize-interventions", (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem)),
+          "≥ 95 % agreement (first order)", "summarize-interventions",
+          (INTERVENTIONS.stem, INTERVENTIONS_SUMMARY.stem)),
     Check("p2_reservoir_invisible", "P2", "reservoir is invisible to the test set (G_Q on ker W_S)",
           "0 (Prop. 3.2), below 1e-2 of the channel", "theory", (THEORY.stem,)),
     Check("p2_benign_noise", "P2", "label noise in the reservoir is benign",

@@ -95,7 +95,7 @@ class Design:
 
     @staticmethod
     def text(figure: tuple[int, bool] | None) -> str:
-        """"12", "> 10,000", or "" (no meaning, or no spread)."""
+        """ "12", "> 10,000", or "" (no meaning, or no spread)."""
         if figure is None:
             return ""
         count, more = figure
@@ -206,7 +206,8 @@ def explain(effect: Effect, judgement: Judgement) -> str:
         if effect.margin is not None:
             return (f"the {interval} stays within the margin {effect.margin:.3g}" if effect.margin_low is None
                     else f"the {interval} lies {equivalence_region(effect)}")
-        return f"the {interval} has its near end at or beyond the SESOI {sesoi}: the effect is at least the size that matters"
+        return (f"the {interval} has its near end at or beyond the SESOI {sesoi}: the effect is at least the size "
+                "that matters")
     if judgement.verdict == CONTRADICTED:
         if effect.margin is not None:
             return (f"the {interval} lies wholly above the margin {effect.margin:.3g}" if effect.margin_low is None

@@ -171,11 +171,12 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
 
     The CPU time is the unit's own where its summary has it (`cpu_seconds`: the process CPU time of every session
     part, kept in its resume state). A unit that predates it: its cpu_seconds.log where it kept one (each line a
-    session part; its log.txt names each session part that ran), else Snakemake's benchmark file (`cpu_time` of the job that finished it; that job's log,
-    log.txt, says from which step it resumed the unit). The cost per step is the last part's over the steps it ran;
-    the CPU seconds are complete when every session part left its record, and a lower bound otherwise (a part
-    killed before it wrote one; a unit whose finishing job resumed it, with only a benchmark file; and always for a
-    benchmark file, whose `cpu_time` is sampled every 30 s and misses the job's last interval)."""
+    session part; its log.txt names each session part that ran), else Snakemake's benchmark file (`cpu_time` of the job
+    that finished it; that job's log, log.txt, says from which step it resumed the unit). The cost per step is the last
+    part's over the steps it ran; the CPU seconds are complete when every session part left its record, and a lower
+    bound otherwise (a part killed before it wrote one; a unit whose finishing job resumed it, with only a benchmark
+    file; and always for a benchmark file, whose `cpu_time` is sampled every 30 s and misses the job's last
+    interval)."""
     summary, curves = (pd.read_csv(table.path(unit)) for table in (SUMMARY, CURVES))
     steps_run = int(curves["step"].max())
     if "cpu_seconds" in summary and summary["cpu_seconds"].notna().all():  # the unit's own, every session part's

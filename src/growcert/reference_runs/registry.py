@@ -202,7 +202,8 @@ RUNS: dict[str, ReferenceRun] = {run.name: run for run in (
                  judged=(CLAIM_ROWS.name, REFERENCE_TABLE.name), units="grokking",
                  targets=(task_claims("grokking").path("{results}"),), figures=(GROKKING.file, GROKKING_GATE.file)),
     ReferenceRun(name="advise-check", configs=("configs/advise-check.yaml",),
-                 title='Is `growcert advise` right? (the advise-check reference run, docs/science.md, "advise-check (is the advice right?)")',
+                 title=('Is `growcert advise` right? (the advise-check reference run, '
+                        'docs/science.md, "advise-check (is the advice right?)")'),
                  question="Do advise's grow-here points beat always growing at the largest first-order value?",
                  table="the scorecard: each score of each rule (advise, largest first-order value, random, last "
                        "point) per variant, with its t interval over training seeds",

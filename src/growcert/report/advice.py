@@ -140,8 +140,8 @@ def first_order_recommendation(table: pd.DataFrame, level: float) -> str:
         counts = {word: int((table["decision"] == word).sum()) for word in DECISIONS if (table["decision"] == word).any()}
         summary = ", ".join(f"{count} {word}" for word, count in counts.items())
         closest = table.dropna(subset=["samples_to_detect"]).sort_values("samples_to_detect")
-        hint = (f"; the closest, {closest.iloc[0]['point']}, would need about {int(closest.iloc[0]['samples_to_detect']):,} "
-                "held-out examples" if len(closest) else "")
+        hint = (f"; the closest, {closest.iloc[0]['point']}, would need about "
+                f"{int(closest.iloc[0]['samples_to_detect']):,} held-out examples" if len(closest) else "")
         return f"Do not grow: no point has a clear first-order value and a non-vacuous certificate at n = {n:,} " \
                f"held-out examples ({summary}){hint}."
     best = candidates.iloc[0]
@@ -255,21 +255,23 @@ def advice_markdown(table: pd.DataFrame, line: str, about: dict[str, Any], figur
     return "\n".join([
         f"# Should I train on or grow {about['model']}?", "", f"**{line}**", "",
         f"## Every option over S = {about['budget_steps']} steps", "",
-        "| option | decision | predicted held-out gain [interval] | first order | cost | beyond train on [interval] "
-        "| reach (nats) | steps within the local range |",
+        "| option | decision | predicted held-out gain [interval] | first order | cost "
+        "| beyond train on [interval] | reach (nats) | steps within the local range |",
         "|" + "---|" * 8, *options, "",
         f"Gains are predicted decreases of the mean held-out loss over S AdamW steps at lr {about['budget_lr']:g}, "
         f"batch {about['budget_batch_size']} (docs/science.md, \"advise: options with predictions\"): first order "
         "minus the second-order cost of the steps, the noise of every coordinate included. An option whose reach "
         "(the typical change of a held-out example's log-likelihood over the S steps) is above "
         f"{about['local_reach']:g} "
-        "is beyond the local range its prediction holds in, and never decides. A `grow at k` option is growth procedure "
-        f"{about.get('growth_procedure', 'whole')} (advise.growth_procedure; advise-check measures every procedure).", "",
+        "is beyond the local range its prediction holds in, and never decides. A `grow at k` option is growth "
+        f"procedure {about.get('growth_procedure', 'whole')} (advise.growth_procedure; advise-check measures every "
+        "procedure).", "",
         "## The first-order reading per point", "", header, "|" + "---|" * 8, *rows, "", "## Why", "", *reasons, "",
         f"![first-order value and d_align per point, and every option's predicted gain]({figure_name})", "",
         "## What was measured", "",
         f"{about['n_train']:,} training and {about['n_test']:,} held-out examples of {about['data']} (seed "
-        f"{about['seed']}), q reduced by {about['reduction']}; certificates at (M, K) = ({about['M']}, {about['K']}); "
+        f"{about['seed']}), q reduced by {about['reduction']}; certificates at (M, K) = "
+        f"({about['M']}, {about['K']}); "
         f"intervals at {percent(about['level'])}. The value is the unbiased ‖E[Σ_t q_t h_tᵀ]‖² of a zero-output "
         "block (raw and × ‖z‖²/‖h‖²); d_align (the raw estimate, shown where undetermined too), B_exact and "
         "B_align are P1's, from the held-out moments. "

@@ -106,7 +106,8 @@ def scored_rules(settings: dict[str, Any]) -> tuple[str, ...]:
 
 
 def pick(rows: pd.DataFrame, rule: str, seed: int) -> int | None:
-    """The position in `rows` (one checkpoint and variant, in point order) of the point `rule` grows at; None: no growth."""
+    """The position in `rows` (one checkpoint and variant, in point order) of the point `rule` grows at; None: no
+    growth."""
     if rule == "advise":
         candidates = grow_candidates(rows.reset_index(drop=True))
         return None if candidates.empty else int(candidates.index[0])
@@ -167,7 +168,8 @@ def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
 
 
 def reliability_table(table: pd.DataFrame, bins: int) -> pd.DataFrame:
-    """Per variant and B_exact bin: the growths, their mean B_exact, the observed share that made held-out loss worse."""
+    """Per variant and B_exact bin: the growths, their mean B_exact, the observed share that made held-out loss
+    worse."""
     return pd.DataFrame([{"variant": variant, **row} for variant, part in table.groupby("variant", sort=False)
                          for row in reliability(part["b_exact"], part["outcome"] > 0, bins)])
 

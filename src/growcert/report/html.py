@@ -2,8 +2,8 @@
 
 Order: a header with the run's provenance and a table of contents; a one-screen summary with each paper
 claim of the registry (`growcert.referee.claims`), this run's estimate with its interval over seeds, its verdict
-(one of the four words of `growcert.referee.verdicts`, with the four counts on the first screen) and links to the figures and
-tables that measure it; then the trained grid and one section per paper (P1, P2, P3), each figure under
+(one of the four words of `growcert.referee.verdicts`, with the four counts on the first screen) and links to the
+figures and tables that measure it; then the trained grid and one section per paper (P1, P2, P3), each figure under
 a caption saying what is plotted, how to read it and what this run shows; the summary tables collapsed,
 sortable and linked to their full CSVs. Claims no stage measured are listed as such rather than left
 out; rows whose claim_id the registry does not know are shown last, flagged. Reads tidy tables and PNGs

@@ -1,4 +1,5 @@
-"""P1 interventions read back: the summary table, the figure, the two checks and the claim row (P1; docs/science.md, "intervene (P1, direct residual interventions)").
+"""P1 interventions read back: the summary table, the figure, the two checks and the claim row (P1; docs/science.md,
+"intervene (P1, direct residual interventions)").
 
 Reads the pooled tidy table of `growcert intervene` (one row per point × variant × draw × ε); never a
 network. `first_order_limit` says up to which relative step ε the first-order prediction holds in each cell;

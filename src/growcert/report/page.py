@@ -30,7 +30,8 @@ STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1180px; margin: 0 auto; padding: 1em 1.5em; color: #222;
        line-height: 1.45; }
 header { border-bottom: 2px solid #ddd; margin-bottom: 1em; }
-header h1 { margin: 0.3em 0 0; } header p { color: #555; font-size: 0.8em; overflow-wrap: anywhere; margin: 0.3em 0 0.6em; }
+header h1 { margin: 0.3em 0 0; }
+header p { color: #555; font-size: 0.8em; overflow-wrap: anywhere; margin: 0.3em 0 0.6em; }
 nav.toc { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 0.5em 1em; font-size: 0.9em; }
 nav.toc ol { display: flex; flex-wrap: wrap; gap: 0 1.6em; margin: 0.2em 0; padding: 0; list-style-position: inside; }
 h2 { border-bottom: 1px solid #eee; padding-bottom: 0.2em; margin-top: 1.6em; }
@@ -43,7 +44,8 @@ td { overflow-wrap: anywhere; max-width: 34em; }
 th { background: #f1f1f1; position: sticky; top: 0; }
 table.sortable th { cursor: pointer; } table.sortable th::after { content: " ⇅"; color: #aaa; }
 .verdict { font-weight: 600; white-space: nowrap; padding: 0.05em 0.4em; border-radius: 3px; }
-.verdict.reproduced { background: #dff3dc; color: #1d5e17; } .verdict.contradicted { background: #fbe0dd; color: #8a1c12; }
+.verdict.reproduced { background: #dff3dc; color: #1d5e17; }
+.verdict.contradicted { background: #fbe0dd; color: #8a1c12; }
 .verdict.unresolved { background: #fdf0c8; color: #6b4e00; } .verdict.not-tested { background: #eee; color: #555; }
 .verdict.other { background: #eee; color: #555; } td.pending { color: #888; }
 p.counts { font-size: 1.05em; } p.counts .count { margin-right: 0.8em; white-space: nowrap; }

@@ -47,7 +47,8 @@ from growcert.stats.regime import LOSS, common_loss_grid, matched_loss, regime_s
 
 MODEL_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "step"]
 LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
-FIGURE_REDUCTION = "sum_positions"  # what a growth step shared across positions sees (docs/science.md, "Reducing q to one vector per example")
+# what a growth step shared across positions sees (docs/science.md, "Reducing q to one vector per example")
+FIGURE_REDUCTION = "sum_positions"
 # The figures' stems by the axis each needs more than one of (the figure registry's REGIME_FIGURES)
 WIDTH_FIGURES, CONTEXT_FIGURES, SEED_FIGURES = ([figure.stem for figure in REGIME_FIGURES[axis]]
                                                 for axis in ("widths", "contexts", "seeds"))

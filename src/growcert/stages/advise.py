@@ -8,8 +8,8 @@ advise.budget_steps AdamW steps, `stats.update_gain`), then the decision of `gro
 advice.md, advice.png, provenance.json in `out`). It is the one stage made of other stages: it imports dump,
 alignment and depth (tests/test_layout.py), and only the command line imports it.
 
-`advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert checkpoint
-`step*.pt`, or a pretrained Hugging Face causal-LM folder), checks the data against it (a prepared folder of
+`advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert
+checkpoint `step*.pt`, or a pretrained Hugging Face causal-LM folder), checks the data against it (a prepared folder of
 the kind the family reads, or, for a language model, a plain text file long enough for one context on each
 side), checks the proposed growth against the stream's width, and resolves the settings of the three stages
 `advise` wires together (dump, alignment, depth: their schema defaults, with the `advise` section's sample,

@@ -1,4 +1,5 @@
-"""`growcert estimate-depth`: the first-order value of an inserted block per insertion point (P3; docs/science.md, "estimate-depth (P3)").
+"""`growcert estimate-depth`: the first-order value of an inserted block per insertion point (P3; docs/science.md,
+"estimate-depth (P3)").
 
 For every insertion point of a gradient store, the family's zero-output block (`models/blocks.py`,
 W_in seeded by (seed, point)) is applied to the stored activations z with its own forward code

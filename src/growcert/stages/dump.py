@@ -114,8 +114,9 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
                            for item in buffers[name].add(_point_arrays(captured, name, options.variables))])
             progress(min(number * batch_size, len(examples)), len(examples))
             if number % max(1, total_batches // 10) == 0 or number == total_batches:
-                log(f"batch {number}/{total_batches}: {number * batch_size if number < total_batches else len(examples)} "
-                    f"examples captured, {time.perf_counter() - started:.1f}s")
+                captured_so_far = number * batch_size if number < total_batches else len(examples)
+                log(f"batch {number}/{total_batches}: {captured_so_far} examples captured, "
+                    f"{time.perf_counter() - started:.1f}s")
         # The last chunks of every group: no more capturing, so its core takes a writer too.
         writer.submit([item for name in points for item in buffers[name].drain()], workers + 1)
         path = writer.finish()

@@ -1,4 +1,5 @@
-"""Direct residual interventions: predicted vs observed held-out loss change (P1; docs/science.md, "intervene (P1, direct residual interventions)").
+"""Direct residual interventions: predicted vs observed held-out loss change (P1; docs/science.md,
+"intervene (P1, direct residual interventions)").
 
 Implements P1's "direct residual interventions": insert a zero-initialised residual module at an
 insertion point of a trained checkpoint (function unchanged), step its weight along the *train*
@@ -221,8 +222,8 @@ def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch
     first = open_group(store, points[0])
     draws = disjoint_draws(split_of(first), settings["M"], settings["K"], settings["draws"], settings["seed"])
     batch_size = forward_batch_size(store, settings)
-    log(f"intervening at {points} of {checkpoint} on {device_record(device)['device']}: forward batches of {batch_size} "
-        f"(intervene.batch_size {settings['batch_size']}, max_batch_mb {settings['max_batch_mb']})")
+    log(f"intervening at {points} of {checkpoint} on {device_record(device)['device']}: forward batches of "
+        f"{batch_size} (intervene.batch_size {settings['batch_size']}, max_batch_mb {settings['max_batch_mb']})")
 
     held_out, base = [], []
     for _, test_rows in draws:

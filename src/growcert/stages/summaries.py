@@ -110,8 +110,8 @@ def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table:
 
 
 def summarize_advise_check(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
-    """The advise-check tables of many checkpoints pooled into one folder's scores (`report.advice_check.write_scores`); returns the
-    score lines. A table without the stage's columns is refused, naming it."""
+    """The advise-check tables of many checkpoints pooled into one folder's scores (`report.advice_check.write_scores`);
+    returns the score lines. A table without the stage's columns is refused, naming it."""
     for path in tables:
         missing = [column for column in advice_check.COLUMNS if column not in pd.read_csv(path, nrows=0).columns]
         if missing:

@@ -1,8 +1,8 @@
 """`growcert train`: one run of a training grid, for every model family.
 
 The loop, the step itself (AdamW, warm-up then constant lr, clipping, finite-loss check) and the evaluation
-are `growcert.training`'s (`Trainer.fit`), shared with `growcert grow`. Initialisation and batch order are seeded, kernels
-deterministic (`growcert.runtime`). Checkpoints are taken at the configured steps; `metrics.json`
+are `growcert.training`'s (`Trainer.fit`), shared with `growcert grow`. Initialisation and batch order are seeded,
+kernels deterministic (`growcert.runtime`). Checkpoints are taken at the configured steps; `metrics.json`
 (train and held-out loss/accuracy curves, timing, provenance) is written last, atomically, so a folder
 with `metrics.json` is a finished run.
 

@@ -1,4 +1,5 @@
-"""Effective dimensions, alignment certificates and the result row (P1; docs/science.md, "Effective dimensions and certificates").
+"""Effective dimensions, alignment certificates and the result row (P1; docs/science.md,
+"Effective dimensions and certificates").
 
 With μ̄ = E[q], Σ = Cov[q], M train-side and K test-side examples:
 
@@ -162,7 +163,7 @@ def samples_to_detect(estimate: float, se: float, n: int, detect_threshold: floa
 
 
 def alignment_status(m: Moments, z: float, detect_threshold: float = DEFAULT_DETECTION_THRESHOLD) -> str:
-    """"ok", or why d_align is undetermined: no detectable mean first, then negative estimates."""
+    """ "ok", or why d_align is undetermined: no detectable mean first, then negative estimates."""
     if not z >= detect_threshold:  # also catches NaN
         return STATUS_NO_SIGNAL
     negative = [name for name in CHECKED_QUANTITIES if float(getattr(m, name)) < 0]

@@ -1,4 +1,5 @@
-"""The first-order value of an inserted zero-output block, and the saturation decision (P3; docs/science.md, "estimate-depth (P3)").
+"""The first-order value of an inserted zero-output block, and the saturation decision (P3; docs/science.md,
+"estimate-depth (P3)").
 
 Pure numerics on numpy arrays that `growcert.stages.depth` computes from stored (z, q) with the block's own
 code. For a block r(z) = W_out φ(W_in u(z)) with W_out = 0, example i contributes

@@ -1,4 +1,5 @@
-"""Uncertainty for the effective dimensions and the empirical misalignment (docs/science.md, "Intervals: delete-one jackknife + Fieller").
+"""Uncertainty for the effective dimensions and the empirical misalignment (docs/science.md,
+"Intervals: delete-one jackknife + Fieller").
 
 Ratios d_∥ = ‖μ‖⁴/μᵀΣμ and d_2 = ‖μ‖⁴/tr(Σ²) (P1) get
 **delete-one jackknife + Fieller** intervals:

@@ -1,4 +1,5 @@
-"""Signal channel, reservoir, train–test coupling and drift–diffusion numerics (P2; docs/science.md, "theory (P2's output-space dynamics)").
+"""Signal channel, reservoir, train–test coupling and drift–diffusion numerics (P2; docs/science.md,
+"theory (P2's output-space dynamics)").
 
 Pure numpy on the operators that `growcert.experiments.theory` records along a training trajectory (the
 definitions are derived in that module's docstring); nothing here knows networks or torch.

@@ -1,4 +1,5 @@
-"""Reduce stored activation gradients to one vector per example (docs/science.md, "Reducing q to one vector per example").
+"""Reduce stored activation gradients to one vector per example (docs/science.md,
+"Reducing q to one vector per example").
 
 The store keeps q in its native layout, ``(sample, channel, height, width)``
 for conv nets or ``(sample, token, feature)`` for language models.  The

@@ -170,7 +170,7 @@ def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_al
 
 
 def trend_direction(lo: float, hi: float) -> str:
-    """"rises" / "falls" when the slope's interval excludes 0 on that side, "flat" when it holds 0
+    """ "rises" / "falls" when the slope's interval excludes 0 on that side, "flat" when it holds 0
     (no significant slope, not a proven zero), "undetermined" without an interval."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return UNDETERMINED

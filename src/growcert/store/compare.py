@@ -1,7 +1,8 @@
 """Exact comparison of two results folders: every table, every store array, every checkpoint's weights.
 
 The question it answers is the one a user asks after moving a run to another device, machine or commit:
-did it reproduce, bit for bit? (`growcert compare-results A B`; the check that `device: cpu` and `auto` give the same artifacts.)
+did it reproduce, bit for bit? (`growcert compare-results A B`; the check that `device: cpu` and `auto` give the same
+artifacts.)
 
 - Tables: every CSV outside benchmarks/ and logs/, read with pandas and compared exactly (NaN equals NaN),
   without the columns that record when or with which code a row was made (VOLATILE_COLUMNS).
