@@ -27,9 +27,22 @@ import tempfile
 import time
 from pathlib import Path
 
-CI_RUN = {"family": "llama", "dataset": "shakespeare", "width": 16, "depth": 2, "model": {"head_dim": 8, "context": 32},
-          "train": {"steps": 20, "batch_size": 8, "lr": 0.003, "warmup_steps": 2, "save_steps": [20],
-                    "eval_every": 10, "eval_examples": 32}}
+CI_RUN = {
+    "family": "llama",
+    "dataset": "shakespeare",
+    "width": 16,
+    "depth": 2,
+    "model": {"head_dim": 8, "context": 32},
+    "train": {
+        "steps": 20,
+        "batch_size": 8,
+        "lr": 0.003,
+        "warmup_steps": 2,
+        "save_steps": [20],
+        "eval_every": 10,
+        "eval_examples": 32,
+    },
+}
 
 
 def child(argv: list[str], allowed: tuple[int, ...] = (0,)) -> tuple[float, float]:
@@ -57,20 +70,46 @@ def ci_llama(work: Path, threads: int, checkpoint: str | None, data: str | None)
         child(growcert("train", "--data", data, "--settings", json.dumps(CI_RUN), "--out", str(work / "run")))
         checkpoint = str(work / "run" / "step20.pt")
     torch_flags = ["--threads", str(threads), "--device", "cpu"]
-    advise = child(growcert("advise", "--model", checkpoint, "--data", data, "--out", str(work / "advice"),
-                            *torch_flags))
+    advise = child(
+        growcert("advise", "--model", checkpoint, "--data", data, "--out", str(work / "advice"), *torch_flags)
+    )
     settings = stage_settings("advise")
     dump = {key: settings[key] for key in ("train_examples", "test_examples", "batch_size", "max_batch_mb", "seed")}
     store = str(work / "store.zarr")
-    stages = [child(growcert("dump", "--checkpoint", checkpoint, "--data", data, "--settings", json.dumps(dump),
-                             "--out", store, *torch_flags)),
-              child(growcert("estimate-alignment", "--store", store, "--settings",
-                             json.dumps({"reductions": [settings["reduction"]]}), "--out", str(work / "a.csv"))),
-              child(growcert("estimate-depth", "--store", store, "--out", str(work / "d.csv"), *torch_flags))]
+    stages = [
+        child(
+            growcert(
+                "dump",
+                "--checkpoint",
+                checkpoint,
+                "--data",
+                data,
+                "--settings",
+                json.dumps(dump),
+                "--out",
+                store,
+                *torch_flags,
+            )
+        ),
+        child(
+            growcert(
+                "estimate-alignment",
+                "--store",
+                store,
+                "--settings",
+                json.dumps({"reductions": [settings["reduction"]]}),
+                "--out",
+                str(work / "a.csv"),
+            )
+        ),
+        child(growcert("estimate-depth", "--store", store, "--out", str(work / "d.csv"), *torch_flags)),
+    ]
     print(f"ci llama w16 d2 ({settings['train_examples']} + {settings['test_examples']} examples, {threads} threads):")
     print(f"  growcert advise                        {advise[0]:6.1f} s   peak RSS {advise[1]:7.0f} MB")
-    print(f"  dump + estimate-alignment + -depth     {sum(s for s, _ in stages):6.1f} s   peak RSS "
-          f"{max(m for _, m in stages):7.0f} MB (largest of the three)")
+    print(
+        f"  dump + estimate-alignment + -depth     {sum(s for s, _ in stages):6.1f} s   peak RSS "
+        f"{max(m for _, m in stages):7.0f} MB (largest of the three)"
+    )
     print(f"  ratio advise / stages                  {advise[0] / sum(s for s, _ in stages):6.2f}")
 
 
@@ -80,9 +119,16 @@ def large_model(work: Path, threads: int, examples: int, corpus: bytes) -> None:
 
     from growcert.config import stage_settings
 
-    config = transformers.GPTNeoXConfig(vocab_size=256, hidden_size=768, num_hidden_layers=14, num_attention_heads=12,
-                                        intermediate_size=3072, max_position_embeddings=256, bos_token_id=0,
-                                        eos_token_id=0)
+    config = transformers.GPTNeoXConfig(
+        vocab_size=256,
+        hidden_size=768,
+        num_hidden_layers=14,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=256,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config)
     parameters = sum(p.numel() for p in model.parameters())
@@ -95,26 +141,67 @@ def large_model(work: Path, threads: int, examples: int, corpus: bytes) -> None:
     gradients_mb = 3 * examples * parameters * 4 / 2**20  # n_train + 2 n_test rows
     refused = gradients_mb > settings["max_gradient_mb"]
     torch_flags = ["--threads", str(threads), "--device", "cpu"]
-    advise = child(growcert("advise", "--model", str(work / "neox-100m"), "--data", str(text), "--out",
-                            str(work / "advice-large"), "--examples", str(examples), "--settings",
-                            json.dumps({"context": 128}), *torch_flags), allowed=(2,) if refused else (0,))
+    advise = child(
+        growcert(
+            "advise",
+            "--model",
+            str(work / "neox-100m"),
+            "--data",
+            str(text),
+            "--out",
+            str(work / "advice-large"),
+            "--examples",
+            str(examples),
+            "--settings",
+            json.dumps({"context": 128}),
+            *torch_flags,
+        ),
+        allowed=(2,) if refused else (0,),
+    )
     # the same dump alone, on the text advise prepared the same way (the prepared folder is advise's own: redo it)
     from growcert.data import prepare_dataset
 
     chunk = max(1, min(settings["text_chunk_bytes"], len(corpus) // 4))
-    prepare_dataset("text", work / "text", {"path": str(text), "chunk_bytes": chunk,
-                                            "test_fraction": settings["text_test_fraction"]})
-    dump = {"train_examples": examples, "test_examples": examples, "batch_size": settings["batch_size"],
-            "max_batch_mb": settings["max_batch_mb"]}
-    alone = child(growcert("dump", "--checkpoint", str(work / "neox-100m"), "--data", str(work / "text"), "--settings",
-                           json.dumps(dump), "--hf", json.dumps({"context": 128}), "--out", str(work / "large.zarr"),
-                           *torch_flags))
-    print(f"GPT-NeoX {parameters / 1e6:.0f}M parameters, context 128, {examples} + {examples} examples, "
-          f"{threads} threads:")
-    print(f"  growcert advise                        {advise[0]:6.1f} s   peak RSS {advise[1]:7.0f} MB "
-          f"(bound {bound:.0f} MB: {'within' if advise[1] <= bound else 'ABOVE'})"
-          + (f"; refused after its dump: the predictions need {gradients_mb:,.0f} MiB > advise.max_gradient_mb"
-             if refused else ""))
+    prepare_dataset(
+        "text",
+        work / "text",
+        {"path": str(text), "chunk_bytes": chunk, "test_fraction": settings["text_test_fraction"]},
+    )
+    dump = {
+        "train_examples": examples,
+        "test_examples": examples,
+        "batch_size": settings["batch_size"],
+        "max_batch_mb": settings["max_batch_mb"],
+    }
+    alone = child(
+        growcert(
+            "dump",
+            "--checkpoint",
+            str(work / "neox-100m"),
+            "--data",
+            str(work / "text"),
+            "--settings",
+            json.dumps(dump),
+            "--hf",
+            json.dumps({"context": 128}),
+            "--out",
+            str(work / "large.zarr"),
+            *torch_flags,
+        )
+    )
+    print(
+        f"GPT-NeoX {parameters / 1e6:.0f}M parameters, context 128, {examples} + {examples} examples, "
+        f"{threads} threads:"
+    )
+    print(
+        f"  growcert advise                        {advise[0]:6.1f} s   peak RSS {advise[1]:7.0f} MB "
+        f"(bound {bound:.0f} MB: {'within' if advise[1] <= bound else 'ABOVE'})"
+        + (
+            f"; refused after its dump: the predictions need {gradients_mb:,.0f} MiB > advise.max_gradient_mb"
+            if refused
+            else ""
+        )
+    )
     print(f"  growcert dump alone                    {alone[0]:6.1f} s   peak RSS {alone[1]:7.0f} MB")
     print(f"  ratio advise / dump                    {advise[0] / alone[0]:6.2f}")
 

@@ -49,37 +49,80 @@ def main() -> None:
     rows = []
     for family, dataset, width, depth in CASES:
         data, run = work / dataset, work / family
-        growcert("prepare", "--dataset", dataset, "--settings", json.dumps(config["datasets"][dataset]),
-                 "--out", str(data))
-        growcert("train", "--data", str(data), "--out", str(run),
-                 "--settings", json.dumps(train_settings(config, Run(family, dataset, width, depth, 0))))
+        growcert(
+            "prepare", "--dataset", dataset, "--settings", json.dumps(config["datasets"][dataset]), "--out", str(data)
+        )
+        growcert(
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(run),
+            "--settings",
+            json.dumps(train_settings(config, Run(family, dataset, width, depth, 0))),
+        )
         checkpoint = sorted(run.glob("step*.pt"), key=lambda p: int(p.stem[4:]))[-1]
         tables = {}
         for dtype, extra in (("float32", {}), ("bfloat16", {"dtype": "bfloat16", "shards": 4})):
             store = work / f"{family}-{dtype}.zarr"
-            growcert("dump", "--checkpoint", str(checkpoint), "--data", str(data), "--out", str(store),
-                     "--settings", json.dumps({**dump, **extra}))
-            growcert("estimate-alignment", "--store", str(store), "--out", str(work / f"{family}-{dtype}-a.csv"),
-                     "--settings", json.dumps(config["alignment"]))
-            growcert("estimate-depth", "--store", str(store), "--out", str(work / f"{family}-{dtype}-d.csv"),
-                     "--settings", json.dumps(config["depth"]))
+            growcert(
+                "dump",
+                "--checkpoint",
+                str(checkpoint),
+                "--data",
+                str(data),
+                "--out",
+                str(store),
+                "--settings",
+                json.dumps({**dump, **extra}),
+            )
+            growcert(
+                "estimate-alignment",
+                "--store",
+                str(store),
+                "--out",
+                str(work / f"{family}-{dtype}-a.csv"),
+                "--settings",
+                json.dumps(config["alignment"]),
+            )
+            growcert(
+                "estimate-depth",
+                "--store",
+                str(store),
+                "--out",
+                str(work / f"{family}-{dtype}-d.csv"),
+                "--settings",
+                json.dumps(config["depth"]),
+            )
             alignment = pd.read_csv(work / f"{family}-{dtype}-a.csv")
             alignment = alignment[alignment.reduction == "sum_positions"].set_index(["point", "pool"])
-            tables[dtype] = (alignment["d_align_raw"], pd.read_csv(work / f"{family}-{dtype}-d.csv")
-                             .set_index(["point", "pool"])["value"])
+            tables[dtype] = (
+                alignment["d_align_raw"],
+                pd.read_csv(work / f"{family}-{dtype}-d.csv").set_index(["point", "pool"])["value"],
+            )
         for (point, pool), exact in tables["float32"][0].items():
             value, rounded_value = tables["float32"][1][(point, pool)], tables["bfloat16"][1][(point, pool)]
-            rows.append({"model": f"{family} w{width} d{depth}", "point": point, "pool": pool,
-                         "d_align_f32": exact, "d_align_bf16": tables["bfloat16"][0][(point, pool)],
-                         "d_align_rel_err": abs(tables["bfloat16"][0][(point, pool)] / exact - 1),
-                         "value_f32": value, "value_bf16": rounded_value,
-                         "value_rel_err": abs(rounded_value / value - 1)})
+            rows.append(
+                {
+                    "model": f"{family} w{width} d{depth}",
+                    "point": point,
+                    "pool": pool,
+                    "d_align_f32": exact,
+                    "d_align_bf16": tables["bfloat16"][0][(point, pool)],
+                    "d_align_rel_err": abs(tables["bfloat16"][0][(point, pool)] / exact - 1),
+                    "value_f32": value,
+                    "value_bf16": rounded_value,
+                    "value_rel_err": abs(rounded_value / value - 1),
+                }
+            )
     table = pd.DataFrame(rows)
     with pd.option_context("display.width", 160, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))
     for model, group in table.groupby("model"):
-        print(f"{model}: max relative error d_align {group.d_align_rel_err.max():.2e}, "
-              f"depth value {group.value_rel_err.max():.2e} (median {np.median(group.value_rel_err):.2e})")
+        print(
+            f"{model}: max relative error d_align {group.d_align_rel_err.max():.2e}, "
+            f"depth value {group.value_rel_err.max():.2e} (median {np.median(group.value_rel_err):.2e})"
+        )
 
 
 if __name__ == "__main__":

@@ -70,22 +70,35 @@ def plain_passes(model, examples, batch_size):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = stage_settings("dump", {})
-    parser.add_argument("--examples", type=int, default=defaults["train_examples"] + defaults["test_examples"],
-                        help="examples per dump, half train, half test (default: the pipeline's, dump.train_examples "
-                             "+ dump.test_examples)")
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=defaults["train_examples"] + defaults["test_examples"],
+        help="examples per dump, half train, half test (default: the pipeline's, dump.train_examples "
+        "+ dump.test_examples)",
+    )
     parser.add_argument("--batch-size", type=int, default=defaults["batch_size"])
     parser.add_argument("--repeats", type=int, default=3, help="alternating repeats; the best of each is kept")
     parser.add_argument("--threads", type=int, default=1, help="the job's cores: torch threads and the store's workers")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="growcert-bench-dump-"))
-    settings = {"train_examples": args.examples // 2, "test_examples": args.examples // 2,
-                "batch_size": args.batch_size, "seed": 0, "points": None}
-    print(f"{args.examples} examples, batches of {args.batch_size}, {args.threads} thread(s), best of {args.repeats}. "
-          f"s: wall seconds; cpu: CPU seconds of the plain passes and of the dump (its capturing thread + its "
-          f"other threads: the store's writer, zarr, compression) and their ratio")
-    print(f"{'model':<28}{'store':<13}{'points':>6}{'plain s':>9}{'dump s':>9}{'ratio':>7}{'<=' + str(GOAL):>6}"
-          f"{'cpu':>7}{'cpu':>11}{'ratio':>7}{'MB/s':>8}{'compr.':>8}")
+    settings = {
+        "train_examples": args.examples // 2,
+        "test_examples": args.examples // 2,
+        "batch_size": args.batch_size,
+        "seed": 0,
+        "points": None,
+    }
+    print(
+        f"{args.examples} examples, batches of {args.batch_size}, {args.threads} thread(s), best of {args.repeats}. "
+        f"s: wall seconds; cpu: CPU seconds of the plain passes and of the dump (its capturing thread + its "
+        f"other threads: the store's writer, zarr, compression) and their ratio"
+    )
+    print(
+        f"{'model':<28}{'store':<13}{'points':>6}{'plain s':>9}{'dump s':>9}{'ratio':>7}{'<=' + str(GOAL):>6}"
+        f"{'cpu':>7}{'cpu':>11}{'ratio':>7}{'MB/s':>8}{'compr.':>8}"
+    )
     writes = []
     try:
         for family, dataset, width, depth, options in CASES:
@@ -94,8 +107,17 @@ def main() -> None:
             torch.manual_seed(0)
             model = build_model(family, width, depth, data.info, options)
             checkpoint = work / f"{family}.pt"
-            save_checkpoint(checkpoint, model, family=family, width=width, depth=depth, data_info=data.info,
-                            model_options=options, step=0, provenance={"seed": 0, "config_hash": "bench"})
+            save_checkpoint(
+                checkpoint,
+                model,
+                family=family,
+                width=width,
+                depth=depth,
+                data_info=data.info,
+                model_options=options,
+                step=0,
+                provenance={"seed": 0, "config_hash": "bench"},
+            )
             context = options.get("context")
             examples = [fixed_examples(data, split, args.examples // 2, 0, context) for split in ("train", "test")]
             plain, dumped = [], {name: [] for name, _ in VARIANTS}
@@ -105,28 +127,41 @@ def main() -> None:
                     store = work / f"{family}-{name}.zarr"
                     shutil.rmtree(store, ignore_errors=True)
                     started, main_cpu, all_cpu = time.perf_counter(), time.thread_time(), time.process_time()
-                    dump_gradients(checkpoint, data, store, stage_settings("dump", {**settings, **extra}),
-                                   threads=args.threads,
-                                   log=lambda _: None, device="cpu")
+                    dump_gradients(
+                        checkpoint,
+                        data,
+                        store,
+                        stage_settings("dump", {**settings, **extra}),
+                        threads=args.threads,
+                        log=lambda _: None,
+                        device="cpu",
+                    )
                     main_cpu = time.thread_time() - main_cpu
-                    dumped[name].append((time.perf_counter() - started, main_cpu, time.process_time() - all_cpu - main_cpu))
+                    dumped[name].append(
+                        (time.perf_counter() - started, main_cpu, time.process_time() - all_cpu - main_cpu)
+                    )
             for name, _ in VARIANTS:
                 store = work / f"{family}-{name}.zarr"
                 groups = [g for g in store.iterdir() if g.is_dir()]
-                logical = sum(4 * 2 * args.examples * np.prod(zarr.open_array(g / "q", mode="r").shape[1:])
-                              for g in groups)
+                logical = sum(
+                    4 * 2 * args.examples * np.prod(zarr.open_array(g / "q", mode="r").shape[1:]) for g in groups
+                )
                 on_disk = sum(_stored_bytes(g / v) for g in groups for v in ("q", "z"))
                 (best_plain, plain_cpu), (best_dump, main_cpu, other_cpu) = min(plain), min(dumped[name])
                 ratio = best_dump / best_plain
-                print(f"{family} w{width} d{depth} on {dataset:<12}{name:<13}{len(groups):>6}{best_plain:>9.3f}"
-                      f"{best_dump:>9.3f}{ratio:>7.2f}{'yes' if ratio <= GOAL else 'no':>6}{plain_cpu:>7.2f}"
-                      f"{f'{main_cpu:.2f}+{other_cpu:.2f}':>11}{(main_cpu + other_cpu) / plain_cpu:>7.2f}"
-                      f"{logical / 1e6 / best_dump:>8.1f}{logical / on_disk:>8.2f}")
+                print(
+                    f"{family} w{width} d{depth} on {dataset:<12}{name:<13}{len(groups):>6}{best_plain:>9.3f}"
+                    f"{best_dump:>9.3f}{ratio:>7.2f}{'yes' if ratio <= GOAL else 'no':>6}{plain_cpu:>7.2f}"
+                    f"{f'{main_cpu:.2f}+{other_cpu:.2f}':>11}{(main_cpu + other_cpu) / plain_cpu:>7.2f}"
+                    f"{logical / 1e6 / best_dump:>8.1f}{logical / on_disk:>8.2f}"
+                )
             writes.append((family, write_alone(work, work / f"{family}-float32.zarr", args.threads, args.repeats)))
         print(f"\nwrite alone (q+z of the float32 store, {args.threads} store workers):")
         for family, (store_rate, save_rate) in writes:
-            print(f"  {family:<8} StoreWriter {store_rate:8.1f} MB/s   np.save {save_rate:8.1f} MB/s   "
-                  f"ratio {store_rate / save_rate:.2f}")
+            print(
+                f"  {family:<8} StoreWriter {store_rate:8.1f} MB/s   np.save {save_rate:8.1f} MB/s   "
+                f"ratio {store_rate / save_rate:.2f}"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -145,8 +180,9 @@ def write_alone(work: Path, store: Path, threads: int, repeats: int) -> tuple[fl
         copy = work / "rewrite.zarr"
         shutil.rmtree(copy, ignore_errors=True)
         with zarr.config.set({"threading.max_workers": threads}):
-            writer = StoreWriter(copy, specs, split.astype(object), index, label, {}, options=StoreOptions(),
-                                 workers=threads)
+            writer = StoreWriter(
+                copy, specs, split.astype(object), index, label, {}, options=StoreOptions(), workers=threads
+            )
             started = time.perf_counter()
             for group in groups:
                 writer.write(group, 0, values[group])

@@ -79,18 +79,25 @@ class RecordedVerdicts:
 
     def largest_predicted(self) -> float:
         """The largest predicted relative change over the quantities and verdicts."""
-        return max((p / abs(v) if v else float("inf")) for verdict in self.verdicts
-                   for p, v in zip(verdict.predicted, verdict.values))
+        return max(
+            (p / abs(v) if v else float("inf"))
+            for verdict in self.verdicts
+            for p, v in zip(verdict.predicted, verdict.values)
+        )
 
 
 def relative_changes(approx, exact) -> str:
-    return ", ".join(f"{abs(getattr(approx, name) / getattr(exact, name) - 1):.1e} in {label}"
-                     for name, label in (("tr_sigma2", "tr Σ²"), ("mu_sigma_mu", "μᵀΣμ"), ("mu_4", "‖μ‖⁴")))
+    return ", ".join(
+        f"{abs(getattr(approx, name) / getattr(exact, name) - 1):.1e} in {label}"
+        for name, label in (("tr_sigma2", "tr Σ²"), ("mu_sigma_mu", "μᵀΣμ"), ("mu_4", "‖μ‖⁴"))
+    )
 
 
 def part_a(n, dim, block_bytes):
-    print(f"\n(a) moments, n = {n:,}, N = {dim:,}, float32 in memory (covariance path, "
-          f"{-(-n // (block_bytes // (8 * dim)))} blocks)")
+    print(
+        f"\n(a) moments, n = {n:,}, N = {dim:,}, float32 in memory (covariance path, "
+        f"{-(-n // (block_bytes // (8 * dim)))} blocks)"
+    )
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((n, dim), dtype=np.float32) + 0.05).astype(np.float32)
     # best of 2, interleaved with the reference gemm: the machine may be shared, and the
@@ -111,28 +118,40 @@ def part_a(n, dim, block_bytes):
     gemm = {"float32": rate32, "float64": rate64}
     print(f"  ours (products by the rule: {ours.products})  {t_ours:8.2f} s")
     print(f"  ours, float64 products forced       {t_f64:8.2f} s")
-    print(f"  baseline: naive np.cov plug-in      {t_naive:8.2f} s   (one float64 syrk, after copying X to float64 whole)")
+    print(
+        f"  baseline: naive np.cov plug-in      {t_naive:8.2f} s   (one float64 syrk, after copying X to float64 whole)"
+    )
     print(f"  -> time ratios: naive / ours = {t_naive / t_ours:.2f}, float64 products / ours = {t_f64 / t_ours:.2f}")
-    print(f"  quadratic term (n N² flops over the whole moments() call) vs this machine's gemm, measured in this run "
-          f"({rate64:.1f} GFLOP/s float64, {rate32:.1f} GFLOP/s float32):")
-    print(f"    ours ({ours.products} products): {rate_ours:6.1f} GFLOP/s = "
-          f"{100 * rate_ours / gemm[ours.products]:.0f}% of {ours.products} gemm")
+    print(
+        f"  quadratic term (n N² flops over the whole moments() call) vs this machine's gemm, measured in this run "
+        f"({rate64:.1f} GFLOP/s float64, {rate32:.1f} GFLOP/s float32):"
+    )
+    print(
+        f"    ours ({ours.products} products): {rate_ours:6.1f} GFLOP/s = "
+        f"{100 * rate_ours / gemm[ours.products]:.0f}% of {ours.products} gemm"
+    )
     print(f"    float64 products:          {rate_f64:6.1f} GFLOP/s = {100 * rate_f64 / rate64:.0f}% of float64 gemm")
-    print(f"  ours vs float64 products: relative change {relative_changes(ours, exact)} "
-          f"(weak mean, d_2 = {exact.mu_4 / exact.tr_sigma2:.2g}); the rule predicted at most "
-          f"{record.largest_predicted():.1e} (tolerance {accumulate.FLOAT32_TOLERANCE:.0e}, "
-          f"with a factor {accumulate.FLOAT32_SAFETY:g} to spare); verdicts {[v.products for v in record.verdicts]}")
+    print(
+        f"  ours vs float64 products: relative change {relative_changes(ours, exact)} "
+        f"(weak mean, d_2 = {exact.mu_4 / exact.tr_sigma2:.2g}); the rule predicted at most "
+        f"{record.largest_predicted():.1e} (tolerance {accumulate.FLOAT32_TOLERANCE:.0e}, "
+        f"with a factor {accumulate.FLOAT32_SAFETY:g} to spare); verdicts {[v.products for v in record.verdicts]}"
+    )
     strong = x[:, : min(dim, 2048)] + np.float32(1.0)  # d_2 = N: terms cancel ~N-fold
     strong_blocks = 8 * strong.shape[1] * 4096  # blocks of 4,096 rows, so that the rule has blocks to check
     with RecordedVerdicts() as record:
         chosen = moments(strong, block_bytes=strong_blocks)
     exact = moments(strong, block_bytes=strong_blocks, products="float64")
     forced = moments(strong, block_bytes=strong_blocks, products="float32")
-    print(f"    strong mean (d_2 = {exact.mu_4 / exact.tr_sigma2:.0f}, {strong.shape[0]} x {strong.shape[1]}): "
-          f"the rule chose {chosen.products} products (predicted up to {record.largest_predicted():.1e}); "
-          f"float32 products would change {relative_changes(forced, exact)}")
-    print(f"  plug-in vs unbiased here: ‖μ‖² {naive[0]:.4g} vs {ours.mu_sq:.4g}, "
-          f"tr Σ² {naive[2]:.4g} vs {ours.tr_sigma2:.4g}")
+    print(
+        f"    strong mean (d_2 = {exact.mu_4 / exact.tr_sigma2:.0f}, {strong.shape[0]} x {strong.shape[1]}): "
+        f"the rule chose {chosen.products} products (predicted up to {record.largest_predicted():.1e}); "
+        f"float32 products would change {relative_changes(forced, exact)}"
+    )
+    print(
+        f"  plug-in vs unbiased here: ‖μ‖² {naive[0]:.4g} vs {ours.mu_sq:.4g}, "
+        f"tr Σ² {naive[2]:.4g} vs {ours.tr_sigma2:.4g}"
+    )
 
 
 class PeakRss:
@@ -164,12 +183,12 @@ def part_b(n, dim, chunk):
         rng = np.random.default_rng(1)
         template = xr.Dataset({"q": (("sample", "feature"), np.zeros((n, dim), np.float32))})
         t_write = time.perf_counter()
-        template.chunk({"sample": chunk}).to_zarr(path, group="block0", consolidated=False,
-                                                  mode="w", compute=False)
+        template.chunk({"sample": chunk}).to_zarr(path, group="block0", consolidated=False, mode="w", compute=False)
         for start in range(0, n, chunk):  # region writes: the store is never whole in memory
             q = rng.standard_normal((min(chunk, n - start), dim), dtype=np.float32) + 0.01
             xr.Dataset({"q": (("sample", "feature"), q)}).to_zarr(
-                path, group="block0", consolidated=False, region={"sample": slice(start, start + len(q))})
+                path, group="block0", consolidated=False, region={"sample": slice(start, start + len(q))}
+            )
         t_write = time.perf_counter() - t_write
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
         q = xr.open_zarr(path, group="block0", consolidated=False).q
@@ -182,16 +201,21 @@ def part_b(n, dim, chunk):
         _, traced_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     print(f"  store: {size / 2**20:,.0f} MiB on disk, chunks of {chunk} samples, written in {t_write:.1f} s")
-    print(f"  ours: {t_ours:.1f} s, {len(blocks)} float32 blocks of ≤{blocks.bounds[0][1]} rows, "
-          f"{reads} block reads, {n * n * dim / t_ours / 1e9:.1f} GFLOP/s (n² N)")
-    print(f"  peak memory: {rss.delta / 2**20:,.0f} MiB RSS above start, {traced_peak / 2**20:,.0f} MiB "
-          f"traced allocations (goal < 1024 MiB); data as float32 is {n * dim * 4 / 2**20:,.0f} MiB")
+    print(
+        f"  ours: {t_ours:.1f} s, {len(blocks)} float32 blocks of ≤{blocks.bounds[0][1]} rows, "
+        f"{reads} block reads, {n * n * dim / t_ours / 1e9:.1f} GFLOP/s (n² N)"
+    )
+    print(
+        f"  peak memory: {rss.delta / 2**20:,.0f} MiB RSS above start, {traced_peak / 2**20:,.0f} MiB "
+        f"traced allocations (goal < 1024 MiB); data as float32 is {n * dim * 4 / 2**20:,.0f} MiB"
+    )
     need = dim * dim * 8
-    print(f"  naive: the N×N float64 covariance alone is {dim:,}² × 8 B = {need / 1e9:.1f} GB "
-          f"({need / 2**30:.1f} GiB), plus the {n * dim * 8 / 1e9:.1f} GB float64 centred copy; not run "
-          f"(machine RAM {psutil.virtual_memory().total / 2**30:.0f} GiB)")
-    print(f"  result: ‖μ‖² = {ours.mu_sq:.4g} (true {dim * 0.01**2:.4g}), tr Σ² = {ours.tr_sigma2:.4g} "
-          f"(true {dim})")
+    print(
+        f"  naive: the N×N float64 covariance alone is {dim:,}² × 8 B = {need / 1e9:.1f} GB "
+        f"({need / 2**30:.1f} GiB), plus the {n * dim * 8 / 1e9:.1f} GB float64 centred copy; not run "
+        f"(machine RAM {psutil.virtual_memory().total / 2**30:.0f} GiB)"
+    )
+    print(f"  result: ‖μ‖² = {ours.mu_sq:.4g} (true {dim * 0.01**2:.4g}), tr Σ² = {ours.tr_sigma2:.4g} (true {dim})")
 
 
 def loop_misalignment(x, M, K, replicates, seed):
@@ -199,7 +223,7 @@ def loop_misalignment(x, M, K, replicates, seed):
     hits = 0
     for _ in range(replicates):
         order = rng.permutation(len(x))
-        hits += x[order[:M]].mean(axis=0) @ x[order[M:M + K]].mean(axis=0) <= 0
+        hits += x[order[:M]].mean(axis=0) @ x[order[M : M + K]].mean(axis=0) <= 0
     return hits / replicates
 
 
@@ -212,7 +236,7 @@ def dense_selection_misalignment(x, M, K, replicates, seed, batch=500):
         order = np.argsort(rng.random((rows, n)), axis=1)
         w_m, w_k = np.zeros((rows, n)), np.zeros((rows, n))
         np.put_along_axis(w_m, order[:, :M], 1.0 / M, axis=1)
-        np.put_along_axis(w_k, order[:, M:M + K], 1.0 / K, axis=1)
+        np.put_along_axis(w_k, order[:, M : M + K], 1.0 / K, axis=1)
         hits += int(np.count_nonzero(np.einsum("ij,ij->i", w_m @ x, w_k @ x) <= 0))
     return hits / replicates
 
@@ -234,17 +258,25 @@ def first_use_seconds():
     and then with the cache that run left (every pipeline job is a fresh process)."""
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        runs = [float(subprocess.run([sys.executable, "-c", FIRST_USE], env=env, check=True, text=True,
-                                     capture_output=True).stdout) for _ in range(2)]
+        runs = [
+            float(
+                subprocess.run(
+                    [sys.executable, "-c", FIRST_USE], env=env, check=True, text=True, capture_output=True
+                ).stdout
+            )
+            for _ in range(2)
+        ]
     return runs[0], runs[1]
 
 
 def part_c(settings, replicates):
     print(f"\n(c) empirical misalignment, R = {replicates:,} replicates, iid mode (goal: ours >= 10x the loop)")
     compile_s, load_s = first_use_seconds()
-    print(f"  compiled loops (growcert.stats.subset_sums): a fresh job's import and first estimate take "
-          f"{compile_s:.1f} s when they are compiled (once per machine, then cached on disk), "
-          f"{load_s:.1f} s when loaded from the cache")
+    print(
+        f"  compiled loops (growcert.stats.subset_sums): a fresh job's import and first estimate take "
+        f"{compile_s:.1f} s when they are compiled (once per machine, then cached on disk), "
+        f"{load_s:.1f} s when loaded from the cache"
+    )
     for n, dim, M, K in settings:
         rng = np.random.default_rng(2)
         x = rng.standard_normal((n, dim)) + 0.6 / np.sqrt(dim)
@@ -258,21 +290,27 @@ def part_c(settings, replicates):
             t_loop = min(t, t_loop)
         t_other, (p_other, _, _) = timed(lambda: misalignment(x, None, M, K, replicates, seed=0, method=other))
         t_dense, p_dense = timed(lambda: dense_selection_misalignment(x, M, K, replicates, seed=0))
-        print(f"  n = {n:,}, N = {dim:,}, M = K = {M}: ours ({path} path) {t_ours:.3f} s "
-              f"(p̂ {p_ours:.4f} [{lo:.3f}, {hi:.3f}]); baselines: Python loop {t_loop:.3f} s (p̂ {p_loop:.3f}), "
-              f"dense selection @ X {t_dense:.3f} s (p̂ {p_dense:.3f}); the {other} path {t_other:.3f} s "
-              f"(p̂ {p_other:.4f}, same draws)")
-        print(f"      -> ours is {t_loop / t_ours:.1f}x the loop, {t_dense / t_ours:.1f}x the dense product, "
-              f"{t_other / t_ours:.1f}x the {other} path")
+        print(
+            f"  n = {n:,}, N = {dim:,}, M = K = {M}: ours ({path} path) {t_ours:.3f} s "
+            f"(p̂ {p_ours:.4f} [{lo:.3f}, {hi:.3f}]); baselines: Python loop {t_loop:.3f} s (p̂ {p_loop:.3f}), "
+            f"dense selection @ X {t_dense:.3f} s (p̂ {p_dense:.3f}); the {other} path {t_other:.3f} s "
+            f"(p̂ {p_other:.4f}, same draws)"
+        )
+        print(
+            f"      -> ours is {t_loop / t_ours:.1f}x the loop, {t_dense / t_ours:.1f}x the dense product, "
+            f"{t_other / t_ours:.1f}x the {other} path"
+        )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a fast check")
     args = parser.parse_args()
-    print(f"growcert.stats benchmark ({'quick' if args.quick else 'full'}), "
-          f"{psutil.cpu_count()} CPUs, numpy {np.__version__}, load average at start "
-          f"{os.getloadavg()[0]:.1f} (times are best-of-2 where affordable; a shared machine adds noise)")
+    print(
+        f"growcert.stats benchmark ({'quick' if args.quick else 'full'}), "
+        f"{psutil.cpu_count()} CPUs, numpy {np.__version__}, load average at start "
+        f"{os.getloadavg()[0]:.1f} (times are best-of-2 where affordable; a shared machine adds noise)"
+    )
     if args.quick:
         part_a(8_000, 1_536, block_bytes=8 * 1_536 * 2_048)  # blocks of 2,048 rows
         part_b(500, 16_384, chunk=32)

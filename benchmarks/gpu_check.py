@@ -27,8 +27,21 @@ import pandas as pd
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLE_COLUMNS = ["width", "point", "reduction", "pool", "n", "detectability", "status", "d_par", "d_2", "d_align",
-                 "d_align_lo", "d_align_hi", "d_align_plugin"]
+TABLE_COLUMNS = [
+    "width",
+    "point",
+    "reduction",
+    "pool",
+    "n",
+    "detectability",
+    "status",
+    "d_par",
+    "d_2",
+    "d_align",
+    "d_align_lo",
+    "d_align_hi",
+    "d_align_plugin",
+]
 
 
 def growcert(*args: str) -> None:
@@ -53,7 +66,7 @@ def matmul_tflops(device: torch.device, size: int, repeats: int = 20) -> float:
         if device.type == "cuda":
             torch.cuda.synchronize()
         best = min(best, (time.perf_counter() - started) / repeats)
-    return 2 * size ** 3 / best / 1e12
+    return 2 * size**3 / best / 1e12
 
 
 def training_flops_per_step(metrics: dict, width: int, depth: int, context: int, batch: int, vocab: int) -> float:
@@ -82,16 +95,40 @@ def nominal_grokking_unit(out: Path, steps: int, device: str, smoke: bool) -> di
     with open(ROOT / "config.yaml") as base, open(ROOT / "configs" / "grokking-nominal.yaml") as nominal:
         task = merged(yaml.safe_load(base)["grokking"], yaml.safe_load(nominal)["grokking"])
     cap, units = task["steps"], len(experiment("grokking").units(stage_settings("grokking", task)))
-    settings = {**task, "steps": steps, "stop_at_test_acc": None, "cap": "fixed", "eval_every": steps,
-                "resume_every": 10 * steps}
+    settings = {
+        **task,
+        "steps": steps,
+        "stop_at_test_acc": None,
+        "cap": "fixed",
+        "eval_every": steps,
+        "resume_every": 10 * steps,
+    }
     if smoke:
         settings.update(p=11, batch_size=16, model={**task.get("model", {}), "width": 16, "depth": 1, "heads": 2})
     folder = out / "grokking-nominal-unit"
-    growcert("grokking", "--settings", json.dumps(settings), "--arm", "AdamW_wd_0.01", "--seed", "0",
-             "--out", str(folder), "--device", device, "--threads", "4")
+    growcert(
+        "grokking",
+        "--settings",
+        json.dumps(settings),
+        "--arm",
+        "AdamW_wd_0.01",
+        "--seed",
+        "0",
+        "--out",
+        str(folder),
+        "--device",
+        device,
+        "--threads",
+        "4",
+    )
     seconds = float(pd.read_csv(folder / "summary.csv")["seconds"].iloc[0])
-    return {"steps": steps, "ms_per_step": 1000 * seconds / steps, "units": units, "cap": cap,
-            "worst_case_hours": units * cap * seconds / steps / 3600}
+    return {
+        "steps": steps,
+        "ms_per_step": 1000 * seconds / steps,
+        "units": units,
+        "cap": cap,
+        "worst_case_hours": units * cap * seconds / steps / 3600,
+    }
 
 
 def main() -> None:
@@ -118,8 +155,11 @@ def main() -> None:
     from growcert.runtime import resolve_device
 
     device = resolve_device(args.device)
-    print(f"torch {torch.__version__}, device {device}"
-          + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""), flush=True)
+    print(
+        f"torch {torch.__version__}, device {device}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+        flush=True,
+    )
     peak = matmul_tflops(device, 256 if args.smoke else 8192)
     print(f"measured {'bf16' if device.type == 'cuda' else 'fp32'} matmul rate: {peak:.3g} TFLOP/s", flush=True)
 
@@ -130,23 +170,68 @@ def main() -> None:
     rows, tables = [], []
     for width in args.widths:
         run = args.out / f"w{width}_d{args.depth}"
-        settings = {"family": "llama", "dataset": "shakespeare", "width": width, "depth": args.depth, "seed": 0,
-                    "model": {"head_dim": head_dim, "context": args.context},
-                    "train": {"steps": args.steps, "batch_size": args.batch, "lr": 3e-4, "warmup_steps": 20,
-                              "save_steps": [args.steps], "eval_every": args.steps, "eval_examples": 64,
-                              "precision": args.precision, "resume_every": 10 * args.steps}}
-        growcert("train", "--data", str(args.data), "--settings", json.dumps(settings), "--out", str(run),
-                 "--device", args.device, "--threads", "4")
+        settings = {
+            "family": "llama",
+            "dataset": "shakespeare",
+            "width": width,
+            "depth": args.depth,
+            "seed": 0,
+            "model": {"head_dim": head_dim, "context": args.context},
+            "train": {
+                "steps": args.steps,
+                "batch_size": args.batch,
+                "lr": 3e-4,
+                "warmup_steps": 20,
+                "save_steps": [args.steps],
+                "eval_every": args.steps,
+                "eval_examples": 64,
+                "precision": args.precision,
+                "resume_every": 10 * args.steps,
+            },
+        }
+        growcert(
+            "train",
+            "--data",
+            str(args.data),
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(run),
+            "--device",
+            args.device,
+            "--threads",
+            "4",
+        )
         metrics = json.loads((run / "metrics.json").read_text())
         flops = training_flops_per_step(metrics, width, args.depth, args.context, args.batch, vocab)
         achieved = flops / metrics["seconds_per_step"] / 1e12
-        rows.append({"width": width, "parameters": metrics["num_parameters"],
-                     "ms_per_step": 1000 * metrics["seconds_per_step"], "TFLOP/s": achieved,
-                     "of_matmul_rate": achieved / peak, "test_loss": metrics["history"][-1]["test_loss"]})
+        rows.append(
+            {
+                "width": width,
+                "parameters": metrics["num_parameters"],
+                "ms_per_step": 1000 * metrics["seconds_per_step"],
+                "TFLOP/s": achieved,
+                "of_matmul_rate": achieved / peak,
+                "test_loss": metrics["history"][-1]["test_loss"],
+            }
+        )
         store = args.out / f"w{width}_d{args.depth}_step{args.steps}.zarr"
         dump = {"train_examples": args.examples, "test_examples": args.examples, "batch_size": 8}
-        growcert("dump", "--checkpoint", str(run / f"step{args.steps}.pt"), "--data", str(args.data),
-                 "--settings", json.dumps(dump), "--out", str(store), "--device", args.device, "--threads", "4")
+        growcert(
+            "dump",
+            "--checkpoint",
+            str(run / f"step{args.steps}.pt"),
+            "--data",
+            str(args.data),
+            "--settings",
+            json.dumps(dump),
+            "--out",
+            str(store),
+            "--device",
+            args.device,
+            "--threads",
+            "4",
+        )
         table = args.out / f"alignment_w{width}.csv"
         growcert("estimate-alignment", "--store", str(store), "--out", str(table))
         tables.append(pd.read_csv(table).assign(width=width))

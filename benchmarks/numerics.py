@@ -99,8 +99,12 @@ def child(workload: str, steps: int, data: Path) -> None:
     import torch
 
     torch.set_num_threads(1)
-    measured = {"grokking": lambda: grokking_rate(steps), "resnet": lambda: resnet_rate(steps, data),
-                "dump": lambda: dump_rate(steps, data), "moments": lambda: moments_rate(steps)}[workload]()
+    measured = {
+        "grokking": lambda: grokking_rate(steps),
+        "resnet": lambda: resnet_rate(steps, data),
+        "dump": lambda: dump_rate(steps, data),
+        "moments": lambda: moments_rate(steps),
+    }[workload]()
     print(json.dumps({"rate": measured, "capability": torch.backends.cpu.get_cpu_capability()}))
 
 
@@ -109,8 +113,13 @@ def measure(workload: str, mode: str, steps: int, data: Path) -> dict:
 
     env = {key: value for key, value in os.environ.items() if key not in numerics.KERNEL_VARIABLES}
     env.update({numerics.MODE_VARIABLE: mode, "OMP_NUM_THREADS": "1"})
-    result = subprocess.run([sys.executable, __file__, "--child", workload, "--steps", str(steps), "--data",
-                             str(data)], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, __file__, "--child", workload, "--steps", str(steps), "--data", str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -143,8 +152,10 @@ def main() -> None:
                     best[mode] = max(best[mode], result["rate"])
                     kernels[mode] = result["capability"]
             unit = "examples/s" if workload == "dump" else "passes/s" if workload == "moments" else "steps/s"
-            print(f"{workload:10} {unit:12} {best['native']:10.2f} {best['portable']:10.2f} "
-                  f"{best['portable'] / best['native']:16.3f}  {kernels['native']} / {kernels['portable']}")
+            print(
+                f"{workload:10} {unit:12} {best['native']:10.2f} {best['portable']:10.2f} "
+                f"{best['portable'] / best['native']:16.3f}  {kernels['native']} / {kernels['portable']}"
+            )
 
 
 if __name__ == "__main__":

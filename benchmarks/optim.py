@@ -44,8 +44,9 @@ def make_optimizer(source: str, model: torch.nn.Module, batch: int) -> torch.opt
     if source == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
     extra = {"microbatches": MICROBATCHES} if source == "microbatch" else {}
-    return PopulationRiskAdam(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01, variance=source,
-                              batch_size=batch, **extra)
+    return PopulationRiskAdam(
+        model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01, variance=source, batch_size=batch, **extra
+    )
 
 
 def one_step(source, model, optimizer, loss_fn, inputs, targets) -> None:
@@ -53,8 +54,9 @@ def one_step(source, model, optimizer, loss_fn, inputs, targets) -> None:
     if source == "exact":
         optimizer.step(square_sums=per_example_square_sums(model, loss_fn, inputs, targets)[1])
     elif source == "microbatch":
-        optimizer.step(square_sums=microbatch_square_sums(model, loss_fn, inputs, targets,
-                                                          microbatches=MICROBATCHES)[1])
+        optimizer.step(
+            square_sums=microbatch_square_sums(model, loss_fn, inputs, targets, microbatches=MICROBATCHES)[1]
+        )
     else:
         loss_fn(model(inputs), targets).mean().backward()
         optimizer.step()
@@ -109,8 +111,9 @@ def main() -> None:
         tokens = torch.randint(0, 256, (16, config.context + 1), generator=generator)
         return tokens[:, :-1], tokens[:, 1:]
 
-    measure("LLaMA byte LM (width 128, depth 5, context 64)", lambda: Llama(config), text, next_token_loss, 16,
-            args.rounds)
+    measure(
+        "LLaMA byte LM (width 128, depth 5, context 64)", lambda: Llama(config), text, next_token_loss, 16, args.rounds
+    )
 
 
 if __name__ == "__main__":

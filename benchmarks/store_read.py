@@ -58,9 +58,15 @@ def child(store: Path, examples: int, repeats: int) -> dict[str, float]:
         chunk = writer.chunks[spec.name]
         for start in range(0, examples, chunk):
             rows = min(chunk, examples - start)
-            writer.write(spec.name, start, {"q": rng.standard_normal((rows, *SHAPE), dtype=np.float32) + 0.1,
-                                            "z": rng.standard_normal((rows, *SHAPE), dtype=np.float32),
-                                            "loss": rng.random(rows, dtype=np.float32)})
+            writer.write(
+                spec.name,
+                start,
+                {
+                    "q": rng.standard_normal((rows, *SHAPE), dtype=np.float32) + 0.1,
+                    "z": rng.standard_normal((rows, *SHAPE), dtype=np.float32),
+                    "loss": rng.random(rows, dtype=np.float32),
+                },
+            )
     writer.finish()
 
     def opening():
@@ -74,9 +80,12 @@ def child(store: Path, examples: int, repeats: int) -> dict[str, float]:
                 for _ in iter_sample_chunks(store, point, variable):
                     pass
 
-    readers = {"open": opening, "chunks": chunks,
-               "alignment": lambda: estimate_alignment(store, None, log=lambda _: None),
-               "inspect": lambda: describe_store(store)}
+    readers = {
+        "open": opening,
+        "chunks": chunks,
+        "alignment": lambda: estimate_alignment(store, None, log=lambda _: None),
+        "inspect": lambda: describe_store(store),
+    }
     best = {}
     for name, reader in readers.items():
         reader()  # numba's compile and the page cache: both sides time warm reads
@@ -92,8 +101,13 @@ def child(store: Path, examples: int, repeats: int) -> dict[str, float]:
 def run_side(source: Path, examples: int, repeats: int, folder: Path) -> dict[str, float]:
     store = folder / f"{source.parent.name}-{time.monotonic_ns()}.zarr"
     env = {**os.environ, "PYTHONPATH": str(source)}
-    done = subprocess.run([sys.executable, __file__, "--child", str(store), "--examples", str(examples),
-                           "--repeats", str(repeats)], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(store), "--examples", str(examples), "--repeats", str(repeats)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"store_read: the reader of {source} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -112,8 +126,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, "src"], capture_output=True,
-                                 check=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.before, "src"], capture_output=True, check=True
+        )
         tarfile.open(fileobj=BytesIO(archive.stdout)).extractall(folder / "before", filter="data")
         sources = {"before": folder / "before" / "src", "after": ROOT / "src"}
         best: dict[str, dict[str, float]] = {"before": {}, "after": {}}
@@ -121,8 +136,10 @@ def main() -> None:
             for side, source in sources.items():
                 for reader, seconds in run_side(source, args.examples, args.repeats, folder).items():
                     best[side][reader] = min(seconds, best[side].get(reader, float("inf")))
-    print(f"store readers, {args.examples} examples x {len(POINTS)} points of {SHAPE} (q and z), best of "
-          f"{args.rounds} x {args.repeats}; before: {args.before} (store version 1), after: this checkout")
+    print(
+        f"store readers, {args.examples} examples x {len(POINTS)} points of {SHAPE} (q and z), best of "
+        f"{args.rounds} x {args.repeats}; before: {args.before} (store version 1), after: this checkout"
+    )
     print(f"{'reader':<10} {'before s':>10} {'after s':>10} {'after/before':>13}")
     for reader in best["before"]:
         before, after = best["before"][reader], best["after"][reader]

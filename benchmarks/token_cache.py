@@ -23,8 +23,26 @@ from pathlib import Path
 
 import numpy as np
 
-WORDS = ["growth", "certificate", "Größe", "déjà", "вектор", "梯度", "λ", "the", "of", "and", "\n", "to be",
-         "width", "depth", "gradient", "alignment", "residual", "stream"]
+WORDS = [
+    "growth",
+    "certificate",
+    "Größe",
+    "déjà",
+    "вектор",
+    "梯度",
+    "λ",
+    "the",
+    "of",
+    "and",
+    "\n",
+    "to be",
+    "width",
+    "depth",
+    "gradient",
+    "alignment",
+    "residual",
+    "stream",
+]
 
 
 def rss_mb() -> float:
@@ -56,12 +74,18 @@ def run_variant(variant: str, prepared: str, tokenizer_folder: str) -> dict:
     else:
         ids = tokenized(data, encode, tokenizer_folder, len(tokenizer), tokenizer_identity(tokenizer)).train_x
     # touches every id (pages the cache in), a block at a time so the check adds no stream-sized copy
-    checksum = sum(int(ids[i:i + (1 << 20)].sum(dtype=np.int64)) for i in range(0, len(ids), 1 << 20))
+    checksum = sum(int(ids[i : i + (1 << 20)].sum(dtype=np.int64)) for i in range(0, len(ids), 1 << 20))
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     in_ram = 0 if isinstance(ids, np.memmap) else ids.nbytes
-    return {"seconds": seconds, "peak_above_start_mb": peak - start_rss, "tokens": int(len(ids)),
-            "checksum": checksum, "array_in_ram_mb": in_ram / (1 << 20), "dtype": str(ids.dtype)}
+    return {
+        "seconds": seconds,
+        "peak_above_start_mb": peak - start_rss,
+        "tokens": int(len(ids)),
+        "checksum": checksum,
+        "array_in_ram_mb": in_ram / (1 << 20),
+        "dtype": str(ids.dtype),
+    }
 
 
 def main() -> None:
@@ -86,26 +110,46 @@ def main() -> None:
         make_corpus(root / "corpus", args.megabytes)
         prepare_dataset("text", root / "prepared", {"path": str(root / "corpus" / "*.txt"), "test_fraction": 0.01})
         trained = ByteLevelBPETokenizer()
-        trained.train_from_iterator([(root / "corpus" / "doc0.txt").read_text(encoding="utf-8")[: 1 << 20]],
-                                    vocab_size=args.vocab, show_progress=False)
+        trained.train_from_iterator(
+            [(root / "corpus" / "doc0.txt").read_text(encoding="utf-8")[: 1 << 20]],
+            vocab_size=args.vocab,
+            show_progress=False,
+        )
         transformers.PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer).save_pretrained(root / "tokenizer")
         results = {}
         for variant in ("in_ram", "cache_build", "cache_hit"):
-            done = subprocess.run([sys.executable, __file__, "--variant", variant, "--prepared", str(root / "prepared"),
-                                   "--tokenizer", str(root / "tokenizer")], capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--variant",
+                    variant,
+                    "--prepared",
+                    str(root / "prepared"),
+                    "--tokenizer",
+                    str(root / "tokenizer"),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
     base = results["in_ram"]
     print(f"corpus {args.megabytes} MB, {base['tokens']:,} train tokens, BPE vocabulary {args.vocab}")
     print(f"{'variant':<12} {'seconds':>8} {'peak RSS MB':>12} {'ids in RAM MB':>14} {'dtype':>6}")
     for variant, result in results.items():
-        print(f"{variant:<12} {result['seconds']:8.2f} {result['peak_above_start_mb']:12.1f} "
-              f"{result['array_in_ram_mb']:14.1f} {result['dtype']:>6}")
+        print(
+            f"{variant:<12} {result['seconds']:8.2f} {result['peak_above_start_mb']:12.1f} "
+            f"{result['array_in_ram_mb']:14.1f} {result['dtype']:>6}"
+        )
     same = len({(result["tokens"], result["checksum"]) for result in results.values()}) == 1
     print(f"ids equal across variants (count and sum): {same}")
     for variant in ("cache_build", "cache_hit"):
         result = results[variant]
-        print(f"{variant} / in_ram: time {result['seconds'] / base['seconds']:.2f}, "
-              f"peak RSS {result['peak_above_start_mb'] / max(base['peak_above_start_mb'], 1e-9):.3f}")
+        print(
+            f"{variant} / in_ram: time {result['seconds'] / base['seconds']:.2f}, "
+            f"peak RSS {result['peak_above_start_mb'] / max(base['peak_above_start_mb'], 1e-9):.3f}"
+        )
     if not same:
         raise SystemExit("the variants' ids differ")
 

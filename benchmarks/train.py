@@ -45,7 +45,7 @@ def gemm_rate(size: int = 2048, repeat: int = 3) -> float:
     a, b = torch.randn(size, size), torch.randn(size, size)
     a @ b  # warm-up
     best = min(_seconds(lambda: a @ b) for _ in range(repeat))
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size**3 / best / 1e9
 
 
 def _seconds(fn) -> float:
@@ -55,9 +55,18 @@ def _seconds(fn) -> float:
 
 
 def trainer_for(family: str, dataset: str, width: int, depth: int, batch: int, model: dict, data_dir: Path) -> Trainer:
-    settings = stage_settings("train", {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0,
-                                        "model": model, "train": {"steps": 1000, "batch_size": batch,
-                                                                  "save_steps": [1000], "single_pass": False}})
+    settings = stage_settings(
+        "train",
+        {
+            "family": family,
+            "dataset": dataset,
+            "width": width,
+            "depth": depth,
+            "seed": 0,
+            "model": model,
+            "train": {"steps": 1000, "batch_size": batch, "save_steps": [1000], "single_pass": False},
+        },
+    )
     data = load_prepared(data_dir)
     torch.manual_seed(0)
     network = build_model(family, width, depth, data.info, settings["model"])
@@ -66,7 +75,7 @@ def trainer_for(family: str, dataset: str, width: int, depth: int, batch: int, m
 
 def attention_flops(depth: int, batch: int, context: int, width: int) -> float:
     """QKᵀ and AV of every layer, forward and backward (not seen by FlopCounterMode on the CPU)."""
-    return 12.0 * depth * batch * context ** 2 * width
+    return 12.0 * depth * batch * context**2 * width
 
 
 def measure(trainer: Trainer, steps: int) -> tuple[float, float]:
@@ -91,9 +100,17 @@ def knobs(data_dir: Path, steps: int) -> None:
 
     print(f"\n{'llama w64 d2':<16} {'knob':<34} {'s/step':>8} {'pipeline':>9} {'ratio':>6}")
     for context in (64, 256):
+
         def fresh() -> Trainer:
-            return trainer_for("llama", "shakespeare", 64, 2, TOKENS_PER_STEP // context,
-                               {"head_dim": 16, "context": context}, data_dir)
+            return trainer_for(
+                "llama",
+                "shakespeare",
+                64,
+                2,
+                TOKENS_PER_STEP // context,
+                {"head_dim": 16, "context": context},
+                data_dir,
+            )
 
         baseline = step_seconds(fresh(), steps)
         rows = []
@@ -108,8 +125,11 @@ def knobs(data_dir: Path, steps: int) -> None:
         compile_seconds = _seconds(lambda: trainer.step(1))
         rows.append((f"torch.compile (compile {compile_seconds:.0f} s)", step_seconds(trainer, steps, first=2)))
         for label, seconds in rows:
-            print(f"{'context ' + str(context):<16} {label:<34} {seconds:>8.4f} {baseline:>9.4f} "
-                  f"{baseline / seconds:>5.2f}x", flush=True)
+            print(
+                f"{'context ' + str(context):<16} {label:<34} {seconds:>8.4f} {baseline:>9.4f} "
+                f"{baseline / seconds:>5.2f}x",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,17 +150,31 @@ def main(argv: list[str] | None = None) -> None:
         rate = gemm_rate()
         print(f"float32 GEMM, {args.threads} thread(s): {rate:.1f} GFLOP/s (measured in this run)\n")
         print(f"{'model':<34} {'GFLOP/step':>10} {'s/step':>8} {'GFLOP/s':>8} {'of GEMM':>8}")
-        cases = [(f"llama w{width} d2 context {context}", "llama", "shakespeare", width, 2,
-                  TOKENS_PER_STEP // context, {"head_dim": 16, "context": context}, text) for width, context in LLAMA]
-        cases += [(f"resnet w{width} d{depth} digits batch 128", "resnet", "digits", width, depth, 128, {}, digits)
-                  for width, depth in RESNET]
+        cases = [
+            (
+                f"llama w{width} d2 context {context}",
+                "llama",
+                "shakespeare",
+                width,
+                2,
+                TOKENS_PER_STEP // context,
+                {"head_dim": 16, "context": context},
+                text,
+            )
+            for width, context in LLAMA
+        ]
+        cases += [
+            (f"resnet w{width} d{depth} digits batch 128", "resnet", "digits", width, depth, 128, {}, digits)
+            for width, depth in RESNET
+        ]
         for label, family, dataset, width, depth, batch, model, data_dir in cases:
             flops, seconds = measure(trainer_for(family, dataset, width, depth, batch, model, data_dir), args.steps)
             if family == "llama":
                 flops += attention_flops(depth, batch, model["context"], width)
             achieved = flops / seconds / 1e9
-            print(f"{label:<34} {flops / 1e9:>10.3f} {seconds:>8.4f} {achieved:>8.1f} {achieved / rate:>7.0%}",
-                  flush=True)
+            print(
+                f"{label:<34} {flops / 1e9:>10.3f} {seconds:>8.4f} {achieved:>8.1f} {achieved / rate:>7.0%}", flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,27 @@ def _train_tiny(data, folder, family, dataset, width, depth, model=None, steps=8
 
     if model is None:
         model = dict(LLAMA_TINY) if family == "llama" else {}
-    settings = {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": 0, "model": model,
-                "train": {"steps": steps, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [steps], "eval_every": steps,
-                          "eval_examples": 16, "single_pass": True}}
+    settings = {
+        "family": family,
+        "dataset": dataset,
+        "width": width,
+        "depth": depth,
+        "seed": 0,
+        "model": model,
+        "train": {
+            "steps": steps,
+            "batch_size": 16,
+            "lr": 0.003,
+            "weight_decay": 0.0,
+            "betas": [0.9, 0.95],
+            "warmup_steps": 1,
+            "grad_clip": 1.0,
+            "save_steps": [steps],
+            "eval_every": steps,
+            "eval_examples": 16,
+            "single_pass": True,
+        },
+    }
     train_model(settings, data, folder, log=lambda _: None, device="cpu")
     return folder / f"step{steps}.pt"
 
@@ -56,7 +73,7 @@ def _planned_jobs(output: str) -> dict[str, int]:
     """{rule: count} from the job-stats table Snakemake prints for a (dry) run."""
     lines = output.splitlines()
     counts = {}
-    for line in lines[lines.index("Job stats:") + 3:] if "Job stats:" in lines else []:
+    for line in lines[lines.index("Job stats:") + 3 :] if "Job stats:" in lines else []:
         parts = line.split()
         if len(parts) != 2 or parts[0] == "total":
             break

@@ -78,7 +78,7 @@ def reference_section(report_dir, references):
     report_dir.mkdir(parents=True, exist_ok=True)
     build_report(report_dir, report_dir / "report.html", references=references)
     text = (report_dir / "report.html").read_text()
-    return text[text.index('<section id="reference">'):]
+    return text[text.index('<section id="reference">') :]
 
 
 def chromium():
@@ -102,9 +102,21 @@ def browser_check(report, width=1280, height=900):
     with tempfile.TemporaryDirectory() as folder:
         probe = Path(folder) / "probe.html"
         probe.write_text(text.replace("</body>", BROWSER_PROBE + "</body>"), encoding="utf-8")
-        result = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--window-size={width},{height}",
-                                 "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                f"--window-size={width},{height}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                probe.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     found = re.search(r'<pre id="browser-check">(.*?)</pre>', result.stdout)
     assert found, f"the page did not finish loading in Chromium: {result.stderr[-2000:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -122,7 +134,9 @@ def mse_per_example(outputs, targets):
 
 def regression_batch(generator, b=16):
     x = torch.randn(b, 6, generator=generator)
-    return x, torch.stack((x[:, 0] * 2, x[:, 1] - x[:, 2], torch.sin(x[:, 3])), dim=1) + 0.3 * torch.randn(b, 3, generator=generator)
+    return x, torch.stack((x[:, 0] * 2, x[:, 1] - x[:, 2], torch.sin(x[:, 3])), dim=1) + 0.3 * torch.randn(
+        b, 3, generator=generator
+    )
 
 
 def advice_figures(references: Path) -> int:
@@ -163,15 +177,19 @@ def _same_cell(got: str, want: str) -> bool:
             if int(a) != int(b):  # integers, counts, seeds and steps: exactly
                 return False
         elif not math.isclose(float(a), float(b), rel_tol=FLOAT_RTOL, abs_tol=FLOAT_ATOL) and not (
-                math.isnan(float(a)) and math.isnan(float(b))):
+            math.isnan(float(a)) and math.isnan(float(b))
+        ):
             return False
     return True
 
 
 def _same_value(got, want) -> bool:
     if isinstance(want, dict):
-        return isinstance(got, dict) and got.keys() == want.keys() and all(
-            _same_value(got[key], want[key]) for key in want)
+        return (
+            isinstance(got, dict)
+            and got.keys() == want.keys()
+            and all(_same_value(got[key], want[key]) for key in want)
+        )
     if isinstance(want, list):
         return isinstance(got, list) and len(got) == len(want) and all(map(_same_value, got, want))
     if isinstance(want, float) or isinstance(got, float):

@@ -21,9 +21,7 @@ FROZEN = 2.0
 # control's held-out loss per (S, lr), rows S = 25, 50, 100, columns lr = 3e-4, 1e-3, 3e-3. By hand: best lr per S
 # is 1e-3 (1.980), 3e-3 (1.9705), 3e-3 (1.9698); 25 -> 50 gains 0.0095 > SESOI, 50 -> 100 gains 0.0007 <= SESOI:
 # S = 50, lr = 3e-3.
-PLATEAU_AT_50 = [[1.990, 1.980, 1.985],
-                 [1.985, 1.972, 1.9705],
-                 [1.975, 1.9700, 1.9698]]
+PLATEAU_AT_50 = [[1.990, 1.980, 1.985], [1.985, 1.972, 1.9705], [1.975, 1.9700, 1.9698]]
 
 
 def grid_rows(model: str, losses, points=("block0", "block1")) -> pd.DataFrame:
@@ -34,10 +32,26 @@ def grid_rows(model: str, losses, points=("block0", "block1")) -> pd.DataFrame:
         for j, lr in enumerate(GRID_LRS):
             for point in points:
                 for variant, control, loss in (("new_block", "frozen", FROZEN), ("whole", "control", losses[i][j])):
-                    rows.append({column: np.nan for column in advice_check.COLUMNS} | {
-                        "model": model, "family": "llama", "width": 32, "depth": 2, "train_seed": 8, "step": 300,
-                        "point": point, "variant": variant, "decision": "grow here", "control": control,
-                        "control_loss": loss, "steps": steps, "lr": lr, "batches": "x", "control_batches": "x"})
+                    rows.append(
+                        {column: np.nan for column in advice_check.COLUMNS}
+                        | {
+                            "model": model,
+                            "family": "llama",
+                            "width": 32,
+                            "depth": 2,
+                            "train_seed": 8,
+                            "step": 300,
+                            "point": point,
+                            "variant": variant,
+                            "decision": "grow here",
+                            "control": control,
+                            "control_loss": loss,
+                            "steps": steps,
+                            "lr": lr,
+                            "batches": "x",
+                            "control_batches": "x",
+                        }
+                    )
     return pd.DataFrame(rows, columns=advice_check.COLUMNS)
 
 
@@ -73,8 +87,9 @@ def test_scored_checkpoints_and_grown_arms_are_never_read():
     scored = grid_rows(SCORED, [[1.5, 1.9, 1.9], [1.5, 1.9, 1.9], [1.5, 1.9, 1.9]])
     tuning = grid_rows(TUNING, PLATEAU_AT_50)
     rng = np.random.default_rng(0)
-    tuning = tuning.assign(outcome=rng.normal(size=len(tuning)), outcome_se=1e-6,
-                           grown_loss=np.where(tuning["steps"] == 25, 0.0, 9.0))
+    tuning = tuning.assign(
+        outcome=rng.normal(size=len(tuning)), outcome_se=1e-6, grown_loss=np.where(tuning["steps"] == 25, 0.0, 9.0)
+    )
     pooled = pd.concat([scored, tuning, scored], ignore_index=True)
     budget, grid = choose_budget(pooled, "./" + TUNING, SESOI)
     assert budget == alone[0]
@@ -93,19 +108,24 @@ def test_a_missing_grid_point_or_no_trained_control_is_refused():
         choose_budget(rows, None, SESOI)
 
 
-def test_the_command_writes_the_grid_and_the_choice_and_refuses_a_table_without_the_tuning_checkpoint(tmp_path,
-                                                                                                       capsys):
+def test_the_command_writes_the_grid_and_the_choice_and_refuses_a_table_without_the_tuning_checkpoint(tmp_path, capsys):
     grid_rows(TUNING, PLATEAU_AT_50).to_csv(tmp_path / "tuning.csv", index=False)
     grid_rows(SCORED, PLATEAU_AT_50).to_csv(tmp_path / "scored.csv", index=False)
     settings = json.dumps({"tuning_checkpoint": TUNING})
-    assert main(["tune-advise-check", str(tmp_path / "tuning.csv"), "--settings", settings,
-                 "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            ["tune-advise-check", str(tmp_path / "tuning.csv"), "--settings", settings, "--out", str(tmp_path / "out")]
+        )
+        == 0
+    )
     choice = pd.read_csv(tmp_path / "out" / "choice.csv")
     assert choice[["steps", "lr", "sesoi"]].iloc[0].tolist() == [50, 3e-3, SESOI]
     assert len(pd.read_csv(tmp_path / "out" / "tuning.csv")) == len(GRID_STEPS) * len(GRID_LRS)
     capsys.readouterr()
-    assert main(["tune-advise-check", str(tmp_path / "scored.csv"), "--settings", settings,
-                 "--out", str(tmp_path / "no")]) == 2
+    assert (
+        main(["tune-advise-check", str(tmp_path / "scored.csv"), "--settings", settings, "--out", str(tmp_path / "no")])
+        == 2
+    )
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "no rows of it" in lines[0], lines
     assert not (tmp_path / "no").exists()

@@ -35,8 +35,12 @@ def llama(tiny_llama):
 def advised(llama, tmp_path_factory):
     checkpoint, data = llama
     out = tmp_path_factory.mktemp("advise") / "out"
-    assert main(["advise", "--model", str(checkpoint), "--data", str(data), "--out", str(out),
-                 "--examples", str(EXAMPLES)]) == 0
+    assert (
+        main(
+            ["advise", "--model", str(checkpoint), "--data", str(data), "--out", str(out), "--examples", str(EXAMPLES)]
+        )
+        == 0
+    )
     return out
 
 
@@ -52,7 +56,7 @@ def test_advise_writes_its_outputs_and_nothing_else(advised):
     assert set(table["first_order"][1:]) <= {"grow here", "no evidence", "saturated"}
     assert table["first_order_why"][1:].str.len().min() > 20 and len(table["why"].iloc[0]) > 20
     for column in ("gain", "gain_lo", "gain_hi", "reach", "added"):
-        values = pd.to_numeric(table[column][0 if column != "added" else 1:])
+        values = pd.to_numeric(table[column][0 if column != "added" else 1 :])
         assert np.isfinite(values).all(), column
     assert (table["gain_lo"] <= table["gain"]).all() and (table["gain"] <= table["gain_hi"]).all()
     page = (advised / "advice.md").read_text()
@@ -66,14 +70,45 @@ def test_per_point_figures_are_the_pipeline_stages_own(llama, advised, tmp_path,
     and `estimate-depth` with their defaults: the same functions on the same store, so equal to the last bit
     (CSV round trips of float64 are exact)."""
     checkpoint, data = llama
-    dump = {"train_examples": EXAMPLES, "test_examples": EXAMPLES, **{key: stage_settings("advise")[key] for key in (
-        "batch_size", "max_batch_mb", "seed")}}
+    dump = {
+        "train_examples": EXAMPLES,
+        "test_examples": EXAMPLES,
+        **{key: stage_settings("advise")[key] for key in ("batch_size", "max_batch_mb", "seed")},
+    }
     store, out = tmp_path / "store.zarr", {name: tmp_path / f"{name}.csv" for name in ("a", "m", "d")}
-    assert main(["dump", "--checkpoint", str(checkpoint), "--data", str(data), "--settings", json.dumps(dump),
-                 "--out", str(store)]) == 0
+    assert (
+        main(
+            [
+                "dump",
+                "--checkpoint",
+                str(checkpoint),
+                "--data",
+                str(data),
+                "--settings",
+                json.dumps(dump),
+                "--out",
+                str(store),
+            ]
+        )
+        == 0
+    )
     assert main(["estimate-alignment", "--store", str(store), "--out", str(out["a"])]) == 0
-    assert main(["estimate-misalignment", "--store", str(store), "--alignment", str(out["a"]), "--settings",
-                 json.dumps({"MK": [[32, 32]], "replicates": 10}), "--out", str(out["m"])]) == 0
+    assert (
+        main(
+            [
+                "estimate-misalignment",
+                "--store",
+                str(store),
+                "--alignment",
+                str(out["a"]),
+                "--settings",
+                json.dumps({"MK": [[32, 32]], "replicates": 10}),
+                "--out",
+                str(out["m"]),
+            ]
+        )
+        == 0
+    )
     assert main(["estimate-depth", "--store", str(store), "--out", str(out["d"])]) == 0
     capsys.readouterr()
     advice = pd.read_csv(advised / "advice.csv").query("option != 'train on'").set_index("point")
@@ -95,8 +130,24 @@ def test_a_hugging_face_model_is_advised_from_a_text_file(prepared, tmp_path, ca
     text = tmp_path / "corpus.txt"
     text.write_bytes(prepared("shakespeare").train_x[:6000].tobytes())
     out = tmp_path / "out"
-    assert main(["advise", "--model", str(folder), "--data", str(text), "--out", str(out), "--examples", "8",
-                 "--settings", json.dumps({"context": 16})]) == 0
+    assert (
+        main(
+            [
+                "advise",
+                "--model",
+                str(folder),
+                "--data",
+                str(text),
+                "--out",
+                str(out),
+                "--examples",
+                "8",
+                "--settings",
+                json.dumps({"context": 16}),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     table = pd.read_csv(out / "advice.csv").query("option != 'train on'")
     assert list(table["point"]) == ["block0", "block1", "block2"] and (table["n"] == 8).all()
@@ -124,8 +175,15 @@ def _constructed_store(path: Path, n: int = 128, positions: int = 4, features: i
     split = np.array(["train"] * 8 + ["test"] * n, dtype=object)
     specs = [GroupSpec(name, ("token", "feature"), (positions, features)) for name in q]
     attrs = {"family": "llama", "dataset": "constructed", "width": features, "depth": 1, "seed": 0, "step": 0}
-    writer = StoreWriter(path, specs, split, np.arange(len(split)), np.full(len(split), -1), attrs,
-                         options=StoreOptions.from_settings(stage_settings("dump")))
+    writer = StoreWriter(
+        path,
+        specs,
+        split,
+        np.arange(len(split)),
+        np.full(len(split), -1),
+        attrs,
+        options=StoreOptions.from_settings(stage_settings("dump")),
+    )
     for name in q:
         writer.write(name, 0, {"q": q[name], "z": z, "loss": np.zeros(len(split), np.float32)})
     return writer.finish()
@@ -135,10 +193,14 @@ def test_a_clear_first_order_value_grows_and_none_gives_no_evidence(tmp_path):
     store = _constructed_store(tmp_path / "constructed.zarr")
     alignment_settings = stage_settings("alignment", {"reductions": ["sum_positions"]})
     depth_settings = stage_settings("depth", {"pools": ["test"]})
-    table = advice_table(estimate_alignment(store, alignment_settings, log=lambda _: None),
-                         estimate_depth(store, depth_settings, log=lambda _: None,
-                                        device="cpu"), 32, 32, depth_settings["level"],
-                         alignment_settings["detect_threshold"])
+    table = advice_table(
+        estimate_alignment(store, alignment_settings, log=lambda _: None),
+        estimate_depth(store, depth_settings, log=lambda _: None, device="cpu"),
+        32,
+        32,
+        depth_settings["level"],
+        alignment_settings["detect_threshold"],
+    )
     assert list(table["decision"]) == [GROW, NO_EVIDENCE], table[["point", "decision", "why"]]
     assert table["value"].iloc[1] < 0 and table["mu_sq"].iloc[1] < 0  # exactly cancelled, as derived
     assert "no sample size would" in table["why"].iloc[1]
@@ -165,21 +227,38 @@ def _bad_inputs(llama, prepared, tmp_path):
     return {
         "missing model": (["--model", str(missing), "--data", str(data)], str(missing)),
         "damaged model": (["--model", str(damaged), "--data", str(data)], str(damaged)),
-        "data of the wrong kind": (["--model", str(checkpoint), "--data", str(prepared("digits").folder)],
-                                   str(prepared("digits").folder)),
+        "data of the wrong kind": (
+            ["--model", str(checkpoint), "--data", str(prepared("digits").folder)],
+            str(prepared("digits").folder),
+        ),
         "text shorter than one context": (["--model", str(checkpoint), "--data", str(short)], str(short)),
-        "growth beyond the stream's width": (["--model", str(checkpoint), "--data", str(data), "--growth-dims", "17"],
-                                             "--growth-dims 17"),
-        "no steps to spend": (["--model", str(checkpoint), "--data", str(data), "--budget-steps", "0"],
-                              "advise.budget_steps"),
-        "gradients above the memory cap": (["--model", str(checkpoint), "--data", str(data), "--settings",
-                                            json.dumps({"max_gradient_mb": 0.01})], "advise.max_gradient_mb"),
+        "growth beyond the stream's width": (
+            ["--model", str(checkpoint), "--data", str(data), "--growth-dims", "17"],
+            "--growth-dims 17",
+        ),
+        "no steps to spend": (
+            ["--model", str(checkpoint), "--data", str(data), "--budget-steps", "0"],
+            "advise.budget_steps",
+        ),
+        "gradients above the memory cap": (
+            ["--model", str(checkpoint), "--data", str(data), "--settings", json.dumps({"max_gradient_mb": 0.01})],
+            "advise.max_gradient_mb",
+        ),
     }
 
 
-@pytest.mark.parametrize("case", ["missing model", "damaged model", "data of the wrong kind",
-                                  "text shorter than one context", "growth beyond the stream's width",
-                                  "no steps to spend", "gradients above the memory cap"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing model",
+        "damaged model",
+        "data of the wrong kind",
+        "text shorter than one context",
+        "growth beyond the stream's width",
+        "no steps to spend",
+        "gradients above the memory cap",
+    ],
+)
 def test_a_bad_input_is_one_line_naming_it_exit_2_and_nothing_written(case, llama, prepared, tmp_path, capsys):
     argv, named = _bad_inputs(llama, prepared, tmp_path)[case]
     fresh, existing = tmp_path / "fresh", tmp_path / "existing"
@@ -194,16 +273,32 @@ def test_a_bad_input_is_one_line_naming_it_exit_2_and_nothing_written(case, llam
 def test_the_snakemake_target_plans_one_advise_job(llama, tmp_path):
     checkpoint, data = llama
     configfile = tmp_path / "advise.yaml"
-    configfile.write_text(json.dumps({"results": str(tmp_path / "results"),
-                                      "advise": {"model": str(checkpoint), "data": str(data), "test_examples": 64}}))
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "advise", "--configfile", str(configfile)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    configfile.write_text(
+        json.dumps(
+            {
+                "results": str(tmp_path / "results"),
+                "advise": {"model": str(checkpoint), "data": str(data), "test_examples": 64},
+            }
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "advise", "--configfile", str(configfile)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     command = next(line for line in result.stdout.splitlines() if line.startswith("Shell command: growcert advise"))
     assert f"--model {checkpoint} --data {data}" in command and '"test_examples": 64' in command
     configfile.write_text(json.dumps({"results": str(tmp_path / "results")}))
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "advise", "--configfile", str(configfile)],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "advise", "--configfile", str(configfile)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0 and "config key 'advise.model': null" in result.stdout + result.stderr
 
 
@@ -214,8 +309,9 @@ def test_a_text_split_shorter_than_one_context_stops_the_dump_naming_the_dataset
     from growcert.errors import DatasetError
 
     stream = np.arange(200, dtype=np.uint8)
-    data = PreparedDataset("short", {"kind": "text"}, stream, None, stream[:16], None, np.zeros(1, np.int64),
-                           np.zeros(1, np.int64))
+    data = PreparedDataset(
+        "short", {"kind": "text"}, stream, None, stream[:16], None, np.zeros(1, np.int64), np.zeros(1, np.int64)
+    )
     with pytest.raises(DatasetError, match="'short'.*test split holds no example .fewer than 16 \\+ 1 tokens"):
         dump_examples(data, stage_settings("dump"), 16)
 
@@ -226,16 +322,21 @@ def test_a_value_no_larger_than_the_deepest_points_is_saturated(tmp_path):
     (never saturated) is where to grow; with the deepest at 0.5 no point is saturated, block1 leads block0 by
     less than the margin, and the recommendation says so."""
     store = _constructed_store(tmp_path / "constructed.zarr")
-    alignment = estimate_alignment(store, stage_settings("alignment", {"reductions": ["sum_positions"]}),
-                                   log=lambda _: None).query("point == 'block0'")
+    alignment = estimate_alignment(
+        store, stage_settings("alignment", {"reductions": ["sum_positions"]}), log=lambda _: None
+    ).query("point == 'block0'")
     depth = estimate_depth(store, {"pools": ["test"]}, log=lambda _: None, device="cpu").query("point == 'block0'")
     points = ["block0", "block1", "block2"]
 
     def decide(scaled, fourth_moment=None):
         held_out = alignment if fourth_moment is None else alignment.assign(mu_4=fourth_moment)
         copies = pd.concat([held_out.assign(point=point) for point in points])
-        values = pd.concat([depth.assign(point=point, point_index=i, scaled_value=v, scaled_value_se=1.0)
-                            for i, (point, v) in enumerate(zip(points, scaled))])
+        values = pd.concat(
+            [
+                depth.assign(point=point, point_index=i, scaled_value=v, scaled_value_se=1.0)
+                for i, (point, v) in enumerate(zip(points, scaled))
+            ]
+        )
         table = advice_table(copies, values, 32, 32, 0.95, 2.0)
         return list(table["decision"]), first_order_recommendation(table, 0.95)
 

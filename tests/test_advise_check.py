@@ -20,8 +20,19 @@ from growcert.stats.seeds import t_quantile
 
 EXAMPLES = 32
 SETTINGS = {"steps": 6, "outcome_examples": 48}
-OUTPUTS = ("advice", "advise_check.csv", "claims.csv", "provenance.json", "reliability.csv", "reliability.png",
-           "scorecard.csv", "matched_scorecard.csv", "calibration.csv", "growth_won.csv", "advice_calibration.png")
+OUTPUTS = (
+    "advice",
+    "advise_check.csv",
+    "claims.csv",
+    "provenance.json",
+    "reliability.csv",
+    "reliability.png",
+    "scorecard.csv",
+    "matched_scorecard.csv",
+    "calibration.csv",
+    "growth_won.csv",
+    "advice_calibration.png",
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +45,24 @@ def llama(tiny_llama):
 def checked(llama, tmp_path_factory):
     checkpoint, data = llama
     out = tmp_path_factory.mktemp("advise-check") / "out"
-    assert main(["advise-check", "--model", str(checkpoint), "--data", str(data), "--out", str(out),
-                 "--examples", str(EXAMPLES), "--settings", json.dumps(SETTINGS)]) == 0
+    assert (
+        main(
+            [
+                "advise-check",
+                "--model",
+                str(checkpoint),
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+                "--examples",
+                str(EXAMPLES),
+                "--settings",
+                json.dumps(SETTINGS),
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -101,15 +128,17 @@ def test_a_grown_arm_whose_block_never_trains_is_its_control_to_the_last_bit(lla
     monkeypatch.setitem(stage.PROCEDURES, "base_only", base_only)
     settings = stage_settings("advise_check", SETTINGS)
     outcome = load_examples(data, 16, 32)
-    rows = stage.grow_every_point(base, ["block0", "block1", "block2"], data, 16, outcome, settings,
-                                  {"hidden": None, "seed": 0}, ["base_only"])
+    rows = stage.grow_every_point(
+        base, ["block0", "block1", "block2"], data, 16, outcome, settings, {"hidden": None, "seed": 0}, ["base_only"]
+    )
     assert (rows["outcome"] == 0.0).all() and (rows["grown_loss"] == rows["control_loss"]).all(), rows
     order = stage.batch_order(data, settings, 16)
     shuffled = order[np.random.default_rng(1).permutation(len(order))]
     first, second = (load_checkpoint(checkpoint)[0] for _ in range(2))
     for model, batches in ((first, order), (second, shuffled)):
-        stage.train_on(model, stage.optimizers(model, None, stage.PROCEDURES["whole"], settings["lr"]), batches, data,
-                       16, True)
+        stage.train_on(
+            model, stage.optimizers(model, None, stage.PROCEDURES["whole"], settings["lr"]), batches, data, 16, True
+        )
     assert not np.array_equal(stage.per_example_losses(first, outcome), stage.per_example_losses(second, outcome))
 
 
@@ -134,9 +163,21 @@ def _synthetic(rows_by_seed):
     rows = []
     for seed, points in rows_by_seed.items():
         for index, (decision, value, scaled, outcome, se) in enumerate(points):
-            rows.append({"model": f"m{seed}", "train_seed": seed, "point": f"block{index}", "point_index": index,
-                         "variant": "new_block", "decision": decision, "value": value, "scaled_value": scaled,
-                         "outcome": outcome, "outcome_se": se, "b_exact": 0.1})
+            rows.append(
+                {
+                    "model": f"m{seed}",
+                    "train_seed": seed,
+                    "point": f"block{index}",
+                    "point_index": index,
+                    "variant": "new_block",
+                    "decision": decision,
+                    "value": value,
+                    "scaled_value": scaled,
+                    "outcome": outcome,
+                    "outcome_se": se,
+                    "b_exact": 0.1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -145,8 +186,12 @@ def test_the_scores_by_hand():
     no grow-here point (advise does not grow), gains 0.5, −0.2, −0.1. Regret: the best option (not growing is one)
     minus the pick."""
     grow, none = "grow here", "no evidence"
-    table = _synthetic({0: [(grow, 5.0, 1.0, -1.0, 0.1), (grow, 1.0, 3.0, 1.0, 0.1), (none, 2.0, 0.0, -2.0, 0.1)],
-                        1: [(none, 1.0, 0.0, -0.5, 0.1), (none, 2.0, 0.0, 0.2, 0.1), (none, 3.0, 0.0, 0.1, 0.1)]})
+    table = _synthetic(
+        {
+            0: [(grow, 5.0, 1.0, -1.0, 0.1), (grow, 1.0, 3.0, 1.0, 0.1), (none, 2.0, 0.0, -2.0, 0.1)],
+            1: [(none, 1.0, 0.0, -0.5, 0.1), (none, 2.0, 0.0, 0.2, 0.1), (none, 3.0, 0.0, 0.1, 0.1)],
+        }
+    )
     settings = stage_settings("advise_check")
     card = advice_check.scorecard(table, settings).set_index(["score", "rule"])
     # precision: seed 0 only (seed 1 has no grow-here point): block0 beat, block1 did not
@@ -164,8 +209,16 @@ def test_the_scores_by_hand():
     assert rows[0]["estimate"] == pytest.approx(((-1 - 1) + (0 - (-0.1))) / 2) and rows[0]["seeds"] == 2
 
 
-@pytest.mark.parametrize("case", ["missing model", "data of the wrong kind", "a bad setting", "a Hugging Face model",
-                                  "no held-out rows left beside advise's"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing model",
+        "data of the wrong kind",
+        "a bad setting",
+        "a Hugging Face model",
+        "no held-out rows left beside advise's",
+    ],
+)
 def test_a_bad_input_is_one_line_exit_2_and_nothing_written(case, llama, prepared, tmp_path, capsys):
     checkpoint, data = llama
     if case == "a Hugging Face model":
@@ -173,21 +226,32 @@ def test_a_bad_input_is_one_line_exit_2_and_nothing_written(case, llama, prepare
 
         checkpoint = save_tiny(tmp_path / "tiny-neox", "gpt_neox", width=16, depth=2)
         capsys.readouterr()
-    argv = {"missing model": ["--model", str(tmp_path / "missing.pt"), "--data", str(data)],
-            "data of the wrong kind": ["--model", str(checkpoint), "--data", str(prepared("digits").folder)],
-            "a bad setting": ["--model", str(checkpoint), "--data", str(data), "--settings", '{"steps": 0}'],
-            "a Hugging Face model": ["--model", str(checkpoint), "--data", str(data)],
-            "no held-out rows left beside advise's": ["--model", str(checkpoint), "--data", str(data), "--examples",
-                                                      "10000000"]}[case]
-    named = {"missing model": "missing.pt", "data of the wrong kind": str(prepared("digits").folder),
-             "a bad setting": "steps", "a Hugging Face model": "--model", "no held-out rows left beside advise's":
-             "held-out examples remain"}[case]
+    argv = {
+        "missing model": ["--model", str(tmp_path / "missing.pt"), "--data", str(data)],
+        "data of the wrong kind": ["--model", str(checkpoint), "--data", str(prepared("digits").folder)],
+        "a bad setting": ["--model", str(checkpoint), "--data", str(data), "--settings", '{"steps": 0}'],
+        "a Hugging Face model": ["--model", str(checkpoint), "--data", str(data)],
+        "no held-out rows left beside advise's": [
+            "--model",
+            str(checkpoint),
+            "--data",
+            str(data),
+            "--examples",
+            "10000000",
+        ],
+    }[case]
+    named = {
+        "missing model": "missing.pt",
+        "data of the wrong kind": str(prepared("digits").folder),
+        "a bad setting": "steps",
+        "a Hugging Face model": "--model",
+        "no held-out rows left beside advise's": "held-out examples remain",
+    }[case]
     out = tmp_path / "fresh"
     assert main(["advise-check", *argv, "--out", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("growcert advise-check: error: ") and named in lines[0], lines
     assert not out.exists()
-
 
 
 def test_tables_of_many_checkpoints_pool_into_scores_over_seeds(checked, tmp_path, capsys):
@@ -202,16 +266,18 @@ def test_tables_of_many_checkpoints_pool_into_scores_over_seeds(checked, tmp_pat
     card = pd.read_csv(tmp_path / "pooled" / "scorecard.csv").set_index(["variant", "score", "rule"])
     single = advice_check.scorecard(table, stage_settings("advise_check")).set_index(["variant", "score", "rule"])
     last = card.loc[("new_block", "gain", "last")]
-    assert last["seeds"] == 2 and last["estimate"] == pytest.approx(single.loc[("new_block", "gain", "last"),
-                                                                              "estimate"] + 0.005)
+    assert last["seeds"] == 2 and last["estimate"] == pytest.approx(
+        single.loc[("new_block", "gain", "last"), "estimate"] + 0.005
+    )
     assert last["low"] < last["estimate"] < last["high"]
     claims = pd.read_csv(tmp_path / "pooled" / "claims.csv")
     assert (claims["claim_id"] == advice_check.CLAIM).sum() == 3  # a row per procedure
     # seed 1 is the confirmation half: the matched claim's primary row is judged on it alone (1 seed: not tested)
     matched = claims[(claims["claim_id"] == "advise_regret_below_train_on") & (claims["role"] == "primary")]
     assert len(matched) == 1 and matched["seeds"].iloc[0] == 1
-    assert {"matched_scorecard.csv", "calibration.csv", "growth_won.csv", "advice_calibration.png"} <= \
-        {path.name for path in (tmp_path / "pooled").iterdir()}
+    assert {"matched_scorecard.csv", "calibration.csv", "growth_won.csv", "advice_calibration.png"} <= {
+        path.name for path in (tmp_path / "pooled").iterdir()
+    }
     capsys.readouterr()
     (tmp_path / "wrong.csv").write_text("a,b\n1,2\n")
     assert main(["summarize-advise-check", str(tmp_path / "wrong.csv"), "--out", str(tmp_path / "no")]) == 2
@@ -225,9 +291,24 @@ def test_the_snakemake_target_plans_one_advise_check_per_checkpoint_and_one_summ
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "summarize_advise_check", "--configfile",
-                             "configs/ci.yaml", "--config", f"results={tmp_path / 'results'}"],
-                            cwd=root, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "-p",
+            "summarize_advise_check",
+            "--configfile",
+            "configs/ci.yaml",
+            "--config",
+            f"results={tmp_path / 'results'}",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     import yaml
 
@@ -248,11 +329,24 @@ def _full_table(points_by_seed, variants=("new_block",), model=lambda seed: f"m{
     for seed, points in points_by_seed.items():
         for variant in variants:
             for index, (decision, detectability, scaled, outcome) in enumerate(points):
-                rows.append({column: math.nan for column in advice_check.COLUMNS} | {
-                    "model": model(seed), "family": "llama", "train_seed": seed, "point": f"block{index}",
-                    "point_index": index, "variant": variant, "decision": decision, "value": scaled,
-                    "scaled_value": scaled, "detectability": detectability, "b_exact": 0.1, "outcome": outcome,
-                    "outcome_se": 0.01})
+                rows.append(
+                    {column: math.nan for column in advice_check.COLUMNS}
+                    | {
+                        "model": model(seed),
+                        "family": "llama",
+                        "train_seed": seed,
+                        "point": f"block{index}",
+                        "point_index": index,
+                        "variant": variant,
+                        "decision": decision,
+                        "value": scaled,
+                        "scaled_value": scaled,
+                        "detectability": detectability,
+                        "b_exact": 0.1,
+                        "outcome": outcome,
+                        "outcome_se": 0.01,
+                    }
+                )
     return pd.DataFrame(rows, columns=advice_check.COLUMNS)
 
 
@@ -268,10 +362,12 @@ def _brute_force_pick(points, rule):
 
 
 GROW, NONE, FLAT = "grow here", "no evidence", "saturated"
-CASES = {0: [(GROW, 3.0, 2.0, -0.5), (NONE, 9.0, 0.1, -0.1), (GROW, 1.0, 1.0, -0.2), (FLAT, 2.0, 1.0, -0.3)],
-         1: [(NONE, 0.5, 0.0, 0.2), (NONE, 0.4, 0.0, -0.4), (NONE, 0.1, 0.0, 0.1)],
-         2: [(FLAT, 5.0, 1.0, -0.3), (GROW, 5.0, 3.0, -0.1), (GROW, 4.0, 2.5, 0.2)],
-         3: [(GROW, 2.0, 4.0, 0.3), (FLAT, 7.0, 1.0, -0.6), (NONE, 1.0, 0.0, 0.0)]}
+CASES = {
+    0: [(GROW, 3.0, 2.0, -0.5), (NONE, 9.0, 0.1, -0.1), (GROW, 1.0, 1.0, -0.2), (FLAT, 2.0, 1.0, -0.3)],
+    1: [(NONE, 0.5, 0.0, 0.2), (NONE, 0.4, 0.0, -0.4), (NONE, 0.1, 0.0, 0.1)],
+    2: [(FLAT, 5.0, 1.0, -0.3), (GROW, 5.0, 3.0, -0.1), (GROW, 4.0, 2.5, 0.2)],
+    3: [(GROW, 2.0, 4.0, 0.3), (FLAT, 7.0, 1.0, -0.6), (NONE, 1.0, 0.0, 0.0)],
+}
 
 
 @pytest.mark.parametrize("rule", advice_check.CANDIDATE_RULES)
@@ -286,7 +382,8 @@ def test_candidate_rules_pick_what_a_brute_force_loop_picks_and_score_by_hand(ru
     mine = picked[picked["rule"] == rule].set_index("train_seed")
     expected = {seed: _brute_force_pick(points, rule) for seed, points in CASES.items()}
     assert {seed: mine.loc[seed, "point"] for seed in CASES} == {
-        seed: "" if index is None else f"block{index}" for seed, index in expected.items()}
+        seed: "" if index is None else f"block{index}" for seed, index in expected.items()
+    }
     gains = {seed: 0.0 if index is None else -CASES[seed][index][3] for seed, index in expected.items()}
     card = advice_check.scorecard(table, settings).set_index(["score", "rule"])
     assert card.loc[("gain", rule), "estimate"] == pytest.approx(np.mean(list(gains.values())))
@@ -325,8 +422,9 @@ def test_confirmation_scores_never_read_exploration_rows(tmp_path, capsys):
     for name, frame in {"clean": table, "poisoned": poisoned, "alone": table[~exploring]}.items():
         path = tmp_path / f"{name}.csv"
         frame.to_csv(path, index=False)
-        settings = stage_settings("advise_check", {"advise_rule": "most_detectable",
-                                                   "half": "all" if name == "alone" else CONFIRMATION})
+        settings = stage_settings(
+            "advise_check", {"advise_rule": "most_detectable", "half": "all" if name == "alone" else CONFIRMATION}
+        )
         outs[name] = tmp_path / f"out-{name}"
         summarize_advise_check([path], settings, outs[name])
     for name in ("scorecard.csv", "comparison.csv", "reliability.csv"):
@@ -341,14 +439,18 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     """A tuning checkpoint's rows (however good or bad) leave every pooled score as it is without them, and the
     summary says so in one line; the reference config's tuning checkpoint is one the pipeline trains and checks."""
     table = _full_table(CASES, model=lambda seed: f"results/models/run_s{seed}/step300.pt")
-    tuning = _full_table({9: [(GROW, 9.0, 9.0, -50.0), (NONE, 0.0, 0.0, 50.0)]},
-                         model=lambda seed: "results/models/tuning/step300.pt")
+    tuning = _full_table(
+        {9: [(GROW, 9.0, 9.0, -50.0), (NONE, 0.0, 0.0, 50.0)]}, model=lambda seed: "results/models/tuning/step300.pt"
+    )
     paths = [tmp_path / "scored.csv", tmp_path / "tuning.csv"]
     table.to_csv(paths[0], index=False)
     tuning.to_csv(paths[1], index=False)
     plain = summarize_advise_check(paths[:1], stage_settings("advise_check"), tmp_path / "plain")
-    said = summarize_advise_check(paths, stage_settings("advise_check", {
-        "tuning_checkpoint": "./results/models/tuning/step300.pt"}), tmp_path / "pooled")
+    said = summarize_advise_check(
+        paths,
+        stage_settings("advise_check", {"tuning_checkpoint": "./results/models/tuning/step300.pt"}),
+        tmp_path / "pooled",
+    )
     assert said.splitlines()[0] == "tuning checkpoint ./results/models/tuning/step300.pt: 2 rows left out"
     for name in ("scorecard.csv", "claims.csv", "reliability.csv", "advise_check.csv"):
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "pooled" / name), pd.read_csv(tmp_path / "plain" / name))
@@ -362,11 +464,15 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     from growcert.plan import Plan, validate_config
     from growcert.plan.grids import run_wildcards
 
-    config = validate_config(yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml")
-                                            .read_text()))
+    config = validate_config(
+        yaml.safe_load((Path(__file__).resolve().parents[1] / "configs/advise-check.yaml").read_text())
+    )
     plan = Plan(config)
-    checkpoints = [CHECKPOINT.path(RUN_DIR.path(config["results"], **run_wildcards(run)), step=step)
-                   for run in plan.runs() for step in plan.analysed_steps(run, "all")]
+    checkpoints = [
+        CHECKPOINT.path(RUN_DIR.path(config["results"], **run_wildcards(run)), step=step)
+        for run in plan.runs()
+        for step in plan.analysed_steps(run, "all")
+    ]
     named = config["advise_check"]["tuning_checkpoint"]
     assert named in checkpoints and len(checkpoints) == len(plan.advise_check_tables())
     tuning_run = [run for run in plan.runs() if f"{RUN_DIR.path(config['results'], **run_wildcards(run))}/" in named]
@@ -384,8 +490,11 @@ def test_the_committed_candidate_scores_are_what_the_command_prints(rule, half, 
 
     run = Path(__file__).resolve().parents[1] / "docs" / "reference-results" / "advise-check" / form
     settings = json.dumps({"advise_rule": rule, "half": half})
-    assert main(["summarize-advise-check", str(run / "advise_check.csv"), "--settings", settings,
-                 "--out", str(tmp_path)]) == 0
+    assert (
+        main(["summarize-advise-check", str(run / "advise_check.csv"), "--settings", settings, "--out", str(tmp_path)])
+        == 0
+    )
     for name in ("scorecard.csv", "comparison.csv"):
-        assert_tables_match(pd.read_csv(tmp_path / name, dtype=str),
-                            pd.read_csv(run / "rules" / rule / half / name, dtype=str), name)
+        assert_tables_match(
+            pd.read_csv(tmp_path / name, dtype=str), pd.read_csv(run / "rules" / rule / half / name, dtype=str), name
+        )

@@ -23,33 +23,57 @@ from growcert.stats.seeds import t_quantile
 SETTINGS = stage_settings("advise_check")
 
 
-def _checkpoint(family, seed, train_on, grown, advice, values, se=0.005, predicted=None, half_width=0.05, step=100,
-                variant="whole"):
+def _checkpoint(
+    family, seed, train_on, grown, advice, values, se=0.005, predicted=None, half_width=0.05, step=100, variant="whole"
+):
     """One checkpoint's rows: training on's observed gain `train_on` (its SE 0.01), each point's observed gain in
     `grown` (vs_train_on = train_on − grown, with SE `se`), advise's decision `advice`, first-order `values`, and the
     predicted gains (train on first, then each point) with intervals ± half_width (default: the observed ones)."""
     predicted = predicted or [train_on, *grown]
-    return [{"family": family, "variant": variant, "model": f"{family}_s{seed}_{step}", "train_seed": seed,
-             "step": step, "point": f"block{k}", "point_index": k, "value": values[k], "advice": advice,
-             "train_on_observed": train_on, "train_on_observed_se": 0.01, "observed_gain": gain,
-             "observed_gain_se": 0.01, "vs_train_on": train_on - gain, "vs_train_on_se": se,
-             "train_on_predicted": predicted[0], "train_on_predicted_lo": predicted[0] - half_width,
-             "train_on_predicted_hi": predicted[0] + half_width, "predicted_gain": predicted[k + 1],
-             "predicted_gain_lo": predicted[k + 1] - half_width, "predicted_gain_hi": predicted[k + 1] + half_width,
-             "predicted_added": predicted[k + 1] - predicted[0], "predicted_added_lo": -1.0,
-             "predicted_added_hi": 1.0, "flops_per_step": 1000.0, "extra_flops_per_step": 100.0 * (k + 1),
-             "loss_unit": family_of(family).loss_unit}
-            for k, gain in enumerate(grown)]
+    return [
+        {
+            "family": family,
+            "variant": variant,
+            "model": f"{family}_s{seed}_{step}",
+            "train_seed": seed,
+            "step": step,
+            "point": f"block{k}",
+            "point_index": k,
+            "value": values[k],
+            "advice": advice,
+            "train_on_observed": train_on,
+            "train_on_observed_se": 0.01,
+            "observed_gain": gain,
+            "observed_gain_se": 0.01,
+            "vs_train_on": train_on - gain,
+            "vs_train_on_se": se,
+            "train_on_predicted": predicted[0],
+            "train_on_predicted_lo": predicted[0] - half_width,
+            "train_on_predicted_hi": predicted[0] + half_width,
+            "predicted_gain": predicted[k + 1],
+            "predicted_gain_lo": predicted[k + 1] - half_width,
+            "predicted_gain_hi": predicted[k + 1] + half_width,
+            "predicted_added": predicted[k + 1] - predicted[0],
+            "predicted_added_lo": -1.0,
+            "predicted_added_hi": 1.0,
+            "flops_per_step": 1000.0,
+            "extra_flops_per_step": 100.0 * (k + 1),
+            "loss_unit": family_of(family).loss_unit,
+        }
+        for k, gain in enumerate(grown)
+    ]
 
 
 def _small_table() -> pd.DataFrame:
     """llama, two seeds: seed 0 told to grow at block0 (gains: train on 0.10, block0 0.13, block1 0.08), seed 1 told to
     train on (0.05; 0.04, 0.06, the last not beyond noise). ResNet, two seeds, each told "no evidence" while growing at
     block1 gains 1.0 more than training on (units of another size: nats per image)."""
-    rows = (_checkpoint("llama", 0, 0.10, [0.13, 0.08], "grow at block0", [1.0, 5.0], predicted=[0.20, 0.26, 0.16]) +
-            _checkpoint("llama", 1, 0.05, [0.04, 0.06], "train on", [3.0, 1.0], se=0.01, half_width=0.01) +
-            _checkpoint("resnet", 0, 1.0, [0.5, 2.0], "no evidence", [1.0, 2.0], se=0.1) +
-            _checkpoint("resnet", 1, 1.0, [0.5, 2.0], "no evidence", [1.0, 2.0], se=0.1))
+    rows = (
+        _checkpoint("llama", 0, 0.10, [0.13, 0.08], "grow at block0", [1.0, 5.0], predicted=[0.20, 0.26, 0.16])
+        + _checkpoint("llama", 1, 0.05, [0.04, 0.06], "train on", [3.0, 1.0], se=0.01, half_width=0.01)
+        + _checkpoint("resnet", 0, 1.0, [0.5, 2.0], "no evidence", [1.0, 2.0], se=0.1)
+        + _checkpoint("resnet", 1, 1.0, [0.5, 2.0], "no evidence", [1.0, 2.0], se=0.1)
+    )
     return pd.DataFrame(rows)
 
 
@@ -71,10 +95,12 @@ def test_the_matched_scorecard_by_hand():
     assert _estimate(card, "llama", "regret", "last")["estimate"] == pytest.approx((0.05 + 0.0) / 2)
     assert _estimate(card, "llama", "gain", "advise")["estimate"] == pytest.approx((0.13 + 0.05) / 2)
     # the FLOPs a choice costs, as a share of the ungrown step: block0 costs 100 of 1000, training on nothing
-    assert _estimate(card, "llama", "extra FLOPs per step (share of the ungrown step)", "advise")["estimate"] == \
-        pytest.approx(0.05)
-    assert _estimate(card, "llama", "extra FLOPs per step (share of the ungrown step)", "last")["estimate"] == \
-        pytest.approx(0.2)
+    assert _estimate(card, "llama", "extra FLOPs per step (share of the ungrown step)", "advise")[
+        "estimate"
+    ] == pytest.approx(0.05)
+    assert _estimate(card, "llama", "extra FLOPs per step (share of the ungrown step)", "last")[
+        "estimate"
+    ] == pytest.approx(0.2)
     # precision: "grow at block0" right (it beat training on: −0.03 < −2·0.005); "train on" right (it helped, 0.05 >
     # 2·0.01, and no growth beat it: block1's −0.01 is within 2·0.01); no "no evidence" in llama
     grow, train_on = _estimate(card, "llama", "precision", "grow at"), _estimate(card, "llama", "precision", "train on")
@@ -100,7 +126,9 @@ def test_calibration_by_hand():
     assert train_on["mean_observed"] == pytest.approx((0.10 + 0.05) / 2) and math.isnan(train_on["slope"])
     added = calibration.loc[("resnet", "added", "grow at block1")]
     assert added["mean_observed"] == pytest.approx(1.0)  # grown beat training on by 1.0: −vs_train_on
-    assert calibration_slope([1, 2, 3], [2, 4, 6]) == pytest.approx(2.0) and math.isnan(calibration_slope([1, 1], [0, 1]))
+    assert calibration_slope([1, 2, 3], [2, 4, 6]) == pytest.approx(2.0) and math.isnan(
+        calibration_slope([1, 1], [0, 1])
+    )
     assert list(covered([0.5, 2.0, math.nan], [0, 0, 0], [1, 1, 1])) == [True, False, False]
     assert option_regret([0.1, 0.3, -0.2], 2) == pytest.approx(0.5) and option_regret([0.1], 0) == 0.0
 
@@ -158,8 +186,11 @@ def test_the_claim_is_judged_per_family_on_the_confirmation_half_in_its_register
     # train on's, at most the margin) a rule that never grows wins for free, and one that grows where growth loses
     # (block1: 0.05 below training on) is contradicted
     claim = registry.CLAIMS[matched.CLAIM]
-    monkeypatch.setitem(registry.CLAIMS, matched.CLAIM, dataclasses.replace(
-        claim, form=NON_INFERIORITY, effect=regret_effect(NON_INFERIORITY)))
+    monkeypatch.setitem(
+        registry.CLAIMS,
+        matched.CLAIM,
+        dataclasses.replace(claim, form=NON_INFERIORITY, effect=regret_effect(NON_INFERIORITY)),
+    )
     never = _part(matched.claim_rows(_claim_table("train on"), SETTINGS, "test"), "llama")
     assert never["estimate"] == pytest.approx(0.0) and never["verdict"] == REPRODUCED
     wrong = _part(matched.claim_rows(_claim_table("grow at block1"), SETTINGS, "test"), "llama")

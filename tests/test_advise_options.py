@@ -60,7 +60,7 @@ def _adam_steps(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, s
     rng = np.random.default_rng(seed)
     order = np.concatenate([rng.permutation(len(x)) for _ in range(steps * BATCH // len(x) + 1)])
     for step in range(steps):
-        batch = order[step * BATCH:(step + 1) * BATCH]
+        batch = order[step * BATCH : (step + 1) * BATCH]
         loss = model.per_example_loss(model(x[batch]), y[batch]).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -87,8 +87,13 @@ def test_the_train_on_prediction_holds_a_brute_force_run_of_adamw(trained_steps)
     if trained_steps:
         _adam_steps(model, x_train, y_train, 1e-2, trained_steps, seed=123)
     lr, steps = 1e-3, 20
-    parts = gain_parts(gradient_rows(model, x_train, y_train), gradient_rows(model, x_held, y_held),
-                       gradient_rows(model, x_held, model_drawn_targets(model, x_held, seed=0)), BATCH, GROUPS)
+    parts = gain_parts(
+        gradient_rows(model, x_train, y_train),
+        gradient_rows(model, x_held, y_held),
+        gradient_rows(model, x_held, model_drawn_targets(model, x_held, seed=0)),
+        BATCH,
+        GROUPS,
+    )
     predicted = predicted_gain(parts, lr, steps, BATCH, GROUPS, LEVEL)
     assert predicted.reach < 0.2  # inside the local range the prediction claims (advise.local_reach's default)
 
@@ -145,8 +150,13 @@ def _options(model, train, held_out, lr, steps) -> pd.DataFrame:
     drawn = model_drawn_targets(model, held_out[0], seed=0)
 
     def parts(net):
-        return gain_parts(gradient_rows(net, *train), gradient_rows(net, *held_out),
-                          gradient_rows(net, held_out[0], drawn), BATCH, GROUPS)
+        return gain_parts(
+            gradient_rows(net, *train),
+            gradient_rows(net, *held_out),
+            gradient_rows(net, held_out[0], drawn),
+            BATCH,
+            GROUPS,
+        )
 
     blocks = {}
     for point in POINTS:
@@ -182,8 +192,9 @@ def test_a_net_one_block_short_of_its_task_is_told_to_grow(seed):
     model = ShallowResidual()
     teacher = _grown(model, "block1")
     with torch.no_grad():
-        teacher.inserted["block1"].weight.copy_(torch.randn(STREAM, NEW_HIDDEN, generator=generator) * 3
-                                                / NEW_HIDDEN**0.5)
+        teacher.inserted["block1"].weight.copy_(
+            torch.randn(STREAM, NEW_HIDDEN, generator=generator) * 3 / NEW_HIDDEN**0.5
+        )
         y_train, y_held = (torch.distributions.Categorical(logits=teacher(x)).sample() for x in (x_train, x_held))
     lr, steps = 5e-4, 20
     table = _options(model, (x_train, y_train), (x_held, y_held), lr, steps)

@@ -13,9 +13,16 @@ from growcert.stats import certificates, effective_dims
 from growcert.stats.moments import population_moments
 from growcert.store import GroupSpec, StoreWriter
 
-SETTINGS = {"reductions": ["sum_positions", "flatten"], "detect_threshold": 2.0, "level": 0.95,
-            "MK": [[8, 8], [32, 32]], "reference_mk": [8, 8], "modes": ["iid", "train_test"],
-            "replicates": 4000, "seed": 0}
+SETTINGS = {
+    "reductions": ["sum_positions", "flatten"],
+    "detect_threshold": 2.0,
+    "level": 0.95,
+    "MK": [[8, 8], [32, 32]],
+    "reference_mk": [8, 8],
+    "modes": ["iid", "train_test"],
+    "replicates": 4000,
+    "seed": 0,
+}
 CHANNELS, HEIGHT, WIDTH = 6, 2, 2
 
 
@@ -69,28 +76,60 @@ def _claim(rows, name):
     return next(row for row in rows if row.get("claim") == name)
 
 
-def synthetic(widths, slope, p_slope, seeds=(0, 1, 2), status="ok", b_exact=0.45, noise=0.02, pool=10**9,
-              replicates=10**7, relative_se=1e-4):
+def synthetic(
+    widths,
+    slope,
+    p_slope,
+    seeds=(0, 1, 2),
+    status="ok",
+    b_exact=0.45,
+    noise=0.02,
+    pool=10**9,
+    replicates=10**7,
+    relative_se=1e-4,
+):
     """d_align = 0.1 (w/32)^slope and p̂ = 0.4 (w/32)^p_slope, times a small seeded noise per (seed, width);
     p_lo 0.01 below p̂, B_exact fixed, from held-out moments ‖μ‖⁴ = 1, tr Σ² = 0 and μᵀΣμ = 4·b/(1 − b) (so
     V/(V + ‖μ‖⁴) = b at M = K = 8), each with a jackknife SE of `relative_se` times its own size (tr Σ²'s: of
     μᵀΣμ's), a held-out pool of `pool` examples and `replicates` resampled draws per cell."""
     rng = np.random.default_rng(1)
-    rows = [{"seed": seed, "width": width, "wobble": float(np.exp(rng.normal(0, noise)))} for seed in seeds
-            for width in widths]
+    rows = [
+        {"seed": seed, "width": width, "wobble": float(np.exp(rng.normal(0, noise)))}
+        for seed in seeds
+        for width in widths
+    ]
     frame = pd.DataFrame(rows).assign(family="llama", dataset="shakespeare", depth=2, step=10, point="block1")
     ratio = frame["width"] / 32
     if isinstance(slope, dict):  # a slope per seed
         slope = frame["seed"].map(slope)
-    d_align = 0.1 * ratio ** slope * frame["wobble"] if slope is not None else np.nan
+    d_align = 0.1 * ratio**slope * frame["wobble"] if slope is not None else np.nan
     mu_sigma_mu = 4 * b_exact / (1 - b_exact)
-    alignment = frame.assign(reduction="sum_positions", pool="test", d_align=d_align,
-                             d_align_plugin=np.asarray(d_align, dtype=float) * 2, n=pool, mu_4=1.0,
-                             mu_sigma_mu=mu_sigma_mu, tr_sigma2=0.0, mu_4_se_jack=relative_se,
-                             mu_sigma_mu_se_jack=relative_se * mu_sigma_mu, tr_sigma2_se_jack=relative_se * mu_sigma_mu)
-    p_hat = (0.4 * ratio ** p_slope * frame["wobble"]).clip(upper=1.0)
-    misalignment = frame.assign(reduction="sum_positions", mode="iid", M=8, K=8, p_hat=p_hat, p_lo=p_hat - 0.01,
-                                b_exact=b_exact, b_align=0.9, status=status, replicates=replicates)
+    alignment = frame.assign(
+        reduction="sum_positions",
+        pool="test",
+        d_align=d_align,
+        d_align_plugin=np.asarray(d_align, dtype=float) * 2,
+        n=pool,
+        mu_4=1.0,
+        mu_sigma_mu=mu_sigma_mu,
+        tr_sigma2=0.0,
+        mu_4_se_jack=relative_se,
+        mu_sigma_mu_se_jack=relative_se * mu_sigma_mu,
+        tr_sigma2_se_jack=relative_se * mu_sigma_mu,
+    )
+    p_hat = (0.4 * ratio**p_slope * frame["wobble"]).clip(upper=1.0)
+    misalignment = frame.assign(
+        reduction="sum_positions",
+        mode="iid",
+        M=8,
+        K=8,
+        p_hat=p_hat,
+        p_lo=p_hat - 0.01,
+        b_exact=b_exact,
+        b_align=0.9,
+        status=status,
+        replicates=replicates,
+    )
     return alignment.drop(columns="wobble"), misalignment.drop(columns="wobble")
 
 
@@ -117,8 +156,7 @@ def test_a_clear_fall_contradicts_and_one_seed_is_not_tested():
 
 
 def test_a_noisy_trend_is_unresolved_and_gives_the_seeds_that_would_decide_it():
-    rows = alignment_claims(*synthetic([32, 64, 128], slope={0: 1.2, 1: -0.6, 2: 0.9}, p_slope=-0.5, noise=0.0),
-                            (8, 8))
+    rows = alignment_claims(*synthetic([32, 64, 128], slope={0: 1.2, 1: -0.6, 2: 0.9}, p_slope=-0.5, noise=0.0), (8, 8))
     claim = _claim(rows, "d_align increases with width")
     assert np.isclose(claim["estimate"], 0.5) and claim["verdict"] == "unresolved"
     assert claim["low"] < 0 and claim["high"] > 0.25
@@ -126,8 +164,11 @@ def test_a_noisy_trend_is_unresolved_and_gives_the_seeds_that_would_decide_it():
     # interval clears the SESOI with 80 % power if the slope is the paper's (and, by symmetry, falls short if nil)
     sd = np.std([1.2, -0.6, 0.9], ddof=1) * np.sqrt(2 / scipy_stats.chi2.ppf(0.2, 2))
     distance = PAPER_WIDTH_SLOPE / 2  # the paper's slope's distance to the SESOI, and the null's
-    n = next(n for n in range(2, 5000)
-             if scipy_stats.nct.sf(scipy_stats.t.ppf(0.975, n - 1), n - 1, distance * np.sqrt(n) / sd) >= 0.8)
+    n = next(
+        n
+        for n in range(2, 5000)
+        if scipy_stats.nct.sf(scipy_stats.t.ppf(0.975, n - 1), n - 1, distance * np.sqrt(n) / sd) >= 0.8
+    )
     assert claim["seeds_to_reproduce"] == claim["seeds_to_contradict"] == f"{n:,}"
     assert f"{n:,} seeds would reproduce it if the effect is the paper's" in claim["why"]
 
@@ -147,13 +188,13 @@ def test_the_certificate_is_judged_with_b_exacts_error_and_the_pools_size():
     reproduced only when both errors are small; the old rule said reproduced from the point estimates alone."""
     widths = [32, 64, 128]
     # B_exact's moments with a jackknife SE of 30 % of their size: its interval reaches far below p̂
-    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, relative_se=0.3), (8, 8)),
-                   "p̂ ≤ B_exact (iid)")
+    claim = _claim(
+        alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, relative_se=0.3), (8, 8)), "p̂ ≤ B_exact (iid)"
+    )
     assert claim["verdict"] == "unresolved" and claim["estimate"] < 1.0
     assert "p > B_exact in none" in claim["why"]
     # tight moments but a pool of 48 held-out examples: 3 disjoint draws of M + K = 16, however many replicates
-    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, pool=48), (8, 8)),
-                   "p̂ ≤ B_exact (iid)")
+    claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5, pool=48), (8, 8)), "p̂ ≤ B_exact (iid)")
     assert claim["verdict"] == "unresolved"
     # both tight: reproduced
     claim = _claim(alignment_claims(*synthetic(widths, slope=1.0, p_slope=-0.5), (8, 8)), "p̂ ≤ B_exact (iid)")
@@ -223,9 +264,12 @@ def test_p_hat_at_its_floor_is_not_tested_rather_than_contradicted():
     room = floor.assign(p_hat=0.04 + 0.0001 * floor["seed"])  # flat, but with room to fall: contradicted
     row, _ = misalignment_width_rows(room, (8, 8))
     assert row["verdict"] == "contradicted"
-    falling = misalignment.assign(p_hat=misalignment["width"].map({32: 0.2, 64: 0.1, 128: 0.0}) + 0.001 * misalignment["seed"])
-    rows = misalignment_width_rows(pd.concat([falling.assign(context=256), floor.assign(context=512)],
-                                             ignore_index=True), (8, 8))
+    falling = misalignment.assign(
+        p_hat=misalignment["width"].map({32: 0.2, 64: 0.1, 128: 0.0}) + 0.001 * misalignment["seed"]
+    )
+    rows = misalignment_width_rows(
+        pd.concat([falling.assign(context=256), floor.assign(context=512)], ignore_index=True), (8, 8)
+    )
     assert [row["verdict"] for row in rows[:3]] == ["reproduced", "not tested at this scale", "unresolved"]
     assert "universal claim over 2 primary series (1 testable)" in rows[2]["why"]
 
@@ -236,20 +280,53 @@ def test_a_config_whose_every_grid_sweeps_context_summarizes_d_align_without_mis
     from growcert.cli import main
 
     alignment, _ = synthetic([16, 32], slope=-1.0, p_slope=0.0)
-    alignment.assign(context=128, n=64, dim=16, detectability=3.0, d_align_lo=0.05, d_align_hi=0.5,
-                     d_align_raw=alignment["d_align"], status="ok").to_csv(tmp_path / "a.csv", index=False)
+    alignment.assign(
+        context=128,
+        n=64,
+        dim=16,
+        detectability=3.0,
+        d_align_lo=0.05,
+        d_align_hi=0.5,
+        d_align_raw=alignment["d_align"],
+        status="ok",
+    ).to_csv(tmp_path / "a.csv", index=False)
     out = tmp_path / "out"
-    assert main(["summarize-alignment", "--alignment", str(tmp_path / "a.csv"), "--misalignment",
-                 "--out-alignment", str(out / "alignment.csv"), "--out-misalignment", str(out / "misalignment.csv"),
-                 "--out-summary", str(out / "summary.csv"), "--out-claims", str(out / "claims.csv"),
-                 "--out-checks", str(out / "checks.csv"), "--figures", str(out)]) == 0
+    assert (
+        main(
+            [
+                "summarize-alignment",
+                "--alignment",
+                str(tmp_path / "a.csv"),
+                "--misalignment",
+                "--out-alignment",
+                str(out / "alignment.csv"),
+                "--out-misalignment",
+                str(out / "misalignment.csv"),
+                "--out-summary",
+                str(out / "summary.csv"),
+                "--out-claims",
+                str(out / "claims.csv"),
+                "--out-checks",
+                str(out / "checks.csv"),
+                "--figures",
+                str(out),
+            ]
+        )
+        == 0
+    )
     claims = pd.read_csv(out / "claims.csv")
     assert list(claims["claim"]) == ["d_align increases with width"]
     assert sorted(path.name for path in out.glob("*.png")) == ["p1_dalign_vs_width.png", "p1_plugin_vs_unbiased.png"]
 
 
-SMALL = {"reductions": ["sum_positions"], "MK": [[8, 8]], "reference_mk": [8, 8], "modes": ["iid", "train_test"],
-         "replicates": 400, "seed": 0}
+SMALL = {
+    "reductions": ["sum_positions"],
+    "MK": [[8, 8]],
+    "reference_mk": [8, 8],
+    "modes": ["iid", "train_test"],
+    "replicates": 400,
+    "seed": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +341,9 @@ def test_misalignment_interval_is_at_the_configured_level(small_store):
     from growcert.stats.intervals import wilson_interval
 
     path, alignment = small_store
-    wide, narrow = (estimate_misalignment(path, alignment, {**SMALL, "level": level}, log=lambda _: None)
-                    for level in (0.95, 0.5))
+    wide, narrow = (
+        estimate_misalignment(path, alignment, {**SMALL, "level": level}, log=lambda _: None) for level in (0.95, 0.5)
+    )
     assert (wide["p_hat"] == narrow["p_hat"]).all()  # the same draws; only the interval's coverage differs
     for (_, w), (_, n) in zip(wide.iterrows(), narrow.iterrows()):
         assert w["p_lo"] <= n["p_lo"] <= n["p_hi"] <= w["p_hi"] and n["p_hi"] - n["p_lo"] < w["p_hi"] - w["p_lo"]

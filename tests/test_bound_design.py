@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def committed() -> CommittedCost:
-    return CommittedCost.of(ROOT / "docs" / "reference-results" / "p1-seeds", train_pool=128, test_pool=512,
-                            replicates=300)
+    return CommittedCost.of(
+        ROOT / "docs" / "reference-results" / "p1-seeds", train_pool=128, test_pool=512, replicates=300
+    )
 
 
 def test_the_cost_model_gives_back_the_committed_dump_cost_at_the_committed_examples(committed):
@@ -38,7 +39,10 @@ def test_cost_grows_with_the_pool_and_the_replicates(committed):
 
 def test_the_largest_affordable_pool_fits_the_budget_and_the_next_step_does_not(committed):
     pool = largest_affordable_pool(committed, 64, 2_000, ceiling=10_000)
-    assert run_cost(committed, pool, 2_000, 64)["total"] <= BUDGET_CPU_HOURS < run_cost(committed, pool + 16, 2_000,
-                                                                                          64)["total"]
+    assert (
+        run_cost(committed, pool, 2_000, 64)["total"]
+        <= BUDGET_CPU_HOURS
+        < run_cost(committed, pool + 16, 2_000, 64)["total"]
+    )
     assert largest_affordable_pool(committed, 64, 2_000, ceiling=pool - 16) == pool - 16
     assert retraining_cpu_hours(committed, 33) == pytest.approx(committed.cpu_seconds["train_model"] / 3600)

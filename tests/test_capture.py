@@ -18,18 +18,24 @@ DUMP = {"train_examples": 24, "test_examples": 16, "batch_size": 7, "seed": 1, "
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
-@pytest.fixture(scope="module", params=[
-    ("resnet", "digits", 1, 14, "cpu"), ("llama", "shakespeare", 16, 3, "cpu"),
-    pytest.param(("resnet", "digits", 1, 14, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
-    pytest.param(("llama", "shakespeare", 16, 3, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
-], ids=["resnet", "llama", "resnet-cuda", "llama-cuda"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        ("resnet", "digits", 1, 14, "cpu"),
+        ("llama", "shakespeare", 16, 3, "cpu"),
+        pytest.param(("resnet", "digits", 1, 14, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
+        pytest.param(("llama", "shakespeare", 16, 3, "cuda"), marks=[NEEDS_CUDA, pytest.mark.cuda]),
+    ],
+    ids=["resnet", "llama", "resnet-cuda", "llama-cuda"],
+)
 def dumped(request, prepared, tmp_path_factory, train_tiny):
     """A store dumped on the device; the tests compare it with single-example autograd on the CPU."""
     family, dataset, width, depth, device = request.param
     checkpoint = train_tiny(prepared(dataset), tmp_path_factory.mktemp(f"run-{family}"), family, dataset, width, depth)
     store = tmp_path_factory.mktemp(f"store-{family}-{device}") / "step8.zarr"
-    dump_gradients(checkpoint, prepared(dataset), store, stage_settings("dump", DUMP), log=lambda _: None,
-                   device=device)
+    dump_gradients(
+        checkpoint, prepared(dataset), store, stage_settings("dump", DUMP), log=lambda _: None, device=device
+    )
     return checkpoint, store, prepared(dataset)
 
 
@@ -43,7 +49,13 @@ def test_stored_q_is_each_examples_own_gradient(dumped):
     checked = 0
     for point in (points[0], points[len(points) // 2], points[-1]):
         group = open_group(store, point)
-        for sample, (examples, row) in {0: (train, 0), 5: (train, 5), 23: (train, 23), 24: (test, 0), 39: (test, 15)}.items():
+        for sample, (examples, row) in {
+            0: (train, 0),
+            5: (train, 5),
+            23: (train, 23),
+            24: (test, 0),
+            39: (test, 15),
+        }.items():
             z_alone, q_alone = single_example(model, examples.inputs[row], examples.targets[row], point)
             assert relative_error(group["q"][sample].values, q_alone) < 1e-5, (point, sample)
             assert relative_error(group["z"][sample].values, z_alone) < 1e-6, (point, sample)
@@ -57,7 +69,9 @@ def test_stored_q_is_each_examples_own_gradient(dumped):
 def test_native_dims(dumped):
     _, store, data = dumped
     group = open_group(store, "block1")
-    expected = ("sample", "channel", "height", "width") if data.info["kind"] == "image" else ("sample", "token", "feature")
+    expected = (
+        ("sample", "channel", "height", "width") if data.info["kind"] == "image" else ("sample", "token", "feature")
+    )
     assert group["q"].dims == group["z"].dims == expected
     assert group["q"].dtype == np.float32 and group.sizes["sample"] == 40
 

@@ -38,11 +38,30 @@ def inputs(tmp_path_factory, train_tiny):
 
     checkpoint = train_tiny(load_prepared(folder / "digits"), folder / "run", "resnet", "digits", 1, 8)
     dump = {"train_examples": 16, "test_examples": 16, "batch_size": 8}
-    assert main(["dump", "--checkpoint", str(checkpoint), "--data", str(folder / "digits"), "--settings",
-                 json.dumps(dump), "--out", str(folder / "store.zarr")]) == 0
+    assert (
+        main(
+            [
+                "dump",
+                "--checkpoint",
+                str(checkpoint),
+                "--data",
+                str(folder / "digits"),
+                "--settings",
+                json.dumps(dump),
+                "--out",
+                str(folder / "store.zarr"),
+            ]
+        )
+        == 0
+    )
     (folder / "table.csv").write_text("a,b\n1,2\n")
-    return {"D": str(folder / "digits"), "C": str(checkpoint), "R": str(folder / "run"), "S": str(folder / "store.zarr"),
-            "A": str(folder / "table.csv")}
+    return {
+        "D": str(folder / "digits"),
+        "C": str(checkpoint),
+        "R": str(folder / "run"),
+        "S": str(folder / "store.zarr"),
+        "A": str(folder / "table.csv"),
+    }
 
 
 # Per subcommand: its arguments with {D, C, R, S, A} inputs and {O} outputs, the settings that are valid
@@ -55,13 +74,25 @@ CASES = {
     "compare-results": ("{R} {R}", None, "{R}"),
     "estimate-alignment": ("--store {S} --out {O}/a.csv", {}, "{S}"),
     "estimate-misalignment": ("--store {S} --alignment {A} --out {O}/m.csv", {}, "{A}"),
-    "summarize-alignment": ("--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "
-                            "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --out-checks {O}/k.csv --figures {O}", {}, "{A}"),
-    "summarize-regime": ("--alignment {A} --training {A} --out-stats {O} --out-cells {O}/c.csv --out-claims "
-                         "{O}/k.csv --out-map {O}/m.json --figures {O}", None, "{A}"),
+    "summarize-alignment": (
+        "--alignment {A} --misalignment {A} --out-alignment {O}/a.csv --out-misalignment "
+        "{O}/m.csv --out-summary {O}/s.csv --out-claims {O}/c.csv --out-checks {O}/k.csv --figures {O}",
+        {},
+        "{A}",
+    ),
+    "summarize-regime": (
+        "--alignment {A} --training {A} --out-stats {O} --out-cells {O}/c.csv --out-claims "
+        "{O}/k.csv --out-map {O}/m.json --figures {O}",
+        None,
+        "{A}",
+    ),
     "intervene": ("--checkpoint {C} --store {S} --data {D} --out {O}/i.csv", {}, "{C}"),
-    "summarize-interventions": ("{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-checks {O}/c.csv "
-                                "--out-claims {O}/k.csv --figure {O}/f.png", None, "{A}"),
+    "summarize-interventions": (
+        "{A} --out-table {O}/t.csv --out-summary {O}/s.csv --out-checks {O}/c.csv "
+        "--out-claims {O}/k.csv --figure {O}/f.png",
+        None,
+        "{A}",
+    ),
     "grokking": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
     "pinn": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
     "theory": ("--out {O} --figure {O}/f.png --claims {O}/c.csv --table {O}/t.csv", {}, "--settings"),
@@ -69,8 +100,11 @@ CASES = {
     "estimate-depth": ("--store {S} --out {O}/d.csv", {}, "{S}"),
     "summarize-depth": ("{A} --out-table {O}/t.csv --out-decision {O}/d.csv --figure {O}/f.png", {}, "{A}"),
     "grow": ("--data {D} --out {O}", GROW_RUN, "{D}"),
-    "summarize-growth": ("{R} --depth {A} --out-table {O}/t.csv --out-claims {O}/c.csv --figure {O}/f.png", None,
-                         "{R}"),
+    "summarize-growth": (
+        "{R} --depth {A} --out-table {O}/t.csv --out-claims {O}/c.csv --figure {O}/f.png",
+        None,
+        "{R}",
+    ),
     "summarize-training": ("{R} --out {O}/t.csv", None, "{R}"),
     "plot-training": ("--table {A} --out {O}/f.png", None, "{A}"),
     "report": ("--results {R} --out {O}/r.html", None, "{R}"),
@@ -85,7 +119,9 @@ CASES = {
 def test_every_subcommand_has_a_case():
     commands = build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001 (argparse keeps them here)
     assert set(CASES) == set(commands)
-    assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(settings_stages()) | {"prepare"}
+    assert {name for name, (_, settings, _) in CASES.items() if settings is not None} == set(settings_stages()) | {
+        "prepare"
+    }
 
 
 COMMANDS_FOLDER = ROOT / "src" / "growcert" / "commands"
@@ -101,7 +137,9 @@ def lookups_by_string(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("importlib"):
             found.append(node.module)
         elif isinstance(node, (ast.Name, ast.Attribute)) and getattr(node, "id", getattr(node, "attr", None)) in (
-                "import_module", "__import__"):
+            "import_module",
+            "__import__",
+        ):
             found.append(getattr(node, "id", getattr(node, "attr", None)))
     return found
 
@@ -124,11 +162,16 @@ def test_the_command_line_finds_every_command_by_import():
 def test_growcert_help_lists_every_command_and_imports_no_torch():
     from growcert.commands import names
 
-    code = ("import sys; from growcert import cli\n"
-            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print('torch imported' if 'torch' in sys.modules else 'no torch')\n")
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-                   "COLUMNS": "200"}
+    code = (
+        "import sys; from growcert import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "200",
+    }
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
     listed = {line.split()[0] for line in result.stdout.splitlines() if line.startswith("    ") and line.split()}
@@ -141,7 +184,9 @@ def run(argv: list[str], capsys) -> tuple[int, list[str]]:
     return code, capsys.readouterr().err.strip().splitlines()
 
 
-def argv_of(stage: str, inputs: dict[str, str], out: Path, settings: dict | None, missing: str | None = None) -> list[str]:
+def argv_of(
+    stage: str, inputs: dict[str, str], out: Path, settings: dict | None, missing: str | None = None
+) -> list[str]:
     template, _, _ = CASES[stage]
     paths = dict(inputs)
     if missing and missing.startswith("{"):
@@ -189,8 +234,18 @@ def test_the_dump_resolves_its_settings_once(inputs, tmp_path, monkeypatch):
 
 
 # The stages that run torch on the config's device (theory takes the option too and stays on the CPU).
-DEVICE_STAGES = ["train", "dump", "intervene", "estimate-depth", "grow", "grokking", "pinn", "preference",
-                 "advise", "advise-check"]
+DEVICE_STAGES = [
+    "train",
+    "dump",
+    "intervene",
+    "estimate-depth",
+    "grow",
+    "grokking",
+    "pinn",
+    "preference",
+    "advise",
+    "advise-check",
+]
 
 
 @pytest.mark.skipif(torch_sees_cuda(), reason="asserts the refusal on a machine without CUDA")
@@ -202,32 +257,55 @@ def test_device_cuda_without_cuda_is_one_line_naming_the_key_and_nothing_is_writ
     argv = argv_of(stage, inputs, out, CASES[stage][1])
     assert build_parser().parse_args(argv).device == top_level_default("device")
     code, lines = run(argv + ["--device", "cuda"], capsys)
-    assert code == 2 and lines == [f"growcert {stage}: error: config key 'device': 'cuda', but torch sees no CUDA "
-                                   "device on this machine (torch.cuda.is_available() is False); use device: auto "
-                                   "or cpu"], lines
+    assert code == 2 and lines == [
+        f"growcert {stage}: error: config key 'device': 'cuda', but torch sees no CUDA "
+        "device on this machine (torch.cuda.is_available() is False); use device: auto "
+        "or cpu"
+    ], lines
     assert not out.exists()
 
 
 def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
     """The same through a real process: what a Snakemake job's log shows."""
-    result = subprocess.run([sys.executable, "-m", "growcert.cli", "estimate-alignment", "--store", MISSING,
-                             "--settings", '{"level": 2}', "--out", str(tmp_path / "a.csv")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "estimate-alignment",
+            "--store",
+            MISSING,
+            "--settings",
+            '{"level": 2}',
+            "--out",
+            str(tmp_path / "a.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "growcert estimate-alignment: error: config key 'alignment.level': 2 is greater than or equal to the "
-        "maximum of 1"], result.stderr
+        "maximum of 1"
+    ], result.stderr
     assert not list(tmp_path.iterdir())
 
 
 # ------------------------------------------------------------------ bare stage = pipeline stage (no drift)
 
+
 def merged_config(*files: str) -> dict:
     """The config files as `snakemake --configfile` merges them: mappings merged, lists replaced."""
+
     def update(base: dict, other: dict) -> dict:
         for key, value in other.items():
-            base[key] = update(base.get(key, {}), value) if isinstance(value, dict) and isinstance(base.get(key), dict) \
+            base[key] = (
+                update(base.get(key, {}), value)
+                if isinstance(value, dict) and isinstance(base.get(key), dict)
                 else value
+            )
         return base
+
     config: dict = {}
     for name in files:
         update(config, yaml.safe_load((ROOT / name).read_text()))
@@ -238,10 +316,16 @@ def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
     """The keys the config files set explicitly for this job: what a user passes to a bare `growcert <stage>`."""
     if stage == "train":
         swept = "context" in settings  # a context sweep's run: its grid sets contexts and tokens_per_step
-        grid = next(g for g in raw["grids"] if (g["family"], g["dataset"]) == (settings["family"], settings["dataset"])
-                    and ("contexts" in g) == swept)
-        explicit = {**{key: settings[key] for key in ("family", "dataset", "width", "depth", "seed")},
-                    "model": dict(raw.get("models", {}).get(settings["family"], {})), "train": dict(grid.get("train", {}))}
+        grid = next(
+            g
+            for g in raw["grids"]
+            if (g["family"], g["dataset"]) == (settings["family"], settings["dataset"]) and ("contexts" in g) == swept
+        )
+        explicit = {
+            **{key: settings[key] for key in ("family", "dataset", "width", "depth", "seed")},
+            "model": dict(raw.get("models", {}).get(settings["family"], {})),
+            "train": dict(grid.get("train", {})),
+        }
         if swept:
             explicit["context"] = explicit["model"]["context"] = settings["context"]
             explicit["train"]["batch_size"] = grid["tokens_per_step"] // settings["context"]
@@ -256,8 +340,13 @@ def explicit_settings(stage: str, raw: dict, settings: dict) -> dict:
             experiments = load_schema()["properties"]["grow"]["properties"]["experiments"]["default"]
         entry = next(e for e in experiments if all(e[key] == settings[key] for key in GROW_RUN))
         return {**shared, **entry, "model": raw.get("models", {}).get(settings["family"], {})}
-    section = {"estimate-alignment": "alignment", "estimate-misalignment": "alignment",
-               "summarize-alignment": "alignment", "estimate-depth": "depth", "summarize-depth": "depth"}.get(stage, stage)
+    section = {
+        "estimate-alignment": "alignment",
+        "estimate-misalignment": "alignment",
+        "summarize-alignment": "alignment",
+        "estimate-depth": "depth",
+        "summarize-depth": "depth",
+    }.get(stage, stage)
     if stage == "intervene":  # `analyse` chooses which stores the pipeline intervenes on, not how
         return {key: value for key, value in raw.get(section, {}).items() if key != "analyse"}
     return raw.get(section, {})
@@ -269,9 +358,22 @@ def test_a_bare_stage_runs_the_pipeline_settings(files, tmp_path):
     files set: the schema is the only source of the rest (a section the files leave alone is exactly the bare
     stage's `--settings '{}'`)."""
     arguments = [arg for name in files[1:] for arg in ("--configfile", name)]
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--printshellcmds",
-                             *arguments, "--config", f"results={tmp_path}/results"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--printshellcmds",
+            *arguments,
+            "--config",
+            f"results={tmp_path}/results",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     raw = merged_config(*files)
     checked, stages = set(), settings_stages()
@@ -293,6 +395,19 @@ def test_a_bare_stage_runs_the_pipeline_settings(files, tmp_path):
         if not explicit and stage not in ("train", "grow"):
             assert stage_settings(section, pipeline) == stage_settings(section, {}), stage
         checked.add(stage)
-    expected = {"train", "dump", "estimate-alignment", "estimate-misalignment", "summarize-alignment", "intervene",
-                "estimate-depth", "summarize-depth", "grow", "grokking", "pinn", "theory", "preference"}
+    expected = {
+        "train",
+        "dump",
+        "estimate-alignment",
+        "estimate-misalignment",
+        "summarize-alignment",
+        "intervene",
+        "estimate-depth",
+        "summarize-depth",
+        "grow",
+        "grokking",
+        "pinn",
+        "theory",
+        "preference",
+    }
     assert checked == expected

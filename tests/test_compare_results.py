@@ -17,13 +17,20 @@ def results_folder(root):
     and what the comparison must skip (benchmarks, logs, hidden markers)."""
     (root / "stats").mkdir(parents=True)
     pd.DataFrame({"width": [16, 32], "d_align": [0.25, np.nan], "seconds": [1.5, 2.5]}).to_csv(
-        root / "stats" / "alignment.csv", index=False)
+        root / "stats" / "alignment.csv", index=False
+    )
     store = zarr.open_group(root / "grads" / "w16" / "step20.zarr", mode="w")
     store.create_group("block0").create_array("q", data=np.linspace(0, 1, 24, dtype=np.float32).reshape(4, 6))
     store.attrs["provenance"] = {"device": "cpu"}
     (root / "models" / "w16").mkdir(parents=True)
-    torch.save({"format": "growcert-checkpoint-1", "state_dict": {"weight": torch.arange(6.0).reshape(2, 3)},
-                "provenance": {"device": "cpu"}}, root / "models" / "w16" / "step20.pt")
+    torch.save(
+        {
+            "format": "growcert-checkpoint-1",
+            "state_dict": {"weight": torch.arange(6.0).reshape(2, 3)},
+            "provenance": {"device": "cpu"},
+        },
+        root / "models" / "w16" / "step20.pt",
+    )
     for skipped in ("benchmarks", "logs"):
         (root / skipped).mkdir()
         (root / skipped / "train.csv").write_text(f"s\n{np.random.rand()}\n")

@@ -30,10 +30,22 @@ from growcert.data import (
     shakespeare,
 )
 
-IMAGE_KEYS = {"name", "kind", "shape", "num_classes", "n_train", "n_test", "source", "sha256",
-              "seed", "settings", "split", "mean", "std"}
-TEXT_KEYS = {"name", "kind", "vocab_size", "n_train", "n_test", "source", "sha256", "seed",
-             "settings", "split"}
+IMAGE_KEYS = {
+    "name",
+    "kind",
+    "shape",
+    "num_classes",
+    "n_train",
+    "n_test",
+    "source",
+    "sha256",
+    "seed",
+    "settings",
+    "split",
+    "mean",
+    "std",
+}
+TEXT_KEYS = {"name", "kind", "vocab_size", "n_train", "n_test", "source", "sha256", "seed", "settings", "split"}
 
 
 def one_line_error(excinfo) -> str:
@@ -52,8 +64,12 @@ def npz_bytes(path: Path) -> bytes:
 def test_registry_and_defaults():
     assert DATASETS == ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100", "text")
     assert default_settings("digits") == {"test_fraction": 0.3, "seed": 0, "stratify": True}
-    assert default_settings("shakespeare") == {"test_fraction": 0.1, "seed": 0, "chunk_bytes": 4096,
-                                               "edition": "modern"}
+    assert default_settings("shakespeare") == {
+        "test_fraction": 0.1,
+        "seed": 0,
+        "chunk_bytes": 4096,
+        "edition": "modern",
+    }
     for name in ("fashion_mnist", "cifar10", "cifar100"):
         assert default_settings(name)["allow_download"] is False
     with pytest.raises(DatasetError) as excinfo:
@@ -63,10 +79,12 @@ def test_registry_and_defaults():
 
 @pytest.mark.parametrize(
     ("settings", "key"),
-    [({"test_fraction": 1.5}, "datasets.digits.test_fraction"),
-     ({"seed": True}, "datasets.digits.seed"),
-     ({"seed": -1}, "datasets.digits.seed"),
-     ({"test_fracton": 0.2}, "datasets.digits.test_fracton")],
+    [
+        ({"test_fraction": 1.5}, "datasets.digits.test_fraction"),
+        ({"seed": True}, "datasets.digits.seed"),
+        ({"seed": -1}, "datasets.digits.seed"),
+        ({"test_fracton": 0.2}, "datasets.digits.test_fracton"),
+    ],
 )
 def test_bad_settings_name_the_key(tmp_path, settings, key):
     with pytest.raises(DatasetError) as excinfo:
@@ -248,9 +266,12 @@ def write_fake_cifar(root: Path, dataset: str, style: str, per_batch: int = 4, s
     for name in batches:
         images = make_images(rng, per_batch)
         labels = rng.integers(0, layout.num_classes, size=per_batch).tolist()
-        entry = {b"batch_label": name.encode(), b"data": rows_of(images),
-                 layout.label_key.encode(): labels,
-                 b"filenames": [f"img_{i}.png".encode() for i in range(per_batch)]}
+        entry = {
+            b"batch_label": name.encode(),
+            b"data": rows_of(images),
+            layout.label_key.encode(): labels,
+            b"filenames": [f"img_{i}.png".encode() for i in range(per_batch)],
+        }
         if dataset == "cifar100":
             entry[b"coarse_labels"] = [label // 5 for label in labels]
         write_cifar_pickle(folder / name, entry, style)
@@ -258,8 +279,12 @@ def write_fake_cifar(root: Path, dataset: str, style: str, per_batch: int = 4, s
         train_labels.append(labels)
     names = [f"class_{i}".encode() for i in range(layout.num_classes)]
     write_cifar_pickle(folder / layout.meta_file, {layout.names_key.encode(): names}, style)
-    return (np.concatenate(train_images[:-1]), np.concatenate(train_labels[:-1]),
-            train_images[-1], np.asarray(train_labels[-1]))
+    return (
+        np.concatenate(train_images[:-1]),
+        np.concatenate(train_labels[:-1]),
+        train_images[-1],
+        np.asarray(train_labels[-1]),
+    )
 
 
 @pytest.mark.parametrize("dataset", ["cifar10", "cifar100"])

@@ -33,7 +33,7 @@ def some_inputs(prepared, dataset):
     data = prepared(dataset)
     if data.info["kind"] == "image":
         return torch.from_numpy(data.test_x[:6])
-    return torch.from_numpy(data.test_x[:6 * 16].astype(np.int64)).reshape(6, 16)
+    return torch.from_numpy(data.test_x[: 6 * 16].astype(np.int64)).reshape(6, 16)
 
 
 @pytest.mark.parametrize("family, dataset, width, depth", FAMILIES, ids=["resnet", "llama"])
@@ -58,8 +58,14 @@ def dumped(request, prepared, tmp_path_factory, train_tiny):
     family, dataset, width, depth = request.param
     folder = tmp_path_factory.mktemp(f"depth-{family}")
     train_tiny(prepared(dataset), folder, family, dataset, width, depth, model=LLAMA if family == "llama" else {})
-    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", stage_settings("dump", DUMP),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        folder / "step8.pt",
+        prepared(dataset),
+        folder / "step8.zarr",
+        stage_settings("dump", DUMP),
+        log=lambda _: None,
+        device="cpu",
+    )
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 
 
@@ -94,9 +100,22 @@ def test_estimate_depth_table_and_decision(dumped, tmp_path):
     table = estimate_depth(store, {}, log=lambda _: None, device="cpu")
     assert list(table.columns) == COLUMNS
     assert set(table["pool"]) == {"test", "train"} and (table["n"] == 24).all()
-    assert list(table["point"].unique()) == list(open_store(store).attrs["groups"]) and len(table) == 2 * table["point"].nunique()
-    numeric = ["value", "value_se", "value_plugin", "scaled_value", "scaled_value_se", "explained_fraction",
-               "grad_norm_sq", "grad_sq_mean", "mean_z_sq", "mean_h_sq"]
+    assert (
+        list(table["point"].unique()) == list(open_store(store).attrs["groups"])
+        and len(table) == 2 * table["point"].nunique()
+    )
+    numeric = [
+        "value",
+        "value_se",
+        "value_plugin",
+        "scaled_value",
+        "scaled_value_se",
+        "explained_fraction",
+        "grad_norm_sq",
+        "grad_sq_mean",
+        "mean_z_sq",
+        "mean_h_sq",
+    ]
     assert np.isfinite(table[numeric].to_numpy(float)).all()
     assert (table["value_lo"] <= table["value"]).all() and (table["value"] <= table["value_hi"]).all()
     assert (table["hidden"] == 2 * table["features"]).all()
@@ -187,13 +206,16 @@ def test_null_value_is_unbiased_and_its_interval_covers_zero():
     assert covered >= 51  # binomial(60, 0.95) reaches 51 with probability > 0.99
 
 
-@pytest.mark.parametrize("values, ses, expected, status", [
-    ([100, 30, 10, 10.2, 9.9], [1, 1, 0.5, 0.5, 0.5], 2, stats.SATURATED_PLATEAU),   # falls, then flat
-    ([8, 4, 2, 1], [0.01] * 4, None, stats.NOT_SATURATED),                          # keeps falling (P3 pilot's raw)
-    ([5, 0.5, 0.01, -0.02], [0.1, 0.1, 0.05, 0.05], 2, stats.SATURATED_ZERO),        # falls to zero
-    ([0.1, -0.05, 0.02], [0.1, 0.1, 0.1], 0, stats.SATURATED_ZERO),                  # nothing anywhere
-    ([3, 1, 1, 5], [0.1] * 4, None, stats.NOT_SATURATED),                            # a rise breaks a plateau
-])
+@pytest.mark.parametrize(
+    "values, ses, expected, status",
+    [
+        ([100, 30, 10, 10.2, 9.9], [1, 1, 0.5, 0.5, 0.5], 2, stats.SATURATED_PLATEAU),  # falls, then flat
+        ([8, 4, 2, 1], [0.01] * 4, None, stats.NOT_SATURATED),  # keeps falling (P3 pilot's raw)
+        ([5, 0.5, 0.01, -0.02], [0.1, 0.1, 0.05, 0.05], 2, stats.SATURATED_ZERO),  # falls to zero
+        ([0.1, -0.05, 0.02], [0.1, 0.1, 0.1], 0, stats.SATURATED_ZERO),  # nothing anywhere
+        ([3, 1, 1, 5], [0.1] * 4, None, stats.NOT_SATURATED),  # a rise breaks a plateau
+    ],
+)
 def test_plateau_test(values, ses, expected, status):
     assert stats.plateau_index(values, ses) == (expected, status)
 
@@ -204,10 +226,23 @@ def test_recommend_depth_reports_raw_and_scale_invariant_decisions():
     for depth, raw, scaled in ((1, 341.0, 3000.0), (2, 81.0, 3100.0), (4, 20.0, 2900.0), (8, 8.2, 3050.0)):
         for seed, (factor, shift) in enumerate(((0.9, -150.0), (1.0, 0.0), (1.1, 150.0))):
             # within each store a tiny standard error: only the spread between seeds may decide
-            rows.append({"family": "llama", "dataset": "text", "width": 64, "step": 600, "pool": "test",
-                         "depth": depth, "seed": seed, "point": f"block{depth}", "point_index": depth,
-                         "value": raw * factor, "value_se": raw / 1e4, "scaled_value": scaled + shift,
-                         "scaled_value_se": 1.0})
+            rows.append(
+                {
+                    "family": "llama",
+                    "dataset": "text",
+                    "width": 64,
+                    "step": 600,
+                    "pool": "test",
+                    "depth": depth,
+                    "seed": seed,
+                    "point": f"block{depth}",
+                    "point_index": depth,
+                    "value": raw * factor,
+                    "value_se": raw / 1e4,
+                    "scaled_value": scaled + shift,
+                    "scaled_value_se": 1.0,
+                }
+            )
     table = pd.DataFrame(rows)
     decision = recommend_depth(table, draws=200).set_index("criterion")
     assert decision.loc["value", "status"] == stats.NOT_SATURATED and decision.loc["value", "falls"]
@@ -228,6 +263,5 @@ def test_block_features_on_cuda_give_the_cpu_table(dumped):
     on_cpu = estimate_depth(store, {"seed": 5}, log=lambda _: None, device="cpu")
     on_cuda = estimate_depth(store, {"seed": 5}, log=lambda _: None, device="cuda")
     numeric = on_cpu.select_dtypes("number").columns
-    np.testing.assert_allclose(on_cuda[numeric].to_numpy(float), on_cpu[numeric].to_numpy(float), rtol=1e-5,
-                               atol=1e-12)
+    np.testing.assert_allclose(on_cuda[numeric].to_numpy(float), on_cpu[numeric].to_numpy(float), rtol=1e-5, atol=1e-12)
     assert (on_cuda["status"] == on_cpu["status"]).all()

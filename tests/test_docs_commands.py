@@ -44,7 +44,7 @@ def misplaced_targets(command: str) -> list[str]:
     if "snakemake" not in words:
         return []
     misplaced, taking, nested = [], None, 0
-    for word in words[words.index("snakemake") + 1:]:
+    for word in words[words.index("snakemake") + 1 :]:
         if word.startswith("#"):
             break
         if word.startswith("$(") or nested:  # a command substitution: its words are its own command's
@@ -62,10 +62,19 @@ def misplaced_targets(command: str) -> list[str]:
 
 def documented_commands() -> list[tuple[str, str]]:
     """(file, command) for every snakemake command of the docs, the configs' headers and the reference runs."""
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "configs").glob("*.yaml")),
-             *sorted((ROOT / "docs" / "reference-results").glob("**/README.md"))]
-    found = [(str(path.relative_to(ROOT)), line) for path in files if "/units" not in str(path)
-             for line in logical_lines(path.read_text(encoding="utf-8")) if re.search(r"\bsnakemake\s", line)]
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "configs").glob("*.yaml")),
+        *sorted((ROOT / "docs" / "reference-results").glob("**/README.md")),
+    ]
+    found = [
+        (str(path.relative_to(ROOT)), line)
+        for path in files
+        if "/units" not in str(path)
+        for line in logical_lines(path.read_text(encoding="utf-8"))
+        if re.search(r"\bsnakemake\s", line)
+    ]
     for path in sorted((ROOT / "docs" / "reference-results").glob("**/provenance.json")):
         if "/units" in str(path):
             continue
@@ -84,11 +93,13 @@ def test_no_documented_snakemake_command_puts_a_target_after_config_values():
 
 def test_the_checker_finds_a_target_after_config_values():
     assert misplaced_targets("snakemake --cores 2 --configfile c.yaml --config results=r summarize_regime") == [
-        "summarize_regime"]
+        "summarize_regime"
+    ]
     assert misplaced_targets("snakemake --configfile c.yaml results/claims/x.csv") == ["results/claims/x.csv"]
     assert misplaced_targets("snakemake summarize_regime --cores 2 --configfile c.yaml --config results=r") == []
     assert misplaced_targets("snakemake --config results=r $(growcert reference targets x --config c.yaml)") == [
-        "$(...)"]
+        "$(...)"
+    ]
     assert misplaced_targets("snakemake $(growcert reference targets x --config c.yaml) --config results=r") == []
 
 
@@ -99,8 +110,9 @@ def test_the_reproduce_command_an_export_writes_is_accepted_by_snakemake(tmp_pat
     command = commands(run, run.configs[0], tmp_path / "results")[0]
     words = shlex.split(command)
     assert words[:3] == ["nice", "-n", "19"] and words[3] == "snakemake"
-    done = subprocess.run([sys.executable, "-m", "snakemake", *words[4:], "-n"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", *words[4:], "-n"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
     assert re.search(r"p2_unit\s+72", done.stdout)
 

@@ -57,35 +57,48 @@ def _grokking(g: dict[str, Any]) -> str:
     if g["grokfast"]["enabled"]:
         arms.append(f"Grokfast-EMA (L2 decay {_number(g['grokfast']['weight_decay'])})")
     arms.append(f"PopulationRiskAdam wd {_grid(g['poprisk']['weight_decays'])} in every {_variants(g['poprisk'])}")
-    return (f"p = {g['p']}, batch {g['batch_size']}, cap {_number(g['steps'])} steps per arm, {_seeds(g['seeds'])}; "
-            f"arms {', '.join(arms)}")
+    return (
+        f"p = {g['p']}, batch {g['batch_size']}, cap {_number(g['steps'])} steps per arm, {_seeds(g['seeds'])}; "
+        f"arms {', '.join(arms)}"
+    )
 
 
 def _pinn(p: dict[str, Any]) -> str:
-    return (f"β = {_number(p['beta'])}, noise std {_number(p['noise_std'])}, {p['depth']}×{p['width']} tanh PINN, "
-            f"batch {p['batch_size']}, {_number(p['steps'])} steps, {_seeds(p['seeds'])}; lr grid "
-            f"{_grid(p['adamw_lrs'])} for AdamW and {_grid(p['poprisk']['lrs'])} for PopulationRiskAdam in every "
-            f"{_variants(p['poprisk'])}")
+    return (
+        f"β = {_number(p['beta'])}, noise std {_number(p['noise_std'])}, {p['depth']}×{p['width']} tanh PINN, "
+        f"batch {p['batch_size']}, {_number(p['steps'])} steps, {_seeds(p['seeds'])}; lr grid "
+        f"{_grid(p['adamw_lrs'])} for AdamW and {_grid(p['poprisk']['lrs'])} for PopulationRiskAdam in every "
+        f"{_variants(p['poprisk'])}"
+    )
 
 
 def _preference(p: dict[str, Any]) -> str:
-    return (f"{p['pairs_train']} train / {p['pairs_test']} held-out pairs, {round(100 * p['swap_rate'])} % of "
-            f"training labels swapped, {_number(p['steps'])} steps of batch {p['batch_size']}, lr {_number(p['lr'])}, "
-            f"{_seeds(p['seeds'])}; PopulationRiskAdam in every {_variants(p['poprisk'])}")
+    return (
+        f"{p['pairs_train']} train / {p['pairs_test']} held-out pairs, {round(100 * p['swap_rate'])} % of "
+        f"training labels swapped, {_number(p['steps'])} steps of batch {p['batch_size']}, lr {_number(p['lr'])}, "
+        f"{_seeds(p['seeds'])}; PopulationRiskAdam in every {_variants(p['poprisk'])}"
+    )
 
 
 def _grow(g: dict[str, Any]) -> str:
     experiments = g["experiments"]
     steps = {experiment["train"]["steps"] for experiment in experiments}
     each = f", {_number(steps.pop())} steps each" if len(steps) == 1 else ""
-    parts = [f"{e['family']} w{e['width']} base depth {e['base_depth']} + {e['blocks']} block"
-             f"{'s' if e['blocks'] != 1 else ''} (deeper control depth {e['deeper_depth']}) on {e['dataset']}"
-             + ("" if each else f", {_number(e['train']['steps'])} steps") for e in experiments]
+    parts = [
+        f"{e['family']} w{e['width']} base depth {e['base_depth']} + {e['blocks']} block"
+        f"{'s' if e['blocks'] != 1 else ''} (deeper control depth {e['deeper_depth']}) on {e['dataset']}"
+        + ("" if each else f", {_number(e['train']['steps'])} steps")
+        for e in experiments
+    ]
     return f"{len(experiments)} experiments, {_seeds(g['seeds'])}{each}: {'; '.join(parts)}"
 
 
 RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
-    "grokking": _grokking, "pinn": _pinn, "preference": _preference, "grow": _grow}
+    "grokking": _grokking,
+    "pinn": _pinn,
+    "preference": _preference,
+    "grow": _grow,
+}
 
 
 def render(section: str, config: dict[str, Any]) -> str:
@@ -105,7 +118,8 @@ def test_the_stated_defaults_are_the_configs():
     page = PAGE.read_text(encoding="utf-8")
     assert page == rewritten(page, default_config()), (
         "docs/reproducing.md states defaults that config.yaml and the schema no longer have; "
-        "rewrite them with: PYTHONPATH=src .venv/bin/python tests/test_docs_defaults.py")
+        "rewrite them with: PYTHONPATH=src .venv/bin/python tests/test_docs_defaults.py"
+    )
 
 
 def test_a_changed_default_is_caught():

@@ -22,8 +22,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("src", "rules", "configs", "benchmarks", "tests", "docs", "report", "profiles", "envs",
-           "README.md", "config.yaml", "Snakefile", "Makefile", "pyproject.toml")
+SCANNED = (
+    "src",
+    "rules",
+    "configs",
+    "benchmarks",
+    "tests",
+    "docs",
+    "report",
+    "profiles",
+    "envs",
+    "README.md",
+    "config.yaml",
+    "Snakefile",
+    "Makefile",
+    "pyproject.toml",
+)
 SUFFIXES = {".py", ".smk", ".yaml", ".md", ".rst", ".sh", ".toml", ".txt", ""}
 # Not scanned: the reference runs' own records (written by `growcert reference export` at the time of the run,
 # including the config text of that day) and caches.
@@ -35,7 +49,7 @@ KINDS = "md|yaml|smk|rst|toml|py|sh"
 ALLOWED = {
     "profiles/mycluster": "the copy of profiles/slurm that docs/reproducing.md tells a user to make",
     "src/growcert/stats/__pycache__": "numba's cache of the compiled misalignment loops, written on their first "
-                                      "compile (docs/reproducing.md says where it goes)",
+    "compile (docs/reproducing.md says where it goes)",
 }
 # File names that commands write, wherever they are told to (a path ending in one is an output, not a reference)
 OUTPUT_NAMES = {"advice.md": "the page `growcert advise` writes into the folder it is given (--out)"}
@@ -67,8 +81,13 @@ def prose(path: Path) -> list[tuple[int, str]]:
             keep.add(token.start[0])
     for node in ast.walk(ast.parse(text)):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             keep.update(range(body[0].lineno, body[0].end_lineno + 1))
     return [(number, line) for number, line in lines if number in keep]
 
@@ -78,8 +97,14 @@ def scanned_files(root: Path = ROOT) -> list[Path]:
     for name in SCANNED:
         path = root / name
         candidates = [path] if path.is_file() else sorted(path.rglob("*")) if path.is_dir() else []
-        files += [file for file in candidates if file.is_file() and file.suffix in SUFFIXES
-                  and not SKIPPED_PARTS & set(file.relative_to(root).parts) and file.resolve() != SELF]
+        files += [
+            file
+            for file in candidates
+            if file.is_file()
+            and file.suffix in SUFFIXES
+            and not SKIPPED_PARTS & set(file.relative_to(root).parts)
+            and file.resolve() != SELF
+        ]
     return files
 
 
@@ -123,14 +148,20 @@ class Scanner:
             parts = PLACEHOLDER.split(reference.replace("*", "<*>"))
             holes = PLACEHOLDER.findall(reference.replace("*", "<*>"))
             pattern = re.escape(parts[0]) + "".join(
-                (".*" if hole in ("…", "...") else "[^/]*") + re.escape(part) for hole, part in zip(holes, parts[1:]))
+                (".*" if hole in ("…", "...") else "[^/]*") + re.escape(part) for hole, part in zip(holes, parts[1:])
+            )
             # under a tracked folder: from the root, or (as the docs list the package) from src/growcert
-            regex = re.compile(rf"(?:src/growcert/)?{pattern}" if reference.split("/", 1)[0] in TRACKED_DIRS
-                               else rf"(?:.*/)?{pattern}")
+            regex = re.compile(
+                rf"(?:src/growcert/)?{pattern}" if reference.split("/", 1)[0] in TRACKED_DIRS else rf"(?:.*/)?{pattern}"
+            )
             return any(regex.fullmatch(name) for name in self.files)
         top = reference.split("/", 1)[0]
         if top in TRACKED_DIRS or "/" not in reference:
-            if reference in self.files or f"src/growcert/{reference}" in self.files or (where.parent / reference).exists():
+            if (
+                reference in self.files
+                or f"src/growcert/{reference}" in self.files
+                or (where.parent / reference).exists()
+            ):
                 return True
             return "/" not in reference and reference in self.basenames
         return reference in self.files or any(name.endswith("/" + reference) for name in self.files)
@@ -191,27 +222,36 @@ def test_every_reference_names_a_repository_file(scanner):
     problems = []
     for path in scanned_files():
         for line_number, line in prose(path):
-            problems += [f"{path.relative_to(ROOT)}:{line_number}: {problem}" for problem in scanner.problems(line, path)]
+            problems += [
+                f"{path.relative_to(ROOT)}:{line_number}: {problem}" for problem in scanner.problems(line, path)
+            ]
     assert not problems, "references that lead nowhere:\n" + "\n".join(problems)
 
 
 def test_no_issue_numbers_in_code_or_configs():
     code = [path for path in scanned_files() if path.suffix in {".py", ".smk", ".yaml", ".sh", ".toml", ""}]
-    found = [f"{path.relative_to(ROOT)}:{number}: {hit}" for path in code
-             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             for hit in issue_numbers(line)]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {hit}"
+        for path in code
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for hit in issue_numbers(line)
+    ]
     assert not found, "issue numbers (say what the thing is instead):\n" + "\n".join(found)
 
 
 def test_the_scanner_finds_what_is_missing(scanner):
     """The checks above can fail: each kind of dead reference in a given string is found."""
     where = ROOT / "src" / "growcert" / "cli.py"
-    assert scanner.problems("see docs/science.md and rules/common.smk, src/growcert/resources/report/<figure>.rst",
-                            where) == []
+    assert (
+        scanner.problems("see docs/science.md and rules/common.smk, src/growcert/resources/report/<figure>.rst", where)
+        == []
+    )
     rule = ROOT / "rules" / "alignment.smk"
     assert scanner.problems('caption="../src/growcert/resources/report/p3_depth.rst"', rule) == []
     assert scanner.problems('caption="../report/p3_depth.rst"', rule)
-    assert scanner.problems("see docs/nowhere.md", where) == ["docs/nowhere.md: no such file or folder in the repository"]
+    assert scanner.problems("see docs/nowhere.md", where) == [
+        "docs/nowhere.md: no such file or folder in the repository"
+    ]
     assert scanner.problems("formulas in PAPERS.md P1", where) == ["PAPERS.md: no such file in the repository"]
     assert scanner.problems("templates in report/<name>.txt", where)
     assert scanner.problems("the store: DESIGN §4", where)
@@ -234,7 +274,9 @@ MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 def relative_links(markdown: Path) -> list[str]:
     """The targets of `markdown`'s links that are neither web addresses nor in-page anchors, anchors dropped."""
     targets = MARKDOWN_LINK.findall(markdown.read_text(encoding="utf-8"))
-    return [target.split("#", 1)[0] for target in targets if not re.match(r"[a-z]+:", target) and not target.startswith("#")]
+    return [
+        target.split("#", 1)[0] for target in targets if not re.match(r"[a-z]+:", target) and not target.startswith("#")
+    ]
 
 
 def test_the_readme_is_a_front_door():
@@ -257,6 +299,10 @@ def test_every_relative_link_of_the_front_doors_resolves(name):
     markdown = ROOT / name
     links = relative_links(markdown)
     assert links, f"{name} links to nothing"
-    dead = [target for target in links if not (markdown.parent / target).resolve().exists()
-            or not (markdown.parent / target).resolve().is_relative_to(ROOT)]
+    dead = [
+        target
+        for target in links
+        if not (markdown.parent / target).resolve().exists()
+        or not (markdown.parent / target).resolve().is_relative_to(ROOT)
+    ]
     assert not dead, f"{name}: links to nothing in the repository: {dead}"

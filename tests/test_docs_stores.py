@@ -29,11 +29,25 @@ def results(tmp_path_factory, train_tiny):
         prepared = folder / "data" / "prepared" / dataset
         prepare_dataset(dataset, prepared, {})
         run = f"{family}/{dataset}/w{width}_d{depth}_s0"
-        checkpoint = train_tiny(load_prepared(prepared), folder / "results" / "models" / run, family, dataset, width,
-                                depth, model=model, steps=20)
+        checkpoint = train_tiny(
+            load_prepared(prepared),
+            folder / "results" / "models" / run,
+            family,
+            dataset,
+            width,
+            depth,
+            model=model,
+            steps=20,
+        )
         store = folder / "results" / "grads" / run / "step20.zarr"
-        dump_gradients(checkpoint, load_prepared(prepared), store, stage_settings("dump", CI_DUMP), log=lambda _: None,
-                       device="cpu")
+        dump_gradients(
+            checkpoint,
+            load_prepared(prepared),
+            store,
+            stage_settings("dump", CI_DUMP),
+            log=lambda _: None,
+            device="cpu",
+        )
         table = folder / "results" / "stats" / "alignment" / run / "step20.csv"
         table.parent.mkdir(parents=True)
         estimate_alignment(store, None, log=lambda _: None).to_csv(table, index=False)

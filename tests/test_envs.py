@@ -26,6 +26,8 @@ def test_conda_env_pins_agree_with_requirements():
         assert env_pins, f"{env_file.name} pins nothing"
         for name, version in env_pins.items():
             assert name in required, f"{env_file.name}: {name} is not in requirements.txt"
-            assert required[name] == version, f"{env_file.name}: {name}=={version} but requirements.txt has {required[name]}"
+            assert required[name] == version, (
+                f"{env_file.name}: {name}=={version} but requirements.txt has {required[name]}"
+            )
         python = next(item for item in env["dependencies"] if isinstance(item, str) and item.startswith("python="))
         assert python == "python=3.11"

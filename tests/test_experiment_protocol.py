@@ -79,19 +79,41 @@ REGISTRY_LINE = 'experiments.EXPERIMENTS["toy"] = "toy_task"'
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
     """The toy task's module on sys.path and its one registry line (this process and any Python it starts)."""
-    folder = toy_site(tmp_path / "site", monkeypatch, "toy_task", TOY_TASK, "import growcert.experiments as experiments",
-                      REGISTRY_LINE)
+    folder = toy_site(
+        tmp_path / "site",
+        monkeypatch,
+        "toy_task",
+        TOY_TASK,
+        "import growcert.experiments as experiments",
+        REGISTRY_LINE,
+    )
     monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "toy_task")
     return folder
 
 
 def test_a_toy_task_gets_a_command_claims_a_table_and_a_place_in_the_report(toy, tmp_path, capsys):
     results = tmp_path / "results"
-    paths = {kind: results / kind / f"p2_toy.{'png' if kind == 'figures' else 'csv'}"
-             for kind in ("figures", "claims", "checks", "tables")}
-    status = cli.main(["toy", "--settings", '{"seeds": [0, 1, 2]}', "--out", str(results / "toy"),
-                       "--figure", str(paths["figures"]), "--claims", str(paths["claims"]),
-                       "--checks", str(paths["checks"]), "--table", str(paths["tables"])])
+    paths = {
+        kind: results / kind / f"p2_toy.{'png' if kind == 'figures' else 'csv'}"
+        for kind in ("figures", "claims", "checks", "tables")
+    }
+    status = cli.main(
+        [
+            "toy",
+            "--settings",
+            '{"seeds": [0, 1, 2]}',
+            "--out",
+            str(results / "toy"),
+            "--figure",
+            str(paths["figures"]),
+            "--claims",
+            str(paths["claims"]),
+            "--checks",
+            str(paths["checks"]),
+            "--table",
+            str(paths["tables"]),
+        ]
+    )
     assert status == 0 and all(path.is_file() for path in paths.values())
     assert list(pd.read_csv(paths["claims"])["claim_id"]) == ["p2_toy_mean"]
     assert len(pd.read_csv(paths["tables"])) == 3 and pd.read_csv(paths["checks"]).empty
@@ -104,29 +126,52 @@ def test_a_toy_task_gets_a_command_claims_a_table_and_a_place_in_the_report(toy,
 
 
 def test_a_toy_task_is_a_job_of_the_ci_dag_and_an_input_of_the_report(toy, tmp_path, planned_jobs):
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy), str(ROOT / "src"),
-                                                                 os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([SNAKEMAKE, "--cores", "1", "--dry-run", "--configfile", "configs/ci.yaml", "--config",
-                             f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared"],
-                            cwd=ROOT, capture_output=True, text=True, env=environment, timeout=600)
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(toy), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
+    result = subprocess.run(
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "--dry-run",
+            "--configfile",
+            "configs/ci.yaml",
+            "--config",
+            f"results={tmp_path}/results",
+            f"prepared_data={tmp_path}/prepared",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert planned_jobs(output)["p2_ungated"] == 2  # theory and the toy
-    for kind, name in (("claims", "p2_toy.csv"), ("tables", "p2_toy.csv"), ("figures", "p2_toy.png"),
-                       ("checks", "p2_toy.csv")):
+    for kind, name in (
+        ("claims", "p2_toy.csv"),
+        ("tables", "p2_toy.csv"),
+        ("figures", "p2_toy.png"),
+        ("checks", "p2_toy.csv"),
+    ):
         assert f"{tmp_path}/results/{kind}/{name}" in output
     assert f"log: {tmp_path}/results/logs/toy.log" in output
 
 
 def test_the_registry_resolves_every_task_to_the_protocol_without_torch():
-    code = ("import sys; from growcert import cli; from growcert.experiments import EXPERIMENTS, task\n"
-            "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "for name in EXPERIMENTS:\n"
-            "    module = task(name)\n"
-            "    trains = ('units', 'unit_settings', 'run_unit') if hasattr(module, 'units') else ('run',)\n"
-            "    assert module.HELP and all(callable(getattr(module, f))\n"
-            "                               for f in (*trains, 'table', 'figures', 'claims'))\n"
-            "assert 'torch' not in sys.modules, 'growcert --help and the task modules import torch lazily'\n")
+    code = (
+        "import sys; from growcert import cli; from growcert.experiments import EXPERIMENTS, task\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "for name in EXPERIMENTS:\n"
+        "    module = task(name)\n"
+        "    trains = ('units', 'unit_settings', 'run_unit') if hasattr(module, 'units') else ('run',)\n"
+        "    assert module.HELP and all(callable(getattr(module, f))\n"
+        "                               for f in (*trains, 'table', 'figures', 'claims'))\n"
+        "assert 'torch' not in sys.modules, 'growcert --help and the task modules import torch lazily'\n"
+    )
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -33,7 +33,11 @@ CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
 
 def occurrences(stem: str, text: str) -> int:
     """How often `text` spells figure `stem`: as a whole token, not as a .csv name nor as a claim id."""
-    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|judge_family\(\s*|look_level\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"', "", text)
+    text = re.sub(
+        rf'(?:Claim\(\s*|claim_row\(\s*|judge_family\(\s*|look_level\(\s*|CLAIMS\[|Table\(\s*|Claims\(\s*|Checks\(\s*)"{re.escape(stem)}"',
+        "",
+        text,
+    )
     return len(re.findall(rf"(?<!\w){re.escape(stem)}(?!\w)(?!\.csv)", text))
 
 
@@ -67,11 +71,19 @@ def test_every_figure_stem_is_spelled_once_in_src_and_rules_in_the_registry():
 
 def test_every_figure_has_its_caption_file_and_every_figure_caption_is_registered():
     # tables and claims are marked through their records too (report_output(artifact, ...))
-    marked = [*TABLES, *CLAIMS_FILES, task_table("{task}"), task_claims("{task}"),
-              *[task_table(name) for name in EXPERIMENTS], *[task_claims(name) for name in EXPERIMENTS]]
+    marked = [
+        *TABLES,
+        *CLAIMS_FILES,
+        task_table("{task}"),
+        task_claims("{task}"),
+        *[task_table(name) for name in EXPERIMENTS],
+        *[task_claims(name) for name in EXPERIMENTS],
+    ]
     tables = {artifact.caption for artifact in marked}
-    figures = {figure.caption for figure in FIGURES.values()} | {task_figure("{task}").caption,
-                                                                 gate_figure("{task}").caption}
+    figures = {figure.caption for figure in FIGURES.values()} | {
+        task_figure("{task}").caption,
+        gate_figure("{task}").caption,
+    }
     assert all((CAPTIONS / f"{caption}.rst").is_file() for caption in figures | tables)
     assert not figures & tables
     assert {path.stem for path in CAPTIONS.glob("*.rst")} - {"workflow"} == figures | tables
@@ -89,8 +101,11 @@ def test_the_report_and_the_claims_read_the_registry():
     assert [stem for _, _, stems, _ in SECTIONS for stem in stems] == list(FIGURES)
     evidence = {stem for entry in [*CLAIMS.values(), *CHECKS.values()] for stem in entry.evidence}
     # the rest are the registered tables (results/tables/<stem>.csv)
-    assert evidence - set(FIGURES) == {table.stem for table in TABLES} - set(FIGURES) == {
-        "p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells", "p3_recommended_depth"}
+    assert (
+        evidence - set(FIGURES)
+        == {table.stem for table in TABLES} - set(FIGURES)
+        == {"p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells", "p3_recommended_depth"}
+    )
 
 
 def test_a_p2_task_figure_is_p2_task_as_the_wildcard_rules_derive_it():
@@ -113,15 +128,32 @@ def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
     assert text.count('"p1_dalign_vs_width"') == 1
     registry.write_text(text.replace('"p1_dalign_vs_width"', '"p1_renamed"'))
     environment = {**os.environ, "PYTHONPATH": str(tmp_path / "src")}
-    code = ("from growcert.report.html import SECTIONS; from growcert.referee.claims import CLAIMS\n"
-            "stems = [stem for _, _, figures, _ in SECTIONS for stem in figures]\n"
-            "assert 'p1_renamed' in stems and 'p1_dalign_vs_width' not in stems, stems\n"
-            "assert 'p1_renamed' in CLAIMS['p1_dalign_width'].evidence\n")
+    code = (
+        "from growcert.report.html import SECTIONS; from growcert.referee.claims import CLAIMS\n"
+        "stems = [stem for _, _, figures, _ in SECTIONS for stem in figures]\n"
+        "assert 'p1_renamed' in stems and 'p1_dalign_vs_width' not in stems, stems\n"
+        "assert 'p1_renamed' in CLAIMS['p1_dalign_width'].evidence\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
-    result = subprocess.run([SNAKEMAKE, "--cores", "1", "--dry-run", "--configfile", "configs/ci.yaml", "--config",
-                             f"results={tmp_path}/results", f"prepared_data={tmp_path}/prepared"],
-                            cwd=ROOT, capture_output=True, text=True, env=environment, timeout=600)
+    result = subprocess.run(
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "--dry-run",
+            "--configfile",
+            "configs/ci.yaml",
+            "--config",
+            f"results={tmp_path}/results",
+            f"prepared_data={tmp_path}/prepared",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert f"{tmp_path}/results/figures/p1_renamed.png" in output and "p1_dalign_vs_width.png" not in output

@@ -22,8 +22,11 @@ from growcert.optim import PopulationRiskAdam, microbatch_square_sums, per_examp
 from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, REPRODUCED, UNRESOLVED
 
-VARIANTS = [f"poprisk-{gate}-{variance}-wd0" for gate in ("update", "gradient")
-            for variance in ("exact", "streaming", "microbatch")]
+VARIANTS = [
+    f"poprisk-{gate}-{variance}-wd0"
+    for gate in ("update", "gradient")
+    for variance in ("exact", "streaming", "microbatch")
+]
 GROKKING_VARIANTS = [name.replace("-wd0", "-wd0.01") for name in VARIANTS]  # at AdamW's decay 0.01
 
 
@@ -34,26 +37,40 @@ def test_default_arms_cover_every_reading_and_source():
     gated = [arm for arm in pinn if arm.name != "AdamW"]
     lrs = stage_settings("pinn", {})["poprisk"]["lrs"]
     assert sorted({arm.name for arm in gated}) == sorted(
-        name for name in VARIANTS if "streaming" not in name)  # exact and microbatch, both readings
+        name for name in VARIANTS if "streaming" not in name
+    )  # exact and microbatch, both readings
     assert len(gated) == 4 * len(lrs) and {arm.lr for arm in gated} == set(lrs)
     dpo = [arm.name for arm in preference_arms(stage_settings("preference", {}))]
     assert dpo == ["AdamW"] + [name for name in VARIANTS if "streaming" not in name]
 
 
 def test_arms_follow_the_config_and_say_their_variant():
-    settings = stage_settings("grokking", {"adamw": {"weight_decays": [0.0, 0.01]},
-                                           "poprisk": {"gates": ["off", "gradient"], "variances": ["microbatch"],
-                                                       "weight_decays": [0.0, 0.01], "microbatches": 8}})
+    settings = stage_settings(
+        "grokking",
+        {
+            "adamw": {"weight_decays": [0.0, 0.01]},
+            "poprisk": {
+                "gates": ["off", "gradient"],
+                "variances": ["microbatch"],
+                "weight_decays": [0.0, 0.01],
+                "microbatches": 8,
+            },
+        },
+    )
     arms = [arm for arm in grokking_arms(settings) if arm.kind == "poprisk"]
-    assert [arm.name for arm in arms] == ["poprisk-off-microbatch-wd0", "poprisk-off-microbatch-wd0.01",
-                                             "poprisk-gradient-microbatch-wd0", "poprisk-gradient-microbatch-wd0.01"]
+    assert [arm.name for arm in arms] == [
+        "poprisk-off-microbatch-wd0",
+        "poprisk-off-microbatch-wd0.01",
+        "poprisk-gradient-microbatch-wd0",
+        "poprisk-gradient-microbatch-wd0.01",
+    ]
     assert {arm.microbatches for arm in arms} == {8} and arm_name("update", "exact", 1.0) == "poprisk-update-exact-wd1"
-    assert [arm for arm in grokking_arms(stage_settings("grokking", {"poprisk": {"gates": []}}))
-            if arm.kind == "poprisk"] == []
+    assert [
+        arm for arm in grokking_arms(stage_settings("grokking", {"poprisk": {"gates": []}})) if arm.kind == "poprisk"
+    ] == []
 
 
-@pytest.mark.parametrize("section, settings", [("grokking", {"batch_size": 30}),
-                                               ("preference", {"batch_size": 30})])
+@pytest.mark.parametrize("section, settings", [("grokking", {"batch_size": 30}), ("preference", {"batch_size": 30})])
 def test_microbatches_that_do_not_divide_the_batch_are_refused_naming_the_key(section, settings):
     with pytest.raises(ConfigError, match=rf"'{section}.poprisk.microbatches': 4 does not divide the batch of 30"):
         stage_settings(section, settings)
@@ -61,17 +78,28 @@ def test_microbatches_that_do_not_divide_the_batch_are_refused_naming_the_key(se
 
 def test_each_variant_gets_its_own_claim_row():
     # 8 seeds: the registered estimand is the median, whose interval has finite ends at Holm's 98.3 % from 7 seeds
-    rows = [("AdamW wd=0.01", 0.01, [3000, 3100, 2900, 3050] * 2),
-            ("poprisk-update-exact-wd0.01", 0.01, [1000, 1020, 990, 1010] * 2),
-            ("poprisk-update-streaming-wd0.01", 0.01, [None, 1000, None, 1000] * 2),
-            ("poprisk-gradient-microbatch-wd0.01", 0.01, [5000, 5200, 4900, 5100] * 2)]
-    summary = pd.DataFrame([{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
-                            for name, wd, steps in rows for seed, step in enumerate(steps)]).astype({"step_95": "Int64"})
-    claims = [row for row in grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01]}})
-              if row["role"] != "secondary"]  # the AFT rows: a secondary reading (tests/test_grokking.py)
+    rows = [
+        ("AdamW wd=0.01", 0.01, [3000, 3100, 2900, 3050] * 2),
+        ("poprisk-update-exact-wd0.01", 0.01, [1000, 1020, 990, 1010] * 2),
+        ("poprisk-update-streaming-wd0.01", 0.01, [None, 1000, None, 1000] * 2),
+        ("poprisk-gradient-microbatch-wd0.01", 0.01, [5000, 5200, 4900, 5100] * 2),
+    ]
+    summary = pd.DataFrame(
+        [
+            {"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
+            for name, wd, steps in rows
+            for seed, step in enumerate(steps)
+        ]
+    ).astype({"step_95": "Int64"})
+    claims = [
+        row
+        for row in grokking_claims(summary, {"steps": 8000, "adamw": {"weight_decays": [0.01]}})
+        if row["role"] != "secondary"
+    ]  # the AFT rows: a secondary reading (tests/test_grokking.py)
     text = "grokking: steps to 95 % held-out, PopulationRiskAdam vs AdamW"
     assert [row["claim"] for row in claims] == [f"{text} ({name})" for name, _, _ in rows[1:]] + [
-        f"{text} (every reading, Holm; deciding: poprisk-update-exact-wd0.01)"]
+        f"{text} (every reading, Holm; deciding: poprisk-update-exact-wd0.01)"
+    ]
     assert all(list(row) == ROW_COLUMNS and row["claim_id"] == "p2_grokking" for row in claims)
     # about 3x faster in every seed (lower bounds 2.8-2.9x, above the SESOI 2.22x): reproduced at Holm's first
     # level; 0.6x in every seed: contradicted at its second; 3x in half the seeds and never reached in the other half:
@@ -91,19 +119,38 @@ def test_each_variant_gets_its_own_claim_row():
     assert "8 seed(s)" in claims[0]["note"]
 
 
-GROKKING = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 12, "batch_size": 16, "eval_every": 4,
-            "stop_at_test_acc": None, "model": {"width": 16, "depth": 1, "heads": 2},
-            "adamw": {"weight_decays": [0.01]}, "grokfast": {"enabled": False},
-            "poprisk": {"weight_decays": [0.01]}}
+GROKKING = {
+    "p": 11,
+    "train_fraction": 0.6,
+    "seeds": [0],
+    "steps": 12,
+    "batch_size": 16,
+    "eval_every": 4,
+    "stop_at_test_acc": None,
+    "model": {"width": 16, "depth": 1, "heads": 2},
+    "adamw": {"weight_decays": [0.01]},
+    "grokfast": {"enabled": False},
+    "poprisk": {"weight_decays": [0.01]},
+}
 
 
 def test_grokking_diagnostics_leave_every_trajectory_unchanged(tmp_path):
-    measured = run_grokking({**GROKKING, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None,
-                            device="cpu")["curves"]
-    unmeasured = run_grokking({**GROKKING, "diagnostics_every": 10**6}, tmp_path / "b", log=lambda _: None,
-                              device="cpu")["curves"]
-    columns = ["optimizer", "step", "train_loss", "test_loss", "train_acc", "test_acc", "gated_fraction",
-               "open_fraction"]
+    measured = run_grokking({**GROKKING, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None, device="cpu")[
+        "curves"
+    ]
+    unmeasured = run_grokking(
+        {**GROKKING, "diagnostics_every": 10**6}, tmp_path / "b", log=lambda _: None, device="cpu"
+    )["curves"]
+    columns = [
+        "optimizer",
+        "step",
+        "train_loss",
+        "test_loss",
+        "train_acc",
+        "test_acc",
+        "gated_fraction",
+        "open_fraction",
+    ]
     pd.testing.assert_frame_equal(measured[columns], unmeasured[columns], check_exact=True)
     later = measured[measured["step"] > 0].set_index(["optimizer", "step"])
     for name in GROKKING_VARIANTS:  # the ratio is measured for the estimated sources only, and is a positive number
@@ -114,15 +161,29 @@ def test_grokking_diagnostics_leave_every_trajectory_unchanged(tmp_path):
 
 
 def test_pinn_diagnostics_leave_the_trajectory_unchanged(tmp_path):
-    settings = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
-                "depth": 2, "steps": 9, "eval_every": 3, "test_grid": [16, 8], "seeds": [0], "adamw_lrs": [1e-2],
-                "poprisk": {"lrs": [1e-2], "gates": ["update", "gradient"], "variances": ["microbatch"]}}
-    measured = run_pinn({**settings, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None,
-                        device="cpu")["curves"]
-    unmeasured = run_pinn({**settings, "diagnostics_every": 1000}, tmp_path / "b", log=lambda _: None,
-                          device="cpu")["curves"]
-    pd.testing.assert_frame_equal(measured.drop(columns="variance_ratio"), unmeasured.drop(columns="variance_ratio"),
-                                  check_exact=True)
+    settings = {
+        "ic_points": 32,
+        "collocation_points": 64,
+        "boundary_points": 16,
+        "batch_size": 24,
+        "width": 8,
+        "depth": 2,
+        "steps": 9,
+        "eval_every": 3,
+        "test_grid": [16, 8],
+        "seeds": [0],
+        "adamw_lrs": [1e-2],
+        "poprisk": {"lrs": [1e-2], "gates": ["update", "gradient"], "variances": ["microbatch"]},
+    }
+    measured = run_pinn({**settings, "diagnostics_every": 1}, tmp_path / "a", log=lambda _: None, device="cpu")[
+        "curves"
+    ]
+    unmeasured = run_pinn({**settings, "diagnostics_every": 1000}, tmp_path / "b", log=lambda _: None, device="cpu")[
+        "curves"
+    ]
+    pd.testing.assert_frame_equal(
+        measured.drop(columns="variance_ratio"), unmeasured.drop(columns="variance_ratio"), check_exact=True
+    )
     gated = measured[measured["optimizer"].str.startswith("poprisk") & (measured["step"] > 0)]
     assert (gated["variance_ratio"] > 0).all() and unmeasured["variance_ratio"].isna().all()
 
@@ -141,8 +202,9 @@ def test_variance_ratio_is_one_where_the_microbatch_estimate_is_the_exact_one():
     microbatch variance (Σ m_j² − K μ²)/(K(K − 1)) is s²/b of the batch itself, so the ratio is 1."""
     generator = torch.Generator().manual_seed(0)
     model = nn.Linear(5, 1)
-    optimizer = PopulationRiskAdam(model.parameters(), lr=1e-2, variance="microbatch", microbatches=16,
-                                   variance_beta=0.0)
+    optimizer = PopulationRiskAdam(
+        model.parameters(), lr=1e-2, variance="microbatch", microbatches=16, variance_beta=0.0
+    )
     diagnostics = GateDiagnostics(optimizer, every=1)
     for step in range(1, 6):
         x, y = regression_batch(generator)
@@ -152,8 +214,10 @@ def test_variance_ratio_is_one_where_the_microbatch_estimate_is_the_exact_one():
         diagnostics.after_step()
     row = diagnostics.row()
     assert row["variance_ratio"] == pytest.approx(1.0, rel=1e-4) and 0 < row["open_fraction"] <= 1
-    assert diagnostics.row() == {"open_fraction": pytest.approx(math.nan, nan_ok=True),
-                                 "variance_ratio": pytest.approx(math.nan, nan_ok=True)}  # cleared
+    assert diagnostics.row() == {
+        "open_fraction": pytest.approx(math.nan, nan_ok=True),
+        "variance_ratio": pytest.approx(math.nan, nan_ok=True),
+    }  # cleared
 
 
 def test_streaming_variance_matches_the_exact_one_with_the_parameters_frozen():

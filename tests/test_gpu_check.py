@@ -18,11 +18,16 @@ def test_gpu_check_smoke_runs_every_stage_and_prints_the_tables(tmp_path):
     from growcert.data import prepare_dataset
 
     prepare_dataset("shakespeare", tmp_path / "shakespeare", {})
-    env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_ARGS": f"--smoke --data {tmp_path / 'shakespeare'}",
-           "GPU_CHECK_OUT": str(tmp_path)}
+    env = {
+        **os.environ,
+        "PYTHON": sys.executable,
+        "GPU_CHECK_ARGS": f"--smoke --data {tmp_path / 'shakespeare'}",
+        "GPU_CHECK_OUT": str(tmp_path),
+    }
     env.pop("PYTHONPATH", None)
-    result = subprocess.run(["bash", "benchmarks/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        ["bash", "benchmarks/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert "== CUDA-marked tests" in out and "matmul rate:" in out

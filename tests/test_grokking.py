@@ -64,19 +64,32 @@ def test_grokfast_filter_is_the_published_ema():
     assert torch.allclose(model.weight.grad, g2 + lamb * (alpha * g1 + (1 - alpha) * g2))
 
 
-TINY = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 30, "batch_size": 16, "eval_every": 10,
-        "stop_at_test_acc": None, "model": {"width": 32, "depth": 1, "heads": 2},
-        "adamw": {"weight_decays": [0.0, 0.1]},
-        "grokfast": {"weight_decay": 0.005},
-        "poprisk": {"weight_decays": [0.0, 0.1], "gates": ["update"], "variances": ["streaming"]}}
+TINY = {
+    "p": 11,
+    "train_fraction": 0.6,
+    "seeds": [0],
+    "steps": 30,
+    "batch_size": 16,
+    "eval_every": 10,
+    "stop_at_test_acc": None,
+    "model": {"width": 32, "depth": 1, "heads": 2},
+    "adamw": {"weight_decays": [0.0, 0.1]},
+    "grokfast": {"weight_decay": 0.005},
+    "poprisk": {"weight_decays": [0.0, 0.1], "gates": ["update"], "variances": ["streaming"]},
+}
 
 
 def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     run_grokking(TINY, tmp_path, log=lambda _: None, threads=1, device="cpu")
     curves, summary = pd.read_csv(tmp_path / "curves.csv"), pd.read_csv(tmp_path / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
-    names = ["AdamW wd=0", "AdamW wd=0.1", "Grokfast-EMA wd=0.005 (L2)", "poprisk-update-streaming-wd0",
-             "poprisk-update-streaming-wd0.1"]
+    names = [
+        "AdamW wd=0",
+        "AdamW wd=0.1",
+        "Grokfast-EMA wd=0.005 (L2)",
+        "poprisk-update-streaming-wd0",
+        "poprisk-update-streaming-wd0.1",
+    ]
     assert summary["optimizer"].tolist() == names
     assert summary["weight_decay"].tolist() == [0.0, 0.1, 0.005, 0.0, 0.1]
     for name in names:
@@ -97,18 +110,21 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path):
     # the sweep is reported whole: one row per variant, then the claim over both with Holm, then each variant's
     # secondary AFT reading
     assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [
-        "poprisk-update-streaming-wd0)", "poprisk-update-streaming-wd0.1)",
+        "poprisk-update-streaming-wd0)",
+        "poprisk-update-streaming-wd0.1)",
         f"every reading, Holm; deciding: {rows[2]['claim'].rsplit(': ', 1)[1]}",
-        *[f"{name}, interval-censored log-normal AFT, a secondary reading: never decides)"
-          for name in ("poprisk-update-streaming-wd0", "poprisk-update-streaming-wd0.1")]]
+        *[
+            f"{name}, interval-censored log-normal AFT, a secondary reading: never decides)"
+            for name in ("poprisk-update-streaming-wd0", "poprisk-update-streaming-wd0.1")
+        ],
+    ]
     assert all(row["claim_id"] == "p2_grokking" and list(row) == ROW_COLUMNS for row in rows)
     assert all(name in rows[0]["note"] for name in names)  # every optimizer's median step, Grokfast too
     # one seed: no interval over seeds can be formed, whatever the steps
     assert all(row["verdict"] == NOT_TESTED and row["seeds"] <= 1 for row in rows)
 
 
-CLAIM_SETTINGS = {"steps": 4000, "eval_every": 100,
-                  "adamw": {"weight_decays": [0.01, 1.0]}}
+CLAIM_SETTINGS = {"steps": 4000, "eval_every": 100, "adamw": {"weight_decays": [0.01, 1.0]}}
 EXACT = "poprisk-update-exact-wd0.01"
 
 
@@ -117,12 +133,16 @@ def summary_of(adamw_steps, variants, seeds=None):
     at 500 steps in every seed, and {variant: steps per seed}. Seeds are labelled `seeds` (default 0, 1, ...) and
     each variant's rows are listed in reverse seed order, so pairing by row position would pair the wrong runs."""
     seeds = list(range(len(adamw_steps))) if seeds is None else seeds
-    rows = [{"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
-            for name, wd, steps in (("AdamW wd=0.01", 0.01, adamw_steps), ("AdamW wd=1", 1.0, [500] * len(seeds)))
-            for seed, step in zip(seeds, steps)]
+    rows = [
+        {"optimizer": name, "weight_decay": wd, "seed": seed, "step_95": step}
+        for name, wd, steps in (("AdamW wd=0.01", 0.01, adamw_steps), ("AdamW wd=1", 1.0, [500] * len(seeds)))
+        for seed, step in zip(seeds, steps)
+    ]
     for name, steps in variants.items():
-        rows += [{"optimizer": name, "weight_decay": float(name.rsplit("wd", 1)[1]), "seed": seed, "step_95": step}
-                 for seed, step in reversed(list(zip(seeds, steps)))]
+        rows += [
+            {"optimizer": name, "weight_decay": float(name.rsplit("wd", 1)[1]), "seed": seed, "step_95": step}
+            for seed, step in reversed(list(zip(seeds, steps)))
+        ]
     return pd.DataFrame(rows).astype({"step_95": "float64"})
 
 
@@ -140,23 +160,32 @@ def median_speed_up(baseline, variant, every=100):
     return float(np.exp(np.median(np.log(b / v)))), float(((b - every) / v).min()), float((b / (v - every)).max())
 
 
-@pytest.mark.parametrize("adamw, variant, verdict, why", [
-    # clearly faster in every seed, tight, about 4.9x as in the paper (6 seeds: the fewest whose 95 % interval for
-    # the median, the registered estimand, has finite ends)
-    ([3000, 3200, 2800, 3100, 2900, 3050], [600, 650, 580, 620, 600, 610], REPRODUCED, "at or beyond the SESOI"),
-    # slower in every seed, tight: the size that matters is excluded
-    ([1000, 1050, 980, 1020, 990, 1010], [3000, 3100, 2950, 3050, 3000, 2990], CONTRADICTED, "falls short of the SESOI"),
-    # AdamW censored at the cap in 3 of 4 seeds: bounds, but 4 seeds give a median interval no finite end
-    ([None, None, 3000, None], [600, 650, 580, 620], UNRESOLVED, "no finite end at 95 % below 6 seeds"),
-    # both censored in every seed: no seed says anything about the ratio
-    ([None, None], [None, None], NOT_TESTED, "0 seed(s) where either run reached the target by the 4,000-step cap"),
-    # one seed: no interval over seeds
-    ([3000], [600], NOT_TESTED, "1 seed(s)"),
-    # one of three variant seeds censored: the order-statistic interval of 3 seeds is unbounded
-    ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 of 3 variant runs at the 4,000-step cap"),
-], ids=["faster", "slower", "adamw_capped", "both_capped", "one_seed", "variant_censored"])
+@pytest.mark.parametrize(
+    "adamw, variant, verdict, why",
+    [
+        # clearly faster in every seed, tight, about 4.9x as in the paper (6 seeds: the fewest whose 95 % interval for
+        # the median, the registered estimand, has finite ends)
+        ([3000, 3200, 2800, 3100, 2900, 3050], [600, 650, 580, 620, 600, 610], REPRODUCED, "at or beyond the SESOI"),
+        # slower in every seed, tight: the size that matters is excluded
+        (
+            [1000, 1050, 980, 1020, 990, 1010],
+            [3000, 3100, 2950, 3050, 3000, 2990],
+            CONTRADICTED,
+            "falls short of the SESOI",
+        ),
+        # AdamW censored at the cap in 3 of 4 seeds: bounds, but 4 seeds give a median interval no finite end
+        ([None, None, 3000, None], [600, 650, 580, 620], UNRESOLVED, "no finite end at 95 % below 6 seeds"),
+        # both censored in every seed: no seed says anything about the ratio
+        ([None, None], [None, None], NOT_TESTED, "0 seed(s) where either run reached the target by the 4,000-step cap"),
+        # one seed: no interval over seeds
+        ([3000], [600], NOT_TESTED, "1 seed(s)"),
+        # one of three variant seeds censored: the order-statistic interval of 3 seeds is unbounded
+        ([3000, 3200, 2800], [600, None, 620], UNRESOLVED, "1 of 3 variant runs at the 4,000-step cap"),
+    ],
+    ids=["faster", "slower", "adamw_capped", "both_capped", "one_seed", "variant_censored"],
+)
 def test_claim_verdict_follows_the_seeds(adamw, variant, verdict, why):
-    rows = judged(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20, 21, 22][:len(adamw)]), CLAIM_SETTINGS)
+    rows = judged(summary_of(adamw, {EXACT: variant}, seeds=[3, 7, 11, 20, 21, 22][: len(adamw)]), CLAIM_SETTINGS)
     assert [row["claim"].rsplit("(", 1)[1].split(";")[0] for row in rows] == [f"{EXACT})", "every reading, Holm"]
     assert [row["role"] for row in rows] == ["part", "primary"]
     row = rows[0]
@@ -224,8 +253,9 @@ def test_readings_are_parts_judged_at_holm_levels_and_the_claim_row_is_primary()
 def test_each_variant_is_compared_with_adamw_at_its_own_decay():
     """A variant at decay 1 beats AdamW wd=0.01 by 5× but not AdamW wd=1 (500 steps): judged against AdamW wd=1,
     it is slower. A variant at a decay with no AdamW run is refused."""
-    rows = grokking_claims(summary_of([3000, 3100, 2900] * 2, {"poprisk-update-exact-wd1": [610, 620, 600] * 2}),
-                           CLAIM_SETTINGS)
+    rows = grokking_claims(
+        summary_of([3000, 3100, 2900] * 2, {"poprisk-update-exact-wd1": [610, 620, 600] * 2}), CLAIM_SETTINGS
+    )
     assert rows[0]["verdict"] == CONTRADICTED and "AdamW wd=1: 500" in rows[0]["this_run"]
     assert rows[0]["estimate"] == pytest.approx(median_speed_up([500] * 6, [610, 620, 600] * 2)[0])
     with pytest.raises(ValueError, match="no AdamW run at weight decay 0.1"):
@@ -241,10 +271,18 @@ def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path
     # Full grokking takes minutes; in ~10 s the weight-decay effect is already plain. Measured (a/b mod 31,
     # width 64, 1 block, batch 128, lr 3e-3, 1,000 steps, seeds 0-3): both runs memorise; held-out accuracy
     # 0.17-0.55 with weight decay 1.0 against 0.05-0.08 without (chance 1/31 = 0.03).
-    settings = {"p": 31, "steps": 1000, "batch_size": 128, "eval_every": 500, "stop_at_test_acc": None, "lr": 3e-3,
-                "model": {"width": 64, "depth": 1, "heads": 2},
-                "adamw": {"weight_decays": [0.0, 1.0]},
-                "grokfast": {"enabled": False}, "poprisk": {"weight_decays": []}}
+    settings = {
+        "p": 31,
+        "steps": 1000,
+        "batch_size": 128,
+        "eval_every": 500,
+        "stop_at_test_acc": None,
+        "lr": 3e-3,
+        "model": {"width": 64, "depth": 1, "heads": 2},
+        "adamw": {"weight_decays": [0.0, 1.0]},
+        "grokfast": {"enabled": False},
+        "poprisk": {"weight_decays": []},
+    }
     curves = run_grokking(settings, tmp_path, log=lambda _: None, threads=1, device="cpu")["curves"]
     final = curves[curves["step"] == 1000].set_index("optimizer")
     assert (final["train_acc"] >= 0.99).all(), final
@@ -255,8 +293,13 @@ def test_strong_weight_decay_lifts_held_out_accuracy_on_a_small_modulus(tmp_path
 def classic_parameter_count(vocab, width, depth, hidden, context=4):
     """Closed form: embeddings, per block two LayerNorms (gain, bias), qkv and proj, the GELU MLP (all with
     biases), the final LayerNorm and the bias-free head."""
-    block = 2 * 2 * width + (3 * width * width + 3 * width) + (width * width + width) \
-        + (width * hidden + hidden) + (hidden * width + width)
+    block = (
+        2 * 2 * width
+        + (3 * width * width + 3 * width)
+        + (width * width + width)
+        + (width * hidden + hidden)
+        + (hidden * width + width)
+    )
     return vocab * width + context * width + depth * block + 2 * width + width * vocab
 
 
@@ -265,14 +308,17 @@ def test_classic_architecture_shapes_parameters_and_training():
     from growcert.models.classic import ClassicTransformer
     from growcert.optim import per_example_gradients, per_example_square_sums
 
-    settings = stage_settings("grokking", {"p": 11, "batch_size": 16,
-                                           "model": {"architecture": "classic", "width": 24, "depth": 2, "heads": 4}})
+    settings = stage_settings(
+        "grokking",
+        {"p": 11, "batch_size": 16, "model": {"architecture": "classic", "width": 24, "depth": 2, "heads": 4}},
+    )
     torch.manual_seed(0)
     model = build_model(settings)
     assert isinstance(model, ClassicTransformer)
     assert sum(p.numel() for p in model.parameters()) == classic_parameter_count(13, 24, 2, 96)
-    default = sum(p.numel() for p in build_model(stage_settings("grokking", {"model": {"architecture": "classic"}}))
-                  .parameters())
+    default = sum(
+        p.numel() for p in build_model(stage_settings("grokking", {"model": {"architecture": "classic"}})).parameters()
+    )
     assert default == classic_parameter_count(49, 128, 2, 512)  # 409,856 at p = 47, beside the llama's ~421k
     tokens, answers = division_equations(11)
     assert model(tokens[:5]).shape == (5, 4, 13)
@@ -294,9 +340,12 @@ def test_classic_architecture_shapes_parameters_and_training():
 
 
 def test_classic_architecture_runs_the_task_and_records_its_size(tmp_path):
-    settings = {**TINY, "model": {"architecture": "classic", "width": 16, "depth": 1, "heads": 2},
-                "grokfast": {"enabled": False}, "poprisk": {"weight_decays": [0.0], "gates": ["update"],
-                                                            "variances": ["exact"]}}
+    settings = {
+        **TINY,
+        "model": {"architecture": "classic", "width": 16, "depth": 1, "heads": 2},
+        "grokfast": {"enabled": False},
+        "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["exact"]},
+    }
     run_grokking(settings, tmp_path, log=lambda _: None, threads=1, device="cpu")
     record = json.loads((tmp_path / "provenance.json").read_text())
     assert record["settings"]["model"]["architecture"] == "classic"
@@ -317,8 +366,13 @@ def test_a_tiny_run_on_cuda_starts_from_the_cpu_weights_and_records_its_device(t
     assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")
 
 
-FULL_BATCH_STREAMING = {**TINY, "steps": 2, "batch_size": None, "grokfast": {"enabled": False},
-                        "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["streaming"]}}
+FULL_BATCH_STREAMING = {
+    **TINY,
+    "steps": 2,
+    "batch_size": None,
+    "grokfast": {"enabled": False},
+    "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["streaming"]},
+}
 
 
 def test_full_batch_with_the_streaming_variance_is_one_line_naming_the_keys_and_exit_2(tmp_path):
@@ -328,10 +382,29 @@ def test_full_batch_with_the_streaming_variance_is_one_line_naming_the_keys_and_
     import sys
 
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, "-m", "growcert.cli", "grokking", "--settings",
-                             json.dumps(FULL_BATCH_STREAMING), "--out", str(out), "--figure", str(out / "g.png"),
-                             "--claims", str(out / "claims.csv"), "--table", str(out / "table.csv"), "--threads", "1"],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "grokking",
+            "--settings",
+            json.dumps(FULL_BATCH_STREAMING),
+            "--out",
+            str(out),
+            "--figure",
+            str(out / "g.png"),
+            "--claims",
+            str(out / "claims.csv"),
+            "--table",
+            str(out / "table.csv"),
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("growcert grokking: error: config key 'grokking.batch_size': null (full batch)")
@@ -343,12 +416,26 @@ def test_a_microbatch_count_that_does_not_divide_the_batch_is_a_config_error_nam
     from growcert.experiments.common import Arm
     from growcert.experiments.grokking import make_optimizer
 
-    settings = stage_settings("grokking", {**TINY, "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["microbatch"],
-                                                               "microbatches": 4}})
-    arm = Arm("poprisk-update-microbatch-wd0", "poprisk", weight_decay=0.0, gate="update", variance="microbatch",
-              microbatches=5)
-    with pytest.raises(ConfigError, match=r"^config key 'grokking.poprisk.microbatches': 5 does not divide the "
-                                          r"batch of 16"):
+    settings = stage_settings(
+        "grokking",
+        {
+            **TINY,
+            "poprisk": {"weight_decays": [0.0], "gates": ["update"], "variances": ["microbatch"], "microbatches": 4},
+        },
+    )
+    arm = Arm(
+        "poprisk-update-microbatch-wd0",
+        "poprisk",
+        weight_decay=0.0,
+        gate="update",
+        variance="microbatch",
+        microbatches=5,
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^config key 'grokking.poprisk.microbatches': 5 does not divide the "
+        r"batch of 16",
+    ):
         make_optimizer(arm, nn.Linear(2, 2), settings, batch=16, train_size=66)
 
 
@@ -371,10 +458,14 @@ def test_one_arm_at_a_time_trains_exactly_the_rows_of_the_all_arms_run(tmp_path)
 
 
 def test_an_arm_that_is_not_configured_is_refused_naming_the_key_and_the_arms(tmp_path):
-    with pytest.raises(ConfigError, match=r"^config key 'grokking.only_arms': 'AdamW wd=1' is not a configured "
-                                          r"arm \(the arms are 'AdamW wd=0', 'AdamW wd=0.1', "):
-        run_grokking({**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1,
-                     device="cpu")
+    with pytest.raises(
+        ConfigError,
+        match=r"^config key 'grokking.only_arms': 'AdamW wd=1' is not a configured "
+        r"arm \(the arms are 'AdamW wd=0', 'AdamW wd=0.1', ",
+    ):
+        run_grokking(
+            {**TINY, "only_arms": ["AdamW wd=1"]}, tmp_path / "out", log=lambda _: None, threads=1, device="cpu"
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -416,8 +507,9 @@ def test_the_aft_reading_is_a_named_secondary_row_that_never_decides(monkeypatch
     summary = pd.read_csv(folder / "summary.csv")
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
     rows = grokking_claims(summary, settings, reference="grokking-calibrated")
-    aft = {row["claim"].rsplit("(", 1)[1].split(",")[0]: row for row in rows
-           if grokking_report.AFT_READING in row["claim"]}
+    aft = {
+        row["claim"].rsplit("(", 1)[1].split(",")[0]: row for row in rows if grokking_report.AFT_READING in row["claim"]
+    }
     parts = {row["claim"].rsplit("(", 1)[1].rstrip(")"): row for row in rows if row["role"] == "part"}
     assert set(aft) == set(parts) and all(row["role"] == "secondary" for row in aft.values())
     microbatch = "poprisk-update-microbatch-wd0.15"

@@ -1,7 +1,6 @@
 """Growth (P3): a grown network is function-identical at insertion, and the comparison with
 networks trained from scratch runs end to end on one budget."""
 
-
 import math
 
 import numpy as np
@@ -21,10 +20,24 @@ from growcert.stages.grow import COLUMNS, GrowthArm, evenly_spaced, grow_and_com
 LLAMA = {"head_dim": 8, "context": 16}
 TINY_TRAIN = {"steps": 6, "batch_size": 4, "lr": 0.003, "warmup_steps": 1, "eval_every": 3, "eval_examples": 16}
 EXPERIMENTS = {
-    "llama": {"family": "llama", "dataset": "shakespeare", "width": 16, "base_depth": 1, "blocks": 1,
-              "deeper_depth": 2, "model": LLAMA},
-    "resnet": {"family": "resnet", "dataset": "digits", "width": 1, "base_depth": 8, "blocks": 2,
-               "deeper_depth": None, "model": {}},
+    "llama": {
+        "family": "llama",
+        "dataset": "shakespeare",
+        "width": 16,
+        "base_depth": 1,
+        "blocks": 1,
+        "deeper_depth": 2,
+        "model": LLAMA,
+    },
+    "resnet": {
+        "family": "resnet",
+        "dataset": "digits",
+        "width": 1,
+        "base_depth": 8,
+        "blocks": 2,
+        "deeper_depth": None,
+        "model": {},
+    },
 }
 
 
@@ -105,14 +118,18 @@ def test_growth_claim_follows_the_paired_relative_excess(grown):
     final = table[table["step"] == 6]
     (claim,) = depth_claims(NO_DEPTH, final)
     assert list(claim) == ROW_COLUMNS and claim["claim_id"] == "p3_grown_vs_scratch" and claim["role"] == "primary"
-    assert claim["claim"].endswith("(llama/shakespeare width 16, base depth 1 + 1 block(s))") and claim["verdict"] in WORDS
+    assert (
+        claim["claim"].endswith("(llama/shakespeare width 16, base depth 1 + 1 block(s))") and claim["verdict"] in WORDS
+    )
     loss = final.pivot_table(index="seed", columns="arm", values="test_loss")
     # the excess beyond half the no-growth control's gap to scratch, relative to scratch
     excess = (loss["grown_value"] - loss["scratch"] - 0.5 * (loss["shallow"] - loss["scratch"])) / loss["scratch"]
     assert claim["seeds"] == 2 and claim["estimate"] == pytest.approx(excess.mean())
     # the grown model trained no further than the control (its loss set to the control's): it cannot match scratch
     ungrown = final.copy()
-    ungrown.loc[ungrown["arm"] == "grown_value", "test_loss"] = ungrown.loc[ungrown["arm"] == "shallow", "test_loss"].to_numpy()
+    ungrown.loc[ungrown["arm"] == "grown_value", "test_loss"] = ungrown.loc[
+        ungrown["arm"] == "shallow", "test_loss"
+    ].to_numpy()
     (never,) = depth_claims(NO_DEPTH, ungrown)
     assert never["verdict"] == CONTRADICTED and "does not beat the no-growth control" in never["why"]
 
@@ -121,10 +138,19 @@ def growth_rows(scratch, grown, width=32, control=None):
     """Final held-out losses per seed of the scratch, grown_value and shallow (the no-growth control: 9.0, far
     worse than scratch, unless given) arms."""
     control = [9.0] * len(scratch) if control is None else control
-    rows = [{"family": "llama", "dataset": "text", "width": width, "seed": seed, "arm": arm, "step": 100,
-             "test_loss": value}
-            for arm, values in (("scratch", scratch), ("grown_value", grown), ("shallow", control))
-            for seed, value in zip((5, 6, 7, 8), values)]
+    rows = [
+        {
+            "family": "llama",
+            "dataset": "text",
+            "width": width,
+            "seed": seed,
+            "arm": arm,
+            "step": 100,
+            "test_loss": value,
+        }
+        for arm, values in (("scratch", scratch), ("grown_value", grown), ("shallow", control))
+        for seed, value in zip((5, 6, 7, 8), values)
+    ]
     early = [{**row, "step": 50, "test_loss": 100.0} for row in rows]  # only the last step counts
     return pd.DataFrame(early + rows, columns=COLUMNS)
 
@@ -135,13 +161,20 @@ SCRATCH = [2.0, 3.0, 4.0, 2.5]  # seeds far apart: only the pairing by seed reso
 CONTROL = [2.04, 3.06, 4.08, 2.55]  # the shallow model for the same total steps: +2 % over scratch in every seed
 
 
-@pytest.mark.parametrize("grown, verdict", [
-    ([1.90, 2.853, 3.796, 2.376], REPRODUCED),     # −5 % ± 0.1 % in every seed: beats the control and scratch
-    ([2.004, 3.0075, 4.006, 2.5055], REPRODUCED),  # +0.2 %: beats the control, closes far more than half its gap
-    (CONTROL, CONTRADICTED),                       # the ungrown model: does not beat the control
-    ([2.031, 3.0465, 4.062, 2.5385], CONTRADICTED),  # +1.5 %: beats the control, but closes only a quarter of its gap
-    ([1.90, 3.18, 4.00, 2.50], UNRESOLVED),        # −5 %, +6 %, 0, 0: the intervals hold both answers
-], ids=["beats", "matches", "ungrown", "short_of_half", "noisy"])
+@pytest.mark.parametrize(
+    "grown, verdict",
+    [
+        ([1.90, 2.853, 3.796, 2.376], REPRODUCED),  # −5 % ± 0.1 % in every seed: beats the control and scratch
+        ([2.004, 3.0075, 4.006, 2.5055], REPRODUCED),  # +0.2 %: beats the control, closes far more than half its gap
+        (CONTROL, CONTRADICTED),  # the ungrown model: does not beat the control
+        (
+            [2.031, 3.0465, 4.062, 2.5385],
+            CONTRADICTED,
+        ),  # +1.5 %: beats the control, but closes only a quarter of its gap
+        ([1.90, 3.18, 4.00, 2.50], UNRESOLVED),  # −5 %, +6 %, 0, 0: the intervals hold both answers
+    ],
+    ids=["beats", "matches", "ungrown", "short_of_half", "noisy"],
+)
 def test_growth_claim_needs_the_no_growth_control_beaten_and_half_its_gap_closed(grown, verdict):
     (claim,) = depth_claims(NO_DEPTH, growth_rows(SCRATCH, grown, control=CONTROL))
     grown, scratch, control = (np.asarray(values) for values in (grown, SCRATCH, CONTROL))
@@ -149,7 +182,8 @@ def test_growth_claim_needs_the_no_growth_control_beaten_and_half_its_gap_closed
     half = scipy_stats.t.ppf(0.975, 3) * excess.std(ddof=1) / 2
     assert claim["verdict"] == verdict, claim["why"]
     assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
-        (excess.mean(), excess.mean() - half, excess.mean() + half))
+        (excess.mean(), excess.mean() - half, excess.mean() + half)
+    )
     assert claim["seeds"] == 4 and claim["paper_effect"] == "≤ 0" and "over 4 seed(s)" in claim["this_run"]
 
 
@@ -181,20 +215,37 @@ def depth_rows(scaled, seeds=(0, 1, 2), jitter=(1.0, 1.03, 0.97), widths=(64,)):
     for width in widths:
         for seed, factor in zip(seeds, jitter):
             for (depth, raw), value in zip(DEPTHS, scaled):
-                rows.append({"family": "llama", "dataset": "text", "width": width, "step": 600, "pool": "test",
-                             "depth": depth, "seed": seed, "point": f"block{depth}", "point_index": depth,
-                             "value": raw, "value_se": raw / 11, "scaled_value": value * (factor if depth == 8 else 1),
-                             "scaled_value_se": 100.0})
+                rows.append(
+                    {
+                        "family": "llama",
+                        "dataset": "text",
+                        "width": width,
+                        "step": 600,
+                        "pool": "test",
+                        "depth": depth,
+                        "seed": seed,
+                        "point": f"block{depth}",
+                        "point_index": depth,
+                        "value": raw,
+                        "value_se": raw / 11,
+                        "scaled_value": value * (factor if depth == 8 else 1),
+                        "scaled_value_se": 100.0,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("scaled, verdict", [
-    ([9000.0, 4000.0, 3100.0, 3000.0], REPRODUCED),    # falls to a third, then a plateau within the grid
-    ([9000.0, 7000.0, 5000.0, 3000.0], REPRODUCED),    # keeps falling: the fall is the claim row (the plateau:
-                                                       # the p3-depth reference run)
-    ([3000.0, 3100.0, 2900.0, 3000.0], CONTRADICTED),  # the P3 pilot: flat, seeds ±3 %: no halving, a true null
-    ([3000.0, 4000.0, 6000.0, 9000.0], CONTRADICTED),  # rises with depth
-], ids=["falls_then_plateau", "keeps_falling", "flat", "rises"])
+@pytest.mark.parametrize(
+    "scaled, verdict",
+    [
+        ([9000.0, 4000.0, 3100.0, 3000.0], REPRODUCED),  # falls to a third, then a plateau within the grid
+        ([9000.0, 7000.0, 5000.0, 3000.0], REPRODUCED),  # keeps falling: the fall is the claim row (the plateau:
+        # the p3-depth reference run)
+        ([3000.0, 3100.0, 2900.0, 3000.0], CONTRADICTED),  # the P3 pilot: flat, seeds ±3 %: no halving, a true null
+        ([3000.0, 4000.0, 6000.0, 9000.0], CONTRADICTED),  # rises with depth
+    ],
+    ids=["falls_then_plateau", "keeps_falling", "flat", "rises"],
+)
 def test_depth_claim_is_judged_on_the_raw_value_and_the_scale_invariant_one_is_a_second_row(scaled, verdict):
     rows = depth_claims(depth_rows(scaled), pd.DataFrame(columns=COLUMNS))
     raw = claim_of(rows, "p3_depth_plateau")  # the paper's statistic falls 341 → 8.2 in every seed
@@ -210,7 +261,8 @@ def test_depth_claim_is_judged_on_the_raw_value_and_the_scale_invariant_one_is_a
     half = scipy_stats.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
     assert claim["seeds"] == 3
     assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
-        (logs.mean(), logs.mean() - half, logs.mean() + half))
+        (logs.mean(), logs.mean() - half, logs.mean() + half)
+    )
     assert "not saturated within the grid" in raw["this_run"]  # raw: 341 → 8.2 in every seed never plateaus
     assert "snan" not in claim["this_run"] and claim["this_run"].startswith("scale-invariant value: w64: ")
 
@@ -239,9 +291,23 @@ def test_within_one_model_the_claim_is_over_its_points_per_seed():
     rows = []
     for seed, factor in ((0, 1.0), (1, 1.03), (2, 0.97)):
         for index, value in enumerate([9000.0, 4000.0, 3100.0, 3000.0 * factor]):
-            rows.append({"family": "resnet", "dataset": "digits", "width": 4, "step": 100, "pool": "test", "depth": 4,
-                         "seed": seed, "point": f"block{index}", "point_index": index, "value": 100.0 / (index + 1),
-                         "value_se": 1.0, "scaled_value": value, "scaled_value_se": 100.0})
+            rows.append(
+                {
+                    "family": "resnet",
+                    "dataset": "digits",
+                    "width": 4,
+                    "step": 100,
+                    "pool": "test",
+                    "depth": 4,
+                    "seed": seed,
+                    "point": f"block{index}",
+                    "point_index": index,
+                    "value": 100.0 / (index + 1),
+                    "value_se": 1.0,
+                    "scaled_value": value,
+                    "scaled_value_se": 100.0,
+                }
+            )
     rows = depth_claims(pd.DataFrame(rows), pd.DataFrame(columns=COLUMNS))
     claim = claim_of(rows, "p3_depth_plateau", role="secondary")
     logs = np.log(3000.0 * np.array([1.0, 1.03, 0.97]) / 9000.0)
@@ -263,29 +329,35 @@ def test_a_continuation_starts_from_the_base_at_the_fork_not_from_where_the_base
     fork = base.trainer.state_dict()
     moments = {name: value.clone() for name, value in base.trainer.optimizer.state_dict()["state"][0].items()}
     torch.manual_seed(0)
-    continuation = GrowthArm("grown_value", build_model("resnet", 1, 8, data.info, {}), settings, data, seed=0, context=None)
+    continuation = GrowthArm(
+        "grown_value", build_model("resnet", 1, 8, data.info, {}), settings, data, seed=0, context=None
+    )
     continuation.trainer.load_state_dict(fork)
     base.fit(4, 6, set(), lambda *_: None)  # the base goes on, updating its own state in place
     kept = continuation.trainer.optimizer.state_dict()["state"][0]
     assert all(torch.equal(kept[name], moments[name]) for name in moments) and int(kept["step"]) == 3
 
 
-@pytest.mark.parametrize("scaled, jitter, verdict", [
-    ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.01, 0.99), REPRODUCED),    # 3,100 → 3,000 ± 1 %: inside ±10 %
-    ([9000.0, 7000.0, 5000.0, 3000.0], (1.0, 1.03, 0.97), CONTRADICTED),  # 5,000 → 3,000: still falling
-    ([9000.0, 4000.0, 3100.0, 2900.0], (1.0, 1.10, 0.86), UNRESOLVED),    # ±13 % between seeds: straddles an end
-    ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.0, 1.0), REPRODUCED),      # no spread at all
-], ids=["settled", "still_falling", "noisy", "exact"])
+@pytest.mark.parametrize(
+    "scaled, jitter, verdict",
+    [
+        ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.01, 0.99), REPRODUCED),  # 3,100 → 3,000 ± 1 %: inside ±10 %
+        ([9000.0, 7000.0, 5000.0, 3000.0], (1.0, 1.03, 0.97), CONTRADICTED),  # 5,000 → 3,000: still falling
+        ([9000.0, 4000.0, 3100.0, 2900.0], (1.0, 1.10, 0.86), UNRESOLVED),  # ±13 % between seeds: straddles an end
+        ([9000.0, 4000.0, 3100.0, 3000.0], (1.0, 1.0, 1.0), REPRODUCED),  # no spread at all
+    ],
+    ids=["settled", "still_falling", "noisy", "exact"],
+)
 def test_plateau_claim_is_a_two_sided_equivalence_of_the_two_deepest_levels(scaled, jitter, verdict):
     """The P3 plateau: per seed, deepest / next-deepest scale-invariant value, t interval of its log, judged
     against the region [0.9, 1/0.9]: inside is reproduced, wholly outside contradicted, else unresolved."""
-    claim = claim_of(depth_claims(depth_rows(scaled, jitter=jitter), pd.DataFrame(columns=COLUMNS)),
-                     "p3_depth_settles")
+    claim = claim_of(depth_claims(depth_rows(scaled, jitter=jitter), pd.DataFrame(columns=COLUMNS)), "p3_depth_settles")
     logs = np.log(scaled[-1] * np.array(jitter) / scaled[-2])
     half = scipy_stats.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
     assert claim["verdict"] == verdict, claim["why"]
     assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
-        tuple(np.exp([logs.mean(), logs.mean() - half, logs.mean() + half])))
+        tuple(np.exp([logs.mean(), logs.mean() - half, logs.mean() + half]))
+    )
     assert claim["paper_effect"] == "within [0.9, 1.11]" and "model depth 4 → 8" in claim["this_run"]
     assert claim["paper_value"] == "settles on a low plateau"
     if verdict == UNRESOLVED:
@@ -308,8 +380,13 @@ def test_two_growth_experiments_at_one_width_are_judged_apart():
     assert [(row["claim"].split(" (", 1)[-1], row["role"], row["verdict"]) for row in rows] == [
         ("llama/text width 32, base depth 2 + 1 block(s))", "part", REPRODUCED),
         ("llama/text width 32, base depth 4 + 2 block(s))", "part", CONTRADICTED),
-        ("every growth experiment, every one must hold (intersection-union); deciding: llama/text width 32, base "
-         "depth 4 + 2 block(s))", "primary", CONTRADICTED)]
+        (
+            "every growth experiment, every one must hold (intersection-union); deciding: llama/text width 32, base "
+            "depth 4 + 2 block(s))",
+            "primary",
+            CONTRADICTED,
+        ),
+    ]
     assert "universal claim over 2 growth experiments" in rows[-1]["why"]
 
 
@@ -320,5 +397,6 @@ def test_depth_profile_gives_each_depth_and_point_its_interval_over_seeds():
     half = scipy_stats.t.ppf(0.975, 2) * values.std(ddof=1) / math.sqrt(3)
     row = profile.loc[(8, "scaled_value")]
     assert row["seeds"] == 3 and (row["mean"], row["low"], row["high"]) == pytest.approx(
-        (values.mean(), values.mean() - half, values.mean() + half))
+        (values.mean(), values.mean() - half, values.mean() + half)
+    )
     assert profile.loc[(1, "value"), "mean"] == 341.0 and profile.loc[(1, "value"), "se"] == 0.0

@@ -36,20 +36,42 @@ def tiny_config(architecture: str, width: int, depth: int, vocab_size: int = 256
     """A few-thousand-parameter config of a real architecture (heads of 8 features)."""
     heads = max(1, width // 8)
     if architecture == "gpt_neox":
-        return transformers.GPTNeoXConfig(vocab_size=vocab_size, hidden_size=width, num_hidden_layers=depth,
-                                          num_attention_heads=heads, intermediate_size=2 * width,
-                                          max_position_embeddings=64, bos_token_id=0, eos_token_id=0)
+        return transformers.GPTNeoXConfig(
+            vocab_size=vocab_size,
+            hidden_size=width,
+            num_hidden_layers=depth,
+            num_attention_heads=heads,
+            intermediate_size=2 * width,
+            max_position_embeddings=64,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     if architecture == "gpt2":
-        return transformers.GPT2Config(vocab_size=vocab_size, n_embd=width, n_layer=depth, n_head=heads, n_positions=64,
-                                       bos_token_id=0, eos_token_id=0)
-    return transformers.Qwen2Config(vocab_size=vocab_size, hidden_size=width, intermediate_size=2 * width,
-                                    num_hidden_layers=depth, num_attention_heads=heads,
-                                    num_key_value_heads=max(1, heads // 2), max_position_embeddings=64,
-                                    bos_token_id=0, eos_token_id=0)
+        return transformers.GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=width,
+            n_layer=depth,
+            n_head=heads,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+    return transformers.Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=depth,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        max_position_embeddings=64,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
 
 
-def save_tiny(folder: Path, architecture: str, width: int = 16, depth: int = 2, seed: int = 0,
-              vocab_size: int = 256) -> Path:
+def save_tiny(
+    folder: Path, architecture: str, width: int = 16, depth: int = 2, seed: int = 0, vocab_size: int = 256
+) -> Path:
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(tiny_config(architecture, width, depth, vocab_size))
     model.save_pretrained(folder)
@@ -69,8 +91,15 @@ def dumped(request, tmp_path_factory, shakespeare):
     """(architecture, checkpoint folder, store) of a tiny saved model of each architecture."""
     folder = save_tiny(tmp_path_factory.mktemp(f"hf-{request.param}") / "model", request.param)
     store = folder.parent / "step0.zarr"
-    dump_gradients(folder, shakespeare[1], store, stage_settings("dump", DUMP), log=lambda _: None,
-                   hf={"context": CONTEXT}, device="cpu")
+    dump_gradients(
+        folder,
+        shakespeare[1],
+        store,
+        stage_settings("dump", DUMP),
+        log=lambda _: None,
+        hf={"context": CONTEXT},
+        device="cpu",
+    )
     return request.param, folder, store
 
 
@@ -135,8 +164,9 @@ def test_inserted_zero_output_block_leaves_logits_unchanged(dumped, shakespeare)
 def test_interventions_predict_the_held_out_change(dumped, shakespeare):
     _, folder, store = dumped
     settings = {"M": 4, "K": 4, "draws": 2, "epsilons": [1e-4, 1.0], "max_points": 2, "seed": 2}
-    table = run_interventions(folder, store, shakespeare[1], settings, log=lambda _: None, hf={"context": CONTEXT},
-                              device="cpu")
+    table = run_interventions(
+        folder, store, shakespeare[1], settings, log=lambda _: None, hf={"context": CONTEXT}, device="cpu"
+    )
     smallest = table[table["epsilon"] == 1e-4]
     assert set(smallest["variant"]) == {"shared", "per_position", "block"} and set(table["family"]) == {"hf"}
     assert np.allclose(smallest["ratio"], 1.0, atol=0.02), smallest[["point", "variant", "ratio"]]
@@ -148,22 +178,32 @@ def test_checkpoint_tokenizer_reads_the_text(tmp_path, shakespeare):
 
     tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.train_from_iterator([shakespeare[1].train_x[:200_000].tobytes().decode("utf-8", "replace")],
-                                  trainers.WordLevelTrainer(vocab_size=300, special_tokens=["[UNK]"]))
+    tokenizer.train_from_iterator(
+        [shakespeare[1].train_x[:200_000].tobytes().decode("utf-8", "replace")],
+        trainers.WordLevelTrainer(vocab_size=300, special_tokens=["[UNK]"]),
+    )
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]")
     folder = save_tiny(tmp_path / "worded", "gpt_neox", vocab_size=len(fast))
     fast.save_pretrained(folder)
     model, meta, data = load_model(folder, shakespeare[1], {"context": CONTEXT})
     assert meta["store_attrs"]["tokenizer"] == str(folder) and data.info["vocab_size"] == model.vocab_size
-    first_chunk = shakespeare[1].train_x[: shakespeare[1].segment_starts("train")[1]].tobytes().decode("utf-8", "replace")
+    first_chunk = (
+        shakespeare[1].train_x[: shakespeare[1].segment_starts("train")[1]].tobytes().decode("utf-8", "replace")
+    )
     expected = fast(first_chunk, add_special_tokens=False)["input_ids"]
     assert data.train_x[: len(expected)].tolist() == expected and len(data.train_x) < len(shakespeare[1].train_x) / 2
-    store = dump_gradients(folder, shakespeare[1], tmp_path / "worded.zarr",
-                           stage_settings("dump", {**DUMP, "train_examples": 6, "test_examples": 6}),
-                           log=lambda _: None, hf={"context": CONTEXT}, device="cpu")
+    store = dump_gradients(
+        folder,
+        shakespeare[1],
+        tmp_path / "worded.zarr",
+        stage_settings("dump", {**DUMP, "train_examples": 6, "test_examples": 6}),
+        log=lambda _: None,
+        hf={"context": CONTEXT},
+        device="cpu",
+    )
     group = open_group(store, "block1")
     offset = int(group["index"][0].values)  # a token offset in the tokenized training stream
-    window = torch.from_numpy(data.train_x[offset:offset + CONTEXT + 1].astype(np.int64)).view(1, -1)  # int32 ids
+    window = torch.from_numpy(data.train_x[offset : offset + CONTEXT + 1].astype(np.int64)).view(1, -1)  # int32 ids
     with torch.no_grad():
         loss = model.per_example_loss(model(window[:, :-1]), window[:, 1:])
     assert abs(float(loss) - float(group["loss"][0].values)) < 1e-5
@@ -176,9 +216,25 @@ def test_missing_checkpoint_is_one_line_naming_where_and_how(tmp_path, shakespea
     message = str(error.value)
     assert str(missing) in message and "hf download growcert-tests/no-such-model --local-dir" in message
     assert "allow_download" in message and "\n" not in message
-    result = subprocess.run([sys.executable, "-m", "growcert.cli", "dump", "--checkpoint", str(missing), "--hf", "{}",
-                             "--data", str(shakespeare[0]), "--out", str(tmp_path / "x.zarr")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "dump",
+            "--checkpoint",
+            str(missing),
+            "--hf",
+            "{}",
+            "--data",
+            str(shakespeare[0]),
+            "--out",
+            str(tmp_path / "x.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("growcert dump: error: hf checkpoint") and str(missing) in lines[0]
@@ -225,6 +281,7 @@ def test_byte_level_lm_maps_bytes_to_the_tokenizers_byte_tokens(tmp_path, shakes
 
 def test_byte_fallback_tokens_are_found():
     """SentencePiece-style vocabularies (LLaMA) name bytes <0x00> ... <0xFF>."""
+
     class Vocabulary:
         def get_vocab(self):
             return {"<unk>": 0, **{f"<0x{byte:02X}>": 3 + byte for byte in range(256)}, "▁the": 259}
@@ -250,18 +307,32 @@ def test_workflow_dumps_and_estimates_two_tiny_widths(tmp_path):
     save_tiny(root / "tiny-neox-32", "gpt_neox", width=32, depth=2, seed=1)
     results = tmp_path / "results"
     configfile = tmp_path / "tiny.yaml"
-    configfile.write_text(yaml.safe_dump({
-        "results": str(results), "prepared_data": str(tmp_path / "prepared"),
-        "pretrained": {"checkpoint_root": str(root), "context": CONTEXT, "intervene": True,
-                       "dump": {"train_examples": 16, "test_examples": 16, "batch_size": 8},
-                       "depth": {"block_hidden": 16},
-                       "models": [{"name": "tiny-neox-16", "width": 16, "depth": 2, "step": 7},
-                                  {"name": "tiny-neox-32", "width": 32, "depth": 2, "step": 7}]},
-        "alignment": {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20},
-        "intervene": {"M": 4, "K": 4, "draws": 2, "epsilons": [0.0001, 1.0], "max_points": 2},
-    }))
-    tables = [f"{results}/stats/{kind}/hf/shakespeare/w{width}_d2_s0/step7.csv"
-              for kind in ("alignment", "depth") for width in (16, 32)]
+    configfile.write_text(
+        yaml.safe_dump(
+            {
+                "results": str(results),
+                "prepared_data": str(tmp_path / "prepared"),
+                "pretrained": {
+                    "checkpoint_root": str(root),
+                    "context": CONTEXT,
+                    "intervene": True,
+                    "dump": {"train_examples": 16, "test_examples": 16, "batch_size": 8},
+                    "depth": {"block_hidden": 16},
+                    "models": [
+                        {"name": "tiny-neox-16", "width": 16, "depth": 2, "step": 7},
+                        {"name": "tiny-neox-32", "width": 32, "depth": 2, "step": 7},
+                    ],
+                },
+                "alignment": {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20},
+                "intervene": {"M": 4, "K": 4, "draws": 2, "epsilons": [0.0001, 1.0], "max_points": 2},
+            }
+        )
+    )
+    tables = [
+        f"{results}/stats/{kind}/hf/shakespeare/w{width}_d2_s0/step7.csv"
+        for kind in ("alignment", "depth")
+        for width in (16, 32)
+    ]
     targets = tables + [f"{results}/interventions/hf/shakespeare/w16_d2_s0/step7.csv"]
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "HF_HOME": str(tmp_path / "hf")}

@@ -28,15 +28,22 @@ DUMP = {"train_examples": 32, "test_examples": 32, "batch_size": 16, "seed": 1, 
 SETTINGS = {"M": 16, "K": 16, "draws": 2, "epsilons": [1e-4, 1e-2, 10.0], "seed": 3}
 
 
-@pytest.fixture(scope="module", params=[("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 2)],
-                ids=["resnet", "llama"])
+@pytest.fixture(
+    scope="module", params=[("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 2)], ids=["resnet", "llama"]
+)
 def dumped(request, prepared, tmp_path_factory, train_tiny):
     """A tiny model trained for 8 steps, and its gradient store."""
     family, dataset, width, depth = request.param
     folder = tmp_path_factory.mktemp(f"intervene-{family}")
     train_tiny(prepared(dataset), folder, family, dataset, width, depth)
-    dump_gradients(folder / "step8.pt", prepared(dataset), folder / "step8.zarr", stage_settings("dump", DUMP),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        folder / "step8.pt",
+        prepared(dataset),
+        folder / "step8.zarr",
+        stage_settings("dump", DUMP),
+        log=lambda _: None,
+        device="cpu",
+    )
     return folder / "step8.pt", folder / "step8.zarr", prepared(dataset)
 
 
@@ -56,8 +63,16 @@ def interventions(dumped, dtype=torch.float32):
         group = open_group(store, point)
         train_rows, test_rows = disjoint_draws(split_of(group), 16, 16, 2, seed=3)[0]
         for variant in VARIANTS:
-            yield model, meta, group, prepare_intervention(group, meta["family"], point, variant, train_rows,
-                                                           test_rows, settings, dtype=dtype), train_rows, test_rows
+            yield (
+                model,
+                meta,
+                group,
+                prepare_intervention(
+                    group, meta["family"], point, variant, train_rows, test_rows, settings, dtype=dtype
+                ),
+                train_rows,
+                test_rows,
+            )
 
 
 def test_zero_intervention_leaves_outputs_bit_identical(dumped):
@@ -86,7 +101,10 @@ def test_prediction_is_the_autograd_directional_derivative(dumped):
             loss = model.per_example_loss(model(examples.inputs), examples.targets).mean()
             (gradient,) = torch.autograd.grad(loss, module.weight)
         derivative = float((gradient.double() * intervention.step(1.0)).sum())
-        assert relative_error(intervention.predicted(1.0), derivative) < 1e-4, (intervention.point, intervention.variant)
+        assert relative_error(intervention.predicted(1.0), derivative) < 1e-4, (
+            intervention.point,
+            intervention.variant,
+        )
         if intervention.variant != "block":
             # and the prediction is −(u/‖μ_M‖) μ_M·g_K with μ_M, g_K the reduced stored q, reduced here by hand
             q = np.asarray(group["q"].values, np.float64)
@@ -152,7 +170,12 @@ def test_draws_are_disjoint_and_bad_settings_are_named():
     draws = disjoint_draws(split, 10, 7, 4, seed=0)
     train = np.concatenate([m for m, _ in draws])
     test = np.concatenate([k for _, k in draws])
-    assert len(set(train)) == 40 and len(set(test)) == 28 and (split[train] == "train").all() and (split[test] == "test").all()
+    assert (
+        len(set(train)) == 40
+        and len(set(test)) == 28
+        and (split[train] == "train").all()
+        and (split[test] == "test").all()
+    )
     with pytest.raises(ValueError, match=r"draws × K = 5 × 7 exceeds the 30 test rows"):
         disjoint_draws(split, 8, 7, 5, seed=0)
     with pytest.raises(ValueError, match=r"'intervene.eps': unknown key"):
@@ -181,8 +204,9 @@ def test_a_memory_cap_lowers_the_forward_batch_and_only_chooses_the_batch(table,
     # the float64 stream at every point: the bytes one example's forward pass holds; 2.5 of them allow 2
     per_example = sum(8 * int(np.prod(open_group(store, g)["z"].shape[1:])) for g in groups)
     lines = []
-    capped = run_interventions(checkpoint, store, data, {**SETTINGS, "max_batch_mb": 2.5 * per_example / 2**20},
-                               log=lines.append, device="cpu")
+    capped = run_interventions(
+        checkpoint, store, data, {**SETTINGS, "max_batch_mb": 2.5 * per_example / 2**20}, log=lines.append, device="cpu"
+    )
     assert any("forward batches of 2 (intervene.batch_size 256" in line for line in lines), lines
     # the cap does nothing but choose the batch: bit for bit the table of batch_size 2
     two = run_interventions(checkpoint, store, data, {**SETTINGS, "batch_size": 2}, log=lambda _: None, device="cpu")
@@ -221,9 +245,21 @@ def claim_table(ratios_per_seed, epsilons=(1e-4, 0.1, 1.0)):
                     for draw in (0, 1):
                         for epsilon in epsilons:
                             primary = variant == "shared" and point == "block2" and epsilon == 0.1
-                            rows.append({"family": "llama", "dataset": "shakespeare", "width": width, "depth": 2,
-                                         "seed": seed, "step": 300, "point": point, "variant": variant, "draw": draw,
-                                         "epsilon": epsilon, "ratio": ratio if primary else (1.0 if epsilon < 1 else 0.5)})
+                            rows.append(
+                                {
+                                    "family": "llama",
+                                    "dataset": "shakespeare",
+                                    "width": width,
+                                    "depth": 2,
+                                    "seed": seed,
+                                    "step": 300,
+                                    "point": point,
+                                    "variant": variant,
+                                    "draw": draw,
+                                    "epsilon": epsilon,
+                                    "ratio": ratio if primary else (1.0 if epsilon < 1 else 0.5),
+                                }
+                            )
     return pd.DataFrame(rows)
 
 
@@ -253,9 +289,21 @@ def reach_table(ratios_by_epsilon: dict[float, list[float]]) -> pd.DataFrame:
             for width in (32, 64):
                 for point in ("block0", "block1"):
                     for draw in (0, 1):
-                        rows.append({"family": "llama", "dataset": "shakespeare", "width": width, "depth": 2,
-                                     "seed": seed, "step": 300, "point": point, "variant": "shared", "draw": draw,
-                                     "epsilon": epsilon, "ratio": ratio if point == "block1" else 5.0})
+                        rows.append(
+                            {
+                                "family": "llama",
+                                "dataset": "shakespeare",
+                                "width": width,
+                                "depth": 2,
+                                "seed": seed,
+                                "step": 300,
+                                "point": point,
+                                "variant": "shared",
+                                "draw": draw,
+                                "epsilon": epsilon,
+                                "ratio": ratio if point == "block1" else 5.0,
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -269,8 +317,16 @@ def test_the_papers_reading_is_a_secondary_row_naming_where_first_order_stops_ho
     from growcert.report.interventions import intervention_claim
 
     inside, wide = [0.96, 0.955, 0.965, 0.962, 0.958, 0.97], [0.7, 1.3, 0.95, 1.05, 0.8, 1.2]
-    table = reach_table({1e-4: [0.999] * 5 + [0.998], 1e-3: [0.99, 0.985, 0.98, 0.99, 0.987, 0.984], 3e-3: inside,
-                         1e-2: wide, 0.1: [0.97, 0.975, 0.98, 0.97, 0.972, 0.976], 1.0: [-8.0] * 6})
+    table = reach_table(
+        {
+            1e-4: [0.999] * 5 + [0.998],
+            1e-3: [0.99, 0.985, 0.98, 0.99, 0.987, 0.984],
+            3e-3: inside,
+            1e-2: wide,
+            0.1: [0.97, 0.975, 0.98, 0.97, 0.972, 0.976],
+            1.0: [-8.0] * 6,
+        }
+    )
     primary, secondary = intervention_claim(table)
     assert primary["role"] == "primary" and primary["verdict"] == "reproduced"  # 0.1 decides, as registered
     assert secondary["claim_id"] == "p1_intervention_scale" and secondary["role"] == "secondary"

@@ -21,8 +21,16 @@ def module_name(path: Path) -> str:
 def import_nodes(path: Path, local_only: bool = False) -> list[ast.AST]:
     """The import statements of `path`, at top level or inside functions (`local_only`: inside functions only)."""
     tree = ast.parse(path.read_text())
-    nodes = ([node for function in ast.walk(tree) if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for node in ast.walk(function)] if local_only else ast.walk(tree))
+    nodes = (
+        [
+            node
+            for function in ast.walk(tree)
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(function)
+        ]
+        if local_only
+        else ast.walk(tree)
+    )
     return [node for node in nodes if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
@@ -49,8 +57,10 @@ def package_imports(path: Path, local_only: bool = False) -> set[str]:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name in NAMES}
         elif isinstance(node, ast.ImportFrom) and node.module in NAMES and node.level == 0:
-            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in NAMES else node.module
-                      for alias in node.names}
+            found |= {
+                f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in NAMES else node.module
+                for alias in node.names
+            }
     return found
 
 
@@ -86,8 +96,9 @@ ROOT_FACADE = {"growcert.store"}
 def test_imports_run_down_the_layers(path):
     name = module_name(path)
     allowed = ROOT_FACADE if name == "growcert" else set()
-    upward = sorted(module for module in package_imports(path)
-                    if layer_index(module) > layer_index(name) and module not in allowed)
+    upward = sorted(
+        module for module in package_imports(path) if layer_index(module) > layer_index(name) and module not in allowed
+    )
     assert upward == [], f"{name} (layer {layer_index(name)}) imports a higher layer"
 
 
@@ -143,10 +154,16 @@ def test_the_cycle_finder_finds_cycles():
 # `growcert --help` reads (the experiments registry and its task modules), to keep torch out of it; an experiment's
 # report module where it draws (matplotlib through report.figures, which a claims-only call does not need); and the
 # misalignment estimator's compiled loops (numba, only for the jobs that resample). cli.py's opening comment says so.
-LOCAL_IMPORTS = {"growcert.cli": None, "growcert.commands": None, "growcert.commands.": None,
-                 "growcert.reference_runs.command": None, "growcert.experiments": None,
-                 "growcert.experiments.tasks.": None,
-                 "growcert.stats.resample": {"growcert.stats.subset_sums"}, "growcert": ROOT_FACADE}
+LOCAL_IMPORTS = {
+    "growcert.cli": None,
+    "growcert.commands": None,
+    "growcert.commands.": None,
+    "growcert.reference_runs.command": None,
+    "growcert.experiments": None,
+    "growcert.experiments.tasks.": None,
+    "growcert.stats.resample": {"growcert.stats.subset_sums"},
+    "growcert": ROOT_FACADE,
+}
 DRAWING = {"growcert.report.figures"}
 
 
@@ -154,8 +171,14 @@ DRAWING = {"growcert.report.figures"}
 def test_a_function_imports_a_module_of_the_package_only_where_that_keeps_a_heavy_import_lazy(path):
     name = module_name(path)
     local = package_imports(path, local_only=True) - DRAWING
-    allowed = next((modules for prefix, modules in LOCAL_IMPORTS.items()
-                    if name == prefix or (prefix.endswith(".") and name.startswith(prefix))), set())
+    allowed = next(
+        (
+            modules
+            for prefix, modules in LOCAL_IMPORTS.items()
+            if name == prefix or (prefix.endswith(".") and name.startswith(prefix))
+        ),
+        set(),
+    )
     assert allowed is None or local <= allowed, f"{name} imports {sorted(local - (allowed or set()))} in a function"
 
 
@@ -188,11 +211,15 @@ def test_imports_follow_the_layers(path):
         assert not any(layer(module) in ("stages", "experiments", "models", "store") for module in used)
         assert "torch" not in imports(path), "report/ reads tidy tables, never networks"
     if layer(name) == "models":
-        assert not any(layer(module) in ("stages", "experiments", "store", "stats", "referee", "report") for module in used)
+        assert not any(
+            layer(module) in ("stages", "experiments", "store", "stats", "referee", "report") for module in used
+        )
     if layer(name) in ("store", "config"):
         assert not any(layer(module) == "models" for module in used), "the store and the config know no network"
     if layer(name) == "data":
-        assert not any(layer(module) in ("stages", "experiments", "models", "store", "referee", "report") for module in used)
+        assert not any(
+            layer(module) in ("stages", "experiments", "models", "store", "referee", "report") for module in used
+        )
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
@@ -208,9 +235,12 @@ FUNCTION_LINES = 80  # about a screen: a longer function does several jobs that 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: module_name(path))
 def test_functions_fit_on_a_screen(path):
-    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > FUNCTION_LINES]
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > FUNCTION_LINES
+    ]
     assert long == [], f"functions over {FUNCTION_LINES} lines"
 
 
@@ -224,7 +254,7 @@ def device_defaults(path: Path) -> list[str]:
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         positional = node.args.posonlyargs + node.args.args
-        defaulted = positional[len(positional) - len(node.args.defaults):] if node.args.defaults else []
+        defaulted = positional[len(positional) - len(node.args.defaults) :] if node.args.defaults else []
         defaulted += [arg for arg, default in zip(node.args.kwonlyargs, node.args.kw_defaults) if default is not None]
         found += [node.name for arg in defaulted if arg.arg == "device"]
     return found
@@ -238,8 +268,10 @@ def test_no_stage_or_task_function_has_a_device_default_of_its_own(path):
 
 
 def test_the_device_default_finder_finds_them(tmp_path):
-    (tmp_path / "a.py").write_text("def f(x, device='cpu'): ...\ndef g(x, *, device='auto'): ...\n"
-                                   "def h(x, *, device): ...\ndef k(x, device, y=1): ...\n")
+    (tmp_path / "a.py").write_text(
+        "def f(x, device='cpu'): ...\ndef g(x, *, device='auto'): ...\n"
+        "def h(x, *, device): ...\ndef k(x, device, y=1): ...\n"
+    )
     assert device_defaults(tmp_path / "a.py") == ["f", "g"]
 
 
@@ -256,7 +288,8 @@ def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
         if module == "growcert":
             continue
         folders.setdefault(folder(module), set()).update(
-            folder(target) for target in imported if folder(target) != folder(module))
+            folder(target) for target in imported if folder(target) != folder(module)
+        )
     return folders
 
 
@@ -267,8 +300,12 @@ def test_no_loop_between_folders():
 
 
 def test_the_folder_loop_finder_finds_a_loop_through_modules_that_do_not_loop():
-    graph = {"growcert.plan.a": {"growcert.experiments.b"}, "growcert.experiments.b": {"growcert.report.c"},
-             "growcert.report.c": {"growcert.plan.d"}, "growcert.plan.d": set()}
+    graph = {
+        "growcert.plan.a": {"growcert.experiments.b"},
+        "growcert.experiments.b": {"growcert.report.c"},
+        "growcert.report.c": {"growcert.plan.d"},
+        "growcert.plan.d": set(),
+    }
     assert cycles(graph) == []
     assert cycles(folder_graph(graph)) == [["experiments", "plan", "report"]]
 
@@ -277,22 +314,33 @@ def test_the_store_package_init_only_re_exports():
     """store/__init__.py names what the package exports and defines nothing: the format, the writer and the
     reader each have a module of their own (store/format.py, store/writer.py, store/reader.py)."""
     init = PACKAGE / "store" / "__init__.py"
-    definitions = [node.name for node in ast.walk(ast.parse(init.read_text()))
-                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    definitions = [
+        node.name
+        for node in ast.walk(ast.parse(init.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
     assert definitions == [], f"store/__init__.py defines {definitions}"
     assert len(init.read_text().splitlines()) < 40
 
 
 def methods_reached_through_self(path: Path) -> set[str]:
     """The names `self.<name>` that the functions of `path` read (calls, or bound methods handed on)."""
-    return {node.attr for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    return {
+        node.attr
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+    }
 
 
 def methods_defined(path: Path) -> set[str]:
     """The methods of the classes of `path`."""
-    return {item.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
-            for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {
+        item.name
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef)
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
 def calls_into_other_modules_through_self(folder: Path) -> dict[str, list[str]]:
@@ -316,7 +364,8 @@ def test_no_plan_module_calls_another_plan_modules_method_through_self():
 
 
 def test_the_self_call_finder_finds_a_mixin_calling_another(tmp_path):
-    (tmp_path / "a.py").write_text("class A:\n    def f(self):\n        return self.g() + self.h()\n"
-                                   "    def h(self):\n        return 1\n")
+    (tmp_path / "a.py").write_text(
+        "class A:\n    def f(self):\n        return self.g() + self.h()\n    def h(self):\n        return 1\n"
+    )
     (tmp_path / "b.py").write_text("class B:\n    def g(self):\n        return self.settings\n")
     assert calls_into_other_modules_through_self(tmp_path) == {"a": ["g"]}

@@ -32,8 +32,11 @@ def git(*args: str) -> str:
 
 
 def history_available() -> bool:
-    return shutil.which("git") is not None and (REPO / ".git").exists() and \
-        subprocess.run(["git", "cat-file", "-e", "60dd39a"], cwd=REPO, capture_output=True).returncode == 0
+    return (
+        shutil.which("git") is not None
+        and (REPO / ".git").exists()
+        and subprocess.run(["git", "cat-file", "-e", "60dd39a"], cwd=REPO, capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(not history_available(), reason="needs the repository's git history")
@@ -44,8 +47,13 @@ def test_every_registered_look_is_in_the_commit_it_names(key, look):
     words: holds True or False); for a look in a first form, its first-form row where the commit holds one (a
     secondary row), else the primary row of the day the first form was primary."""
     assert git("show", "-s", "--format=%ad", "--date=short", look.commit).strip() == look.date
-    rows = [row for row in csv.DictReader(io.StringIO(git("show", f"{look.commit}:docs/reference-results/{look.run}/"
-                                                                  "claims.csv"))) if row["claim_id"] == key]
+    rows = [
+        row
+        for row in csv.DictReader(
+            io.StringIO(git("show", f"{look.commit}:docs/reference-results/{look.run}/claims.csv"))
+        )
+        if row["claim_id"] == key
+    ]
     first_form = [row for row in rows if look.form and f"first registered form ({look.form})" in row["claim"]]
     rows = first_form or [row for row in rows if row.get("role", "primary") in ("primary", "part", "")]
     assert rows, f"{look.run} at {look.commit} has no row of {key}"
@@ -74,11 +82,13 @@ def final_level_two_looks(fraction: float, level: float, first_analyses: int = 1
     alpha = 1 - level
     early = 2 * stats.norm.sf(stats.norm.isf(alpha / 2) / np.sqrt(fraction))
     first = stats.norm.isf(early / first_analyses / 2)
-    normal = stats.multivariate_normal(mean=[0, 0], cov=[[1, np.sqrt(fraction)], [np.sqrt(fraction), 1]],
-                                       abseps=1e-8, releps=1e-8)
+    normal = stats.multivariate_normal(
+        mean=[0, 0], cov=[[1, np.sqrt(fraction)], [np.sqrt(fraction), 1]], abseps=1e-8, releps=1e-8
+    )
     inside_first = 1 - early / first_analyses
-    second = optimize.brentq(lambda c: inside_first - normal.cdf([first, c], lower_limit=[-first, -c])
-                             - (alpha - early), 1.5, 3.5)
+    second = optimize.brentq(
+        lambda c: inside_first - normal.cdf([first, c], lower_limit=[-first, -c]) - (alpha - early), 1.5, 3.5
+    )
     return 1 - 2 * stats.norm.sf(second)
 
 
@@ -108,8 +118,9 @@ def test_looks_on_disjoint_seed_sets_each_count_at_their_own_fraction():
     assert "Third look" in at.note and "2 analyses at 0.5" in at.note
 
 
-@pytest.mark.parametrize("key, run", [("advise_beats_first_order", "advise-check"),
-                                      ("p1_misalignment_width", "p1-seeds")])
+@pytest.mark.parametrize(
+    "key, run", [("advise_beats_first_order", "advise-check"), ("p1_misalignment_width", "p1-seeds")]
+)
 def test_a_changed_analysis_of_the_same_seeds_is_a_look(key, run):
     """advise-check's tuned S and lr and p̂'s floor rule judged the same 8 seeds as their first forms did: two
     analyses of one seed set, each at half the level (Bonferroni), whatever their dependence; the registered look in
@@ -128,8 +139,11 @@ def test_regime_claims_at_a_later_look_use_the_boundary_level():
     table = regime.regime_table(alignment, training)
     tables = regime.regime_tables(table)
     expected = look_level("p1_regime_budget", 16, "p1-seeds", 0.95)
-    rows = [row for row in regime.regime_claims(table, tables, 0.95, reference="p1-seeds")
-            if row["claim_id"] == "p1_regime_budget"]
+    rows = [
+        row
+        for row in regime.regime_claims(table, tables, 0.95, reference="p1-seeds")
+        if row["claim_id"] == "p1_regime_budget"
+    ]
     assert [row["role"] for row in rows] == ["primary"] and rows[0]["seeds"] == 16
     assert rows[0]["level"] == pytest.approx(expected.level) and expected.level > 0.952
     assert "Third look: O'Brien–Fleming boundary" in rows[0]["note"]
@@ -181,13 +195,22 @@ def test_grokking_claims_at_a_later_look_use_the_boundary_level():
     from growcert.experiments.grokking_report import grokking_claims
 
     seeds = range(6, 14)
-    adamw = [{"optimizer": "AdamW wd=0.15", "weight_decay": 0.15, "seed": seed, "step_95": 12000.0 + 500 * seed}
-             for seed in seeds]
-    reading = [{"optimizer": "poprisk-update-exact-wd0.15", "weight_decay": 0.15, "seed": seed,
-                "step_95": 3000.0 + 100 * seed} for seed in seeds]
+    adamw = [
+        {"optimizer": "AdamW wd=0.15", "weight_decay": 0.15, "seed": seed, "step_95": 12000.0 + 500 * seed}
+        for seed in seeds
+    ]
+    reading = [
+        {"optimizer": "poprisk-update-exact-wd0.15", "weight_decay": 0.15, "seed": seed, "step_95": 3000.0 + 100 * seed}
+        for seed in seeds
+    ]
     summary = pd.DataFrame(adamw + reading)
-    settings = {"steps": 32000, "cap": "paired", "eval_every": 100, "adamw": {"weight_decays": [0.15]},
-                "poprisk": {"weight_decays": [0.15]}}
+    settings = {
+        "steps": 32000,
+        "cap": "paired",
+        "eval_every": 100,
+        "adamw": {"weight_decays": [0.15]},
+        "poprisk": {"weight_decays": [0.15]},
+    }
     expected = look_level("p2_grokking", 8, "grokking-calibrated", 0.95)
     assert expected.look == 2 and expected.level > 0.95
     rows = grokking_claims(summary, settings, reference="grokking-calibrated")
@@ -226,12 +249,29 @@ def test_interventions_at_a_later_look_use_the_boundary_level():
     for seed in range(12):
         for point in ("block0", "block1"):
             for epsilon in (1e-4, 0.1):
-                rows.append({"family": "llama", "dataset": "shakespeare", "width": 32, "depth": 2, "seed": seed,
-                             "step": 300, "point": point, "variant": "shared", "draw": 0, "epsilon": epsilon,
-                             "ratio": 0.97 + 0.002 * (seed % 3)})
+                rows.append(
+                    {
+                        "family": "llama",
+                        "dataset": "shakespeare",
+                        "width": 32,
+                        "depth": 2,
+                        "seed": seed,
+                        "step": 300,
+                        "point": point,
+                        "variant": "shared",
+                        "draw": 0,
+                        "epsilon": epsilon,
+                        "ratio": 0.97 + 0.002 * (seed % 3),
+                    }
+                )
     table = pd.DataFrame(rows)
-    assert_later_look(intervention_claim(table, reference="p1-interventions"), intervention_claim(table),
-                      "p1_intervention_scale", 12, "p1-interventions")
+    assert_later_look(
+        intervention_claim(table, reference="p1-interventions"),
+        intervention_claim(table),
+        "p1_intervention_scale",
+        12,
+        "p1-interventions",
+    )
 
 
 def test_preference_pinn_and_theory_at_a_later_look_use_the_boundary_level(tmp_path):
@@ -243,33 +283,80 @@ def test_preference_pinn_and_theory_at_a_later_look_use_the_boundary_level(tmp_p
 
     seeds = range(16)
     gated = "poprisk-update-exact-wd0"
-    preference = pd.DataFrame([{"optimizer": arm, "seed": seed, "final_reward_acc": 0.6 + 0.01 * (seed % 4) + lift,
-                                "final_drift": 3.0 / factor + 0.1 * (seed % 3), "seconds": 1.0}
-                               for arm, lift, factor in (("AdamW", 0.0, 1.0), (gated, 0.07, 3.0)) for seed in seeds])
+    preference = pd.DataFrame(
+        [
+            {
+                "optimizer": arm,
+                "seed": seed,
+                "final_reward_acc": 0.6 + 0.01 * (seed % 4) + lift,
+                "final_drift": 3.0 / factor + 0.1 * (seed % 3),
+                "seconds": 1.0,
+            }
+            for arm, lift, factor in (("AdamW", 0.0, 1.0), (gated, 0.07, 3.0))
+            for seed in seeds
+        ]
+    )
     for key in ("p2_dpo_accuracy", "p2_dpo_drift"):
-        assert_later_look(preference_claims(preference, {}, reference="p2-small"), preference_claims(preference, {}),
-                          key, 16, "p2-small")
+        assert_later_look(
+            preference_claims(preference, {}, reference="p2-small"),
+            preference_claims(preference, {}),
+            key,
+            16,
+            "p2-small",
+        )
 
-    pinn = pd.DataFrame([{"optimizer": arm, "lr": 1e-3, "seed": seed, "step_to_target": steps + 10 * (seed % 3),
-                          "final_l2": 0.3, "seconds": 1.0}
-                         for arm, steps in (("AdamW", 600), (gated, 250)) for seed in (*seeds, 99)])
+    pinn = pd.DataFrame(
+        [
+            {
+                "optimizer": arm,
+                "lr": 1e-3,
+                "seed": seed,
+                "step_to_target": steps + 10 * (seed % 3),
+                "final_l2": 0.3,
+                "seconds": 1.0,
+            }
+            for arm, steps in (("AdamW", 600), (gated, 250))
+            for seed in (*seeds, 99)
+        ]
+    )
     settings = {"steps": 800, "seeds": list(seeds), "tuning_seeds": [99]}
-    assert_later_look(pinn_claims(pinn, settings, reference="p2-small"), pinn_claims(pinn, settings), "p2_pinn", 16,
-                      "p2-small")
+    assert_later_look(
+        pinn_claims(pinn, settings, reference="p2-small"), pinn_claims(pinn, settings), "p2_pinn", 16, "p2-small"
+    )
 
     runs = [("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")]
-    measures = {"reservoir_dim": 10.0, "outputs": 30.0, "invisibility_ratio": 1e-4, "coupling_residual": 1e-9,
-                "coupling_bound": 1e-6, "noise_reservoir_fraction": 0.4, "response_reservoir_noise_retrained": 1e-5,
-                "response_channel_noise_retrained": 1e-1, "delta_test_mse_reservoir_noise": 1e-8,
-                "delta_test_mse_channel_noise": 1e-2, "delta_test_mse_iid": 1e-2}
-    summary = [{"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
-               for seed in seeds for task, loss in runs
-               for name, value in {**measures, "drift_exponent": 1.0 + 0.01 * (seed % 3),
-                                   "fluctuation_exponent": 0.5 - 0.01 * (seed % 2)}.items()]
+    measures = {
+        "reservoir_dim": 10.0,
+        "outputs": 30.0,
+        "invisibility_ratio": 1e-4,
+        "coupling_residual": 1e-9,
+        "coupling_bound": 1e-6,
+        "noise_reservoir_fraction": 0.4,
+        "response_reservoir_noise_retrained": 1e-5,
+        "response_channel_noise_retrained": 1e-1,
+        "delta_test_mse_reservoir_noise": 1e-8,
+        "delta_test_mse_channel_noise": 1e-2,
+        "delta_test_mse_iid": 1e-2,
+    }
+    summary = [
+        {"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
+        for seed in seeds
+        for task, loss in runs
+        for name, value in {
+            **measures,
+            "drift_exponent": 1.0 + 0.01 * (seed % 3),
+            "fluctuation_exponent": 0.5 - 0.01 * (seed % 2),
+        }.items()
+    ]
     pd.DataFrame(summary, columns=theory.SUMMARY_COLUMNS).to_csv(tmp_path / "summary.csv", index=False)
     settings = {"seeds": list(seeds)}
-    assert_later_look(theory_claims(tmp_path, settings, reference="p2-small"), theory_claims(tmp_path, settings),
-                      "p2_drift_diffusion", 16, "p2-small")
+    assert_later_look(
+        theory_claims(tmp_path, settings, reference="p2-small"),
+        theory_claims(tmp_path, settings),
+        "p2_drift_diffusion",
+        16,
+        "p2-small",
+    )
 
 
 def test_alignment_and_advise_check_at_a_later_look_use_the_boundary_level():
@@ -279,14 +366,36 @@ def test_alignment_and_advise_check_at_a_later_look_use_the_boundary_level():
     from growcert.report import advice_check
 
     _, misalignment = synthetic([32, 64, 128], slope=1.0, p_slope=-0.5, seeds=range(16))
-    assert_later_look(misalignment_width_rows(misalignment, (8, 8), reference="p1-seeds"),
-                      misalignment_width_rows(misalignment, (8, 8)), "p1_misalignment_width", 16, "p1-seeds")
+    assert_later_look(
+        misalignment_width_rows(misalignment, (8, 8), reference="p1-seeds"),
+        misalignment_width_rows(misalignment, (8, 8)),
+        "p1_misalignment_width",
+        16,
+        "p1-seeds",
+    )
 
-    rows = [{"model": f"m{seed}", "train_seed": seed, "point": f"block{index}", "point_index": index,
-             "variant": "new_block", "decision": "grow here" if index == 1 else "no evidence", "value": value,
-             "scaled_value": 3.0 - index, "outcome": outcome + 0.001 * seed, "outcome_se": 0.1, "b_exact": 0.1}
-            for seed in range(8) for index, (value, outcome) in enumerate(((5.0, -1.0), (1.0, 1.0), (2.0, -2.0)))]
+    rows = [
+        {
+            "model": f"m{seed}",
+            "train_seed": seed,
+            "point": f"block{index}",
+            "point_index": index,
+            "variant": "new_block",
+            "decision": "grow here" if index == 1 else "no evidence",
+            "value": value,
+            "scaled_value": 3.0 - index,
+            "outcome": outcome + 0.001 * seed,
+            "outcome_se": 0.1,
+            "b_exact": 0.1,
+        }
+        for seed in range(8)
+        for index, (value, outcome) in enumerate(((5.0, -1.0), (1.0, 1.0), (2.0, -2.0)))
+    ]
     table, settings = pd.DataFrame(rows), stage_settings("advise_check")
-    assert_later_look(advice_check.claim_judgement_rows(table, settings, "test", reference="advise-check"),
-                      advice_check.claim_judgement_rows(table, settings, "test"), "advise_beats_first_order", 8,
-                      "advise-check")
+    assert_later_look(
+        advice_check.claim_judgement_rows(table, settings, "test", reference="advise-check"),
+        advice_check.claim_judgement_rows(table, settings, "test"),
+        "advise_beats_first_order",
+        8,
+        "advise-check",
+    )

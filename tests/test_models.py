@@ -130,6 +130,7 @@ def test_points_names_and_shapes(case):
     def record(name):
         def hook(module, inputs, output):
             seen[name] = output.shape  # returns None: observe only
+
         return hook
 
     handles = [p.register_forward_hook(record(n)) for n, p in model.points.items()]
@@ -221,7 +222,7 @@ def test_point_gradients_are_per_example(case):
     for point in ("block0", "block2", f"block{len(model.blocks)}"):
         batch_grad = point_grad(model, point, x, y)
         for i in range(x.shape[0]):
-            alone = point_grad(model, point, x[i:i + 1], y[i:i + 1])[0]
+            alone = point_grad(model, point, x[i : i + 1], y[i : i + 1])[0]
             assert alone.norm() > 0
             assert rel_err(batch_grad[i], alone) < 1e-5, (point, i)
 
@@ -282,27 +283,33 @@ def test_rope_depends_on_relative_position_only():
 # configuration errors, determinism, build_model
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    (dict(width=1, depth=10), "depth"),
-    (dict(width=1, depth=2), "depth"),
-    (dict(width=1, depth=0), "depth"),
-    (dict(width=0, depth=8), "width"),
-    (dict(width=-2, depth=20), "width"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        (dict(width=1, depth=10), "depth"),
+        (dict(width=1, depth=2), "depth"),
+        (dict(width=1, depth=0), "depth"),
+        (dict(width=0, depth=8), "width"),
+        (dict(width=-2, depth=20), "width"),
+    ],
+)
 def test_resnet_bad_config(kwargs, key):
     with pytest.raises(ValueError, match=key) as err:
         ResNetConfig(**kwargs)
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    (dict(width=40, depth=2), "head_dim"),
-    (dict(width=40, depth=2), "width"),
-    (dict(width=32, depth=2, head_dim=7), "head_dim"),
-    (dict(width=0, depth=2), "width"),
-    (dict(width=32, depth=0), "depth"),
-    (dict(width=32, depth=2, mlp_hidden=0), "mlp_hidden"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        (dict(width=40, depth=2), "head_dim"),
+        (dict(width=40, depth=2), "width"),
+        (dict(width=32, depth=2, head_dim=7), "head_dim"),
+        (dict(width=0, depth=2), "width"),
+        (dict(width=32, depth=0), "depth"),
+        (dict(width=32, depth=2, mlp_hidden=0), "mlp_hidden"),
+    ],
+)
 def test_llama_bad_config(kwargs, key):
     with pytest.raises(ValueError, match=key) as err:
         LlamaConfig(**kwargs)
@@ -349,15 +356,19 @@ def llama_count(vocab, width, depth, hidden):
     return vocab * width + depth * (4 * width**2 + 3 * width * hidden + 2 * width) + width + vocab * width
 
 
-@pytest.mark.parametrize("width, depth, vocab, head_dim, mlp_hidden, hidden", [
-    (32, 2, 100, 8, None, 88),    # 8/3·32 = 85.3 -> 88
-    (48, 1, 256, 16, None, 128),  # 8/3·48 = 128 exactly
-    (64, 3, 13, 16, None, 168),   # 170.7 -> 168
-    (16, 2, 7, 4, 24, 24),        # an explicit hidden size
-])
+@pytest.mark.parametrize(
+    "width, depth, vocab, head_dim, mlp_hidden, hidden",
+    [
+        (32, 2, 100, 8, None, 88),  # 8/3·32 = 85.3 -> 88
+        (48, 1, 256, 16, None, 128),  # 8/3·48 = 128 exactly
+        (64, 3, 13, 16, None, 168),  # 170.7 -> 168
+        (16, 2, 7, 4, 24, 24),  # an explicit hidden size
+    ],
+)
 def test_llama_parameter_count_follows_the_architecture(width, depth, vocab, head_dim, mlp_hidden, hidden):
-    model = Llama(LlamaConfig(width=width, depth=depth, vocab_size=vocab, head_dim=head_dim,
-                              mlp_hidden=mlp_hidden, context=8))
+    model = Llama(
+        LlamaConfig(width=width, depth=depth, vocab_size=vocab, head_dim=head_dim, mlp_hidden=mlp_hidden, context=8)
+    )
     expected = llama_count(vocab, width, depth, hidden)
     assert model.num_parameters() == expected
     assert sum(p.numel() for p in model.parameters()) == expected  # nothing shared or hidden from the count
@@ -384,8 +395,8 @@ def test_resnet_parameter_count_follows_the_architecture(width, depth, in_channe
 
 def test_resnet_parameter_count_by_hand():
     # ResNet-14, k = 2, one input channel, 10 classes: channels 32, 64, 128, two blocks per stage
-    stem = 9 * 1 * 32 + 2 * 32                                               # 352
-    stage1 = 2 * (9 * 32 * 32 * 2 + 4 * 32)                                  # 37,120 (identity shortcuts)
+    stem = 9 * 1 * 32 + 2 * 32  # 352
+    stage1 = 2 * (9 * 32 * 32 * 2 + 4 * 32)  # 37,120 (identity shortcuts)
     stage2 = (9 * 32 * 64 + 9 * 64 * 64 + 4 * 64 + 32 * 64 + 2 * 64) + (9 * 64 * 64 * 2 + 4 * 64)
     stage3 = (9 * 64 * 128 + 9 * 128 * 128 + 4 * 128 + 64 * 128 + 2 * 128) + (9 * 128 * 128 * 2 + 4 * 128)
     fc = 128 * 10 + 10

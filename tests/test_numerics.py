@@ -34,29 +34,65 @@ GROWCERT = str(Path(sys.executable).with_name("growcert"))
 TIME_COLUMNS = ["seconds", "cpu_seconds"]
 # The node types a cluster might mix, as the environment each would bring (torch and MKL left to choose, or told)
 HAS_AVX512 = "avx512f" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else False
-NODE_TYPES = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-              "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"},
-              **({"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AVX512",
-                             "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}} if HAS_AVX512 else {})}
-SHORT_UNIT = {"p": 23, "train_fraction": 0.5, "batch_size": 64, "lr": 0.003, "betas": [0.9, 0.98], "seeds": [1],
-              "steps": 120, "eval_every": 20, "stop_at_test_acc": None, "resume_every": 10,
-              "model": {"architecture": "llama", "width": 32, "depth": 1, "heads": 2},
-              "adamw": {"weight_decays": [0.5]}, "grokfast": {"enabled": False},
-              "poprisk": {"gates": ["update"], "variances": ["exact"], "weight_decays": [0.5]}}
+NODE_TYPES = {
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "default": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    **(
+        {"avx512": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "AVX512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}}
+        if HAS_AVX512
+        else {}
+    ),
+}
+SHORT_UNIT = {
+    "p": 23,
+    "train_fraction": 0.5,
+    "batch_size": 64,
+    "lr": 0.003,
+    "betas": [0.9, 0.98],
+    "seeds": [1],
+    "steps": 120,
+    "eval_every": 20,
+    "stop_at_test_acc": None,
+    "resume_every": 10,
+    "model": {"architecture": "llama", "width": 32, "depth": 1, "heads": 2},
+    "adamw": {"weight_decays": [0.5]},
+    "grokfast": {"enabled": False},
+    "poprisk": {"gates": ["update"], "variances": ["exact"], "weight_decays": [0.5]},
+}
 SHORT_ARM = "AdamW_wd_0.5"
 
 
 def environment(mode: str, node: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment as a job of `mode` on a node that presets `node`, one torch thread."""
-    env = {key: value for key, value in os.environ.items() if key not in (*numerics.KERNEL_VARIABLES,
-                                                                          numerics.MODE_VARIABLE)}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in (*numerics.KERNEL_VARIABLES, numerics.MODE_VARIABLE)
+    }
     return {**env, **(node or {}), numerics.MODE_VARIABLE: mode, "OMP_NUM_THREADS": "1"}
 
 
 def grokking_unit(settings: dict, arm: str, seed: int, out: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([GROWCERT, "grokking", "--settings", json.dumps(settings), "--arm", arm, "--seed",
-                             str(seed), "--out", str(out), "--threads", "1"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [
+            GROWCERT,
+            "grokking",
+            "--settings",
+            json.dumps(settings),
+            "--arm",
+            arm,
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def run_grokking_unit(settings: dict, arm: str, seed: int, out: Path, env: dict[str, str]) -> pd.DataFrame:
@@ -70,12 +106,31 @@ def run_resnet(settings: dict, data: Path, out: Path, env: dict[str, str]) -> tu
     """(the run's held-out history, sha256 of its final weights' bytes) of `growcert train` in a fresh process."""
     import torch
 
-    result = subprocess.run([GROWCERT, "train", "--data", str(data), "--settings", json.dumps(settings),
-                             "--out", str(out), "--threads", "1", "--device", "cpu"], env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            GROWCERT,
+            "train",
+            "--data",
+            str(data),
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(out),
+            "--threads",
+            "1",
+            "--device",
+            "cpu",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
-    history = [{key: value for key, value in row.items() if key != "elapsed_s"}  # wall time: not a number to keep
-               for row in json.loads((out / "metrics.json").read_text())["history"]]
+    history = [
+        {key: value for key, value in row.items() if key != "elapsed_s"}  # wall time: not a number to keep
+        for row in json.loads((out / "metrics.json").read_text())["history"]
+    ]
     state = torch.load(out / f"step{settings['train']['steps']}.pt", weights_only=False)["state_dict"]
     digest = hashlib.sha256()
     for name in sorted(state):
@@ -90,8 +145,9 @@ def golden_settings(name: str) -> dict:
 
 def test_the_golden_grokking_unit_comes_out_bit_for_bit(tmp_path):
     golden = golden_settings("grokking")
-    curves = run_grokking_unit(golden["settings"], golden["arm"], golden["seed"], tmp_path / "unit",
-                               environment("portable"))
+    curves = run_grokking_unit(
+        golden["settings"], golden["arm"], golden["seed"], tmp_path / "unit", environment("portable")
+    )
     want = (GOLDEN / "grokking" / "curves.csv").read_text()
     assert curves.to_csv(index=False) == pd.read_csv(GOLDEN / "grokking" / "curves.csv").to_csv(index=False)
     assert (tmp_path / "unit" / "curves.csv").read_text() == want
@@ -99,16 +155,19 @@ def test_the_golden_grokking_unit_comes_out_bit_for_bit(tmp_path):
 
 def test_the_golden_resnet_training_comes_out_bit_for_bit(prepared, tmp_path):
     golden = golden_settings("resnet")
-    history, weights = run_resnet(golden["settings"], prepared("digits").folder, tmp_path / "run",
-                                  environment("portable"))
+    history, weights = run_resnet(
+        golden["settings"], prepared("digits").folder, tmp_path / "run", environment("portable")
+    )
     assert history == json.loads((GOLDEN / "resnet" / "history.json").read_text())
     assert weights == (GOLDEN / "resnet" / "weights.sha256").read_text().strip()
 
 
 def curves_by_node(mode: str, tmp_path: Path) -> dict[str, str]:
     """The short unit's curves, as text, run under `mode` in the environment of each node type."""
-    processes = {node: grokking_unit(SHORT_UNIT, SHORT_ARM, 1, tmp_path / mode / node, environment(mode, preset))
-                 for node, preset in NODE_TYPES.items()}
+    processes = {
+        node: grokking_unit(SHORT_UNIT, SHORT_ARM, 1, tmp_path / mode / node, environment(mode, preset))
+        for node, preset in NODE_TYPES.items()
+    }
     for process in processes.values():
         output, _ = process.communicate(timeout=600)
         assert process.returncode == 0, output
@@ -169,8 +228,7 @@ def test_every_rule_exports_the_pins_and_a_bad_mode_is_one_line_and_status_2(tmp
     assert numerics.shell_exports("native") == f"export {numerics.MODE_VARIABLE}=native; "
     result = subprocess.run(["bash", "-c", exports + "env"], capture_output=True, text=True, check=True)
     assert "ATEN_CPU_CAPABILITY=avx2" in result.stdout.splitlines()
-    bad = subprocess.run([GROWCERT, "inspect", str(tmp_path)], env=environment("fast"), capture_output=True,
-                         text=True)
+    bad = subprocess.run([GROWCERT, "inspect", str(tmp_path)], env=environment("fast"), capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "GROWCERT_NUMERICS" in bad.stderr
 
 
@@ -196,32 +254,67 @@ def remake() -> None:
 
     from growcert.data import prepare_dataset
 
-    grokking = {"settings": {"p": 47, "train_fraction": 0.5, "batch_size": 128, "lr": 0.001, "betas": [0.9, 0.98],
-                             "seeds": [8], "steps": 400, "eval_every": 50, "stop_at_test_acc": None,
-                             "model": {"architecture": "llama"}, "adamw": {"weight_decays": [0.15]},
-                             "grokfast": {"enabled": False},
-                             "poprisk": {"gates": ["update"], "variances": ["exact"], "weight_decays": [0.15]}},
-                "arm": "AdamW_wd_0.15", "seed": 8}
-    resnet = {"settings": {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8, "seed": 0, "model": {},
-                           "train": {"steps": 60, "batch_size": 32, "lr": 0.003, "weight_decay": 0.0,
-                                     "betas": [0.9, 0.95], "warmup_steps": 5, "grad_clip": 1.0, "save_steps": [60],
-                                     "eval_every": 20, "eval_examples": 128}}}
+    grokking = {
+        "settings": {
+            "p": 47,
+            "train_fraction": 0.5,
+            "batch_size": 128,
+            "lr": 0.001,
+            "betas": [0.9, 0.98],
+            "seeds": [8],
+            "steps": 400,
+            "eval_every": 50,
+            "stop_at_test_acc": None,
+            "model": {"architecture": "llama"},
+            "adamw": {"weight_decays": [0.15]},
+            "grokfast": {"enabled": False},
+            "poprisk": {"gates": ["update"], "variances": ["exact"], "weight_decays": [0.15]},
+        },
+        "arm": "AdamW_wd_0.15",
+        "seed": 8,
+    }
+    resnet = {
+        "settings": {
+            "family": "resnet",
+            "dataset": "digits",
+            "width": 1,
+            "depth": 8,
+            "seed": 0,
+            "model": {},
+            "train": {
+                "steps": 60,
+                "batch_size": 32,
+                "lr": 0.003,
+                "weight_decay": 0.0,
+                "betas": [0.9, 0.95],
+                "warmup_steps": 5,
+                "grad_clip": 1.0,
+                "save_steps": [60],
+                "eval_every": 20,
+                "eval_examples": 128,
+            },
+        }
+    }
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         made = {}
         for name, golden in (("grokking", grokking), ("resnet", resnet)):
             (GOLDEN / name).mkdir(parents=True, exist_ok=True)
             (GOLDEN / name / "settings.json").write_text(json.dumps(golden, indent=1) + "\n")
-        run_grokking_unit(grokking["settings"], grokking["arm"], grokking["seed"], scratch / "unit",
-                          environment("portable"))
+        run_grokking_unit(
+            grokking["settings"], grokking["arm"], grokking["seed"], scratch / "unit", environment("portable")
+        )
         (GOLDEN / "grokking" / "curves.csv").write_text((scratch / "unit" / "curves.csv").read_text())
         made["grokking"] = json.loads((scratch / "unit" / "provenance.json").read_text())["numerics"]
         prepare_dataset("digits", scratch / "digits")
         history, weights = run_resnet(resnet["settings"], scratch / "digits", scratch / "run", environment("portable"))
         (GOLDEN / "resnet" / "history.json").write_text(json.dumps(history, indent=1) + "\n")
         (GOLDEN / "resnet" / "weights.sha256").write_text(weights + "\n")
-        made["resnet"] = json.loads((scratch / "run" / "metrics.json").read_text()).get("provenance", {}).get(
-            "numerics", made["grokking"])
+        made["resnet"] = (
+            json.loads((scratch / "run" / "metrics.json").read_text())
+            .get("provenance", {})
+            .get("numerics", made["grokking"])
+        )
         for name, record in made.items():
             (GOLDEN / name / "made_on.json").write_text(json.dumps(record, indent=1) + "\n")
 
@@ -239,7 +332,8 @@ def test_the_reference_table_marks_a_seed_whose_unit_was_resumed_under_other_num
     frame = pd.DataFrame({"step_95": [1900.0, float("nan"), 700.0], "numerics_changed": [False, True, "True"]})
     marks = numerics_changed(frame)
     assert marks.tolist() == [False, True, True]
-    assert steps_text(frame["step_95"], 4000, marks) == (f"1,900, > 4,000{RESUMED_UNDER_OTHER_NUMERICS}, "
-                                                         f"700{RESUMED_UNDER_OTHER_NUMERICS}")
+    assert steps_text(frame["step_95"], 4000, marks) == (
+        f"1,900, > 4,000{RESUMED_UNDER_OTHER_NUMERICS}, 700{RESUMED_UNDER_OTHER_NUMERICS}"
+    )
     before = frame.drop(columns="numerics_changed")  # a unit made before numerics were kept: never marked
     assert steps_text(before["step_95"], 4000, numerics_changed(before)) == "1,900, > 4,000, 700"

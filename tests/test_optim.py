@@ -24,12 +24,19 @@ def groups_of(model, lr):
 def test_open_gate_is_torch_adam_bitwise(weight_decay, foreach, open_by):
     reference_model, model = small_net(), small_net()
     torch_class = torch.optim.AdamW if weight_decay else torch.optim.Adam
-    reference = torch_class(groups_of(reference_model, 1e-2), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay,
-                            foreach=foreach)
+    reference = torch_class(
+        groups_of(reference_model, 1e-2), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay, foreach=foreach
+    )
     variance = "streaming" if open_by == "flag" else "exact"
-    optimizer = PopulationRiskAdam(groups_of(model, 1e-2), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay,
-                                   variance=variance, gate="off" if open_by == "flag" else "update",
-                                   foreach=foreach)
+    optimizer = PopulationRiskAdam(
+        groups_of(model, 1e-2),
+        lr=1e-2,
+        betas=(0.9, 0.98),
+        weight_decay=weight_decay,
+        variance=variance,
+        gate="off" if open_by == "flag" else "update",
+        foreach=foreach,
+    )
     generator = torch.Generator().manual_seed(1)
     for _ in range(6):
         x, y = regression_batch(generator)
@@ -55,7 +62,7 @@ def test_exact_gate_is_the_per_example_formula():
     rows = []
     for i in range(b):
         model.zero_grad()
-        mse_per_example(model(x[i:i + 1]), y[i:i + 1]).sum().backward()
+        mse_per_example(model(x[i : i + 1]), y[i : i + 1]).sum().backward()
         rows.append([p.grad.double().clone() for p in model.parameters()])
     _, grads = per_example_gradients(model, mse_per_example, x, y)
     optimizer = PopulationRiskAdam(model.parameters(), lr=1e-2, variance="exact")
@@ -65,8 +72,8 @@ def test_exact_gate_is_the_per_example_formula():
         examples = torch.stack([row[k] for row in rows])
         assert torch.allclose(grads[p].double(), examples, atol=1e-6)  # vmap = single-example autograd
         mean, var_b = examples.mean(dim=0), examples.var(dim=0, correction=0)
-        margin = mean ** 2 - var_b / (b - 1)
-        clear = margin.abs() > 1e-6 * (mean ** 2 + var_b / (b - 1))  # float32 rounding cannot flip these
+        margin = mean**2 - var_b / (b - 1)
+        clear = margin.abs() > 1e-6 * (mean**2 + var_b / (b - 1))  # float32 rounding cannot flip these
         near_boundary += int((~clear).sum())
         expected = margin > 0
         assert torch.equal(optimizer.last_open[p][clear], expected[clear])
@@ -86,7 +93,7 @@ def test_per_example_gradients_on_the_llama_family():
     mean_grads = {p: p.grad.clone() for p in model.parameters()}
     for i in (0, 4):
         model.zero_grad()
-        loss = loss_fn(model(tokens[i:i + 1]), answers[i:i + 1]).sum()
+        loss = loss_fn(model(tokens[i : i + 1]), answers[i : i + 1]).sum()
         loss.backward()
         assert abs(loss.item() - losses[i].item()) < 1e-5
         for p in model.parameters():
@@ -127,11 +134,13 @@ def test_streaming_variance_is_unbiased_for_the_batch_mean_variance(at_step, run
     monkeypatch.setattr(PopulationRiskAdam, "_streaming_noise", staticmethod(spy))
     ratios = []
     for run in range(runs):
-        *_, (_, optimizer, theta) = linear_gradient_stream(pool, b, at_step, seed=run, betas=(0.9, 0.98))  # the last step
+        *_, (_, optimizer, theta) = linear_gradient_stream(
+            pool, b, at_step, seed=run, betas=(0.9, 0.98)
+        )  # the last step
         [v_hat] = gate_variance
         ratios.append((v_hat / target).mean().item())
         # the gate opened exactly where g² > V̂, and per_example_variance reports the same V̂ (times b)
-        margin = theta.grad ** 2 - v_hat
+        margin = theta.grad**2 - v_hat
         clear = margin.abs() > 1e-5 * v_hat
         assert torch.equal(optimizer.last_open[theta][clear], (margin > 0)[clear]) and clear.float().mean() > 0.99
         assert torch.allclose(optimizer.per_example_variance()[theta] / b, v_hat, rtol=1e-5)
@@ -147,7 +156,7 @@ def test_gate_closes_on_noise_and_opens_on_signal(variance):
     generator = torch.Generator().manual_seed(5)
     noise = torch.randn(2000, elements, generator=generator)
     noise -= noise.mean(dim=0)  # exactly zero-mean per-example gradients over the pool
-    signal = noise + 10.0 / b ** 0.5  # mean 10 standard errors of a batch mean
+    signal = noise + 10.0 / b**0.5  # mean 10 standard errors of a batch mean
     fractions = {}
     for name, pool in (("noise", noise), ("signal", signal)):
         gated = []
@@ -175,7 +184,7 @@ def test_streaming_gate_agrees_with_the_exact_gate_on_a_training_run():
         chosen = torch.randperm(4096, generator=generator)[:b]
         x, y = pool_x[chosen], pool_y[chosen]
         _, grads = per_example_gradients(model, mse_per_example, x, y)
-        exact = {p: p.grad ** 2 > grads[p].var(dim=0) / b for p in model.parameters()}
+        exact = {p: p.grad**2 > grads[p].var(dim=0) / b for p in model.parameters()}
         optimizer.step()
         if step > 30:
             for p in model.parameters():
@@ -185,7 +194,7 @@ def test_streaming_gate_agrees_with_the_exact_gate_on_a_training_run():
                 exact_open += int(exact[p].sum())
                 total += p.numel()
     agreement = agree / total
-    chance = (streaming_open * exact_open + (total - streaming_open) * (total - exact_open)) / total ** 2
+    chance = (streaming_open * exact_open + (total - streaming_open) * (total - exact_open)) / total**2
     kappa = (agreement - chance) / (1 - chance)
     assert agreement > 0.88 and kappa > 0.76, (agreement, kappa)
     assert abs(streaming_open - exact_open) / total < 0.03, (streaming_open / total, exact_open / total)

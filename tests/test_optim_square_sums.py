@@ -38,7 +38,7 @@ class SharedAndMixed(nn.Module):
         self.head = nn.Linear(6, 3)
 
     def forward(self, tokens):
-        x = self.norm(self.embed(tokens))                     # (b, T, 6)
+        x = self.norm(self.embed(tokens))  # (b, T, 6)
         x = torch.tanh(self.shared(torch.tanh(self.shared(x))))
         x = x + self.conv(x.transpose(1, 2)).transpose(1, 2)
         return self.head(x.reshape(x.shape[0], 2, -1, 6)).mean(dim=(1, 2))  # Linear over (b, 2, T/2, 6)
@@ -96,7 +96,9 @@ def test_hook_square_sums_equal_torch_func_per_example_gradients(name, model, lo
 def test_inplace_modified_hooked_output_is_refused():
     model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(inplace=True), nn.Linear(4, 1))
     with pytest.raises(RuntimeError, match="in place"):
-        per_example_square_sums(model, lambda out, y: (out - y).square().sum(dim=1), torch.randn(5, 3), torch.randn(5, 1))
+        per_example_square_sums(
+            model, lambda out, y: (out - y).square().sum(dim=1), torch.randn(5, 3), torch.randn(5, 1)
+        )
 
 
 def test_microbatch_square_sums_are_those_of_the_micro_batch_means():
@@ -108,7 +110,7 @@ def test_microbatch_square_sums_are_those_of_the_micro_batch_means():
     means = []
     for part in range(3):
         model.zero_grad()
-        squared_error(model(x[4 * part:4 * part + 4]), y[4 * part:4 * part + 4]).mean().backward()
+        squared_error(model(x[4 * part : 4 * part + 4]), y[4 * part : 4 * part + 4]).mean().backward()
         means.append({p: p.grad.clone() for p in model.parameters()})
     model.zero_grad()
     squared_error(model(x), y).mean().backward()
@@ -127,13 +129,13 @@ def test_float32_hook_variance_decides_the_gate_as_the_float64_formula():
     model = Llama(LlamaConfig(width=64, depth=2, vocab_size=49, head_dim=16, context=4))
     tokens, answers = torch.randint(0, 47, (128, 4)), torch.randint(0, 47, (128,))
     _, square_sums = per_example_square_sums(model, last_token_loss, tokens, answers)
-    decisions = {p: p.grad ** 2 > square_sums.variance_of_mean(p) for p in model.parameters()}
+    decisions = {p: p.grad**2 > square_sums.variance_of_mean(p) for p in model.parameters()}
     _, per_example = per_example_gradients(model, last_token_loss, tokens, answers)
     for p in model.parameters():
         rows = per_example[p].double()
         mean, variance_of_mean = rows.mean(dim=0), rows.var(dim=0, correction=1) / len(rows)
-        margin = mean ** 2 - variance_of_mean
+        margin = mean**2 - variance_of_mean
         # rows of tokens the batch never uses have μ = s² = 0 exactly: closed under both (strict >)
-        clear = (margin.abs() > 1e-4 * (mean ** 2 + variance_of_mean)) | (rows == 0).all(dim=0)
+        clear = (margin.abs() > 1e-4 * (mean**2 + variance_of_mean)) | (rows == 0).all(dim=0)
         assert torch.equal(decisions[p][clear], (margin > 0)[clear])
         assert clear.float().mean() > 0.999

@@ -48,10 +48,19 @@ def test_open_gate_is_torch_adam_bitwise_in_every_variant(gate, variance, weight
     # noise_multiplier=0 opens every element with a nonzero gradient (a tanh net has no exact zeros)
     reference_model, model = small_net(), small_net()
     torch_class = torch.optim.AdamW if weight_decay else torch.optim.Adam
-    reference = torch_class(reference_model.parameters(), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay,
-                            foreach=True)
-    optimizer = build(model.parameters(), gate, variance, lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay,
-                      noise_multiplier=0.0, batch_size=16)
+    reference = torch_class(
+        reference_model.parameters(), lr=1e-2, betas=(0.9, 0.98), weight_decay=weight_decay, foreach=True
+    )
+    optimizer = build(
+        model.parameters(),
+        gate,
+        variance,
+        lr=1e-2,
+        betas=(0.9, 0.98),
+        weight_decay=weight_decay,
+        noise_multiplier=0.0,
+        batch_size=16,
+    )
     generator = torch.Generator().manual_seed(1)
     for _ in range(6):
         sums = backward_for(variance, model, *regression_batch(generator))
@@ -92,7 +101,7 @@ def test_gradient_reading_is_adamw_fed_the_masked_gradient(variance):
         variance_of_mean = rows.double().var(dim=0, correction=1) / len(rows)
         if variance == "microbatch":
             smoothed = beta_v * smoothed + (1 - beta_v) * variance_of_mean
-            variance_of_mean = smoothed / (1 - beta_v ** step)
+            variance_of_mean = smoothed / (1 - beta_v**step)
         margin = mean.double() ** 2 - variance_of_mean
         trusted &= margin.abs() > 1e-4 * (mean.double() ** 2 + variance_of_mean)
         theta.grad, reference_theta.grad = mean.clone(), mean * (margin > 0)
@@ -152,7 +161,7 @@ def test_microbatch_variance_is_unbiased_for_the_batch_mean_variance():
         x = torch.randn(b, elements, generator=generator) * sigma
         _, sums = microbatch_square_sums(model, lambda losses: losses, x, microbatches=K)
         optimizer.step(square_sums=sums)
-        ratios.append(optimizer.gate_variance()[model.theta] / (sigma ** 2 / b))
+        ratios.append(optimizer.gate_variance()[model.theta] / (sigma**2 / b))
     ratios = torch.stack(ratios)
     standard_error = ratios.std() / ratios.numel() ** 0.5
     assert abs(ratios.mean().item() - 1.0) < 4 * standard_error.item(), (ratios.mean(), standard_error)
@@ -168,10 +177,19 @@ def test_microbatch_variance_ignores_the_drift_that_inflates_the_streaming_one(a
     # Measured: a = 0: streaming median ratio 1.00, micro-batch mean 0.995 (SE 0.004); a = 5: 17.1 and 0.995.
     elements, b, steps = 500, 32, 150
     models = {source: DriftingQuadratic(elements, a, start=5.0) for source in ("streaming", "microbatch")}
-    optimizers = {"streaming": PopulationRiskAdam(models["streaming"].parameters(), lr=0.02, gate="off",
-                                                  batch_size=b, betas=(0.9, 0.98)),
-                  "microbatch": PopulationRiskAdam(models["microbatch"].parameters(), lr=0.02, gate="off",
-                                                   variance="microbatch", microbatches=K, betas=(0.9, 0.98))}
+    optimizers = {
+        "streaming": PopulationRiskAdam(
+            models["streaming"].parameters(), lr=0.02, gate="off", batch_size=b, betas=(0.9, 0.98)
+        ),
+        "microbatch": PopulationRiskAdam(
+            models["microbatch"].parameters(),
+            lr=0.02,
+            gate="off",
+            variance="microbatch",
+            microbatches=K,
+            betas=(0.9, 0.98),
+        ),
+    }
     generator = torch.Generator().manual_seed(9)
     for _ in range(steps):
         x = torch.randn(b, elements, generator=generator)
@@ -181,12 +199,13 @@ def test_microbatch_variance_ignores_the_drift_that_inflates_the_streaming_one(a
                 model(x).mean().backward()
                 optimizers[source].step()
             else:
-                optimizers[source].step(square_sums=microbatch_square_sums(model, lambda losses: losses, x,
-                                                                           microbatches=K)[1])
+                optimizers[source].step(
+                    square_sums=microbatch_square_sums(model, lambda losses: losses, x, microbatches=K)[1]
+                )
     true_variance = 1.0 / b
     streaming = optimizers["streaming"].gate_variance()[models["streaming"].theta] / true_variance
     micro = optimizers["microbatch"].gate_variance()[models["microbatch"].theta] / true_variance
-    standard_error = micro.std().item() / elements ** 0.5
+    standard_error = micro.std().item() / elements**0.5
     assert abs(micro.mean().item() - 1.0) < 4 * standard_error, micro.mean()
     if a == 0:
         assert 0.8 < streaming.median().item() < 1.25, streaming.median()
@@ -201,7 +220,7 @@ def test_every_variant_closes_on_noise_and_opens_on_signal(gate, variance):
     noise = torch.randn(2000, elements, generator=torch.Generator().manual_seed(5))
     noise -= noise.mean(dim=0)  # exactly zero-mean per-example gradients over the pool
     fractions = {}
-    for name, pool in (("noise", noise), ("signal", noise + 10.0 / b ** 0.5)):  # mean 10 standard errors
+    for name, pool in (("noise", noise), ("signal", noise + 10.0 / b**0.5)):  # mean 10 standard errors
         theta = nn.Parameter(torch.zeros(elements))
         optimizer = build([theta], gate, variance, lr=1e-3, batch_size=b, train_size=len(pool))
         gated = []
@@ -231,7 +250,9 @@ def test_variance_ratio_compares_the_gate_variance_with_the_exact_one(variance):
     for batch in pool_batches(pool, b, 400, seed=7):
         theta.grad = batch.mean(dim=0)
         rows = rows_for(variance, batch)
-        optimizer.step(square_sums=None if variance == "streaming" else SquareSums({theta: rows.square().sum(0)}, len(rows)))
+        optimizer.step(
+            square_sums=None if variance == "streaming" else SquareSums({theta: rows.square().sum(0)}, len(rows))
+        )
     exact = SquareSums({theta: batch.square().sum(dim=0)}, b)  # the last batch, whose mean is still .grad
     expected = (b - 1) / stats.chi2.median(b - 1)
     assert abs(optimizer.variance_ratio(exact) - expected) < 0.04, (optimizer.variance_ratio(exact), expected)
@@ -281,7 +302,8 @@ def test_misuse_of_the_variants_fails_with_a_clear_message():
         PopulationRiskAdam([theta], variance="microbatch", microbatches=4).step()
     with pytest.raises(ValueError, match="rows"):
         PopulationRiskAdam([theta], variance="microbatch", microbatches=4).step(
-            square_sums=SquareSums({theta: torch.ones(3)}, 8))
+            square_sums=SquareSums({theta: torch.ones(3)}, 8)
+        )
     with pytest.raises(ValueError, match="square_sums given"):
         PopulationRiskAdam([theta]).step(square_sums=SquareSums({theta: torch.ones(3)}, 8))
     assert PopulationRiskAdam([theta], gate=False).param_groups[0]["gate"] == "off"  # the old boolean

@@ -45,7 +45,9 @@ def p1_bound_results(results: Path) -> None:
     for kind, pool in pools.items():
         for run, path in zip(training_runs(config), store_tables(results, config, kind), strict=True):
             keys = {key: value for key, value in run_wildcards(run).items() if key in pool.columns}
-            rows = pool[(pool[list(keys)] == pd.Series(keys)).all(axis=1) & (pool["step"] == run_steps(config, run)[-1])]
+            rows = pool[
+                (pool[list(keys)] == pd.Series(keys)).all(axis=1) & (pool["step"] == run_steps(config, run)[-1])
+            ]
             assert len(rows), (kind, keys)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             rows.to_csv(path, index=False)
@@ -71,8 +73,23 @@ def exported(tmp_path_factory):
     (results / "benchmarks" / "train" / "job.tsv").write_text("s\th:m:s\tcpu_time\n7200.0\t2:00:00\t3600.0\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
-        assert cli.main(["reference", "export", "p1-bound", "--results", str(results), "--out", str(out),
-                         "--config", CONFIG, "--misalignment"]) == 0
+        assert (
+            cli.main(
+                [
+                    "reference",
+                    "export",
+                    "p1-bound",
+                    "--results",
+                    str(results),
+                    "--out",
+                    str(out),
+                    "--config",
+                    CONFIG,
+                    "--misalignment",
+                ]
+            )
+            == 0
+        )
     return results, out
 
 
@@ -88,8 +105,13 @@ def test_the_export_judges_the_two_bound_claims_as_certificate_judgement_does(ex
     for mode, row in zip(("iid", "train_test"), claims.itertuples()):
         every = final[final["mode"] == mode]
         want = certificate_judgement(every[(every["status"] == "ok") & every["p_hat"].notna()], alignment, mode, 0.95)
-        assert (row.verdict, row.estimate, row.level, row.seeds, row.why) == \
-            (want.verdict, pytest.approx(want.estimate, rel=1e-12), want.level, want.seeds, want.why), mode
+        assert (row.verdict, row.estimate, row.level, row.seeds, row.why) == (
+            want.verdict,
+            pytest.approx(want.estimate, rel=1e-12),
+            want.level,
+            want.seeds,
+            want.why,
+        ), mode
         assert row.verdict == "unresolved" and row.seeds == 8
         assert row.estimate == pytest.approx(SHOWN[row.claim_id] / NON_VACUOUS)
         assert f"shown in {SHOWN[row.claim_id]} of {NON_VACUOUS} non-vacuous cells" in row.why
@@ -100,18 +122,21 @@ def test_the_export_judges_the_two_bound_claims_as_certificate_judgement_does(ex
     assert table["verdict"].tolist() == claims["verdict"].tolist()
 
 
-def test_the_export_writes_the_readme_provenance_and_command_and_rejudges_to_itself(exported, tmp_path,
-                                                                                     monkeypatch):
+def test_the_export_writes_the_readme_provenance_and_command_and_rejudges_to_itself(exported, tmp_path, monkeypatch):
     results, out = exported
     record = json.loads((out / "provenance.json").read_text())
     assert record["commands"] == [
-        (f"nice -n 19 snakemake $(growcert reference targets p1-bound --results {results} --misalignment) --cores 2 "
-         f"--configfile {CONFIG} --config results={results}"),
-        f"growcert reference export p1-bound --results {results} --out {out} --config {CONFIG} --misalignment"]
+        (
+            f"nice -n 19 snakemake $(growcert reference targets p1-bound --results {results} --misalignment) --cores 2 "
+            f"--configfile {CONFIG} --config results={results}"
+        ),
+        f"growcert reference export p1-bound --results {results} --out {out} --config {CONFIG} --misalignment",
+    ]
     assert record["config"] == (ROOT / CONFIG).read_text() and record["misalignment"]["reference_mk"]
     readme = (out / "README.md").read_text()
     assert record["commands"][0] in readme and readme.rindex("## ") == readme.index(
-        f"## {reference_run('p1-bound').question}")
+        f"## {reference_run('p1-bound').question}"
+    )
     assert [line.split("**")[1] for line in readme.splitlines() if line.startswith("- ")] == ["unresolved"] * 2
     monkeypatch.chdir(ROOT)
     copy = tmp_path / "p1-bound"
@@ -124,8 +149,20 @@ def test_the_export_writes_the_readme_provenance_and_command_and_rejudges_to_its
 def test_without_misalignment_the_export_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     p1_bound_results(tmp_path / "results")
-    assert cli.main(["reference", "export", "p1-bound", "--results", str(tmp_path / "results"), "--out",
-                     str(tmp_path / "p1-bound")]) == 2
+    assert (
+        cli.main(
+            [
+                "reference",
+                "export",
+                "p1-bound",
+                "--results",
+                str(tmp_path / "results"),
+                "--out",
+                str(tmp_path / "p1-bound"),
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert "export the run with --misalignment" in error and len(error.splitlines()) == 1
 
@@ -140,8 +177,8 @@ def test_the_report_takes_the_bound_claims_from_p1_bound_once_its_folder_is_kept
     def first_screen(references: Path) -> str:
         build_report(results, results / "report.html", references=references)
         text = (results / "report.html").read_text()
-        row = text[text.index('data-claim="p1_certificate_iid"'):]
-        return row[:row.index("</tr>")]
+        row = text[text.index('data-claim="p1_certificate_iid"') :]
+        return row[: row.index("</tr>")]
 
     assert "not measured: reference run p1-bound not run yet" in first_screen(tmp_path / "none")
     row = first_screen(out.parent)
@@ -153,8 +190,9 @@ def test_the_config_header_and_the_design_page_give_the_commands_the_export_writ
     export records, for the results folder results-p1-bound."""
     run = reference_run("p1-bound")
     given = commands(run, CONFIG, Path("results-p1-bound"), f"--config {CONFIG} --misalignment")
-    header = " ".join(re.sub(r"^#\s?", "", line) for line in (ROOT / CONFIG).read_text().splitlines()
-                      if line.startswith("#"))
+    header = " ".join(
+        re.sub(r"^#\s?", "", line) for line in (ROOT / CONFIG).read_text().splitlines() if line.startswith("#")
+    )
     design = (SEEDS / "bound-design.md").read_text()
     for command in given:
         assert command in re.sub(r"\s+", " ", header), command

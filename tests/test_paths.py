@@ -41,7 +41,7 @@ def registered_names() -> set[str]:
         template = item.template if isinstance(item, artifacts.Place) else item.path("").lstrip("/")
         parts = template.split("/")
         names |= {part for part in parts if "." in part.strip(".") and "{" not in part}
-        fixed = "/".join(part for part in parts[:next((i for i, p in enumerate(parts) if "{" in p), len(parts))])
+        fixed = "/".join(part for part in parts[: next((i for i, p in enumerate(parts) if "{" in p), len(parts))])
         if fixed.count("/") and "." not in fixed.rsplit("/", 1)[-1]:
             names.add(fixed)  # a folder path such as docs/reference-results or advise-check/scores
     return names
@@ -63,8 +63,11 @@ def docstrings(text: str) -> set[tuple[int, int]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value,
-                                                                                                    str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 starts.add((first.lineno, first.col_offset))
     return starts
 
@@ -72,23 +75,39 @@ def docstrings(text: str) -> set[tuple[int, int]]:
 def literals(text: str) -> list[tuple[int, str]]:
     """(line, text) of each string literal of `text` but its docstrings."""
     skip = docstrings(text)
-    return [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(text).readline)
-            if token.type == tokenize.STRING and token.start not in skip]
+    return [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.STRING and token.start not in skip
+    ]
 
 
 def spellings(text: str, names: set[str]) -> list[tuple[int, str]]:
     """(line, name) of each registered name spelled in a string literal of `text` (a whole name: p1_alignment.csv
     does not spell alignment.csv)."""
     patterns = {name: re.compile(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-]|\.\w)") for name in names}
-    return [(line, name) for line, literal in literals(text) for name, pattern in patterns.items()
-            for _ in pattern.finditer(literal)]
+    return [
+        (line, name)
+        for line, literal in literals(text)
+        for name, pattern in patterns.items()
+        for _ in pattern.finditer(literal)
+    ]
 
 
 def test_the_names_come_from_the_artifacts():
     names = registered_names()
     # what the issue counted, and a sample of the rest: each registered in artifacts, none written out here
-    for place in (artifacts.PROVENANCE, artifacts.SUMMARY, artifacts.CLAIM_ROWS, artifacts.REFERENCE_TABLE,
-                  artifacts.CURVES, artifacts.INFO, artifacts.RUN_METRICS, artifacts.STORE_ROOT, artifacts.README):
+    for place in (
+        artifacts.PROVENANCE,
+        artifacts.SUMMARY,
+        artifacts.CLAIM_ROWS,
+        artifacts.REFERENCE_TABLE,
+        artifacts.CURVES,
+        artifacts.INFO,
+        artifacts.RUN_METRICS,
+        artifacts.STORE_ROOT,
+        artifacts.README,
+    ):
         assert place.name in names
     assert artifacts.TRAINING_GRID.file in names and artifacts.REFERENCE_RUNS.template in names
     assert len(names) > 50
@@ -103,11 +122,16 @@ def test_the_search_finds_a_spelling():
 
 def test_no_registered_name_is_spelled_outside_artifacts():
     names = registered_names()
-    found = [(path.relative_to(ROOT), line, name) for path in searched()
-             for line, name in spellings(path.read_text(encoding="utf-8"), names)]
+    found = [
+        (path.relative_to(ROOT), line, name)
+        for path in searched()
+        for line, name in spellings(path.read_text(encoding="utf-8"), names)
+    ]
     counts = Counter(name for _, _, name in found)
     files = {name: len({path for path, _, spelled in found if spelled == name}) for name in counts}
     summary = ", ".join(f"{name} {count} times in {files[name]} files" for name, count in counts.most_common())
-    assert not found, (f"{len(found)} spellings of registered names outside pipeline/artifacts.py ({summary}); "
-                       f"reach them as artifacts.X.path(folder): " + "; ".join(f"{path}:{line} {name}"
-                                                                             for path, line, name in found[:40]))
+    assert not found, (
+        f"{len(found)} spellings of registered names outside pipeline/artifacts.py ({summary}); "
+        f"reach them as artifacts.X.path(folder): "
+        + "; ".join(f"{path}:{line} {name}" for path, line, name in found[:40])
+    )

@@ -131,7 +131,9 @@ def test_stratified_batches_take_the_same_fraction_of_each_pool():
 
 
 def test_stratified_rows_are_single_example_autograd_and_give_the_stratified_variance():
-    settings = stage_settings("pinn", {"ic_points": 40, "collocation_points": 60, "boundary_points": 20, "batch_size": 30})
+    settings = stage_settings(
+        "pinn", {"ic_points": 40, "collocation_points": 60, "boundary_points": 20, "batch_size": 30}
+    )
     beta = 0.7
     torch.manual_seed(1)
     model = AdvectionPINN(width=6, depth=2).double()
@@ -146,13 +148,25 @@ def test_stratified_rows_are_single_example_autograd_and_give_the_stratified_var
         return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
     strata = [  # one list per stratum of per-example gradient tuples, each from its own backward pass
-        [single(advection_residual(model, x.reshape(1), t.reshape(1), beta).square().sum())
-         for x, t in zip(batch["x_r"], batch["t_r"])],
-        [single((model(x.reshape(1), torch.zeros(1, dtype=x.dtype)) - y).square().sum())
-         for x, y in zip(batch["x_ic"], batch["y_ic"])],
-        [single((model(torch.zeros(1, dtype=t.dtype), t.reshape(1))
-                 - model(torch.full((1,), TWO_PI, dtype=t.dtype), t.reshape(1))).square().sum())
-         for t in batch["t_bc"]],
+        [
+            single(advection_residual(model, x.reshape(1), t.reshape(1), beta).square().sum())
+            for x, t in zip(batch["x_r"], batch["t_r"])
+        ],
+        [
+            single((model(x.reshape(1), torch.zeros(1, dtype=x.dtype)) - y).square().sum())
+            for x, y in zip(batch["x_ic"], batch["y_ic"])
+        ],
+        [
+            single(
+                (
+                    model(torch.zeros(1, dtype=t.dtype), t.reshape(1))
+                    - model(torch.full((1,), TWO_PI, dtype=t.dtype), t.reshape(1))
+                )
+                .square()
+                .sum()
+            )
+            for t in batch["t_bc"]
+        ],
     ]
     b = sum(len(stratum) for stratum in strata)
     total = pinn_loss_terms(model, batch, beta)["total"]
@@ -160,8 +174,9 @@ def test_stratified_rows_are_single_example_autograd_and_give_the_stratified_var
         per_stratum = [torch.stack([example[index] for example in stratum]) for stratum in strata]
         # .grad is the gradient of the step's loss (the sum of the three term means)
         assert torch.allclose(batch_grads[index], torch.autograd.grad(total, p, retain_graph=True)[0], atol=1e-12)
-        expected = torch.cat([(g - g.mean(dim=0)) * math.sqrt(b * (b - 1) / (len(g) * (len(g) - 1)))
-                              for g in per_stratum])
+        expected = torch.cat(
+            [(g - g.mean(dim=0)) * math.sqrt(b * (b - 1) / (len(g) * (len(g) - 1))) for g in per_stratum]
+        )
         assert torch.allclose(rows[p], expected, atol=1e-12)
         # what PopulationRiskAdam(variance="exact") computes from the rows is Σ_k s_k²/b_k
         centred = rows[p] - rows[p].mean(dim=0)
@@ -171,21 +186,25 @@ def test_stratified_rows_are_single_example_autograd_and_give_the_stratified_var
 
 def summary_rows(table):
     """{(optimizer, lr): [(step_to_target, final_l2) per seed]} -> a summary DataFrame like run_pinn's."""
-    rows = [{"optimizer": optimizer, "lr": lr, "seed": seed, "step_to_target": step, "final_l2": final,
-             "seconds": 1.0}
-            for (optimizer, lr), runs in table.items() for seed, (step, final) in enumerate(runs)]
+    rows = [
+        {"optimizer": optimizer, "lr": lr, "seed": seed, "step_to_target": step, "final_l2": final, "seconds": 1.0}
+        for (optimizer, lr), runs in table.items()
+        for seed, (step, final) in enumerate(runs)
+    ]
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS).astype({"step_to_target": "Int64"})
 
 
 def test_best_lr_is_the_grid_lr_with_the_fewest_median_steps():
-    summary = summary_rows({
-        ("AdamW", 1e-3): [(300, 0.1), (320, 0.1), (310, 0.1)],
-        ("AdamW", 3e-3): [(100, 0.2), (140, 0.2), (120, 0.2)],     # median 120: the best
-        ("AdamW", 1e-2): [(50, 0.3), (None, 0.9), (None, 0.9)],    # fastest single run, but unreached median
-        ("poprisk-update-exact-wd0", 1e-3): [(200, 0.3), (200, 0.3), (200, 0.3)],
-        ("poprisk-update-exact-wd0", 3e-3): [(190, 0.2), (200, 0.2), (210, 0.2)],  # same median: smaller final ℓ2
-        ("poprisk-update-exact-wd0", 1e-2): [(None, 0.5), (None, 0.5), (None, 0.5)],
-    })
+    summary = summary_rows(
+        {
+            ("AdamW", 1e-3): [(300, 0.1), (320, 0.1), (310, 0.1)],
+            ("AdamW", 3e-3): [(100, 0.2), (140, 0.2), (120, 0.2)],  # median 120: the best
+            ("AdamW", 1e-2): [(50, 0.3), (None, 0.9), (None, 0.9)],  # fastest single run, but unreached median
+            ("poprisk-update-exact-wd0", 1e-3): [(200, 0.3), (200, 0.3), (200, 0.3)],
+            ("poprisk-update-exact-wd0", 3e-3): [(190, 0.2), (200, 0.2), (210, 0.2)],  # same median: smaller final ℓ2
+            ("poprisk-update-exact-wd0", 1e-2): [(None, 0.5), (None, 0.5), (None, 0.5)],
+        }
+    )
     assert best_lr(summary, "AdamW") == (3e-3, 120.0, 0.2)
     assert best_lr(summary, "AdamW", seeds=[0]) == (1e-2, 50.0, 0.3)  # on seed 0 alone: another choice
     assert best_lr(summary, "poprisk-update-exact-wd0") == (3e-3, 200.0, 0.2)
@@ -195,10 +214,23 @@ def test_best_lr_is_the_grid_lr_with_the_fewest_median_steps():
     table = pinn_table(summary, tuning=[0, 1, 2], judged=[0, 1, 2])
     assert list(table.columns) == TABLE_COLUMNS
     assert table.to_dict("records") == [
-        {"optimizer": "AdamW", "best_lr": 3e-3, "median_steps_to_target": 120.0, "median_final_l2": 0.2,
-         "reached": 3, "seeds": 3},
-        {"optimizer": "poprisk-update-exact-wd0", "best_lr": 3e-3, "median_steps_to_target": 200.0,
-         "median_final_l2": 0.2, "reached": 3, "seeds": 3}]
+        {
+            "optimizer": "AdamW",
+            "best_lr": 3e-3,
+            "median_steps_to_target": 120.0,
+            "median_final_l2": 0.2,
+            "reached": 3,
+            "seeds": 3,
+        },
+        {
+            "optimizer": "poprisk-update-exact-wd0",
+            "best_lr": 3e-3,
+            "median_steps_to_target": 200.0,
+            "median_final_l2": 0.2,
+            "reached": 3,
+            "seeds": 3,
+        },
+    ]
 
 
 EXACT, GRADIENT = "poprisk-update-exact-wd0", "poprisk-gradient-exact-wd0"
@@ -214,8 +246,11 @@ def bounded_speed_up(baseline, variant, every=10, level=0.95):
     def end(logs, sign):
         return logs.mean() + sign * t * logs.std(ddof=1) / np.sqrt(len(logs))
 
-    return (math.exp(np.log(b / v).mean()), math.exp(end(np.log((b - every) / v), -1)),
-            math.exp(end(np.log(b / (v - every)), +1)))
+    return (
+        math.exp(np.log(b / v).mean()),
+        math.exp(end(np.log((b - every) / v), -1)),
+        math.exp(end(np.log(b / (v - every)), +1)),
+    )
 
 
 TUNING_SEED = 99
@@ -234,21 +269,27 @@ def claims_for(steps, settings=None, tuning=None):
     tuning = tuning or {arm: median(values) for arm, values in steps.items()}
     extra = summary_rows({arm: [(step, 0.25)] for arm, step in tuning.items()}).assign(seed=TUNING_SEED)
     judged = sorted(summary["seed"].unique().tolist())
-    return pinn_claims(pd.concat([summary, extra], ignore_index=True),
-                       {"steps": 800, "seeds": judged, "tuning_seeds": [TUNING_SEED], **(settings or {})})
+    return pinn_claims(
+        pd.concat([summary, extra], ignore_index=True),
+        {"steps": 800, "seeds": judged, "tuning_seeds": [TUNING_SEED], **(settings or {})},
+    )
 
 
-@pytest.mark.parametrize("adamw, variant, verdict, why", [
-    # about 2.45x faster in every seed, tight: the lower bounds (b − 10)/v clear the SESOI 1.55x
-    ([240, 250, 260, 245], [100, 100, 110, 100], REPRODUCED, "at or beyond the SESOI 1.55×"),
-    # twice as slow in every seed: the size that matters excluded
-    ([100, 120, 140, 110], [200, 240, 250, 230], CONTRADICTED, "falls short of the SESOI"),
-    # equal in every seed: the ratio 1 lies below the SESOI (1.55x)
-    ([200, 200, 210, 190], [200, 200, 200, 200], CONTRADICTED, "falls short of the SESOI"),
-    # AdamW capped in 3 of 4 seeds: bounds (≥ 800/100 = 8x), but 4 seeds give a median interval no finite end
-    ([None, None, 100, None], [100, 100, 100, 100], UNRESOLVED, "3 of 4 AdamW (lr 0.001) runs"),
-    ([300], [100], NOT_TESTED, "1 seed(s)"),
-], ids=["faster", "slower", "equal", "adamw_capped", "one_seed"])
+@pytest.mark.parametrize(
+    "adamw, variant, verdict, why",
+    [
+        # about 2.45x faster in every seed, tight: the lower bounds (b − 10)/v clear the SESOI 1.55x
+        ([240, 250, 260, 245], [100, 100, 110, 100], REPRODUCED, "at or beyond the SESOI 1.55×"),
+        # twice as slow in every seed: the size that matters excluded
+        ([100, 120, 140, 110], [200, 240, 250, 230], CONTRADICTED, "falls short of the SESOI"),
+        # equal in every seed: the ratio 1 lies below the SESOI (1.55x)
+        ([200, 200, 210, 190], [200, 200, 200, 200], CONTRADICTED, "falls short of the SESOI"),
+        # AdamW capped in 3 of 4 seeds: bounds (≥ 800/100 = 8x), but 4 seeds give a median interval no finite end
+        ([None, None, 100, None], [100, 100, 100, 100], UNRESOLVED, "3 of 4 AdamW (lr 0.001) runs"),
+        ([300], [100], NOT_TESTED, "1 seed(s)"),
+    ],
+    ids=["faster", "slower", "equal", "adamw_capped", "one_seed"],
+)
 def test_claim_row_is_honest(adamw, variant, verdict, why):
     rows = claims_for({("AdamW", 1e-3): adamw, ("AdamW", 1e-2): [None] * len(adamw), (EXACT, 1e-3): variant})
     assert len(rows) == 2 and all(list(row) == ROW_COLUMNS for row in rows)
@@ -283,10 +324,20 @@ def test_a_speed_up_within_one_evaluation_interval_is_never_reproduced():
 def test_each_variant_is_judged_at_its_own_best_lr_against_the_best_adamw_lr_paired_by_seed():
     adamw = [240, 250, 260, 245]
     fast, slow = [100, 100, 110, 100], [500, 520, 480, 510]
-    rows = claims_for({("AdamW", 1e-3): adamw, ("AdamW", 1e-2): [400, 420, 380, 410],
-                       (EXACT, 1e-3): slow, (EXACT, 1e-2): fast, (GRADIENT, 1e-3): slow})
+    rows = claims_for(
+        {
+            ("AdamW", 1e-3): adamw,
+            ("AdamW", 1e-2): [400, 420, 380, 410],
+            (EXACT, 1e-3): slow,
+            (EXACT, 1e-2): fast,
+            (GRADIENT, 1e-3): slow,
+        }
+    )
     assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [
-        f"{EXACT})", f"{GRADIENT})", f"every reading, Holm; deciding: {EXACT})"]
+        f"{EXACT})",
+        f"{GRADIENT})",
+        f"every reading, Holm; deciding: {EXACT})",
+    ]
     assert rows[2]["this_run"] == "2 readings against the best AdamW lr (0.001)"
     assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, REPRODUCED]
     assert rows[1]["estimate"] == pytest.approx(bounded_speed_up(adamw, slow)[0])
@@ -294,32 +345,51 @@ def test_each_variant_is_judged_at_its_own_best_lr_against_the_best_adamw_lr_pai
     level = rows[0]["level"]
     assert sorted([rows[0]["level"], rows[1]["level"]]) == pytest.approx([0.95, 0.975])
     assert (rows[0]["estimate"], rows[0]["low"], rows[0]["high"]) == pytest.approx(
-        bounded_speed_up(adamw, fast, level=level), rel=1e-9)
+        bounded_speed_up(adamw, fast, level=level), rel=1e-9
+    )
     assert rows[2]["level"] == level and "readings disagree" in rows[2]["why"]
     assert rows[2]["this_run"] == "2 readings against the best AdamW lr (0.001)"
 
 
 # three seeds per lr, so that the claim must compare medians over seeds of each optimizer's best lr
-FASTER = {("AdamW", 1e-3): [150, 200, 260], ("AdamW", 1e-2): [180, None, None],  # medians 200, unreached
-          ("poprisk-update-exact-wd0", 1e-3): [90, 100, None], ("poprisk-update-exact-wd0", 3e-3): [120, 130, 140]}  # 100, 130
-GATE_NEVER = {("AdamW", 1e-3): [150, 200, 260],
-              ("poprisk-update-exact-wd0", 1e-3): [50, None, None], ("poprisk-update-exact-wd0", 3e-3): [None, None, None]}
+FASTER = {
+    ("AdamW", 1e-3): [150, 200, 260],
+    ("AdamW", 1e-2): [180, None, None],  # medians 200, unreached
+    ("poprisk-update-exact-wd0", 1e-3): [90, 100, None],
+    ("poprisk-update-exact-wd0", 3e-3): [120, 130, 140],
+}  # 100, 130
+GATE_NEVER = {
+    ("AdamW", 1e-3): [150, 200, 260],
+    ("poprisk-update-exact-wd0", 1e-3): [50, None, None],
+    ("poprisk-update-exact-wd0", 3e-3): [None, None, None],
+}
 ADAMW_FASTER = {("AdamW", 1e-3): [100, 120, 140], ("poprisk-update-exact-wd0", 1e-3): [200, 240, 250]}
 ADAMW_CAPPED = {("AdamW", 1e-3): [None, None, 100], ("poprisk-update-exact-wd0", 1e-3): [100, 200, 400]}
 
 
-@pytest.mark.parametrize("steps, verdict, shown", [
-    # 200 / 100 median steps (a best-single-run rule would say 150 / 90); the seed the gate never finished is
-    # censored, so the geometric-mean speed-up (PINN's registered estimand) has no finite lower end
-    (FASTER, UNRESOLVED, ["poprisk-update-exact-wd0 (lr 0.001) 100 vs best AdamW (lr 0.001) 200 median steps"]),
-    # one gated seed reached the target, but the median run did not, at either lr
-    (GATE_NEVER, UNRESOLVED, ["poprisk-update-exact-wd0 (lr 0.001) not by 800 vs best AdamW (lr 0.001) 200 median "
-                              "steps"]),
-    (ADAMW_FASTER, CONTRADICTED, ["poprisk-update-exact-wd0 (lr 0.001) 240 vs best AdamW (lr 0.001) 120 median steps"]),
-    # AdamW's median run is capped at 800 steps: two of three AdamW seeds censored, bounds from below, so the
-    # geometric-mean speed-up has no finite upper end
-    (ADAMW_CAPPED, UNRESOLVED, ["200 vs best AdamW (lr 0.001) not by 800 median steps"]),
-], ids=["faster", "gate_never_reaches", "adamw_faster", "adamw_capped"])
+@pytest.mark.parametrize(
+    "steps, verdict, shown",
+    [
+        # 200 / 100 median steps (a best-single-run rule would say 150 / 90); the seed the gate never finished is
+        # censored, so the geometric-mean speed-up (PINN's registered estimand) has no finite lower end
+        (FASTER, UNRESOLVED, ["poprisk-update-exact-wd0 (lr 0.001) 100 vs best AdamW (lr 0.001) 200 median steps"]),
+        # one gated seed reached the target, but the median run did not, at either lr
+        (
+            GATE_NEVER,
+            UNRESOLVED,
+            ["poprisk-update-exact-wd0 (lr 0.001) not by 800 vs best AdamW (lr 0.001) 200 median steps"],
+        ),
+        (
+            ADAMW_FASTER,
+            CONTRADICTED,
+            ["poprisk-update-exact-wd0 (lr 0.001) 240 vs best AdamW (lr 0.001) 120 median steps"],
+        ),
+        # AdamW's median run is capped at 800 steps: two of three AdamW seeds censored, bounds from below, so the
+        # geometric-mean speed-up has no finite upper end
+        (ADAMW_CAPPED, UNRESOLVED, ["200 vs best AdamW (lr 0.001) not by 800 median steps"]),
+    ],
+    ids=["faster", "gate_never_reaches", "adamw_faster", "adamw_capped"],
+)
 def test_claim_compares_medians_over_seeds_of_the_best_lrs(steps, verdict, shown):
     row, _ = claims_for(steps)
     assert row["verdict"] == verdict, row["why"]
@@ -331,9 +401,20 @@ def test_claim_compares_medians_over_seeds_of_the_best_lrs(steps, verdict, shown
         assert (row["low"] == 0 or row["high"] == math.inf) and "infinite where a seed's bound is" in row["why"]
 
 
-TINY = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
-        "depth": 2, "steps": 20, "eval_every": 10, "test_grid": [16, 8], "seeds": [0, 1],
-        "adamw_lrs": [1e-3, 1e-2], "poprisk": {"lrs": [1e-2], "gates": ["update"]}}
+TINY = {
+    "ic_points": 32,
+    "collocation_points": 64,
+    "boundary_points": 16,
+    "batch_size": 24,
+    "width": 8,
+    "depth": 2,
+    "steps": 20,
+    "eval_every": 10,
+    "test_grid": [16, 8],
+    "seeds": [0, 1],
+    "adamw_lrs": [1e-3, 1e-2],
+    "poprisk": {"lrs": [1e-2], "gates": ["update"]},
+}
 
 
 @pytest.mark.parametrize("variance, resample", [("streaming", False), ("exact", True), ("microbatch", True)])
@@ -345,7 +426,10 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resampl
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
     # the judged seeds 0 and 1 and the tuning seed 2 (the default), every lr on each
     assert summary[["optimizer", "lr", "seed"]].values.tolist() == [
-        [optimizer, lr, seed] for seed in (0, 1, 2) for optimizer, lr in (("AdamW", 1e-3), ("AdamW", 1e-2), (name, 1e-2))]
+        [optimizer, lr, seed]
+        for seed in (0, 1, 2)
+        for optimizer, lr in (("AdamW", 1e-3), ("AdamW", 1e-2), (name, 1e-2))
+    ]
     for _, frame in curves.groupby(["optimizer", "lr", "seed"]):
         assert frame["step"].tolist() == [0, 10, 20]
     # per seed, every optimizer starts from the same weights (identical step-0 evaluations), and seeds differ
@@ -362,8 +446,7 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resampl
     # run reaches it: AdamW is censored in both seeds, nothing is tested, and the rows say so
     assert curves["test_l2"].min() > 0.40 and summary["step_to_target"].isna().all()
     rows = pinn_claims(tmp_path / "summary.csv", settings)
-    assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [f"{name})",
-                                                                f"every reading, Holm; deciding: {name})"]
+    assert [row["claim"].rsplit("(", 1)[1] for row in rows] == [f"{name})", f"every reading, Holm; deciding: {name})"]
     for row in rows:
         assert row["claim_id"] == "p2_pinn" and list(row) == ROW_COLUMNS and row["verdict"] == NOT_TESTED
         assert "0 seed(s) where either run reached the target by the 20-step cap" in row["why"], row["why"]
@@ -376,9 +459,18 @@ def test_tiny_run_writes_tidy_tables_plot_and_claims(tmp_path, variance, resampl
 def test_both_optimizers_reach_the_target_at_the_default_scale(tmp_path):
     """The default problem is learnable by either optimizer well inside the default step budget
     (one seed and one good lr each, 250 steps: the comparison is not between two failures)."""
-    result = run_pinn({"seeds": [0], "steps": 250, "adamw_lrs": [1e-2],
-                       "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}}, tmp_path,
-                      log=lambda _: None, threads=1, device="cpu")
+    result = run_pinn(
+        {
+            "seeds": [0],
+            "steps": 250,
+            "adamw_lrs": [1e-2],
+            "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]},
+        },
+        tmp_path,
+        log=lambda _: None,
+        threads=1,
+        device="cpu",
+    )
     reached = result["summary"].set_index("optimizer")["step_to_target"]
     assert reached.notna().all() and (reached <= 250).all()
 

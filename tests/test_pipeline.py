@@ -59,11 +59,19 @@ def code_strings(path: Path) -> list[str]:
     if path.suffix != ".py":
         return [line.split("#")[0] for line in path.read_text().splitlines()]
     tree = ast.parse(path.read_text())
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
-    return [node.value for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
 
 
 @pytest.mark.parametrize("name", [artifacts.INFO.name, artifacts.RUN_METRICS.name, artifacts.GROWTH_RUN_TABLE.name])
@@ -71,8 +79,11 @@ def test_a_run_or_dataset_file_name_is_spelled_in_code_in_one_file(name):
     """A prepared dataset's info file, a run's metrics and a growth experiment's table are named once, in
     artifacts.py: every writer, reader, rule and help line asks it (docstrings and comments may say the name)."""
     paths = [*(ROOT / "src").rglob("*.py"), *(ROOT / "rules").glob("*.smk"), ROOT / "Snakefile"]
-    found = {path.resolve() for path in paths
-             if any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) for text in code_strings(path))}
+    found = {
+        path.resolve()
+        for path in paths
+        if any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) for text in code_strings(path))
+    }
     assert found == {ARTIFACTS}, found
 
 
@@ -85,17 +96,27 @@ def test_the_checkpoint_name_is_matched_by_the_pattern_artifacts_derives_from_it
 
 def name_occurrences(stem: str, text: str) -> int:
     """How often `text` spells file name `stem` as a whole token (claim ids that equal it are another name)."""
-    text = re.sub(rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[|check_row\(\s*|CHECKS\[|Check\(\s*)"{re.escape(stem)}"', "",
-                  text)
+    text = re.sub(
+        rf'(?:Claim\(\s*|claim_row\(\s*|CLAIMS\[|check_row\(\s*|CHECKS\[|Check\(\s*)"{re.escape(stem)}"', "", text
+    )
     return len(re.findall(rf"(?<![\w{{]){re.escape(stem)}(?![\w}}])", text))
 
 
-@pytest.mark.parametrize("artifact", [*artifacts.TABLES, *artifacts.CLAIMS_FILES, *artifacts.CHECKS_FILES,
-                                      *artifacts.TASK_TABLES.values(), *artifacts.TASK_CLAIMS.values()],
-                         ids=lambda artifact: f"{artifact.kind}:{artifact.stem}")
+@pytest.mark.parametrize(
+    "artifact",
+    [
+        *artifacts.TABLES,
+        *artifacts.CLAIMS_FILES,
+        *artifacts.CHECKS_FILES,
+        *artifacts.TASK_TABLES.values(),
+        *artifacts.TASK_CLAIMS.values(),
+    ],
+    ids=lambda artifact: f"{artifact.kind}:{artifact.stem}",
+)
 def test_a_table_claims_or_checks_name_is_spelled_in_one_file(artifact):
-    found = {path for path, text in sources().items() if name_occurrences(artifact.stem, text)
-             and not path.suffix == ".rst"}  # a caption file may say which table it captions
+    found = {
+        path for path, text in sources().items() if name_occurrences(artifact.stem, text) and not path.suffix == ".rst"
+    }  # a caption file may say which table it captions
     assert found <= {ARTIFACTS}, (artifact.stem, found)
 
 
@@ -111,9 +132,14 @@ def test_the_rules_name_no_family():
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
 
 
 # The one family named outside models/: P1's pre-registered primary analysis reads the llama family's rows (the
@@ -122,9 +148,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
 PRE_REGISTERED = {"growcert/referee/claims.py": ["llama"]}
 
 
-@pytest.mark.parametrize("path", sorted(path for path in (ROOT / "src" / "growcert").rglob("*.py")
-                                        if path.parent.name != "models"),
-                         ids=lambda path: str(path.relative_to(ROOT / "src")))
+@pytest.mark.parametrize(
+    "path",
+    sorted(path for path in (ROOT / "src" / "growcert").rglob("*.py") if path.parent.name != "models"),
+    ids=lambda path: str(path.relative_to(ROOT / "src")),
+)
 def test_no_family_is_compared_or_listed_outside_models(path):
     """A string that is a family's name, or a pattern or list of them ("resnet|llama"), is a family fact written
     outside its record; prose that mentions a family (a help text, a message) is not. The claim registry's
@@ -132,10 +160,18 @@ def test_no_family_is_compared_or_listed_outside_models(path):
     tree = ast.parse(path.read_text())
     docstrings = _docstrings(tree)
     names = set(FAMILIES)
-    literals = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                and id(node) not in docstrings
-                and (node.value in names or set(re.split(r"[|,\s]+", node.value.strip())) <= names
-                     and len(family_literals(node.value)) > 1)]
+    literals = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and (
+            node.value in names
+            or set(re.split(r"[|,\s]+", node.value.strip())) <= names
+            and len(family_literals(node.value)) > 1
+        )
+    ]
     assert literals == PRE_REGISTERED.get(str(path.relative_to(ROOT / "src")), [])
 
 
@@ -166,7 +202,7 @@ def test_the_schema_and_the_registry_agree_on_the_families():
     assert listing == {"config.properties.grokking.properties.model.properties.architecture": ["llama", "classic"]}
     properties = schema["properties"]
     for key in ("grids", "grow"):
-        family = (properties[key]["items"] if key == "grids" else properties[key]["properties"]["experiments"]["items"])
+        family = properties[key]["items"] if key == "grids" else properties[key]["properties"]["experiments"]["items"]
         assert "enum" not in family["properties"]["family"], key
     assert set(properties["models"]["properties"]) <= set(trained_families())
     assert ("pretrained" in properties) == (pretrained_family() is not None)
@@ -184,7 +220,9 @@ def test_common_smk_only_validates_imports_and_constrains():
 def test_config_and_store_import_no_model_family():
     package = ROOT / "src" / "growcert"
     for path in [package / "config.py", *(package / "store").glob("*.py")]:
-        assert not re.search(r"^\s*(from growcert\.models|import growcert\.models)", path.read_text(), re.MULTILINE), path
+        assert not re.search(r"^\s*(from growcert\.models|import growcert\.models)", path.read_text(), re.MULTILINE), (
+            path
+        )
 
 
 TOY_FAMILY = '''"""Toy model family: a stack of `depth` linear maps of `width` features on flattened images."""
@@ -221,8 +259,9 @@ REGISTRY_LINE = 'models.FAMILIES["toy"] = "toy_family"'
 @pytest.fixture
 def toy_family(tmp_path, monkeypatch):
     """The toy family's module on sys.path and its one registry line (this process and any Python it starts)."""
-    folder = toy_site(tmp_path / "site", monkeypatch, "toy_family", TOY_FAMILY, "import growcert.models as models",
-                      REGISTRY_LINE)
+    folder = toy_site(
+        tmp_path / "site", monkeypatch, "toy_family", TOY_FAMILY, "import growcert.models as models", REGISTRY_LINE
+    )
     monkeypatch.setitem(models.FAMILIES, "toy", "toy_family")
     return folder
 
@@ -231,19 +270,44 @@ def test_a_toy_family_is_one_module_and_one_registry_line_and_gets_its_jobs(toy_
     from growcert.plan import Plan, validate_config
 
     config = yaml.safe_load((ROOT / "configs" / "ci.yaml").read_text())
-    config["grids"].append({"family": "toy", "dataset": "digits", "widths": [3], "depths": [2], "seeds": [0],
-                            "train": {"steps": 10, "save_steps": [5, 10], "eval_every": 5}})
+    config["grids"].append(
+        {
+            "family": "toy",
+            "dataset": "digits",
+            "widths": [3],
+            "depths": [2],
+            "seeds": [0],
+            "train": {"steps": 10, "save_steps": [5, 10], "eval_every": 5},
+        }
+    )
     (tmp_path / "toy.yaml").write_text(yaml.safe_dump({"grids": config["grids"]}))
     assert "toy" in trained_families()
     with pytest.raises(Exception, match=r"grids\[0\]\.depths\[0\]': toy depth must be at most 4"):
         validate_config({"grids": [{"family": "toy", "dataset": "digits", "depths": [8]}]})
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(toy_family), str(ROOT / "src"),
-                                                                 os.environ.get("PYTHONPATH", "")])}
+    environment = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(toy_family), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     results = tmp_path / "results"
-    result = subprocess.run([SNAKEMAKE, "--cores", "1", "--dry-run", "--configfile", "configs/ci.yaml",
-                             str(tmp_path / "toy.yaml"), "--config", f"results={results}",
-                             f"prepared_data={tmp_path}/prepared"],
-                            cwd=ROOT, capture_output=True, text=True, env=environment, timeout=600)
+    result = subprocess.run(
+        [
+            SNAKEMAKE,
+            "--cores",
+            "1",
+            "--dry-run",
+            "--configfile",
+            "configs/ci.yaml",
+            str(tmp_path / "toy.yaml"),
+            "--config",
+            f"results={results}",
+            f"prepared_data={tmp_path}/prepared",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert planned_jobs(output)["train_model"] == 14  # the ci grids' 13 runs and the toy's one

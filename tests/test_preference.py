@@ -33,8 +33,17 @@ from growcert.models.llama import Llama, LlamaConfig
 from growcert.referee.rows import ROW_COLUMNS
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS
 
-TINY = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 4,
-        "batch_size": 8, "eval_every": 2, "seeds": [0, 1], "lr": 3e-3}
+TINY = {
+    "pairs_train": 24,
+    "pairs_test": 12,
+    "prompt_bytes": 8,
+    "continuation_bytes": 8,
+    "steps": 4,
+    "batch_size": 8,
+    "eval_every": 2,
+    "seeds": [0, 1],
+    "lr": 3e-3,
+}
 
 
 class Bigram(nn.Module):
@@ -59,8 +68,9 @@ def test_dpo_loss_matches_a_hand_computed_value():
     chosen, rejected = torch.tensor([[0, 1, 2]]), torch.tensor([[0, 2, 0]])
 
     def by_hand(table, sequence):
-        return sum(log_softmax_by_hand(table[previous], following)
-                   for previous, following in zip(sequence, sequence[1:]))
+        return sum(
+            log_softmax_by_hand(table[previous], following) for previous, following in zip(sequence, sequence[1:])
+        )
 
     pi_w, pi_l = by_hand(policy_table, [0, 1, 2]), by_hand(policy_table, [0, 2, 0])
     ref_w, ref_l = by_hand(reference_table, [0, 1, 2]), by_hand(reference_table, [0, 2, 0])
@@ -68,8 +78,11 @@ def test_dpo_loss_matches_a_hand_computed_value():
     expected = -math.log(1 / (1 + math.exp(-beta * ((pi_w - ref_w) - (pi_l - ref_l)))))
 
     policy, reference = Bigram(policy_table), Bigram(reference_table)
-    logps = [continuation_logprobs(model, sequence, prompt_length=1)
-             for model in (policy, reference) for sequence in (chosen, rejected)]
+    logps = [
+        continuation_logprobs(model, sequence, prompt_length=1)
+        for model in (policy, reference)
+        for sequence in (chosen, rejected)
+    ]
     assert [value.item() for value in logps] == pytest.approx([pi_w, pi_l, ref_w, ref_l], rel=1e-6)
     loss = dpo_loss(logps[0], logps[1], logps[2], logps[3], beta)
     assert loss.item() == pytest.approx(expected, rel=1e-6)
@@ -82,7 +95,7 @@ def test_label_swap_hits_the_configured_rate_exactly_on_a_seeded_draw(count, rat
     assert mask.dtype == torch.bool and mask.shape == (count,)
     assert mask.sum().item() == round(rate * count)
     expected = torch.zeros(count, dtype=torch.bool)
-    expected[torch.randperm(count, generator=torch.Generator().manual_seed(3))[:round(rate * count)]] = True
+    expected[torch.randperm(count, generator=torch.Generator().manual_seed(3))[: round(rate * count)]] = True
     assert torch.equal(mask, expected) and torch.equal(mask, swap_labels(count, rate, seed=3))
     if 0 < rate < 1 and count > 100:
         assert not torch.equal(mask, swap_labels(count, rate, seed=4))
@@ -93,8 +106,9 @@ def test_reward_ranks_its_own_clean_pairs_perfectly(prepared):
     text = prepared("shakespeare")
     torch.manual_seed(0)
     model = Llama(LlamaConfig(width=16, depth=1, head_dim=8, context=16))
-    pairs = make_pairs(model, torch.arange(256), text.train_x, text.segment_starts("train"), 40, 8, 8,
-                       torch.Generator().manual_seed(0))
+    pairs = make_pairs(
+        model, torch.arange(256), text.train_x, text.segment_starts("train"), 40, 8, 8, torch.Generator().manual_seed(0)
+    )
     assert pairs["prompt"].shape == (40, 8) and pairs["chosen"].shape == pairs["rejected"].shape == (40, 8)
     assert (pairs["chosen_reward"] > pairs["rejected_reward"]).all()  # ties were dropped, the winner is chosen
     assert reward_accuracy(vowel_reward(pairs["chosen"]), vowel_reward(pairs["rejected"])) == 1.0
@@ -112,16 +126,29 @@ def test_reference_stays_frozen_and_the_policy_moves(tmp_path, prepared, train_t
     settings = stage_settings("preference", TINY)
     splits = {}
     for split, count, seed in (("train", 24, 0), ("test", 12, 1)):
-        pairs = make_pairs(reference, torch.arange(256), getattr(text, f"{split}_x"), text.segment_starts(split),
-                           count, 8, 8, torch.Generator().manual_seed(seed))
+        pairs = make_pairs(
+            reference,
+            torch.arange(256),
+            getattr(text, f"{split}_x"),
+            text.segment_starts(split),
+            count,
+            8,
+            8,
+            torch.Generator().manual_seed(seed),
+        )
         chosen, rejected = pair_tokens(pairs, torch.arange(256))
-        splits[split] = {"chosen": chosen, "rejected": rejected, "reference_chosen": all_logprobs(reference, chosen, 8),
-                         "reference_rejected": all_logprobs(reference, rejected, 8)}
+        splits[split] = {
+            "chosen": chosen,
+            "rejected": rejected,
+            "reference_chosen": all_logprobs(reference, chosen, 8),
+            "reference_rejected": all_logprobs(reference, rejected, 8),
+        }
     splits["train"]["swapped"] = swap_labels(24, 0.3, 0)
     for arm in optimizer_arms(settings):
         name = arm.name
-        policy, history, _ = train_arm(arm, reference, splits["train"], splits["test"], settings, seed=0,
-                                       log=lambda _: None)
+        policy, history, _ = train_arm(
+            arm, reference, splits["train"], splits["test"], settings, seed=0, log=lambda _: None
+        )
         for key, value in reference.state_dict().items():
             assert torch.equal(value, before[key]), f"{name} changed the reference's {key}"
         assert not any(p.requires_grad for p in reference.parameters())
@@ -135,12 +162,24 @@ def test_tiny_run_writes_tables_pairs_plot_and_claims(tmp_path, prepared, train_
     # a run folder stands for its highest-step checkpoint (what the pipeline passes)
     (tmp_path / "ref" / "step2.pt").write_bytes(b"an earlier, unreadable checkpoint")
     assert checkpoint_file(tmp_path / "ref") == checkpoint
-    run_preference(TINY, tmp_path / "out", log=lambda _: None, threads=1, reference_checkpoint=tmp_path / "ref",
-                   data=text, device="cpu")
+    run_preference(
+        TINY,
+        tmp_path / "out",
+        log=lambda _: None,
+        threads=1,
+        reference_checkpoint=tmp_path / "ref",
+        data=text,
+        device="cpu",
+    )
     curves, summary = pd.read_csv(tmp_path / "out" / "curves.csv"), pd.read_csv(tmp_path / "out" / "summary.csv")
     assert list(curves.columns) == CURVE_COLUMNS and list(summary.columns) == SUMMARY_COLUMNS
-    names = ["AdamW", "poprisk-update-exact-wd0", "poprisk-update-microbatch-wd0", "poprisk-gradient-exact-wd0",
-             "poprisk-gradient-microbatch-wd0"]  # the schema's default variants
+    names = [
+        "AdamW",
+        "poprisk-update-exact-wd0",
+        "poprisk-update-microbatch-wd0",
+        "poprisk-gradient-exact-wd0",
+        "poprisk-gradient-microbatch-wd0",
+    ]  # the schema's default variants
     assert summary[["optimizer", "seed"]].values.tolist() == [[name, seed] for seed in (0, 1) for name in names]
     for _, frame in curves.groupby(["optimizer", "seed"]):
         assert frame["step"].tolist() == [0, 2, 4]
@@ -182,8 +221,10 @@ def preference_summary(arms, seeds=(4, 9, 13, 21)):
     rows = []
     for optimizer, (accuracy, drift) in arms.items():
         runs = list(zip(seeds, accuracy, drift))
-        rows += [{"optimizer": optimizer, "seed": seed, "final_reward_acc": a, "final_drift": d, "seconds": 1.0}
-                 for seed, a, d in (runs if optimizer == "AdamW" else runs[::-1])]
+        rows += [
+            {"optimizer": optimizer, "seed": seed, "final_reward_acc": a, "final_drift": d, "seconds": 1.0}
+            for seed, a, d in (runs if optimizer == "AdamW" else runs[::-1])
+        ]
     return pd.DataFrame(rows)
 
 
@@ -204,17 +245,21 @@ WORSE = ([0.45, 0.651, 0.549, 0.50], [9.0, 7.4, 8.3, 9.9])
 def test_claims_pair_seeds_and_judge_each_variant_then_the_family():
     rows = preference_claims(preference_summary({"AdamW": ADAMW, GATED: BETTER, OTHER: WORSE}), {})
     assert [(row["claim_id"], row["claim"].rsplit("(", 1)[1]) for row in rows] == [
-        ("p2_dpo_accuracy", f"{GATED})"), ("p2_dpo_accuracy", f"{OTHER})"),
+        ("p2_dpo_accuracy", f"{GATED})"),
+        ("p2_dpo_accuracy", f"{OTHER})"),
         ("p2_dpo_accuracy", f"every reading, Holm; deciding: {GATED})"),
-        ("p2_dpo_drift", f"{GATED})"), ("p2_dpo_drift", f"{OTHER})"),
-        ("p2_dpo_drift", f"every reading, Holm; deciding: {GATED})")]
+        ("p2_dpo_drift", f"{GATED})"),
+        ("p2_dpo_drift", f"{OTHER})"),
+        ("p2_dpo_drift", f"every reading, Holm; deciding: {GATED})"),
+    ]
     assert [row["verdict"] for row in rows] == [REPRODUCED, CONTRADICTED, REPRODUCED] * 2
     accuracy, _, accuracy_family, drift, _, drift_family = rows
     differences = np.subtract(BETTER[0], ADAMW[0])
     # each reading at its Holm level (0.975 or 0.95 by rank), its interval the t interval at that level
     assert accuracy["seeds"] == 4 and accuracy["level"] in (pytest.approx(0.95), pytest.approx(0.975))
     assert (accuracy["estimate"], accuracy["low"], accuracy["high"]) == pytest.approx(
-        t_mean(differences, accuracy["level"]))
+        t_mean(differences, accuracy["level"])
+    )
     assert accuracy_family["level"] == accuracy["level"] and "readings disagree" in accuracy_family["why"]
     log_ratios = np.log(np.divide(ADAMW[1], BETTER[1]))  # AdamW / variant, judged on the log scale
     assert (drift["estimate"], drift["low"], drift["high"]) == pytest.approx(np.exp(t_mean(log_ratios, drift["level"])))
@@ -235,8 +280,9 @@ def test_unpaired_the_same_numbers_would_not_resolve_it():
 
 def test_noisy_results_are_unresolved_and_one_seed_is_not_tested():
     # the old hand-built case: median accuracy 0.600 → 0.650 and drift 5 → 3, but the seeds disagree
-    noisy = preference_summary({"AdamW": ([0.6, 0.55, 0.9], [6.0, 5.0, 4.0]),
-                                GATED: ([0.65, 0.7, 0.5], [2.0, 3.0, 9.0])}, seeds=(0, 1, 2))
+    noisy = preference_summary(
+        {"AdamW": ([0.6, 0.55, 0.9], [6.0, 5.0, 4.0]), GATED: ([0.65, 0.7, 0.5], [2.0, 3.0, 9.0])}, seeds=(0, 1, 2)
+    )
     accuracy, _, drift, _ = preference_claims(noisy, {})
     assert accuracy["verdict"] == drift["verdict"] == UNRESOLVED
     assert accuracy["estimate"] == pytest.approx(np.mean([0.05, 0.15, -0.4]))
@@ -262,8 +308,14 @@ def test_settings_and_context_are_checked(tmp_path, prepared, train_tiny):
         run_preference(TINY, tmp_path / "out", log=lambda _: None, device="cpu")
     checkpoint = train_tiny(prepared("shakespeare"), tmp_path / "ref", "llama", "shakespeare", 16, 1)
     with pytest.raises(ConfigError, match="context"):  # the tiny model's context is 16
-        run_preference({**TINY, "prompt_bytes": 12}, tmp_path / "out", log=lambda _: None,
-                       reference_checkpoint=checkpoint, data=prepared("shakespeare"), device="cpu")
+        run_preference(
+            {**TINY, "prompt_bytes": 12},
+            tmp_path / "out",
+            log=lambda _: None,
+            reference_checkpoint=checkpoint,
+            data=prepared("shakespeare"),
+            device="cpu",
+        )
 
 
 def test_missing_hf_checkpoint_is_a_one_line_error_naming_the_path(tmp_path):
@@ -276,8 +328,15 @@ def test_missing_hf_checkpoint_is_a_one_line_error_naming_the_path(tmp_path):
 def test_local_hugging_face_checkpoint_runs_dpo_without_download(tmp_path, prepared, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.manual_seed(0)
-    config = transformers.Qwen2Config(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+    config = transformers.Qwen2Config(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32,
+    )
     transformers.Qwen2ForCausalLM(config).save_pretrained(tmp_path / "qwen")
     model, byte_to_id, description = load_hf_reference(tmp_path / "qwen")
     assert torch.equal(byte_to_id, torch.arange(256)) and description["vocab_size"] == 300
@@ -286,11 +345,13 @@ def test_local_hugging_face_checkpoint_runs_dpo_without_download(tmp_path, prepa
     settings = {**TINY, "hf_model": str(tmp_path / "qwen"), "steps": 2, "eval_every": 1, "seeds": [0]}
     # the exact variance reads pairs through the llama's hooks; a Hugging Face model gets a one-line refusal
     with pytest.raises(ConfigError, match=r"'preference.poprisk.variances': exact needs the pipeline's llama"):
-        run_preference(settings, tmp_path / "refused", log=lambda _: None, threads=1, data=prepared("shakespeare"),
-                       device="cpu")
+        run_preference(
+            settings, tmp_path / "refused", log=lambda _: None, threads=1, data=prepared("shakespeare"), device="cpu"
+        )
     settings["poprisk"] = {"variances": ["microbatch"]}
-    run_preference(settings, tmp_path / "out", log=lambda _: None, threads=1, data=prepared("shakespeare"),
-                   device="cpu")
+    run_preference(
+        settings, tmp_path / "out", log=lambda _: None, threads=1, data=prepared("shakespeare"), device="cpu"
+    )
     curves = pd.read_csv(tmp_path / "out" / "curves.csv")
     assert (curves[curves["step"] == 2]["drift"] > 0).all()  # the DPO steps moved the policy
     assert json.loads((tmp_path / "out" / "provenance.json").read_text())["reference"]["kind"] == "huggingface"

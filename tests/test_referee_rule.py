@@ -105,11 +105,14 @@ def test_a_censored_baseline_never_turns_small_measured_ratios_into_a_reproducti
     assert judged.verdict != REPRODUCED and judged.low < 1.1
 
 
-@pytest.mark.parametrize("baseline, variant, every", [([20, 30, 20], [10, 20, 10], 10),
-                                                      ([200] * 8, [100] * 8, 100),
-                                                      ([1_100, 1_200, 1_150, 1_100, 1_300, 1_250], [1_000, 1_100,
-                                                                                                     1_050, 1_000,
-                                                                                                     1_200, 1_150], 100)])
+@pytest.mark.parametrize(
+    "baseline, variant, every",
+    [
+        ([20, 30, 20], [10, 20, 10], 10),
+        ([200] * 8, [100] * 8, 100),
+        ([1_100, 1_200, 1_150, 1_100, 1_300, 1_250], [1_000, 1_100, 1_050, 1_000, 1_200, 1_150], 100),
+    ],
+)
 def test_a_difference_of_one_evaluation_interval_is_never_reproduced(baseline, variant, every):
     # each seed's steps are known only to (s - every, s]: a difference of one interval may be no difference
     judged = judge_steps(PINN, baseline, variant, 0.95, cap=10_000, eval_every=every)
@@ -161,6 +164,7 @@ def test_design_figures_do_not_move_with_the_observed_effect():
 
 def test_a_median_design_figure_has_80_percent_power_by_simulation():
     from growcert.referee.verdicts import design_of
+
     design = design_of(GROKKING, spread=0.4, seeds=8, level=0.95)
     count, more = design.reproduce
     assert not more
@@ -209,6 +213,7 @@ def test_a_seed_where_neither_run_reached_the_target_stays_in_and_widens_the_int
 
 def test_the_registered_estimand_is_used_whatever_the_data():
     from growcert.referee.claims import CLAIMS
+
     assert (CLAIMS["p2_grokking"].effect.estimand, CLAIMS["p2_pinn"].effect.estimand) == ("median", "mean")
     # no censored run: the median estimand keeps its order-statistic interval (the old rule switched to a t)
     baseline, variant = [2_400, 2_450, 2_380], [1_000, 1_010, 990]
@@ -217,13 +222,15 @@ def test_the_registered_estimand_is_used_whatever_the_data():
     # a censored run: the mean estimand keeps its t interval, its upper end unbounded (the old rule switched to a
     # median)
     mean = PINN
-    censored = judge_steps(mean, [2_400, None, 2_380, 2_500], [1_000, 1_010, 990, 1_000], 0.95, cap=30_000,
-                           eval_every=10)
+    censored = judge_steps(
+        mean, [2_400, None, 2_380, 2_500], [1_000, 1_010, 990, 1_000], 0.95, cap=30_000, eval_every=10
+    )
     assert censored.high == math.inf and 0 < censored.low < math.inf and "Student t" in censored.why
 
 
 def test_an_equivalence_claim_whose_null_is_inside_its_region_has_no_direction():
     from growcert.referee.claims import CLAIMS
+
     drift = CLAIMS["p2_drift_diffusion"].effect  # paper 0, null 0, within 0.1: a deviation above 0 is not the paper's
     judged = judge_samples(drift, t_table(0.067, 0.019, seeds=8), 0.95)
     assert judged.verdict == REPRODUCED and judged.direction == ""
@@ -240,8 +247,11 @@ def test_a_direction_only_claim_with_a_sesoi_contradicts_a_true_null():
 
 def test_holm_across_readings_corrects_and_shows_each_readings_word():
     # two clear of the SESOI 0.0375 by far and by a hair, four undecided near it
-    readings = {"clear": t_table(0.12, 0.02, 8), "borderline": t_table(0.06, 0.021, 8),
-                **{f"near{i}": t_table(0.03 + 0.002 * i, 0.03, 8) for i in range(4)}}
+    readings = {
+        "clear": t_table(0.12, 0.02, 8),
+        "borderline": t_table(0.06, 0.021, 8),
+        **{f"near{i}": t_table(0.03 + 0.002 * i, 0.03, 8) for i in range(4)},
+    }
 
     def judge(level, plan=True):
         return {name: judge_samples(DPO, values, level, plan=plan) for name, values in readings.items()}
@@ -288,8 +298,19 @@ def growth_table(shallow: list[float], grown: list[float], scratch: list[float])
     rows = []
     for arm, losses in (("shallow", shallow), ("grown_value", grown), ("scratch", scratch)):
         for seed, loss in enumerate(losses):
-            rows.append({"family": "llama", "dataset": "shakespeare", "width": 64, "base_depth": 2, "seed": seed,
-                         "arm": arm, "step": 600, "test_loss": loss, "blocks": 1})
+            rows.append(
+                {
+                    "family": "llama",
+                    "dataset": "shakespeare",
+                    "width": 64,
+                    "base_depth": 2,
+                    "seed": seed,
+                    "arm": arm,
+                    "step": 600,
+                    "test_loss": loss,
+                    "blocks": 1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -329,8 +350,9 @@ def test_the_growth_design_is_stated_at_the_papers_effect_and_the_null_at_the_ga
     assert 0 < lower < gaps.mean() - 0.0004  # the lower limit is well below the observed gap here
     gain, excess = (control - grown) / scratch, (grown - scratch - f * (control - scratch)) / scratch
     gain_sd, excess_sd = (spread_upper(values.std(ddof=1), 6) for values in (gain, excess))
-    reproduce = seeds_for_power(lambda n: t_power(lower, gain_sd, 0.0, n, 0.95)
-                                * t_power(-f * lower, excess_sd, 0.0, n, 0.95), 2)
+    reproduce = seeds_for_power(
+        lambda n: t_power(lower, gain_sd, 0.0, n, 0.95) * t_power(-f * lower, excess_sd, 0.0, n, 0.95), 2
+    )
     contradict = seeds_for_power(lambda n: t_power((1 - f) * lower, excess_sd, 0.0, n, 0.95), 2)
     assert (judged.design.reproduce, judged.design.contradict) == (reproduce, contradict)
     assert "lower 80 % limit" in judged.design.caveat
@@ -340,6 +362,7 @@ def test_the_growth_design_is_stated_at_the_papers_effect_and_the_null_at_the_ga
 
 def test_a_universal_claim_holds_only_where_every_part_does():
     from growcert.referee.families import every_part, judge_family
+
     parts = {"context 64": t_table(0.6, 0.05, 8), **{f"context {c}": t_table(0.0, 0.05, 8) for c in (128, 256, 512)}}
 
     def judge(level, plan=True):
@@ -362,6 +385,7 @@ def test_a_universal_claim_holds_only_where_every_part_does():
 
 def test_a_contradiction_of_a_universal_claim_is_corrected_for_its_parts():
     from growcert.referee.families import every_part
+
     # four parts reproduced, one barely short of the SESOI at 95 % but not at Holm's 1 - 0.05/5
     parts = {**{f"p{i}": t_table(0.6, 0.05, 8) for i in range(4)}, "edge": t_table(0.18, 0.065, 8)}
 

@@ -39,8 +39,9 @@ def test_p2_small_is_the_default_run_but_for_the_seeds(monkeypatch):
     assert train_settings(small, reference) == train_settings(default, reference)
     for section in ("pinn", "preference", "theory"):
         assert small[section]["seeds"] == list(range(8))
-        assert {k: v for k, v in small[section].items() if k not in ("seeds", "tuning_seeds")} == \
-            {k: v for k, v in default[section].items() if k not in ("seeds", "tuning_seeds")}
+        assert {k: v for k, v in small[section].items() if k not in ("seeds", "tuning_seeds")} == {
+            k: v for k, v in default[section].items() if k not in ("seeds", "tuning_seeds")
+        }
     assert not set(small["pinn"]["tuning_seeds"]) & set(small["pinn"]["seeds"])
 
 
@@ -53,15 +54,18 @@ def test_the_p3_seeds_config_is_p3_depth_but_for_its_seeds(monkeypatch):
     monkeypatch.chdir(ROOT)
     first, seeds = merged_config("configs/p3-depth.yaml"), merged_config("configs/p3-depth-seeds.yaml")
     runs = training_runs(seeds)
-    assert sorted({run.seed for run in runs}) == [0, 3, 4, 5] and [run for run in runs if run.seed == 0] == \
-        [run for run in training_runs(first) if run.seed == 0 and run.depth == 1]
+    assert sorted({run.seed for run in runs}) == [0, 3, 4, 5] and [run for run in runs if run.seed == 0] == [
+        run for run in training_runs(first) if run.seed == 0 and run.depth == 1
+    ]
     for run in training_runs(first):
         moved = dataclasses.replace(run, seed=run.seed + 3)
         assert train_settings(seeds, moved) == {**train_settings(first, run), "seed": moved.seed}
     assert seeds["grow"]["seeds"] == [0, 3, 4, 5] and seeds["dump"] == first["dump"]
     for index in range(2):
-        assert {**grow_experiment_settings(seeds, index), "seeds": None} == {**grow_experiment_settings(first, index),
-                                                                           "seeds": None}
+        assert {**grow_experiment_settings(seeds, index), "seeds": None} == {
+            **grow_experiment_settings(first, index),
+            "seeds": None,
+        }
 
 
 def test_the_store_tables_an_export_pools_are_what_snakemake_plans(tmp_path, monkeypatch):
@@ -71,15 +75,36 @@ def test_the_store_tables_an_export_pools_are_what_snakemake_plans(tmp_path, mon
     config = "configs/p1-interventions.yaml"
     tables = store_tables(tmp_path / "results", merged_config(config), "alignment")
     assert len(tables) == 18 and tables[0].endswith("stats/alignment/llama/shakespeare/w32_d2_s0/step300.csv")
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "summarize_interventions", *tables,
-                             "--configfile", config, "--config", f"results={tmp_path / 'results'}"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "summarize_interventions",
+            *tables,
+            "--configfile",
+            config,
+            "--config",
+            f"results={tmp_path / 'results'}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M))
-    assert {rule: int(counts.get(rule, 0)) for rule in ("train_model", "dump_gradients", "estimate_alignment",
-                                                        "intervene", "summarize_interventions")} == \
-        {"train_model": 18, "dump_gradients": 18, "estimate_alignment": 18, "intervene": 18,
-         "summarize_interventions": 1}
+    assert {
+        rule: int(counts.get(rule, 0))
+        for rule in ("train_model", "dump_gradients", "estimate_alignment", "intervene", "summarize_interventions")
+    } == {
+        "train_model": 18,
+        "dump_gradients": 18,
+        "estimate_alignment": 18,
+        "intervene": 18,
+        "summarize_interventions": 1,
+    }
 
 
 def test_relative_difference_is_zero_only_for_equal_values_and_nan_pairs():
@@ -95,8 +120,15 @@ def test_a_retrained_run_is_reused_whatever_its_wall_time_but_not_whatever_its_o
     """grokking-late's join: wall time (`seconds`) is not compared, steps are; the committed rows come back as they
     are (no column of the retrained rows added) when every run of this one was the committed run's again."""
     join = Join(("regime", "seed"), ("regime", "seed"), ("regime",), not_compared=("seconds",))
-    committed = pd.DataFrame({"regime": ["nominal", "late", "late"], "seed": [0, 0, 3], "step_95": [600.0, 8800, None],
-                              "seconds": [75.0, 249.4, 398.6], "p": [97, 47, 47]})
+    committed = pd.DataFrame(
+        {
+            "regime": ["nominal", "late", "late"],
+            "seed": [0, 0, 3],
+            "step_95": [600.0, 8800, None],
+            "seconds": [75.0, 249.4, 398.6],
+            "p": [97, 47, 47],
+        }
+    )
     new = pd.DataFrame({"regime": ["late"], "seed": [0], "step_95": [8800.0], "seconds": [512.0], "cpu_seconds": [1.0]})
     keep = {"regime": ["nominal", "late"]}
     rows, check = joined_rows(new, committed, join, keep=keep)
@@ -111,11 +143,34 @@ def test_a_retrained_run_is_reused_whatever_its_wall_time_but_not_whatever_its_o
 
 def test_the_late_arm_table_judges_speed_ups_paired_by_seed_with_censoring():
     seeds = [0, 1, 2, 3, 4, 5]
-    summary = pd.DataFrame({"regime": "late", "seed": seeds * 3,
-                            "optimizer": ["AdamW wd=0.01"] * 6 + ["poprisk-update-exact-wd0.01"] * 6 + ["AdamW wd=1"] * 6,
-                            "step_95": [9000, 9500, 10000, 9200, 9800, 9600, 1900, 2000, 2100, 1950, 2050, 2000,
-                                        None, None, 500, 600, 700, 800],
-                            "seconds": [90.0, 95, 100, 92, 98, 96, 38, 40, 42, 39, 41, 40, 150, 150, 5, 6, 7, 8]})
+    summary = pd.DataFrame(
+        {
+            "regime": "late",
+            "seed": seeds * 3,
+            "optimizer": ["AdamW wd=0.01"] * 6 + ["poprisk-update-exact-wd0.01"] * 6 + ["AdamW wd=1"] * 6,
+            "step_95": [
+                9000,
+                9500,
+                10000,
+                9200,
+                9800,
+                9600,
+                1900,
+                2000,
+                2100,
+                1950,
+                2050,
+                2000,
+                None,
+                None,
+                500,
+                600,
+                700,
+                800,
+            ],
+            "seconds": [90.0, 95, 100, 92, 98, 96, 38, 40, 42, 39, 41, 40, 150, 150, 5, 6, 7, 8],
+        }
+    )
     table = late_arm_table(summary, cap=15_000, eval_every=100, level=0.95).set_index("optimizer")
     gate = table.loc["poprisk-update-exact-wd0.01"]
     # the registered estimand is the median: 6 seeds give the 95 % order-statistic interval [x_(1), x_(6)]
@@ -133,8 +188,9 @@ def test_a_units_cpu_per_step_is_its_last_parts_over_the_steps_it_ran(tmp_path):
     unit with no log takes its benchmark file's cpu_time over every step."""
     unit = tmp_path / "AdamW_wd_0.15" / "seed6"
     unit.mkdir(parents=True)
-    pd.DataFrame({"optimizer": ["AdamW wd=0.15"], "seed": [6], "step_95": [4000]}).to_csv(unit / "summary.csv",
-                                                                                          index=False)
+    pd.DataFrame({"optimizer": ["AdamW wd=0.15"], "seed": [6], "step_95": [4000]}).to_csv(
+        unit / "summary.csv", index=False
+    )
     pd.DataFrame({"step": [0, 2000, 4000], "test_acc": [0.0, 0.5, 0.96]}).to_csv(unit / "curves.csv", index=False)
     (unit / "cpu_seconds.log").write_text("60\n90\n")
     (unit / "log.txt").write_text("grokking a/b mod 47\n...\ngrokking a/b mod 47\nresumed unit x at step 1000\n")
@@ -169,7 +225,8 @@ def test_a_unit_resumed_by_its_job_or_missing_a_part_has_a_lower_bound_and_its_o
     assert summary["cpu_seconds"].iloc[0] == 76 and not summary["cpu_complete"].iloc[0]
     assert pd.isna(summary["cpu_seconds_per_step"].iloc[0])
     pd.DataFrame({"optimizer": ["poprisk"], "seed": [9], "step_95": [4000], "cpu_seconds": [120.0]}).to_csv(
-        unit / "summary.csv", index=False)
+        unit / "summary.csv", index=False
+    )
     summary, _ = unit_rows(unit, tmp_path / "seed9.tsv")
     assert summary["cpu_seconds"].iloc[0] == 120 and summary["cpu_complete"].iloc[0]
     assert summary["cpu_seconds_per_step"].iloc[0] == pytest.approx(0.03)
@@ -180,10 +237,16 @@ def test_a_reading_censored_at_its_seeds_adamw_step_shows_that_step_not_the_cap(
     it spent, and its median is not "not by" the cap it never ran to."""
     from growcert.reference_runs.grokking import calibrated_arm_table
 
-    summary = pd.DataFrame({
-        "optimizer": ["AdamW wd=0.15"] * 2 + ["poprisk"] * 2, "seed": [8, 9] * 2,
-        "step_95": [1900, 20200, None, None], "steps_run": [1900, 20200, 1900, 20200],
-        "cpu_seconds_per_step": [0.02, 0.02, 0.03, None], "seconds": [40.0, 400.0, 60.0, 600.0]})
+    summary = pd.DataFrame(
+        {
+            "optimizer": ["AdamW wd=0.15"] * 2 + ["poprisk"] * 2,
+            "seed": [8, 9] * 2,
+            "step_95": [1900, 20200, None, None],
+            "steps_run": [1900, 20200, 1900, 20200],
+            "cpu_seconds_per_step": [0.02, 0.02, 0.03, None],
+            "seconds": [40.0, 400.0, 60.0, 600.0],
+        }
+    )
     table = calibrated_arm_table(summary, pd.DataFrame(), cap=32000, decay=0.15).set_index("optimizer")
     assert table.loc["poprisk", "steps_per_seed"] == "> 1,900, > 20,200"
     assert table.loc["poprisk", "cpu_seconds_to_95_per_seed"] == "> 57, > ≈ 606"
@@ -196,17 +259,23 @@ def test_report_shows_a_reference_folder_in_its_own_labelled_section(tmp_path):
     references = tmp_path / "reference-results"
     folder = references / "grokking-late"
     folder.mkdir(parents=True)
-    (folder / "provenance.json").write_text(json.dumps({"date": "2026-11-30 08:00 UTC", "commit": "abc1234",
-                                                        "command": "growcert reference export grokking-late"}))
+    (folder / "provenance.json").write_text(
+        json.dumps(
+            {"date": "2026-11-30 08:00 UTC", "commit": "abc1234", "command": "growcert reference export grokking-late"}
+        )
+    )
     pd.DataFrame({"regime": ["p97"], "optimizer": ["poprisk-update-exact-wd0"], "median_step_95": [5950]}).to_csv(
-        folder / "table.csv", index=False)
+        folder / "table.csv", index=False
+    )
     (folder / "README.md").write_text("# x\n\n## Does it reproduce?\n\n- p97 · poprisk-update-exact-wd0: reproduces\n")
     (references / "not-a-run").mkdir()  # no provenance: not shown
     results = tmp_path / "results"
     section = reference_section(results, references)
     text = (results / "report.html").read_text()
     assert "Reference run: grokking-late" in section and "not this pipeline run" in section
-    assert "2026-11-30 08:00 UTC" in section and "abc1234" in section and "poprisk-update-exact-wd0: reproduces" in section
+    assert (
+        "2026-11-30 08:00 UTC" in section and "abc1234" in section and "poprisk-update-exact-wd0: reproduces" in section
+    )
     assert "not-a-run" not in section and '<a href="#reference">Reference runs</a>' in text
     build_report(results, results / "empty.html", references=tmp_path / "none")
     assert "No reference runs" in (results / "empty.html").read_text()

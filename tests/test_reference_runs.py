@@ -33,7 +33,9 @@ def scratch_copy(name: str, tmp_path: Path) -> Path:
 
 
 def read_table(path: Path) -> pd.DataFrame | dict:
-    return json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path, dtype=str, keep_default_na=False)
+    return (
+        json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path, dtype=str, keep_default_na=False)
+    )
 
 
 def test_every_committed_run_is_registered_with_its_configs():
@@ -60,13 +62,17 @@ def test_rejudge_reproduces_the_committed_tables_and_claims(name, tmp_path, monk
     assert cli.main(["reference", "rejudge", name, "--out", str(copy)]) == 0
     assert_judged_tables_are_committed(name, copy)
     record = json.loads((copy / "provenance.json").read_text())
-    assert {key: record[key] for key in original if key not in ("rejudged", "rejudged_earlier")} == \
-        {key: original[key] for key in original if key not in ("rejudged", "rejudged_earlier")}
+    assert {key: record[key] for key in original if key not in ("rejudged", "rejudged_earlier")} == {
+        key: original[key] for key in original if key not in ("rejudged", "rejudged_earlier")
+    }
     assert record["rejudged"]["command"].startswith(f"growcert reference rejudge {name}")
     claims = pd.read_csv(copy / "claims.csv")
     verdicts = [line for line in (copy / "README.md").read_text().splitlines() if line.startswith("- ")]
-    assert [line.split("**")[1] for line in verdicts[-len(claims):]] == claims["verdict"].tolist() if len(claims) \
+    assert (
+        [line.split("**")[1] for line in verdicts[-len(claims) :]] == claims["verdict"].tolist()
+        if len(claims)
         else verdicts == []
+    )
 
 
 def test_rejudge_notices_a_changed_judgement(tmp_path, monkeypatch):
@@ -95,8 +101,10 @@ def test_an_unknown_run_or_a_folder_without_its_tables_is_one_line_and_status_2(
 # table); p1-interventions' per-store alignment tables are split back out of its pool (`store_alignment_tables`).
 # grokking-late joins the committed rows no config makes (test_grokking_late_exports_...).
 REBUILT = {
-    "p1-interventions": {"stats/interventions.csv": "interventions.csv",
-                         "tables/p1_interventions_summary.csv": "summary.csv"},
+    "p1-interventions": {
+        "stats/interventions.csv": "interventions.csv",
+        "tables/p1_interventions_summary.csv": "summary.csv",
+    },
     "p1-regime": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p1-seeds": {"stats/alignment.csv": "alignment.csv", "stats/training.csv": "training.csv"},
     "p3-depth": {"stats/depth.csv": "depth.csv", "tables/p3_growth.csv": "growth.csv"},
@@ -187,8 +195,12 @@ def test_export_of_a_unit_run_judges_the_units_that_finished(tmp_path, monkeypat
 def test_export_of_an_unfinished_run_is_one_line_and_status_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     (tmp_path / "results" / "stats").mkdir(parents=True)
-    assert cli.main(["reference", "export", "p3-depth", "--results", str(tmp_path / "results"),
-                     "--out", str(tmp_path / "out")]) == 2
+    assert (
+        cli.main(
+            ["reference", "export", "p3-depth", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "out")]
+        )
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert "stats/depth.csv is missing" in error and len(error.splitlines()) == 1
 
@@ -218,8 +230,12 @@ def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_
     monkeypatch.chdir(ROOT)
     earlier, results = split_depth_run(tmp_path)
     out = tmp_path / "out" / "p3-depth"
-    assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
-                     "--join", str(earlier)]) == 0
+    assert (
+        cli.main(
+            ["reference", "export", "p3-depth", "--results", str(results), "--out", str(out), "--join", str(earlier)]
+        )
+        == 0
+    )
     joined = json.loads((out / "provenance.json").read_text())["joined"]["tables"]
     assert joined["depth.csv"]["reproduction"]["identical"] and joined["depth.csv"]["seeds"] == [0, 1, 2, 3, 4, 5]
     assert_tables_match(read_table(out / "claims.csv"), read_table(committed("p3-depth") / "claims.csv"), "claims.csv")
@@ -227,8 +243,24 @@ def test_join_reuses_the_committed_seeds_only_when_the_retrained_run_reproduces_
     earlier, results = split_depth_run(tmp_path / "off", retrained_shift=0.02)
     for rtol, seeds in ((0.0, [3, 4, 5]), (0.05, [0, 1, 2, 3, 4, 5])):
         out = tmp_path / f"rtol{rtol}" / "p3-depth"
-        assert cli.main(["reference", "export", "p3-depth", "--results", str(results), "--out", str(out),
-                         "--join", str(earlier), "--rtol", str(rtol)]) == 0
+        assert (
+            cli.main(
+                [
+                    "reference",
+                    "export",
+                    "p3-depth",
+                    "--results",
+                    str(results),
+                    "--out",
+                    str(out),
+                    "--join",
+                    str(earlier),
+                    "--rtol",
+                    str(rtol),
+                ]
+            )
+            == 0
+        )
         check = json.loads((out / "provenance.json").read_text())["joined"]["tables"]["depth.csv"]
         assert check["seeds"] == seeds and check["reproduction"]["differing_columns"] == ["value"]
         assert check["reproduction"]["largest_relative_difference"]["value"] == pytest.approx(0.02)
@@ -245,9 +277,12 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
 
     monkeypatch.chdir(ROOT)
     config = "configs/p1-seeds-16-c256.yaml"
-    alignment, training, misaligned = (pd.read_csv(committed("p1-seeds") / name)
-                                       for name in ("alignment.csv", "training.csv", "misalignment.csv"))
-    new = lambda table: (table["context"] == 256) & ((table["seed"] >= 8) | ((table["seed"] == 5) & (table["width"] == 32)))
+    alignment, training, misaligned = (
+        pd.read_csv(committed("p1-seeds") / name) for name in ("alignment.csv", "training.csv", "misalignment.csv")
+    )
+    new = lambda table: (
+        (table["context"] == 256) & ((table["seed"] >= 8) | ((table["seed"] == 5) & (table["width"] == 32)))
+    )
     earlier = tmp_path / "earlier" / "p1-seeds"
     earlier.mkdir(parents=True)
     alignment[~new(alignment) | (alignment["seed"] == 5)].to_csv(earlier / "alignment.csv", index=False)
@@ -258,14 +293,38 @@ def test_the_last_p1_seeds_export_joined_again_gives_its_committed_claims(tmp_pa
     training[new(training)].to_csv(results / "stats" / "training.csv", index=False)
     runs = training_runs(merged_config(config))
     for run, path in zip(runs, store_tables(results, merged_config(config), "misalignment")):
-        rows = misaligned[(misaligned["width"] == run.width) & (misaligned["seed"] == run.seed)
-                          & (misaligned["context"] == run.context)]
+        rows = misaligned[
+            (misaligned["width"] == run.width)
+            & (misaligned["seed"] == run.seed)
+            & (misaligned["context"] == run.context)
+        ]
         if len(rows):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             rows.to_csv(path, index=False)
     out = tmp_path / "out" / "p1-seeds"
-    assert cli.main(["reference", "export", "p1-seeds", "--results", str(results), "--out", str(out), "--config", config,
-                     "--join", str(earlier), "--rtol", "0.01", "--keep", "context=256,512", "--misalignment"]) == 0
+    assert (
+        cli.main(
+            [
+                "reference",
+                "export",
+                "p1-seeds",
+                "--results",
+                str(results),
+                "--out",
+                str(out),
+                "--config",
+                config,
+                "--join",
+                str(earlier),
+                "--rtol",
+                "0.01",
+                "--keep",
+                "context=256,512",
+                "--misalignment",
+            ]
+        )
+        == 0
+    )
     record = json.loads((out / "provenance.json").read_text())
     assert record["joined"]["tables"]["alignment.csv"]["reproduction"]["identical"]
     assert record["joined"]["keep"] == {"context": [256, 512]} and record["config_file"] == config
@@ -309,13 +368,27 @@ def test_grokking_late_exports_its_units_joined_to_the_committed_rows_no_config_
     record = json.loads((out / "provenance.json").read_text())
     check = record["joined"]["tables"]["summary.csv"]["reproduction"]
     assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds", "cpu_seconds"]
-    assert record["commands"][-1] == (f"growcert reference export grokking-late --results {results} --out {out} "
-                                      + " ".join(join))
+    assert record["commands"][-1] == (
+        f"growcert reference export grokking-late --results {results} --out {out} " + " ".join(join)
+    )
 
     retrained = pd.read_csv(unit)
     retrained.assign(final_test_acc=0.4).to_csv(unit, index=False)
-    assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out",
-                     str(tmp_path / "refused" / "grokking-late"), *join]) == 2
+    assert (
+        cli.main(
+            [
+                "reference",
+                "export",
+                "grokking-late",
+                "--results",
+                str(results),
+                "--out",
+                str(tmp_path / "refused" / "grokking-late"),
+                *join,
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
     assert "do not reproduce the committed summary.csv (differing: final_test_acc)" in error
     assert len(error.splitlines()) == 1
@@ -341,8 +414,11 @@ def test_targets_prints_the_rules_and_the_per_store_tables_an_export_pools(tmp_p
     assert printed[0] == "summarize_interventions" and len(printed) == 1 + 18
     assert all(path.startswith(f"{tmp_path}/stats/alignment/") for path in printed[1:])
     assert cli.main(["reference", "targets", "p2-small", "--results", "r"]) == 0
-    assert capsys.readouterr().out.split() == ["r/claims/p2_pinn.csv", "r/claims/p2_preference.csv",
-                                               "r/claims/p2_theory.csv"]
+    assert capsys.readouterr().out.split() == [
+        "r/claims/p2_pinn.csv",
+        "r/claims/p2_preference.csv",
+        "r/claims/p2_theory.csv",
+    ]
     assert cli.main(["reference", "targets", "p2-small", "--results", "r", "--config", "configs/ci.yaml"]) == 2
     assert "not a config of p2-small" in capsys.readouterr().err
 

@@ -20,8 +20,16 @@ from growcert.stages.summaries import summarize_regime
 
 REPO = Path(__file__).resolve().parents[1]
 
-SWEEP = {"family": "llama", "dataset": "shakespeare", "widths": [16, 32], "depths": [1], "seeds": [0],
-         "contexts": [32, 64], "tokens_per_step": 256, "train": {"steps": 4, "save_steps": [2, 4], "eval_every": 2}}
+SWEEP = {
+    "family": "llama",
+    "dataset": "shakespeare",
+    "widths": [16, 32],
+    "depths": [1],
+    "seeds": [0],
+    "contexts": [32, 64],
+    "tokens_per_step": 256,
+    "train": {"steps": 4, "save_steps": [2, 4], "eval_every": 2},
+}
 
 
 def config_with(*grids):
@@ -51,12 +59,18 @@ def test_a_grid_without_contexts_keeps_its_folders_and_settings():
     assert "context" not in settings and settings["train"]["batch_size"] == 64  # the schema default, untouched
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"family": "resnet", "dataset": "digits"}, "config key 'grids[0].contexts': family resnet has no context length"),
-    ({"tokens_per_step": None}, "config key 'grids[0].tokens_per_step': required with grids[0].contexts"),
-    ({"tokens_per_step": 100}, "config key 'grids[0].contexts[0]': 32 does not divide tokens_per_step 100"),
-    ({"contexts": [32, 32]}, "config key 'grids[0].contexts': context lengths must be distinct"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            {"family": "resnet", "dataset": "digits"},
+            "config key 'grids[0].contexts': family resnet has no context length",
+        ),
+        ({"tokens_per_step": None}, "config key 'grids[0].tokens_per_step': required with grids[0].contexts"),
+        ({"tokens_per_step": 100}, "config key 'grids[0].contexts[0]': 32 does not divide tokens_per_step 100"),
+        ({"contexts": [32, 32]}, "config key 'grids[0].contexts': context lengths must be distinct"),
+    ],
+)
 def test_bad_context_sweeps_name_the_key(change, message):
     with pytest.raises(ConfigError) as error:
         config_with({**SWEEP, **change})
@@ -65,8 +79,22 @@ def test_bad_context_sweeps_name_the_key(change, message):
 
 def test_train_refuses_a_context_for_resnet_with_exit_2(tmp_path):
     settings = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8, "context": 64}
-    result = subprocess.run([sys.executable, "-m", "growcert.cli", "train", "--data", str(tmp_path), "--settings",
-                             json.dumps(settings), "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "train",
+            "--data",
+            str(tmp_path),
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "config key 'context': family resnet has no context length" in result.stderr.strip().splitlines()[-1]
 
@@ -74,9 +102,23 @@ def test_train_refuses_a_context_for_resnet_with_exit_2(tmp_path):
 def test_snakemake_dry_run_gives_each_context_its_runs_and_stores(tmp_path):
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump({"grids": [SWEEP]}))
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "summarize_regime", "--configfile", str(config), "--config",
-                             f"results={tmp_path / 'results'}"],
-                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "summarize_regime",
+            "--configfile",
+            str(config),
+            "--config",
+            f"results={tmp_path / 'results'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     for context in (32, 64):
         assert f"models/llama/shakespeare/w32_d1_s0_c{context}" in result.stdout
@@ -95,16 +137,40 @@ def synthetic_tables(slopes=None, widths=(16, 32, 64), seeds=(0, 1, 2), steps=(1
         for width in widths:
             for seed in seeds:
                 for step in steps:
-                    d_align = 0.05 * width ** slope * np.exp(rng.normal(0, 0.05)) * (step / 10) ** 0.2
+                    d_align = 0.05 * width**slope * np.exp(rng.normal(0, 0.05)) * (step / 10) ** 0.2
                     for pool in ("test", "train"):
-                        alignment.append({"family": "llama", "dataset": "shakespeare", "context": context,
-                                          "width": width, "depth": 1, "seed": seed, "step": step,
-                                          "point": "block1", "reduction": "sum_positions", "pool": pool,
-                                          "d_align": d_align, "d_align_lo": d_align / 2, "d_align_hi": d_align * 2,
-                                          "d_par": 2 * d_align, "d_2": d_align, "d_align_plugin": d_align + 1})
-                    training.append({"family": "llama", "dataset": "shakespeare", "context": context, "width": width,
-                                     "depth": 1, "seed": seed, "step": step,
-                                     "test_loss": 3.0 - 0.5 * np.log2(step / 10) - 0.1 * np.log2(width / 16)})
+                        alignment.append(
+                            {
+                                "family": "llama",
+                                "dataset": "shakespeare",
+                                "context": context,
+                                "width": width,
+                                "depth": 1,
+                                "seed": seed,
+                                "step": step,
+                                "point": "block1",
+                                "reduction": "sum_positions",
+                                "pool": pool,
+                                "d_align": d_align,
+                                "d_align_lo": d_align / 2,
+                                "d_align_hi": d_align * 2,
+                                "d_par": 2 * d_align,
+                                "d_2": d_align,
+                                "d_align_plugin": d_align + 1,
+                            }
+                        )
+                    training.append(
+                        {
+                            "family": "llama",
+                            "dataset": "shakespeare",
+                            "context": context,
+                            "width": width,
+                            "depth": 1,
+                            "seed": seed,
+                            "step": step,
+                            "test_loss": 3.0 - 0.5 * np.log2(step / 10) - 0.1 * np.log2(width / 16),
+                        }
+                    )
     return pd.DataFrame(alignment), pd.DataFrame(training)
 
 
@@ -112,8 +178,15 @@ def test_summarize_regime_judges_each_cell_and_draws_the_figures(tmp_path):
     alignment, training = synthetic_tables()
     alignment.to_csv(tmp_path / "alignment.csv", index=False)
     training.to_csv(tmp_path / "training.csv", index=False)
-    line = summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
-                            tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
+    line = summarize_regime(
+        tmp_path / "alignment.csv",
+        tmp_path / "training.csv",
+        tmp_path,
+        tmp_path / "cells.csv",
+        tmp_path / "claims.csv",
+        tmp_path / "map.json",
+        tmp_path,
+    )
     budget = pd.read_csv(tmp_path / "p1_regime_budget.csv")
     assert len(budget) == 2 * 3  # contexts x steps
     assert set(budget.loc[budget["context"] == 64, "trend"]) == {"rises"}
@@ -127,7 +200,10 @@ def test_summarize_regime_judges_each_cell_and_draws_the_figures(tmp_path):
     # width trend does not hold at every context, so the claim is contradicted (a rise at one context is not enough)
     assert list(claims["claim_id"]) == ["p1_regime_budget"] * 3 + ["p1_regime_loss"] * 3
     assert list(claims["role"]) == ["part", "part", "primary"] * 2
-    assert list(claims["claim"].str.extract(r"\((context \d+), primary cell\)")[0].dropna()) == ["context 64", "context 128"] * 2
+    assert (
+        list(claims["claim"].str.extract(r"\((context \d+), primary cell\)")[0].dropna())
+        == ["context 64", "context 128"] * 2
+    )
     assert list(claims["verdict"]) == ["reproduced", "contradicted", "contradicted"] * 2
     assert list(claims["direction"]) == ["as the paper's", "against the paper's", "against the paper's"] * 2
     assert "universal claim over 2 contexts" in claims["why"][2] and "contradicted by context 128" in claims["why"][2]
@@ -154,8 +230,15 @@ def test_summarize_regime_without_a_sweep_draws_nothing_and_says_why(tmp_path):
     alignment, training = synthetic_tables(slopes={64: 1.0}, widths=(16,))
     alignment.drop(columns="context").to_csv(tmp_path / "alignment.csv", index=False)
     training.drop(columns="context").to_csv(tmp_path / "training.csv", index=False)
-    summarize_regime(tmp_path / "alignment.csv", tmp_path / "training.csv", tmp_path, tmp_path / "cells.csv",
-                     tmp_path / "claims.csv", tmp_path / "map.json", tmp_path)
+    summarize_regime(
+        tmp_path / "alignment.csv",
+        tmp_path / "training.csv",
+        tmp_path,
+        tmp_path / "cells.csv",
+        tmp_path / "claims.csv",
+        tmp_path / "map.json",
+        tmp_path,
+    )
     assert pd.read_csv(tmp_path / "claims.csv").empty
     facts = json.loads((tmp_path / "map.json").read_text())
     assert facts["coverage"].startswith("no grid sweeps context")

@@ -31,17 +31,40 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     axis.plot([1, 2], [3, 4])
     figure.savefig(results / "figures" / "p3_depth.png")
     plt.close(figure)
-    pd.DataFrame([
-        claim_row("p3_depth_plateau", judge_samples(CLAIMS["p3_depth_plateau"].effect, [-1.0, -1.1, -0.9], 0.95),
-                  "RUN-VALUE-1", "NOTE-1", scope="llama/shakespeare"),
-        {"claim_id": "p9_stale", "paper": "P1", "claim": "a claim no registry row names", "paper_value": "x",
-         "this_run": "RUN-VALUE-2", "estimate": 2.0, "seeds": 3, "verdict": "unresolved", "why": "WHY-2", "note": None},
-    ], columns=ROW_COLUMNS).to_csv(results / "claims" / "p3.csv", index=False)
+    pd.DataFrame(
+        [
+            claim_row(
+                "p3_depth_plateau",
+                judge_samples(CLAIMS["p3_depth_plateau"].effect, [-1.0, -1.1, -0.9], 0.95),
+                "RUN-VALUE-1",
+                "NOTE-1",
+                scope="llama/shakespeare",
+            ),
+            {
+                "claim_id": "p9_stale",
+                "paper": "P1",
+                "claim": "a claim no registry row names",
+                "paper_value": "x",
+                "this_run": "RUN-VALUE-2",
+                "estimate": 2.0,
+                "seeds": 3,
+                "verdict": "unresolved",
+                "why": "WHY-2",
+                "note": None,
+            },
+        ],
+        columns=ROW_COLUMNS,
+    ).to_csv(results / "claims" / "p3.csv", index=False)
     (results / "checks").mkdir()
-    pd.DataFrame([check_row("p2_coupling_residual", True, "CHECK-RUN", "n"),
-                  check_row("p1_intervention_sign", False, "CHECK-RUN-2", "n")]).to_csv(results / "checks" / "c.csv",
-                                                                                       index=False)
-    pd.DataFrame({"width": [1, 2], "recommended": [2, 3]}).to_csv(results / "tables" / "p3_recommended_depth.csv", index=False)
+    pd.DataFrame(
+        [
+            check_row("p2_coupling_residual", True, "CHECK-RUN", "n"),
+            check_row("p1_intervention_sign", False, "CHECK-RUN-2", "n"),
+        ]
+    ).to_csv(results / "checks" / "c.csv", index=False)
+    pd.DataFrame({"width": [1, 2], "recommended": [2, 3]}).to_csv(
+        results / "tables" / "p3_recommended_depth.csv", index=False
+    )
     out = results / "report.html"
     build_report(results, out)
     text = out.read_text()
@@ -52,17 +75,21 @@ def test_report_embeds_figures_and_matches_claims(tmp_path):
     assert "-1 [-1.25, -0.752] (95 %), 3 seeds" in text and '<span class="verdict reproduced">reproduced' in text
     # the first screen counts the claims table below it (one row per registered claim), never this run's rows: one
     # reproduced, the others not measured; the unregistered row is not a claim of the table
-    counts = text[text.index('<p class="counts">'):]
-    counts = counts[:counts.index("</p>")]
+    counts = text[text.index('<p class="counts">') :]
+    counts = counts[: counts.index("</p>")]
     assert f"{len(CLAIMS)} claims" in counts and ">reproduced</span> 1" in counts and ">unresolved</span> 0" in counts
     assert ">contradicted</span> 0" in counts and f"not measured {len(CLAIMS) - 1}" in counts
-    glance = text[text.index('id="claims-at-a-glance"'):]
-    glance = glance[:glance.index("</table>")]
+    glance = text[text.index('id="claims-at-a-glance"') :]
+    glance = glance[: glance.index("</table>")]
     assert glance.count('class="claim-row"') == len(CLAIMS) and "seeds to reproduce / to contradict" in glance
-    plateau = glance[glance.index('data-claim="p3_depth_plateau"'):]
-    plateau = plateau[:plateau.index("</tr>")]
+    plateau = glance[glance.index('data-claim="p3_depth_plateau"') :]
+    plateau = plateau[: plateau.index("</tr>")]
     # a direction-only claim has no paper's value to reproduce at; contradicting it "if nil" has a figure
-    design = plateau[plateau.index('class="design">') + len('class="design">'):plateau.index("</td>", plateau.index('class="design">'))]
+    design = plateau[
+        plateau.index('class="design">') + len('class="design">') : plateau.index(
+            "</td>", plateau.index('class="design">')
+        )
+    ]
     assert design.startswith("– / ") and design.split(" / ")[1].replace(",", "").isdigit()
     # implementation checks are apart from the claims
     assert "1 of 2 passed" in text and "CHECK-RUN-2" in text and "FAILED" in text
@@ -84,14 +111,23 @@ def synthetic_results(folder):
             figure.savefig(folder / "figures" / f"{stem}.png", dpi=110)
             plt.close(figure)
     wide = pd.DataFrame({f"column_with_a_long_name_{index}": [1.234567e-5 * index, "x" * 80] for index in range(30)})
-    for stem in ("p1_alignment_summary", "p1_interventions_summary", "p1_regime_cells", "p2_grokking", "p3_growth",
-                 "p3_recommended_depth"):
+    for stem in (
+        "p1_alignment_summary",
+        "p1_interventions_summary",
+        "p1_regime_cells",
+        "p2_grokking",
+        "p3_growth",
+        "p3_recommended_depth",
+    ):
         wide.to_csv(folder / "tables" / f"{stem}.csv", index=False)
     pd.DataFrame({"value": range(2000)}).to_csv(folder / "tables" / "p2_theory.csv", index=False)
-    words = [judge_samples(Effect("e", 1.0), values, 0.95) for values in
-             ([1.0, 1.1, 0.9], [-1.0, -1.1, -0.9], [3.0, -2.0, 0.5], [1.0])]  # one of each of the four words
-    pd.DataFrame([claim_row(key, words[index % 4], "VALUE-" + "y" * 120, "note " * 40)
-                  for index, key in enumerate(CLAIMS)]).to_csv(folder / "claims" / "all.csv", index=False)
+    words = [
+        judge_samples(Effect("e", 1.0), values, 0.95)
+        for values in ([1.0, 1.1, 0.9], [-1.0, -1.1, -0.9], [3.0, -2.0, 0.5], [1.0])
+    ]  # one of each of the four words
+    pd.DataFrame(
+        [claim_row(key, words[index % 4], "VALUE-" + "y" * 120, "note " * 40) for index, key in enumerate(CLAIMS)]
+    ).to_csv(folder / "claims" / "all.csv", index=False)
     return folder
 
 
@@ -104,8 +140,8 @@ def test_every_claim_links_its_evidence_and_long_tables_are_collapsed(tmp_path):
         for stem in claim.evidence:
             kind = "fig" if (results / "figures" / f"{stem}.png").is_file() else "table"
             assert f'href="#{kind}-{stem}"' in text and f'id="{kind}-{stem}"' in text, stem
-    sections = text[:text.index('<section id="reference">')]  # the reference runs' own tables come after
-    assert sections.count('<details id="table-') == 7 and "<details id=\"table-p2_theory\" open" not in text  # collapsed
+    sections = text[: text.index('<section id="reference">')]  # the reference runs' own tables come after
+    assert sections.count('<details id="table-') == 7 and '<details id="table-p2_theory" open' not in text  # collapsed
     assert 'href="tables/p2_theory.csv"' in text and "2000 rows, first 500 shown" in text
 
 
@@ -131,8 +167,9 @@ def test_the_report_renders_in_a_real_browser(tmp_path):
 
     counts = check["counts"]
     assert counts is not None and counts["visible"], check
-    words = pd.Series([deciding_row(claim, _claim_rows(results), REFERENCES)[1]["verdict"]
-                       for claim in CLAIMS.values()])
+    words = pd.Series(
+        [deciding_row(claim, _claim_rows(results), REFERENCES)[1]["verdict"] for claim in CLAIMS.values()]
+    )
     assert f"{len(CLAIMS)} claims:" in counts["text"], counts
     for word in ("reproduced", "contradicted", "unresolved", "not tested at this scale"):
         assert f"{word} {int((words == word).sum())}" in counts["text"], counts
@@ -146,8 +183,10 @@ def test_every_figure_has_the_workflow_caption():
     for _, _, figures, _ in SECTIONS:
         for stem in figures:
             assert len(caption(stem)) > 200 and "{%" not in caption(stem), stem
-    template = ('{% if snakemake.wildcards.task == "a" %}\nfirst\n'
-                '{% elif snakemake.wildcards.task == "b" %}\nsecond\n{% endif %}')
+    template = (
+        '{% if snakemake.wildcards.task == "a" %}\nfirst\n'
+        '{% elif snakemake.wildcards.task == "b" %}\nsecond\n{% endif %}'
+    )
     assert task_branch(template, "a").strip() == "first" and task_branch(template, "b").strip() == "second"
     assert task_branch(template, "c") == ""
 
@@ -165,20 +204,24 @@ def p1_regime_reference(tmp_path, rows) -> Path:
 
 def test_each_claim_shows_the_verdicts_of_the_reference_runs_that_decide_it(tmp_path):
     effect = CLAIMS["p1_regime_budget"].effect
-    references = p1_regime_reference(tmp_path, [
-        claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}")
-        for c, values in ((256, [3.0, -2.0, 0.5]), (512, [3.0, -2.0, 0.4]), (64, [-1.0, -1.1, -0.9]))])
+    references = p1_regime_reference(
+        tmp_path,
+        [
+            claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}")
+            for c, values in ((256, [3.0, -2.0, 0.5]), (512, [3.0, -2.0, 0.4]), (64, [-1.0, -1.1, -0.9]))
+        ],
+    )
     results = tmp_path / "results"
     results.mkdir()
     build_report(results, results / "report.html", references=references)
     text = (results / "report.html").read_text()
     # the first screen's row: p1-seeds decides this claim and is not kept here, and this run wrote no row
-    first = text[text.index('data-claim="p1_regime_budget"'):]
-    assert "not measured: reference run p1-seeds not run yet" in first[:first.index("</tr>")]
+    first = text[text.index('data-claim="p1_regime_budget"') :]
+    assert "not measured: reference run p1-seeds not run yet" in first[: first.index("</tr>")]
     # this run's rows (the second table): the reference runs that measure the claim, with their words
-    rows = text[text.index("<h3>This run's rows</h3>"):]
-    row = rows[rows.index("d_align increases with width, on the regime map at matched budget"):]
-    row = row[:row.index("</tr>")]
+    rows = text[text.index("<h3>This run's rows</h3>") :]
+    row = rows[rows.index("d_align increases with width, on the regime map at matched budget") :]
+    row = row[: row.index("</tr>")]
     assert '<a href="#reference-p1-regime">p1-regime</a>' in row and 'id="reference-p1-regime"' in text
     assert ">unresolved</span> 2" in row and ">contradicted</span> 1" in row
     assert "p1-seeds: planned, not run yet" in row
@@ -190,22 +233,26 @@ def test_the_reference_cell_shows_the_claims_word_and_only_labels_the_row_counts
     "unresolved 5, contradicted 2", beside a claim that has one word)."""
     effect = CLAIMS["p1_regime_budget"].effect
     straddles, short = [3.0, -2.0, 0.5], [-1.0, -1.1, -0.9]
-    parts = [claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}",
-                       role="part") for c, values in enumerate([straddles] * 4 + [short] * 2)]
+    parts = [
+        claim_row("p1_regime_budget", judge_samples(effect, values, 0.95), "r", "n", scope=f"context {c}", role="part")
+        for c, values in enumerate([straddles] * 4 + [short] * 2)
+    ]
     primary = claim_row("p1_regime_budget", judge_samples(effect, straddles, 0.95), "r", "n")
     references = p1_regime_reference(tmp_path, parts + [primary])
     results = tmp_path / "results"
     results.mkdir()
     build_report(results, results / "report.html", references=references)
     text = (results / "report.html").read_text()
-    rows = text[text.index("<h3>This run's rows</h3>"):]
-    row = rows[rows.index("d_align increases with width, on the regime map at matched budget"):]
-    row = row[:row.index("</tr>")]
-    assert ('<a href="#reference-p1-regime">p1-regime</a>: <span class="verdict unresolved">unresolved</span> '
-            '(its rows: <span class="verdict unresolved">unresolved</span> 5, '
-            '<span class="verdict contradicted">contradicted</span> 2)') in row
-    grokking = rows[rows.index("grokking: steps to 95 % held-out"):]
-    assert "grokking-late: planned, not run yet" in grokking[:grokking.index("</tr>")]
+    rows = text[text.index("<h3>This run's rows</h3>") :]
+    row = rows[rows.index("d_align increases with width, on the regime map at matched budget") :]
+    row = row[: row.index("</tr>")]
+    assert (
+        '<a href="#reference-p1-regime">p1-regime</a>: <span class="verdict unresolved">unresolved</span> '
+        '(its rows: <span class="verdict unresolved">unresolved</span> 5, '
+        '<span class="verdict contradicted">contradicted</span> 2)'
+    ) in row
+    grokking = rows[rows.index("grokking: steps to 95 % held-out") :]
+    assert "grokking-late: planned, not run yet" in grokking[: grokking.index("</tr>")]
 
 
 def test_the_first_screen_shows_one_row_per_claim_from_the_run_that_decides_it(tmp_path):
@@ -217,26 +264,31 @@ def test_the_first_screen_shows_one_row_per_claim_from_the_run_that_decides_it(t
     (folder / "provenance.json").write_text('{"date": "2026-12-01", "commit": "abc", "command": "x"}')
     pd.DataFrame({"cell": [1]}).to_csv(folder / "table.csv", index=False)
     effect = CLAIMS["p3_depth_plateau"].effect
-    pd.DataFrame([claim_row("p3_depth_plateau", judge_samples(effect, [-3.7, -3.6, -3.8], 0.95), "r", "n"),
-                  claim_row("p3_depth_plateau", judge_samples(effect, [0.1, -0.1, 0.0], 0.95), "r", "n",
-                            role="secondary")]).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame(
+        [
+            claim_row("p3_depth_plateau", judge_samples(effect, [-3.7, -3.6, -3.8], 0.95), "r", "n"),
+            claim_row("p3_depth_plateau", judge_samples(effect, [0.1, -0.1, 0.0], 0.95), "r", "n", role="secondary"),
+        ]
+    ).to_csv(folder / "claims.csv", index=False)
     results = tmp_path / "results"
     (results / "claims").mkdir(parents=True)
     slope = CLAIMS["p1_dalign_width"].effect
-    pd.DataFrame([claim_row("p1_dalign_width", judge_samples(slope, [0.2, 0.3], 0.95), "r", "n", scope="a",
-                            role="part"),
-                  claim_row("p1_dalign_width", judge_samples(slope, [0.45, 0.55, 0.5], 0.95), "r", "n")]
-                 ).to_csv(results / "claims" / "p1_alignment.csv", index=False)
+    pd.DataFrame(
+        [
+            claim_row("p1_dalign_width", judge_samples(slope, [0.2, 0.3], 0.95), "r", "n", scope="a", role="part"),
+            claim_row("p1_dalign_width", judge_samples(slope, [0.45, 0.55, 0.5], 0.95), "r", "n"),
+        ]
+    ).to_csv(results / "claims" / "p1_alignment.csv", index=False)
     build_report(results, results / "report.html", references=references)
     text = (results / "report.html").read_text()
-    first = text[text.index('<table id="claims-at-a-glance">'):]
-    first = first[:first.index("</table>")]
+    first = text[text.index('<table id="claims-at-a-glance">') :]
+    first = first[: first.index("</table>")]
     assert first.count('class="claim-row"') == len(CLAIMS)
-    depth = first[first.index('data-claim="p3_depth_plateau"'):]
-    depth = depth[:depth.index("</tr>")]
+    depth = first[first.index('data-claim="p3_depth_plateau"') :]
+    depth = depth[: depth.index("</tr>")]
     assert "reference run p3-depth" in depth and ">reproduced</span>" in depth and "as the paper" in depth
-    width = first[first.index('data-claim="p1_dalign_width"'):]
-    width = width[:width.index("</tr>")]
+    width = first[first.index('data-claim="p1_dalign_width"') :]
+    width = width[: width.index("</tr>")]
     assert "this run" in width and "0.5 [" in width and "3 seeds" in width  # the primary row, not the part
     assert "SESOI" in text and "0.248 (half the paper" in first
 
@@ -268,6 +320,7 @@ def test_a_reference_run_whose_first_rows_have_not_landed_still_renders(tmp_path
 
 def test_seed_counts_are_whole_numbers_with_their_noun():
     from growcert.report.html import _design_text, seeds_text
+
     assert seeds_text(1) == "1 seed" and seeds_text(16.0) == "16 seeds" and seeds_text("242.0") == "242 seeds"
     # a CSV reader that took a design figure for a float shows it whole
     assert _design_text(242.0) == "242" and _design_text("> 10,000") == "> 10,000" and _design_text(None) == "–"
@@ -282,14 +335,30 @@ def test_the_report_asks_whether_the_advice_is_right(tmp_path):
     assert '<section id="advice"><h2>Is the advice right?</h2>' in text and "summarize_advise_check" in text
     folder = tmp_path / "references" / "advise-check"
     folder.mkdir(parents=True)
-    pd.DataFrame({"variant": ["new_block"], "score": ["precision"], "rule": ["advise"], "estimate": [0.6],
-                  "low": [0.4], "high": [0.8]}).to_csv(folder / "scorecard.csv", index=False)
-    pd.DataFrame([claim_row("advise_beats_first_order", judge_samples(CLAIMS["advise_beats_first_order"].effect,
-                                                                      [0.01, 0.02, 0.015], 0.95), "RUN", "NOTE")],
-                 columns=ROW_COLUMNS).to_csv(folder / "claims.csv", index=False)
+    pd.DataFrame(
+        {
+            "variant": ["new_block"],
+            "score": ["precision"],
+            "rule": ["advise"],
+            "estimate": [0.6],
+            "low": [0.4],
+            "high": [0.8],
+        }
+    ).to_csv(folder / "scorecard.csv", index=False)
+    pd.DataFrame(
+        [
+            claim_row(
+                "advise_beats_first_order",
+                judge_samples(CLAIMS["advise_beats_first_order"].effect, [0.01, 0.02, 0.015], 0.95),
+                "RUN",
+                "NOTE",
+            )
+        ],
+        columns=ROW_COLUMNS,
+    ).to_csv(folder / "claims.csv", index=False)
     build_report(results, results / "report.html", references=tmp_path / "references")
     text = (results / "report.html").read_text()
-    section = text[text.index('<section id="advice">'):]
-    section = section[:section.index("</section>")]
+    section = text[text.index('<section id="advice">') :]
+    section = section[: section.index("</section>")]
     assert "precision" in section and "<b>reproduced</b>" in section and "3 seeds" in section
     assert 'href="#advice"' in text

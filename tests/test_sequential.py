@@ -57,8 +57,9 @@ def test_spending_differs_from_exact_design():
     assert boundary.critical[0] < OBRIEN_FLEMING[2][0] - 0.02
 
 
-@pytest.mark.parametrize("spending, function", [("obrien_fleming", obrien_fleming_spending),
-                                                ("pocock", pocock_spending)])
+@pytest.mark.parametrize(
+    "spending, function", [("obrien_fleming", obrien_fleming_spending), ("pocock", pocock_spending)]
+)
 def test_first_look_closed_form_and_cumulative_spending(spending, function):
     """The first look alone spends α(t_1): c_1 = Φ⁻¹(1 − α(t_1)/2); every look's cumulative crossing probability
     is the spending function at its fraction."""
@@ -76,12 +77,15 @@ def _rectangle(critical, fractions):
     t = np.array(fractions)
     corr = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
     c = np.array(critical)
-    return stats.multivariate_normal(mean=np.zeros(len(t)), cov=corr, abseps=1e-7, releps=1e-7,
-                                     maxpts=2_000_000).cdf(c, lower_limit=-c)
+    return stats.multivariate_normal(mean=np.zeros(len(t)), cov=corr, abseps=1e-7, releps=1e-7, maxpts=2_000_000).cdf(
+        c, lower_limit=-c
+    )
 
 
-@pytest.mark.parametrize("fractions, spending", [([0.5, 1.0], "obrien_fleming"), ([0.25, 0.6, 1.0], "pocock"),
-                                                 ([3 / 16, 0.5, 1.0], "obrien_fleming")])
+@pytest.mark.parametrize(
+    "fractions, spending",
+    [([0.5, 1.0], "obrien_fleming"), ([0.25, 0.6, 1.0], "pocock"), ([3 / 16, 0.5, 1.0], "obrien_fleming")],
+)
 def test_boundary_against_multivariate_normal(fractions, spending):
     boundary = spending_boundary(fractions, 0.05, spending)
     assert 1 - _rectangle(boundary.critical, fractions) == pytest.approx(0.05, abs=2e-5)
@@ -93,8 +97,11 @@ def test_null_simulation_type_one_error():
     at every look crosses far more often."""
     rng = np.random.default_rng(20261206)
     draws = 200_000
-    for boundary in (spending_boundary([0.3, 0.5, 1.0], 0.05, "obrien_fleming"),
-                     spending_boundary([0.2, 0.7, 1.0], 0.05, "pocock"), constant_boundary(5, 0.05, "pocock")):
+    for boundary in (
+        spending_boundary([0.3, 0.5, 1.0], 0.05, "obrien_fleming"),
+        spending_boundary([0.2, 0.7, 1.0], 0.05, "pocock"),
+        constant_boundary(5, 0.05, "pocock"),
+    ):
         t = np.array(boundary.fractions)
         scores = np.cumsum(rng.standard_normal((draws, len(t))) * np.sqrt(np.diff(t, prepend=0.0)), axis=1)
         crossed = (np.abs(scores / np.sqrt(t)) >= np.array(boundary.critical)).any(axis=1).mean()

@@ -20,8 +20,9 @@ LEVEL = 0.95
 SIMULATED_CELLS = 6_000
 # A cell like p1-seeds' (M = K = 8 and 32): moments of order 1e-1, errors a tenth of them at 512 examples, far from 0
 # at the sizes tested, so the judge's clipping at 0 (which the closed form leaves out) does not act.
-MODERATE = dict(mu_4=0.19, mu_sigma_mu=0.078, tr_sigma2=0.13, mu_4_se=0.022, mu_sigma_mu_se=0.0097,
-                tr_sigma2_se=0.016, pool=512)
+MODERATE = dict(
+    mu_4=0.19, mu_sigma_mu=0.078, tr_sigma2=0.13, mu_4_se=0.022, mu_sigma_mu_se=0.0097, tr_sigma2_se=0.016, pool=512
+)
 
 
 def simulated_fraction_shown(cell: BoundCell, n: int, replicates: float, correlation: str, seed: int = 0):
@@ -33,33 +34,47 @@ def simulated_fraction_shown(cell: BoundCell, n: int, replicates: float, correla
     whole = math.ceil(trials)
     p_hat = rng.binomial(whole, cell.p, SIMULATED_CELLS) / whole
     scale = math.sqrt(cell.pool / n)
-    errors = {"mu_4": cell.mu_4_se * scale, "mu_sigma_mu": cell.mu_sigma_mu_se * scale,
-              "tr_sigma2": cell.tr_sigma2_se * scale}
+    errors = {
+        "mu_4": cell.mu_4_se * scale,
+        "mu_sigma_mu": cell.mu_sigma_mu_se * scale,
+        "tr_sigma2": cell.tr_sigma2_se * scale,
+    }
     if correlation == "independent":
         draws = {name: rng.standard_normal(SIMULATED_CELLS) for name in errors}
     else:  # ‖μ‖⁴ up while μᵀΣμ and tr Σ² go down: every move lowers B's lower end
         common = rng.standard_normal(SIMULATED_CELLS)
         draws = {"mu_4": common, "mu_sigma_mu": -common, "tr_sigma2": -common}
-    table = pd.DataFrame({name: getattr(cell, name) + errors[name] * draws[name] for name in errors}
-                         | {f"{name}_se_jack": errors[name] for name in errors})
+    table = pd.DataFrame(
+        {name: getattr(cell, name) + errors[name] * draws[name] for name in errors}
+        | {f"{name}_se_jack": errors[name] for name in errors}
+    )
     b_hat = b_exact_interval(table, cell.M, cell.K, 0.0)[0]  # the corners at level 0: the point estimate
-    pool_draws = disjoint_draw_count(cell.M, cell.K, n) if cell.mode == "iid" else disjoint_draw_count(
-        cell.M, cell.K, n, n)
+    pool_draws = (
+        disjoint_draw_count(cell.M, cell.K, n) if cell.mode == "iid" else disjoint_draw_count(cell.M, cell.K, n, n)
+    )
     assert (b_hat < 0.5).all(), "every simulated cell must be non-vacuous for the fraction shown to be the power"
-    judgement = judge_bound(p_hat, b_hat,
-                            lambda at: misalignment_interval(p_hat, np.full(len(at), replicates), pool_draws, at),
-                            lambda at: b_exact_interval(table, cell.M, cell.K, at), LEVEL, seeds=1)
+    judgement = judge_bound(
+        p_hat,
+        b_hat,
+        lambda at: misalignment_interval(p_hat, np.full(len(at), replicates), pool_draws, at),
+        lambda at: b_exact_interval(table, cell.M, cell.K, at),
+        LEVEL,
+        seeds=1,
+    )
     fraction = judgement.estimate
     return fraction, math.sqrt(max(fraction * (1 - fraction), 1.0 / SIMULATED_CELLS) / SIMULATED_CELLS)
 
 
-@pytest.mark.parametrize("p, M, n, mode, correlation", [
-    (0.0, 8, 1_024, "iid", "independent"),
-    (0.0, 8, 1_024, "iid", "worst"),
-    (0.05, 8, 3_072, "iid", "independent"),
-    (0.05, 8, 3_072, "train_test", "worst"),
-    (0.0, 32, 10_560, "iid", "independent"),
-])
+@pytest.mark.parametrize(
+    "p, M, n, mode, correlation",
+    [
+        (0.0, 8, 1_024, "iid", "independent"),
+        (0.0, 8, 1_024, "iid", "worst"),
+        (0.05, 8, 3_072, "iid", "independent"),
+        (0.05, 8, 3_072, "train_test", "worst"),
+        (0.0, 32, 10_560, "iid", "independent"),
+    ],
+)
 def test_shown_probability_matches_a_simulation_of_the_judge(p, M, n, mode, correlation):
     cell = BoundCell(p=p, M=M, K=M, mode=mode, **MODERATE)
     expected = shown_probability(cell, n, 20_000, LEVEL, correlation)
@@ -80,8 +95,10 @@ def test_pool_size_for_power_reaches_the_target_and_no_smaller_step_does():
 
 def test_the_worst_correlation_never_asks_for_a_smaller_pool():
     cell = BoundCell(p=0.0, M=32, K=32, **MODERATE)
-    assert (pool_size_for_power(cell, 20_000, LEVEL, correlation="worst")[0]
-            >= pool_size_for_power(cell, 20_000, LEVEL, correlation="independent")[0])
+    assert (
+        pool_size_for_power(cell, 20_000, LEVEL, correlation="worst")[0]
+        >= pool_size_for_power(cell, 20_000, LEVEL, correlation="independent")[0]
+    )
 
 
 def test_a_pool_too_small_for_one_draw_has_no_power_and_an_unreachable_target_says_more():

@@ -69,13 +69,16 @@ def test_iid_misalignment_is_certified(heavy, M, K, mean_scale, spike):
         assert lo <= row["b_exact"] <= row["b_align"]
 
 
-@pytest.mark.parametrize("n, mu_sq, mu_sigma_mu, tr_sigma2, z, se", [
-    (10, 3.0, 2.0, 9.0, 3.0, 1.0),                    # 4·2/10 + 2·9/90 = 0.8 + 0.2 = 1
-    (10, -0.5, 2.0, 9.0, -0.5, 1.0),                  # the sign of the estimate is kept
-    (10, 3.0, -1.0, 9.0, 3.0 / math.sqrt(0.2), math.sqrt(0.2)),  # negative μᵀΣμ: its positive part, 0
-    (5, 1.0, 0.25, -4.0, 1.0 / math.sqrt(0.2), math.sqrt(0.2)),  # 4·0.25/5 + 0 (negative tr Σ²)
-    (10, 3.0, -1.0, 0.0, math.nan, math.nan),         # no usable scale
-])
+@pytest.mark.parametrize(
+    "n, mu_sq, mu_sigma_mu, tr_sigma2, z, se",
+    [
+        (10, 3.0, 2.0, 9.0, 3.0, 1.0),  # 4·2/10 + 2·9/90 = 0.8 + 0.2 = 1
+        (10, -0.5, 2.0, 9.0, -0.5, 1.0),  # the sign of the estimate is kept
+        (10, 3.0, -1.0, 9.0, 3.0 / math.sqrt(0.2), math.sqrt(0.2)),  # negative μᵀΣμ: its positive part, 0
+        (5, 1.0, 0.25, -4.0, 1.0 / math.sqrt(0.2), math.sqrt(0.2)),  # 4·0.25/5 + 0 (negative tr Σ²)
+        (10, 3.0, -1.0, 0.0, math.nan, math.nan),  # no usable scale
+    ],
+)
 def test_detectability_is_the_estimate_over_its_exact_standard_error(n, mu_sq, mu_sigma_mu, tr_sigma2, z, se):
     m = Moments(n=n, mu_sq=mu_sq, mu_4=mu_sq**2, mu_sigma_mu=mu_sigma_mu, tr_sigma2=tr_sigma2)
     assert detectability(m) == pytest.approx((z, se), rel=1e-12, nan_ok=True)
@@ -103,7 +106,8 @@ def test_row_detectability_is_the_closed_form_of_brute_force_u_statistics(shift,
     mu_sq, mu_sigma_mu, tr_sigma2 = brute_force_u_statistics(x)
     row = alignment_row(x)
     assert (row["mu_sq"], row["mu_sigma_mu"], row["tr_sigma2"]) == pytest.approx(
-        (mu_sq, mu_sigma_mu, tr_sigma2), rel=1e-9, abs=1e-12)
+        (mu_sq, mu_sigma_mu, tr_sigma2), rel=1e-9, abs=1e-12
+    )
     if shift == 0.0:
         assert mu_sigma_mu < 0  # the case where detectability takes the positive part
     se = math.sqrt(4 * max(mu_sigma_mu, 0) / n + 2 * max(tr_sigma2, 0) / (n * (n - 1)))
@@ -170,8 +174,11 @@ def test_jackknife_fieller_intervals_cover_at_about_the_nominal_level():
     hits = np.zeros(3)
     for _ in range(reps):
         row = alignment_row(draw(rng, mean, covariance, n))
-        hits += [row["d_par_lo"] <= d_par <= row["d_par_hi"], row["d_2_lo"] <= d_2 <= row["d_2_hi"],
-                 row["d_align_lo"] <= d_align <= row["d_align_hi"]]
+        hits += [
+            row["d_par_lo"] <= d_par <= row["d_par_hi"],
+            row["d_2_lo"] <= d_2 <= row["d_2_hi"],
+            row["d_align_lo"] <= d_align <= row["d_align_hi"],
+        ]
     coverage = hits / reps
     # nominal 0.95 (d_align: ≥ 0.95 by Bonferroni); 4 binomial SEs below it still fails a broken interval
     assert np.all(coverage >= 0.95 - 4 * np.sqrt(0.95 * 0.05 / reps)), coverage
@@ -208,8 +215,7 @@ HAND_PICKED = [
     ([1.0, 1.0, 0.0], [[5.0, 4.0, 0.0], [4.0, 5.0, 0.0], [0.0, 0.0, 1.0]]),
     ([2.0, 0.0, 0.0], [[0.5, 0.0, 0.0], [0.0, 9.0, 0.0], [0.0, 0.0, 9.0]]),
     ([3.0], [[0.25]]),
-    ([0.1, -0.2, 0.1, 0.0], [[2.0, 0.5, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.3],
-                             [0.0, 0.0, 0.3, 4.0]]),
+    ([0.1, -0.2, 0.1, 0.0], [[2.0, 0.5, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.3], [0.0, 0.0, 0.3, 4.0]]),
 ]
 
 
@@ -218,8 +224,7 @@ HAND_PICKED = [
 def test_certificates_match_the_closed_forms_on_hand_picked_moments(case, M, K):
     mean, covariance = (np.array(v, dtype=float) for v in HAND_PICKED[case])
     mu_sq = float(sum(v * v for v in mean))
-    mu_sigma_mu = float(sum(mean[i] * covariance[i, j] * mean[j]
-                            for i in range(len(mean)) for j in range(len(mean))))
+    mu_sigma_mu = float(sum(mean[i] * covariance[i, j] * mean[j] for i in range(len(mean)) for j in range(len(mean))))
     tr_sigma2 = float(sum(covariance[i, j] ** 2 for i in range(len(mean)) for j in range(len(mean))))
     m = Moments(n=None, mu_sq=mu_sq, mu_4=mu_sq**2, mu_sigma_mu=mu_sigma_mu, tr_sigma2=tr_sigma2)
     expected = closed_form_certificates(mu_sq, mu_sigma_mu, tr_sigma2, M, K)
@@ -228,8 +233,15 @@ def test_certificates_match_the_closed_forms_on_hand_picked_moments(case, M, K):
     assert 0 < b_exact <= b_align < 1
 
     # certificate_columns reads the same quantities from a row: shown when "ok", NaN otherwise
-    row = {"n": 50, "dim": len(mean), "mu_sq": mu_sq, "mu_4": mu_sq**2, "mu_sigma_mu": mu_sigma_mu,
-           "tr_sigma2": tr_sigma2, "status": STATUS_OK}
+    row = {
+        "n": 50,
+        "dim": len(mean),
+        "mu_sq": mu_sq,
+        "mu_4": mu_sq**2,
+        "mu_sigma_mu": mu_sigma_mu,
+        "tr_sigma2": tr_sigma2,
+        "status": STATUS_OK,
+    }
     columns = certificate_columns(row, M, K)
     assert (columns["M"], columns["K"]) == (M, K)
     assert (columns["b_exact"], columns["b_align"], columns["n_eff"]) == pytest.approx(expected, rel=1e-12)
@@ -249,8 +261,11 @@ def test_certificate_columns_of_a_pool_are_the_closed_forms_of_its_estimates():
     for M, K in ((4, 8), (64, 64)):
         variance = (1 / M + 1 / K) * musm + tr2 / (M * K)
         n_eff = M * K / (M + K + 1)
-        expected = {"b_exact": variance / (variance + mu_4),
-                    "b_align": 1 / (1 + n_eff * min(mu_4 / musm, mu_4 / tr2)), "n_eff": n_eff}
+        expected = {
+            "b_exact": variance / (variance + mu_4),
+            "b_align": 1 / (1 + n_eff * min(mu_4 / musm, mu_4 / tr2)),
+            "n_eff": n_eff,
+        }
         columns = row if (M, K) == (4, 8) else certificate_columns(row, M, K)
         assert {k: columns[k] for k in expected} == pytest.approx(expected, rel=1e-12)
         assert columns["b_exact"] <= columns["b_align"]
@@ -266,19 +281,59 @@ def test_b_exact_interval_is_the_extremes_of_b_exact_over_its_moment_box():
     from growcert.stats.certificates import b_exact_interval
 
     z = scipy_stats.norm.ppf(1 - 0.05 / 6)
-    for row, M, K in [({"mu_4": 4.0, "mu_sigma_mu": 2.0, "tr_sigma2": 8.0, "mu_4_se_jack": 0.5,
-                        "mu_sigma_mu_se_jack": 0.3, "tr_sigma2_se_jack": 1.0}, 4, 5),
-                      ({"mu_4": 0.3, "mu_sigma_mu": 0.05, "tr_sigma2": 0.2, "mu_4_se_jack": 0.1,
-                        "mu_sigma_mu_se_jack": 0.04, "tr_sigma2_se_jack": 0.15}, 32, 32)]:
-        axes = [np.linspace(max(row[name] - z * row[f"{name}_se_jack"], 0), row[name] + z * row[f"{name}_se_jack"], 9)
-                for name in ("mu_4", "mu_sigma_mu", "tr_sigma2")]
-        values = [certificates(Moments(n=None, mu_sq=math.sqrt(mu_4), mu_4=mu_4, mu_sigma_mu=msm, tr_sigma2=tr),
-                               M, K)[0] for mu_4, msm, tr in itertools.product(*axes)]
+    for row, M, K in [
+        (
+            {
+                "mu_4": 4.0,
+                "mu_sigma_mu": 2.0,
+                "tr_sigma2": 8.0,
+                "mu_4_se_jack": 0.5,
+                "mu_sigma_mu_se_jack": 0.3,
+                "tr_sigma2_se_jack": 1.0,
+            },
+            4,
+            5,
+        ),
+        (
+            {
+                "mu_4": 0.3,
+                "mu_sigma_mu": 0.05,
+                "tr_sigma2": 0.2,
+                "mu_4_se_jack": 0.1,
+                "mu_sigma_mu_se_jack": 0.04,
+                "tr_sigma2_se_jack": 0.15,
+            },
+            32,
+            32,
+        ),
+    ]:
+        axes = [
+            np.linspace(max(row[name] - z * row[f"{name}_se_jack"], 0), row[name] + z * row[f"{name}_se_jack"], 9)
+            for name in ("mu_4", "mu_sigma_mu", "tr_sigma2")
+        ]
+        values = [
+            certificates(Moments(n=None, mu_sq=math.sqrt(mu_4), mu_4=mu_4, mu_sigma_mu=msm, tr_sigma2=tr), M, K)[0]
+            for mu_4, msm, tr in itertools.product(*axes)
+        ]
         low, high = b_exact_interval(row, M, K, 0.95)
         assert (low, high) == pytest.approx((min(values), max(values)), rel=1e-12)
     # an upper ‖μ‖⁴ end of 0 (no detectable mean) bounds nothing
-    assert b_exact_interval({"mu_4": 0.1, "mu_sigma_mu": 1.0, "tr_sigma2": 1.0, "mu_4_se_jack": 1.0,
-                             "mu_sigma_mu_se_jack": 0.1, "tr_sigma2_se_jack": 0.1}, 8, 8, 0.95)[1] == 1.0
+    assert (
+        b_exact_interval(
+            {
+                "mu_4": 0.1,
+                "mu_sigma_mu": 1.0,
+                "tr_sigma2": 1.0,
+                "mu_4_se_jack": 1.0,
+                "mu_sigma_mu_se_jack": 0.1,
+                "tr_sigma2_se_jack": 0.1,
+            },
+            8,
+            8,
+            0.95,
+        )[1]
+        == 1.0
+    )
 
 
 def test_b_exact_interval_covers_the_population_b_exact():
@@ -309,14 +364,20 @@ def test_misalignment_interval_covers_the_population_probability_where_wilson_al
     mean = np.full(dim, 0.28)
     rng = np.random.default_rng(5)
     fresh = 400_000  # the population p from independent draws of μ_M and g_K
-    truth = np.mean(np.sum((mean + rng.standard_normal((fresh, dim)) / np.sqrt(M))
-                           * (mean + rng.standard_normal((fresh, dim)) / np.sqrt(K)), axis=1) <= 0)
+    truth = np.mean(
+        np.sum(
+            (mean + rng.standard_normal((fresh, dim)) / np.sqrt(M))
+            * (mean + rng.standard_normal((fresh, dim)) / np.sqrt(K)),
+            axis=1,
+        )
+        <= 0
+    )
     draws = disjoint_draw_count(M, K, n)
     assert draws == 3
     wilson_hits = pool_hits = 0
     for _ in range(reps):
         pool = mean + rng.standard_normal((n, dim))
-        picks = np.argsort(rng.random((replicates, n)), axis=1)[:, :M + K]
+        picks = np.argsort(rng.random((replicates, n)), axis=1)[:, : M + K]
         dots = np.sum(pool[picks[:, :M]].mean(axis=1) * pool[picks[:, M:]].mean(axis=1), axis=1)
         misaligned = int(np.sum(dots <= 0))
         low, high = wilson_interval(misaligned, replicates)

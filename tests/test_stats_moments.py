@@ -34,8 +34,10 @@ def brute_force(x):
 
 def assert_moments_close(a, b, rtol):
     for name in FIELDS:
-        va, vb = float(getattr(a, name) if not isinstance(a, dict) else a[name]), \
-            float(getattr(b, name) if not isinstance(b, dict) else b[name])
+        va, vb = (
+            float(getattr(a, name) if not isinstance(a, dict) else a[name]),
+            float(getattr(b, name) if not isinstance(b, dict) else b[name]),
+        )
         assert va == pytest.approx(vb, rel=rtol, abs=rtol * 1e-3), name
 
 
@@ -57,8 +59,7 @@ def test_leave_one_out_sums_equal_recomputation_without_that_example():
         for i in range(len(x)):
             direct = moments(np.delete(x, i, axis=0))
             for name in FIELDS:
-                assert float(getattr(loo, name)[i]) == pytest.approx(float(getattr(direct, name)),
-                                                                     rel=1e-9, abs=1e-12)
+                assert float(getattr(loo, name)[i]) == pytest.approx(float(getattr(direct, name)), rel=1e-9, abs=1e-12)
 
 
 def test_covariance_and_gram_paths_agree_on_the_same_data():
@@ -122,8 +123,7 @@ def test_streaming_from_chunked_zarr_equals_in_memory(tmp_path, how):
         streamed_plugin = plugin_moments(lazy, method=method, block_bytes=8 * dim * 16)
         assert_moments_close(streamed_plugin, plugin_moments(in_memory), 1e-10)
     # Opened without dask (lazily indexed backend array): still read block by block.
-    plain = xr.open_dataset(tmp_path / "s.zarr", engine="zarr", group="block0", consolidated=False,
-                            chunks=None)
+    plain = xr.open_dataset(tmp_path / "s.zarr", engine="zarr", group="block0", consolidated=False, chunks=None)
     if how == "flatten":
         blocks = SampleBlocks(plain.q, block_bytes=8 * dim * 16)
         assert blocks.bounds[:2] == [(0, 15), (15, 30)]  # whole on-disk chunks of 5
@@ -178,8 +178,7 @@ def verdicts(monkeypatch):
     seen = []
     choose = accumulate_module.choose_products
     monkeypatch.setattr(accumulate_module, "FLOAT32_MIN_PRODUCTS", 0)
-    monkeypatch.setattr(accumulate_module, "choose_products",
-                        lambda *args: seen.append(choose(*args)) or seen[-1])
+    monkeypatch.setattr(accumulate_module, "choose_products", lambda *args: seen.append(choose(*args)) or seen[-1])
     return seen
 
 
@@ -209,8 +208,11 @@ def test_float32_products_agree_with_float64_within_the_tolerance_on_random_data
 def test_float32_products_match_brute_force_u_statistics():
     rng = np.random.default_rng(8)
     x = (rng.standard_normal((9, 5)) + 0.4).astype(np.float32)
-    assert_moments_close(moments(x, method="covariance", products="float32", block_bytes=8 * 5 * 3),
-                         brute_force(x.astype(np.float64)), 1e-5)
+    assert_moments_close(
+        moments(x, method="covariance", products="float32", block_bytes=8 * 5 * 3),
+        brute_force(x.astype(np.float64)),
+        1e-5,
+    )
 
 
 def test_a_strong_mean_keeps_float64_products_where_float32_would_miss_the_tolerance(verdicts):
@@ -232,8 +234,10 @@ def test_the_end_of_pass_check_sees_outlying_rows_the_first_block_lacks(verdicts
     x[[700, 1300, 1900]] *= 100  # three heavy rows, none in the first block
     exact = moments(x, products="float64", block_bytes=BLOCK_BYTES)
     # float32 would stay within the tolerance, but not with the margin the rule asks for
-    assert largest_relative_change(moments(x, products="float32", block_bytes=BLOCK_BYTES),
-                                   exact) > FLOAT32_TOLERANCE / FLOAT32_SAFETY
+    assert (
+        largest_relative_change(moments(x, products="float32", block_bytes=BLOCK_BYTES), exact)
+        > FLOAT32_TOLERANCE / FLOAT32_SAFETY
+    )
     chosen = moments(x, block_bytes=BLOCK_BYTES)
     assert [v.products for v in verdicts] == ["float32", "float64"] and chosen.products == "float64"
     for name in FIELDS:  # recomputed with float64 products: the float64 result itself

@@ -11,8 +11,9 @@ def lazy_array(values, dims, chunk=4):
     return xr.DataArray(values, dims=dims).chunk({"sample": chunk})
 
 
-@pytest.mark.parametrize("dims,axes", [(("sample", "channel", "height", "width"), (2, 3)),
-                                       (("sample", "token", "feature"), (1,))])
+@pytest.mark.parametrize(
+    "dims,axes", [(("sample", "channel", "height", "width"), (2, 3)), (("sample", "token", "feature"), (1,))]
+)
 def test_dask_reductions_equal_numpy_and_stay_lazy(dims, axes):
     rng = np.random.default_rng(0)
     values = rng.standard_normal((10,) + (3, 4, 5)[: len(dims) - 1]).astype(np.float32)
@@ -21,8 +22,7 @@ def test_dask_reductions_equal_numpy_and_stay_lazy(dims, axes):
     assert summed.chunks[0] == (4, 4, 2) and len(summed.chunks[1]) == 1  # chunked along sample only
     kept = "channel" if "channel" in dims else "feature"
     assert summed.dims == ("sample", kept)
-    np.testing.assert_allclose(summed.values, reduce_examples(values, "sum_positions", position_axes=axes),
-                               rtol=1e-12)
+    np.testing.assert_allclose(summed.values, reduce_examples(values, "sum_positions", position_axes=axes), rtol=1e-12)
     np.testing.assert_allclose(summed.values, values.sum(axis=axes, dtype=np.float64), rtol=1e-12)
     flat = reduce_examples(lazy, "flatten")
     assert flat.chunks[0] == (4, 4, 2) and flat.shape == (10, values[0].size)
@@ -32,8 +32,9 @@ def test_dask_reductions_equal_numpy_and_stay_lazy(dims, axes):
 
 def test_sample_coordinates_survive_and_order_of_dims_does_not_matter():
     values = np.arange(2 * 3 * 4, dtype=np.float32).reshape(3, 4, 2)  # (token, sample, feature)
-    da = xr.DataArray(values, dims=("token", "sample", "feature"),
-                      coords={"split": ("sample", ["train", "test", "train", "test"])})
+    da = xr.DataArray(
+        values, dims=("token", "sample", "feature"), coords={"split": ("sample", ["train", "test", "train", "test"])}
+    )
     out = reduce_examples(da, "sum_positions")
     assert list(out.split.values) == ["train", "test", "train", "test"]
     np.testing.assert_array_equal(out.values, values.sum(axis=0))
@@ -69,8 +70,10 @@ def test_stats_package_imports_no_torch_and_no_model_code():
     import subprocess
     import sys
 
-    code = ("import sys, growcert.stats; "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'growcert.models', "
-            "'growcert.stages.train', 'growcert.models.capture'))]; print(bad); assert not bad")
+    code = (
+        "import sys, growcert.stats; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'growcert.models', "
+        "'growcert.stages.train', 'growcert.models.capture'))]; print(bad); assert not bad"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -15,15 +15,28 @@ from growcert.stats.regime import first_crossing
 def curve(width, seed, losses, d_align, lo=None, hi=None, steps=(50, 100, 200, 400), context=256):
     """Rows of one synthetic alignment table curve (one point, one reduction, held-out pool)."""
     d_align = np.asarray(d_align, float)
-    return pd.DataFrame({"family": "llama", "dataset": "shakespeare", "context": context, "depth": 2,
-                         "width": width, "seed": seed, "reduction": "sum_positions", "point": "block2",
-                         "pool": "test", "step": list(steps), "test_loss": losses, "d_align": d_align,
-                         "d_align_lo": d_align / 2 if lo is None else lo, "d_align_hi": d_align * 2 if hi is None else hi})
+    return pd.DataFrame(
+        {
+            "family": "llama",
+            "dataset": "shakespeare",
+            "context": context,
+            "depth": 2,
+            "width": width,
+            "seed": seed,
+            "reduction": "sum_positions",
+            "point": "block2",
+            "pool": "test",
+            "step": list(steps),
+            "test_loss": losses,
+            "d_align": d_align,
+            "d_align_lo": d_align / 2 if lo is None else lo,
+            "d_align_hi": d_align * 2 if hi is None else hi,
+        }
+    )
 
 
 # Width 32's held-out loss rises between steps 100 and 200 (non-monotone); width 64 starts lower.
-NARROW = curve(32, 0, [3.0, 2.5, 2.6, 2.0], [4.0, 2.0, 1.0, 0.5],
-               lo=[0.0, 1.0, 0.5, 0.25], hi=[8.0, np.inf, 2.0, 1.0])
+NARROW = curve(32, 0, [3.0, 2.5, 2.6, 2.0], [4.0, 2.0, 1.0, 0.5], lo=[0.0, 1.0, 0.5, 0.25], hi=[8.0, np.inf, 2.0, 1.0])
 WIDE = curve(64, 0, [2.9, 2.4, 2.1, 1.8], [8.0, 4.0, 2.0, 1.0])
 TABLE = pd.concat([NARROW, WIDE], ignore_index=True)
 
@@ -37,9 +50,9 @@ def test_matched_loss_matches_a_hand_computation():
     # 2.8 on width 32: f = (3.0 - 2.8) / (3.0 - 2.5) = 0.4 between steps 50 and 100; log-linear in loss.
     row = at(out, 32, 2.8)
     assert row["reached"] and row["step"] == pytest.approx(70.0)
-    assert row["d_align"] == pytest.approx(4.0 ** 0.6 * 2.0 ** 0.4)
+    assert row["d_align"] == pytest.approx(4.0**0.6 * 2.0**0.4)
     assert row["d_align_lo"] == 0.0  # a zero interval end stays zero
-    assert row["d_align_hi"] == pytest.approx(8.0 ** 0.6 * np.inf ** 0.4)
+    assert row["d_align_hi"] == pytest.approx(8.0**0.6 * np.inf**0.4)
     assert np.isinf(row["d_align_hi"])
     # 2.55 is crossed three times by width 32 (50→100, 100→200, 200→400); the first crossing counts.
     row = at(out, 32, 2.55)
@@ -54,8 +67,8 @@ def test_matched_loss_matches_a_hand_computation():
     assert at(out, 32, 3.0)["d_align"] == pytest.approx(4.0)
     # Width 64 at 2.2: f = (2.4 - 2.2) / (2.4 - 2.1) between steps 100 and 200.
     f = 0.2 / 0.3
-    assert at(out, 64, 2.2)["d_align"] == pytest.approx(4.0 ** (1 - f) * 2.0 ** f)
-    assert at(out, 64, 2.2)["d_align_lo"] == pytest.approx(2.0 ** (1 - f) * 1.0 ** f)
+    assert at(out, 64, 2.2)["d_align"] == pytest.approx(4.0 ** (1 - f) * 2.0**f)
+    assert at(out, 64, 2.2)["d_align_lo"] == pytest.approx(2.0 ** (1 - f) * 1.0**f)
 
 
 def test_a_level_a_curve_never_reaches_is_missing_not_extrapolated():
@@ -103,8 +116,15 @@ def sweeps(rng, replicates, slope, widths=(32, 64, 128, 256), seeds=3, seed_sd=0
     centred = log_width - log_width.mean()  # so a seed's slope deviation does not also shift its level
     log_d = -1.0 + slope * log_width + seed_slope * centred + seed_offset + rng.normal(0, noise_sd, shape)
     r, s, w = np.meshgrid(np.arange(replicates), np.arange(seeds), np.arange(len(widths)), indexing="ij")
-    return pd.DataFrame({"replicate": r.ravel(), "seed": s.ravel(), "width": np.asarray(widths)[w.ravel()],
-                         "step": 150, "d_align": np.exp(log_d.ravel())})
+    return pd.DataFrame(
+        {
+            "replicate": r.ravel(),
+            "seed": s.ravel(),
+            "width": np.asarray(widths)[w.ravel()],
+            "step": 150,
+            "d_align": np.exp(log_d.ravel()),
+        }
+    )
 
 
 def test_seed_level_interval_covers_the_true_slope_at_the_nominal_rate():
@@ -146,14 +166,24 @@ def test_per_seed_slope_is_the_ols_slope_on_log_scales():
 def constructed(slopes, level_at_32=0.5, step=150):
     """One cell whose per-seed slopes of log d on log width are exactly `slopes`."""
     widths = np.array([32, 64, 128])
-    rows = [{"step": step, "seed": s, "width": w, "d_align": level_at_32 * (w / 32) ** b}
-            for s, b in enumerate(slopes) for w in widths]
+    rows = [
+        {"step": step, "seed": s, "width": w, "d_align": level_at_32 * (w / 32) ** b}
+        for s, b in enumerate(slopes)
+        for w in widths
+    ]
     return pd.DataFrame(rows)
 
 
-@pytest.mark.parametrize("slopes, expected", [([0.9, 1.0, 1.1], "rises"), ([-1.1, -1.0, -0.9], "falls"),
-                                              ([-0.1, 0.0, 0.1], "flat"), ([0.5, 2.0, -0.4], "flat"),
-                                              ([1.0], "undetermined")])
+@pytest.mark.parametrize(
+    "slopes, expected",
+    [
+        ([0.9, 1.0, 1.1], "rises"),
+        ([-1.1, -1.0, -0.9], "falls"),
+        ([-0.1, 0.0, 0.1], "flat"),
+        ([0.5, 2.0, -0.4], "flat"),
+        ([1.0], "undetermined"),
+    ],
+)
 def test_verdict_on_constructed_cells(slopes, expected):
     row = width_trend(constructed(slopes), cell=[]).iloc[0]
     assert row["trend"] == expected
@@ -195,11 +225,23 @@ def test_the_verdict_works_on_the_matched_loss_table():
 
 
 def test_summary_counts_cells():
-    cells = pd.concat([constructed([0.9, 1.0, 1.1], step=50), constructed([-1.1, -1.0, -0.9], step=150),
-                       constructed([-0.1, 0.0, 0.1], step=600), constructed([1.0], step=900)])
+    cells = pd.concat(
+        [
+            constructed([0.9, 1.0, 1.1], step=50),
+            constructed([-1.1, -1.0, -0.9], step=150),
+            constructed([-0.1, 0.0, 0.1], step=600),
+            constructed([1.0], step=900),
+        ]
+    )
     trend = width_trend(cells, cell=[])
     summary = regime_summary(trend)
-    assert (summary["cells"], summary["rises"], summary["falls"], summary["flat"], summary["undetermined"]) == (4, 1, 1, 1, 1)
+    assert (summary["cells"], summary["rises"], summary["falls"], summary["flat"], summary["undetermined"]) == (
+        4,
+        1,
+        1,
+        1,
+        1,
+    )
     # Widest-width geometric means: 2.0 (step 50), 0.125, 0.5, 2.0 (step 900, one seed: no interval).
     assert summary["magnitude"] == 2 and summary["magnitude_clear"] == 1
     assert summary["magnitude_cells"] == ["step=50", "step=900"]
@@ -218,8 +260,21 @@ def test_bad_arguments_are_refused_with_a_message():
 def test_a_bonferroni_level_on_two_far_apart_seeds_gives_an_infinite_end_not_an_error():
     """At 1 − 0.05/m with 2 seeds (t quantile in the thousands) the widest-width interval's log end passes
     float range (the default run's first cut raised OverflowError): it is +inf."""
-    rows = [{"family": "llama", "dataset": "shakespeare", "depth": 1, "reduction": "sum_positions", "point": "block1",
-             "pool": "test", "step": 10, "seed": seed, "width": width, "d_align": value}
-            for seed, values in ((0, (1e-3, 2e-3)), (1, (1e2, 5e2))) for width, value in zip((16, 32), values)]
+    rows = [
+        {
+            "family": "llama",
+            "dataset": "shakespeare",
+            "depth": 1,
+            "reduction": "sum_positions",
+            "point": "block1",
+            "pool": "test",
+            "step": 10,
+            "seed": seed,
+            "width": width,
+            "d_align": value,
+        }
+        for seed, values in ((0, (1e-3, 2e-3)), (1, (1e2, 5e2)))
+        for width, value in zip((16, 32), values)
+    ]
     trend = width_trend(pd.DataFrame(rows), "step", level=1 - 0.05 / 40)
     assert trend["d_align_widest_hi"].iloc[0] == np.inf and trend["d_align_widest_lo"].iloc[0] >= 0

@@ -78,8 +78,9 @@ def test_sizes_are_checked():
 
 def brute_force_dots(train, test, pick_m, pick_k):
     """Σ_{i∈M} x_i · Σ_{j∈K} x_j per replicate, one replicate at a time in float64."""
-    return np.array([train[m].astype(np.float64).sum(0) @ test[k].astype(np.float64).sum(0)
-                     for m, k in zip(pick_m, pick_k)])
+    return np.array(
+        [train[m].astype(np.float64).sum(0) @ test[k].astype(np.float64).sum(0) for m, k in zip(pick_m, pick_k)]
+    )
 
 
 def cancelling_pool(n=40, dim=1000, seed=0):
@@ -121,7 +122,11 @@ def test_both_paths_count_the_brute_force_signs_of_the_same_draws(dtype):
                 both = draw_subsets(draws, rows, len(first), M + K)
                 pick_m, pick_k, other = both[:, :M], both[:, M:], first
             else:
-                pick_m, pick_k, other = draw_subsets(draws, rows, len(first), M), draw_subsets(draws, rows, len(second), K), second
+                pick_m, pick_k, other = (
+                    draw_subsets(draws, rows, len(first), M),
+                    draw_subsets(draws, rows, len(second), K),
+                    second,
+                )
             hits += int(np.count_nonzero(brute_force_dots(first, other, pick_m, pick_k) <= 0))
         for method in ("gram", "features"):
             assert misalignment(first, second, M, K, replicates, seed=9, method=method)[0] == hits / replicates
@@ -145,6 +150,10 @@ def test_float64_recheck_sums_float32_rows_in_float64(dtype):
     exact = brute_force_dots(x, x, both[:, :16], both[:, 16:])
     dots = subset_sums.float64_dots(x, x, both[:, :16], both[:, 16:])
     assert np.allclose(dots, exact, rtol=1e-13, atol=0)
-    in_float32 = np.einsum("ij,ij->i", x.astype(np.float32)[both[:, :16]].sum(1, dtype=np.float32),
-                           x.astype(np.float32)[both[:, 16:]].sum(1, dtype=np.float32), dtype=np.float64)
+    in_float32 = np.einsum(
+        "ij,ij->i",
+        x.astype(np.float32)[both[:, :16]].sum(1, dtype=np.float32),
+        x.astype(np.float32)[both[:, 16:]].sum(1, dtype=np.float32),
+        dtype=np.float64,
+    )
     assert not np.allclose(in_float32, exact, rtol=1e-13, atol=0)  # the data can tell the two apart

@@ -34,21 +34,29 @@ from growcert.store import (
 from growcert.store.encoding import StoreOptions, shard_samples
 from growcert.store.format import compressors
 
-SPECS = [GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8), ("height", "width")),
-         GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4), ("height", "width"))]
+SPECS = [
+    GroupSpec("block0", ("channel", "height", "width"), (4, 8, 8), ("height", "width")),
+    GroupSpec("block1", ("channel", "height", "width"), (8, 4, 4), ("height", "width")),
+]
 
 
 def small_writer(path, n=40, min_chunk_bytes=4096):
     split = np.array(["train"] * (n // 2) + ["test"] * (n - n // 2), dtype=object)
-    return StoreWriter(path, SPECS, split, np.arange(n), np.arange(n) % 10, {"family": "resnet"},
-                       min_chunk_bytes=min_chunk_bytes)
+    return StoreWriter(
+        path, SPECS, split, np.arange(n), np.arange(n) % 10, {"family": "resnet"}, min_chunk_bytes=min_chunk_bytes
+    )
 
 
 def fill(writer, seed=0):
     rng = np.random.default_rng(seed)
-    values = {spec.name: {"q": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
-                          "z": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
-                          "loss": rng.random(writer.n, dtype=np.float32)} for spec in SPECS}
+    values = {
+        spec.name: {
+            "q": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
+            "z": rng.standard_normal((writer.n, *spec.shape), dtype=np.float32),
+            "loss": rng.random(writer.n, dtype=np.float32),
+        }
+        for spec in SPECS
+    }
     for group, variables in values.items():
         chunk = writer.chunks[group]
         for start in range(0, writer.n, chunk * 2):  # two chunks per write, the last one short
@@ -77,29 +85,54 @@ def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk
     template moved to memory): every array created, filled and marked complete one call at a time."""
     described = variable_attrs("the loss of the example alone (root attr loss_function)")
     root = zarr.open_group(path, mode="w", zarr_format=3)
-    root.attrs.update({**attrs, **options.attrs, "format": FORMAT, "groups": [spec.name for spec in SPECS],
-                       "complete": False})
+    root.attrs.update(
+        {**attrs, **options.attrs, "format": FORMAT, "groups": [spec.name for spec in SPECS], "complete": False}
+    )
     for spec in SPECS:
         chunk = sample_chunk(spec, n, min_chunk_bytes, options.itemsize)
         shard = (shard_samples(chunk, n, options), *spec.shape) if options.shards else None
         group = root.create_group(spec.name, attributes={"insertion_point": spec.name, "complete": False})
         for variable in options.variables:
-            group.create_array(variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard,
-                               dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=compressors(),
-                               dimension_names=("sample", *spec.dims),
-                               attributes={**described[variable], "coordinates": "split index label loss",
-                                           **options.array_attrs})
+            group.create_array(
+                variable,
+                shape=(n, *spec.shape),
+                chunks=(chunk, *spec.shape),
+                shards=shard,
+                dtype=options.zarr_dtype,
+                fill_value=options.fill_value,
+                compressors=compressors(),
+                dimension_names=("sample", *spec.dims),
+                attributes={**described[variable], "coordinates": "split index label loss", **options.array_attrs},
+            )
             group[variable][:] = options.encode(values[spec.name][variable])
-        for variable, small, dtype in (("loss", values[spec.name]["loss"], "float32"), ("split", split, str),
-                                       ("index", index, "int64"), ("label", label, "int64")):
-            group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype, compressors=compressors(),
-                               dimension_names=("sample",), attributes=described[variable],
-                               **({"fill_value": np.nan} if variable == "loss" else {}))
+        for variable, small, dtype in (
+            ("loss", values[spec.name]["loss"], "float32"),
+            ("split", split, str),
+            ("index", index, "int64"),
+            ("label", label, "int64"),
+        ):
+            group.create_array(
+                variable,
+                shape=(n,),
+                chunks=(n,),
+                dtype=dtype,
+                compressors=compressors(),
+                dimension_names=("sample",),
+                attributes=described[variable],
+                **({"fill_value": np.nan} if variable == "loss" else {}),
+            )
             group[variable][:] = small
         for dim in spec.positions:
             size = spec.shape[spec.dims.index(dim)]
-            group.create_array(dim, shape=(size,), chunks=(size,), dtype="int64", compressors=compressors(),
-                               dimension_names=(dim,), attributes=position_attrs(dim))
+            group.create_array(
+                dim,
+                shape=(size,),
+                chunks=(size,),
+                dtype="int64",
+                compressors=compressors(),
+                dimension_names=(dim,),
+                attributes=position_attrs(dim),
+            )
             group[dim][:] = np.arange(size)
     for spec in SPECS:
         zarr.open_group(path / spec.name, mode="r+").attrs["complete"] = True
@@ -107,8 +140,11 @@ def node_by_node(path, n, split, index, label, attrs, options, values, min_chunk
 
 
 @pytest.mark.parametrize("n", [80, 83])
-@pytest.mark.parametrize("options", [StoreOptions(), StoreOptions(("q",), "bfloat16", 2), StoreOptions(shards=8)],
-                         ids=["float32", "bf16-q-shards", "float32-shards"])
+@pytest.mark.parametrize(
+    "options",
+    [StoreOptions(), StoreOptions(("q",), "bfloat16", 2), StoreOptions(shards=8)],
+    ids=["float32", "bf16-q-shards", "float32-shards"],
+)
 def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, options, n):
     """StoreWriter builds its template in memory, writes it in one batch, and writes the chunks and shards
     itself (store.chunks), a shard once all its chunks have come: none of it may change a byte of the store,
@@ -117,19 +153,32 @@ def test_writer_files_equal_a_node_by_node_zarr_store_byte_for_byte(tmp_path, op
     split = np.array(["train"] * 50 + ["test"] * (n - 50), dtype=object)
     index, label = np.arange(n) * 3, np.arange(n) % 10
     rng = np.random.default_rng(1)
-    values = {spec.name: {"q": rng.standard_normal((n, *spec.shape), dtype=np.float32),
-                          "z": rng.standard_normal((n, *spec.shape), dtype=np.float32),
-                          "loss": rng.random(n, dtype=np.float32)} for spec in SPECS}
-    writer = StoreWriter(tmp_path / "ours.zarr", SPECS, split, index, label, {"family": "resnet"},
-                         min_chunk_bytes=4096, options=options)
+    values = {
+        spec.name: {
+            "q": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+            "z": rng.standard_normal((n, *spec.shape), dtype=np.float32),
+            "loss": rng.random(n, dtype=np.float32),
+        }
+        for spec in SPECS
+    }
+    writer = StoreWriter(
+        tmp_path / "ours.zarr", SPECS, split, index, label, {"family": "resnet"}, min_chunk_bytes=4096, options=options
+    )
     chunk = writer.chunks
     # chunks in reverse order: a shard's file is written once all its chunks have come, in any order
-    writer.write_many([(group, start, {v: a[start:start + chunk[group]] for v, a in variables.items()})
-                       for group, variables in values.items() for start in reversed(range(0, n, chunk[group]))])
+    writer.write_many(
+        [
+            (group, start, {v: a[start : start + chunk[group]] for v, a in variables.items()})
+            for group, variables in values.items()
+            for start in reversed(range(0, n, chunk[group]))
+        ]
+    )
     writer.finish()
     node_by_node(tmp_path / "theirs.zarr", n, split, index, label, {"family": "resnet"}, options, values)
-    ours, theirs = ({str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-                    for root in (tmp_path / "ours.zarr", tmp_path / "theirs.zarr"))
+    ours, theirs = (
+        {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+        for root in (tmp_path / "ours.zarr", tmp_path / "theirs.zarr")
+    )
     assert sorted(ours) == sorted(theirs) and len(ours) > 20
     assert [name for name in ours if ours[name] != theirs[name]] == []
 
@@ -197,10 +246,27 @@ def test_wrong_folder_and_missing_group(tmp_path):
 
 @pytest.fixture(scope="module")
 def checkpoint(prepared, tmp_path_factory):
-    settings = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8, "seed": 0, "model": {},
-                "train": {"steps": 5, "batch_size": 16, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-                          "warmup_steps": 1, "grad_clip": 1.0, "save_steps": [5], "eval_every": 5,
-                          "eval_examples": 16, "single_pass": True}}
+    settings = {
+        "family": "resnet",
+        "dataset": "digits",
+        "width": 1,
+        "depth": 8,
+        "seed": 0,
+        "model": {},
+        "train": {
+            "steps": 5,
+            "batch_size": 16,
+            "lr": 0.003,
+            "weight_decay": 0.0,
+            "betas": [0.9, 0.95],
+            "warmup_steps": 1,
+            "grad_clip": 1.0,
+            "save_steps": [5],
+            "eval_every": 5,
+            "eval_examples": 16,
+            "single_pass": True,
+        },
+    }
     folder = tmp_path_factory.mktemp("run")
     train_model(settings, prepared("digits"), folder, log=lambda _: None, device="cpu")
     return folder / "step5.pt"
@@ -209,33 +275,57 @@ def checkpoint(prepared, tmp_path_factory):
 def test_two_dumps_are_identical(prepared, checkpoint, tmp_path):
     settings = {"train_examples": 100, "test_examples": 60, "batch_size": 32, "seed": 0, "points": None}
     for name in ("a.zarr", "b.zarr"):
-        dump_gradients(checkpoint, prepared("digits"), tmp_path / name, stage_settings("dump", settings),
-                       log=lambda _: None, device="cpu")
+        dump_gradients(
+            checkpoint,
+            prepared("digits"),
+            tmp_path / name,
+            stage_settings("dump", settings),
+            log=lambda _: None,
+            device="cpu",
+        )
     groups = zarr.open_group(tmp_path / "a.zarr", mode="r").attrs["groups"]
     assert len(groups) == 4
     for group in groups:
         a, b = open_group(tmp_path / "a.zarr", group), open_group(tmp_path / "b.zarr", group)
         for variable in ("q", "z", "loss", "label", "index"):
             np.testing.assert_array_equal(a[variable].values, b[variable].values)
-        assert np.array_equal(np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object))
+        assert np.array_equal(
+            np.asarray(a["split"].values).astype(object), np.asarray(b["split"].values).astype(object)
+        )
 
 
 def test_a_memory_cap_only_lowers_the_batch_and_the_store_is_that_batch_size_s(prepared, checkpoint, tmp_path):
     settings = {"train_examples": 40, "test_examples": 24, "batch_size": 32, "seed": 0, "points": None}
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "whole.zarr", stage_settings("dump", settings),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        checkpoint,
+        prepared("digits"),
+        tmp_path / "whole.zarr",
+        stage_settings("dump", settings),
+        log=lambda _: None,
+        device="cpu",
+    )
     groups = zarr.open_group(tmp_path / "whole.zarr", mode="r").attrs["groups"]
     # q and z in float32 at every point: the bytes one example captures; a cap of 3.5 of them allows 3
     per_example = sum(8 * int(np.prod(open_group(tmp_path / "whole.zarr", g)["q"].shape[1:])) for g in groups)
     lines = []
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "capped.zarr",
-                   stage_settings("dump", {**settings, "max_batch_mb": 3.5 * per_example / 2**20}), log=lines.append,
-                   device="cpu")
+    dump_gradients(
+        checkpoint,
+        prepared("digits"),
+        tmp_path / "capped.zarr",
+        stage_settings("dump", {**settings, "max_batch_mb": 3.5 * per_example / 2**20}),
+        log=lines.append,
+        device="cpu",
+    )
     assert any("in batches of 3 (dump.batch_size 32" in line for line in lines), lines
     # the cap does nothing but choose the batch: bit for bit the store of batch_size 3
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "three.zarr",
-                   stage_settings("dump", {**settings, "batch_size": 3}),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        checkpoint,
+        prepared("digits"),
+        tmp_path / "three.zarr",
+        stage_settings("dump", {**settings, "batch_size": 3}),
+        log=lambda _: None,
+        device="cpu",
+    )
     for group in groups:
         whole, capped, three = (open_group(tmp_path / f"{name}.zarr", group) for name in ("whole", "capped", "three"))
         for variable in ("q", "z", "loss", "label", "index"):
@@ -253,14 +343,39 @@ def test_cli_dump_and_inspect(prepared, checkpoint, tmp_path):
     prepare_dataset("digits", tmp_path / "digits", {})
     store = tmp_path / "x.zarr"
     command = [sys.executable, "-m", "growcert.cli"]
-    settings = '{"train_examples": 40, "test_examples": 30, "batch_size": 16, "seed": 0, "points": ["block0", "block3"]}'
-    done = subprocess.run([*command, "dump", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "digits"),
-                           "--settings", settings, "--out", str(store)], capture_output=True, text=True)
+    settings = (
+        '{"train_examples": 40, "test_examples": 30, "batch_size": 16, "seed": 0, "points": ["block0", "block3"]}'
+    )
+    done = subprocess.run(
+        [
+            *command,
+            "dump",
+            "--checkpoint",
+            str(checkpoint),
+            "--data",
+            str(tmp_path / "digits"),
+            "--settings",
+            settings,
+            "--out",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     shown = subprocess.run([*command, "inspect", str(store)], capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
-    for expected in ("group block0", "group block3", "compression", "chunks", "q[train]: n=40", "q[test]: n=30",
-                     "mean ||q_i||", "||mean q||", "provenance: code"):
+    for expected in (
+        "group block0",
+        "group block3",
+        "compression",
+        "chunks",
+        "q[train]: n=40",
+        "q[test]: n=30",
+        "mean ||q_i||",
+        "||mean q||",
+        "provenance: code",
+    ):
         assert expected in shown.stdout, expected
     assert "group block1" not in shown.stdout
     missing = subprocess.run([*command, "inspect", str(tmp_path / "nope.zarr")], capture_output=True, text=True)
@@ -286,9 +401,14 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
     import warnings
 
     store = tmp_path / "tree.zarr"
-    dump_gradients(checkpoint, prepared("digits"), store,
-                   stage_settings("dump", {"train_examples": 8, "test_examples": 6, "batch_size": 8}),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        checkpoint,
+        prepared("digits"),
+        store,
+        stage_settings("dump", {"train_examples": 8, "test_examples": 6, "batch_size": 8}),
+        log=lambda _: None,
+        device="cpu",
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tree = xr.open_datatree(store, engine="zarr", consolidated=False)
@@ -318,14 +438,21 @@ def test_open_datatree_gives_one_node_per_point_without_warnings(prepared, check
 
 
 def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_the_same_store(
-        prepared, checkpoint, tmp_path, monkeypatch):
+    prepared, checkpoint, tmp_path, monkeypatch
+):
     """The dump's background writer fails on its second batch (a full disk) while passes go on: the error
     surfaces in the dump (no hang), no writer thread outlives it, nothing looks complete, and a rerun
     starts over and writes exactly the store of an undisturbed dump."""
     # 1024 examples in batches of 128: block0 and block1 fill a 256-sample chunk every second batch
     settings = {"train_examples": 600, "test_examples": 424, "batch_size": 128, "seed": 0, "points": None}
-    dump_gradients(checkpoint, prepared("digits"), tmp_path / "reference.zarr", stage_settings("dump", settings),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        checkpoint,
+        prepared("digits"),
+        tmp_path / "reference.zarr",
+        stage_settings("dump", settings),
+        log=lambda _: None,
+        device="cpu",
+    )
     real_write_many, calls = StoreWriter.write_many, []
 
     def full_on_the_second_batch(self, items, workers=None):
@@ -339,8 +466,14 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
 
     def dump():
         try:
-            dump_gradients(checkpoint, prepared("digits"), store, stage_settings("dump", settings), log=lambda _: None,
-                           device="cpu")
+            dump_gradients(
+                checkpoint,
+                prepared("digits"),
+                store,
+                stage_settings("dump", settings),
+                log=lambda _: None,
+                device="cpu",
+            )
         except OSError as error:
             failed.append(error)
 
@@ -356,8 +489,9 @@ def test_a_failed_write_in_the_writer_thread_stops_the_dump_and_a_rerun_writes_t
     with pytest.raises(StoreError, match="partial write exists"):
         open_store(store)
     monkeypatch.undo()
-    dump_gradients(checkpoint, prepared("digits"), store, stage_settings("dump", settings), log=lambda _: None,
-                   device="cpu")
+    dump_gradients(
+        checkpoint, prepared("digits"), store, stage_settings("dump", settings), log=lambda _: None, device="cpu"
+    )
     assert not partial.exists()
     for group in open_store(store).attrs["groups"]:
         ours, theirs = open_group(store, group), open_group(tmp_path / "reference.zarr", group)
@@ -388,13 +522,24 @@ def test_a_version_1_store_is_refused_in_one_line_naming_the_command_that_dumps_
 
     path = tmp_path / "s.zarr"
     attrs = {"family": "resnet", "checkpoint": "runs/w1/step5.pt", "dataset": "digits"}
-    writer = StoreWriter(path, SPECS, np.array(["train"] * 20 + ["test"] * 20, dtype=object), np.arange(40),
-                         np.arange(40) % 10, attrs, min_chunk_bytes=4096)
+    writer = StoreWriter(
+        path,
+        SPECS,
+        np.array(["train"] * 20 + ["test"] * 20, dtype=object),
+        np.arange(40),
+        np.arange(40) % 10,
+        attrs,
+        min_chunk_bytes=4096,
+    )
     fill(writer)
     writer.finish()
     zarr.open_group(path, mode="r+").attrs["format"] = "growcert-gradient-store-1"
-    for opener in (open_store, store_attrs, lambda p: open_group(p, "block0"),
-                   lambda p: list(iter_sample_chunks(p, "block0", "q"))):
+    for opener in (
+        open_store,
+        store_attrs,
+        lambda p: open_group(p, "block0"),
+        lambda p: list(iter_sample_chunks(p, "block0", "q")),
+    ):
         with pytest.raises(StoreError) as caught:
             opener(path)
         assert "version 1" in str(caught.value) and "\n" not in str(caught.value)
@@ -435,11 +580,38 @@ def test_open_store_is_the_checked_datatree(tmp_path):
 # Every name `growcert.store` exported when it was one module (the format, the writer and the reader in its
 # __init__), before they moved to store.format, store.writer and store.reader: a user's import must not change.
 EXPORTED_BEFORE_THE_SPLIT = [
-    "ARRAY_VARIABLES", "FORMAT", "FORMAT_NAME", "FORMAT_VERSION", "IDENTITY", "MIN_CHUNK_BYTES", "POSITION_NAMES",
-    "SAMPLE_VARIABLES", "ArrayChunks", "GroupSpec", "GrowcertError", "StoreError", "StoreOptions", "StoreWriter",
-    "chunk_aligned", "damaged_chunk", "decode_block", "decode_dataset", "iter_sample_chunks", "open_group",
-    "open_store", "position_attrs", "reading", "require_variable", "sample_chunk", "shard_samples", "split_of",
-    "store_attrs", "store_identity", "stored_variables", "variable_attrs"]
+    "ARRAY_VARIABLES",
+    "FORMAT",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "IDENTITY",
+    "MIN_CHUNK_BYTES",
+    "POSITION_NAMES",
+    "SAMPLE_VARIABLES",
+    "ArrayChunks",
+    "GroupSpec",
+    "GrowcertError",
+    "StoreError",
+    "StoreOptions",
+    "StoreWriter",
+    "chunk_aligned",
+    "damaged_chunk",
+    "decode_block",
+    "decode_dataset",
+    "iter_sample_chunks",
+    "open_group",
+    "open_store",
+    "position_attrs",
+    "reading",
+    "require_variable",
+    "sample_chunk",
+    "shard_samples",
+    "split_of",
+    "store_attrs",
+    "store_identity",
+    "stored_variables",
+    "variable_attrs",
+]
 
 
 @pytest.mark.parametrize("name", EXPORTED_BEFORE_THE_SPLIT)

@@ -33,7 +33,7 @@ def test_bfloat16_rounding_is_torchs_and_decoding_is_exact():
     assert np.array_equal(bits, expected.view(torch.int16).numpy().view(np.uint16))
     assert np.array_equal(bfloat16_bits_to_float32(bits), expected.float().numpy())
     # Round to nearest: relative error at most half a unit in the 8th significant bit.
-    assert np.max(np.abs(bfloat16_bits_to_float32(bits) / values - 1)) <= 2.0 ** -8
+    assert np.max(np.abs(bfloat16_bits_to_float32(bits) / values - 1)) <= 2.0**-8
 
 
 def test_sharded_bfloat16_q_only_writer_round_trip_and_files(tmp_path):
@@ -41,14 +41,29 @@ def test_sharded_bfloat16_q_only_writer_round_trip_and_files(tmp_path):
     q = rng.standard_normal((n, *SPEC.shape)).astype(np.float32)
     split = np.array(["train"] * 20 + ["test"] * 20, dtype=object)
     options = StoreOptions(variables=("q",), dtype="bfloat16", shards=4)
-    writer = StoreWriter(tmp_path / "s.zarr", [SPEC], split, np.arange(n), np.zeros(n), {"family": "resnet"},
-                         min_chunk_bytes=1024, options=options)
+    writer = StoreWriter(
+        tmp_path / "s.zarr",
+        [SPEC],
+        split,
+        np.arange(n),
+        np.zeros(n),
+        {"family": "resnet"},
+        min_chunk_bytes=1024,
+        options=options,
+    )
     assert writer.chunks == {"block0": 2} and writer.shards == {"block0": 8}  # 1024 B / 512 B a bfloat16 sample
     with pytest.raises(ValueError, match="not aligned to chunks of 2"):
         writer.write("block0", 3, {"q": q[3:5], "loss": np.zeros(2, np.float32)})
     for start in range(0, n, 8):
-        writer.write("block0", start, {"q": q[start:start + 8], "z": q[start:start + 8],
-                                       "loss": np.ones(len(q[start:start + 8]), np.float32)})
+        writer.write(
+            "block0",
+            start,
+            {
+                "q": q[start : start + 8],
+                "z": q[start : start + 8],
+                "loss": np.ones(len(q[start : start + 8]), np.float32),
+            },
+        )
     writer.finish()
     path = tmp_path / "s.zarr"
     raw = zarr.open_array(path / "block0" / "q", mode="r")
@@ -68,8 +83,16 @@ def test_sharded_bfloat16_q_only_writer_round_trip_and_files(tmp_path):
 def test_a_group_shorter_than_one_shard_and_not_whole_chunks_is_one_shard_of_whole_chunks(tmp_path, n):
     """Zarr requires a shard to be a whole number of chunks: with 4 chunks of 4 samples per shard, 6 or 10 samples
     make one shard of 8 or 12 (past the end), 16 one shard of 16; every sample reads back."""
-    writer = StoreWriter(tmp_path / "s.zarr", [SPEC], np.array(["test"] * n, dtype=object), np.arange(n),
-                         np.zeros(n), {}, min_chunk_bytes=4096, options=StoreOptions(shards=4))
+    writer = StoreWriter(
+        tmp_path / "s.zarr",
+        [SPEC],
+        np.array(["test"] * n, dtype=object),
+        np.arange(n),
+        np.zeros(n),
+        {},
+        min_chunk_bytes=4096,
+        options=StoreOptions(shards=4),
+    )
     chunk = writer.chunks["block0"]
     assert chunk == 4 and writer.shards["block0"] == chunk * -(-n // chunk)
     q = np.random.default_rng(3).standard_normal((n, *SPEC.shape)).astype(np.float32)
@@ -81,12 +104,24 @@ def test_a_group_shorter_than_one_shard_and_not_whole_chunks_is_one_shard_of_who
 
 def test_a_flipped_byte_inside_a_shard_is_named(tmp_path):
     n = 16
-    writer = StoreWriter(tmp_path / "s.zarr", [SPEC], np.array(["test"] * n, dtype=object), np.arange(n),
-                         np.zeros(n), {}, min_chunk_bytes=4096, options=StoreOptions(shards=2))
+    writer = StoreWriter(
+        tmp_path / "s.zarr",
+        [SPEC],
+        np.array(["test"] * n, dtype=object),
+        np.arange(n),
+        np.zeros(n),
+        {},
+        min_chunk_bytes=4096,
+        options=StoreOptions(shards=2),
+    )
     rng = np.random.default_rng(2)
     for start in range(0, n, 8):
-        writer.write("block0", start, {v: rng.standard_normal((8, *SPEC.shape)).astype(np.float32) for v in "qz"}
-                     | {"loss": np.zeros(8, np.float32)})
+        writer.write(
+            "block0",
+            start,
+            {v: rng.standard_normal((8, *SPEC.shape)).astype(np.float32) for v in "qz"}
+            | {"loss": np.zeros(8, np.float32)},
+        )
     writer.finish()
     shard = sorted(f for f in (tmp_path / "s.zarr" / "block0" / "q" / "c").rglob("*") if f.is_file())[0]
     data = bytearray(shard.read_bytes())
@@ -104,20 +139,29 @@ def stores(prepared, train_tiny, tmp_path_factory):
     checkpoint = train_tiny(data, folder / "run", "resnet", "digits", 1, 8)
     plain, small = folder / "plain.zarr", folder / "small.zarr"
     dump_gradients(checkpoint, data, plain, stage_settings("dump", BASE), log=lambda _: None, device="cpu")
-    dump_gradients(checkpoint, data, small,
-                   stage_settings("dump", {**BASE, "variables": ["q"], "dtype": "bfloat16", "shards": 2}),
-                   log=lambda _: None, device="cpu")
+    dump_gradients(
+        checkpoint,
+        data,
+        small,
+        stage_settings("dump", {**BASE, "variables": ["q"], "dtype": "bfloat16", "shards": 2}),
+        log=lambda _: None,
+        device="cpu",
+    )
     return {"plain": plain, "small": small, "checkpoint": checkpoint}
 
 
 def test_options_round_trip_through_inspect_the_tree_and_the_estimators(stores):
     plain, small = stores["plain"], stores["small"]
-    shown = subprocess.run([sys.executable, "-m", "growcert.cli", "inspect", "--json", str(small)],
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        [sys.executable, "-m", "growcert.cli", "inspect", "--json", str(small)], capture_output=True, text=True
+    )
     assert shown.returncode == 0, shown.stderr
     described = json.loads(shown.stdout)
-    assert {key: described["attrs"][key] for key in ("dump_variables", "dump_dtype", "dump_shards")} == \
-        {"dump_variables": ["q"], "dump_dtype": "bfloat16", "dump_shards": 2}
+    assert {key: described["attrs"][key] for key in ("dump_variables", "dump_dtype", "dump_shards")} == {
+        "dump_variables": ["q"],
+        "dump_dtype": "bfloat16",
+        "dump_shards": 2,
+    }
     block = described["groups"]["block0"]["variables"]
     assert "z" not in block and block["q"]["dtype"] == "float32" and block["q"]["stored_dtype"] == "uint16"
     # 48 samples of a tiny model fit one 1 MB chunk, so the shard is capped at the group (multi-shard files: above).
@@ -129,10 +173,12 @@ def test_options_round_trip_through_inspect_the_tree_and_the_estimators(stores):
         q_tree, q_plain = node.to_dataset()["q"], open_group(plain, name)["q"].values
         assert q_tree.dtype == np.float32 and "growcert_encoding" not in q_tree.attrs and "z" not in node.to_dataset()
         # bfloat16 keeps 8 significant bits: each value within 2^-8 of its float32 original, relatively.
-        assert np.allclose(q_tree.values, q_plain, rtol=2.0 ** -8, atol=0)
+        assert np.allclose(q_tree.values, q_plain, rtol=2.0**-8, atol=0)
     settings = {"reductions": ["sum_positions"]}
-    exact, rounded = estimate_alignment(plain, settings, log=lambda _: None), estimate_alignment(small, settings,
-                                                                                                 log=lambda _: None)
+    exact, rounded = (
+        estimate_alignment(plain, settings, log=lambda _: None),
+        estimate_alignment(small, settings, log=lambda _: None),
+    )
     assert list(rounded["n"]) == list(exact["n"])
     assert np.allclose(rounded["mu_sq"], exact["mu_sq"], rtol=0.02)
 
@@ -140,8 +186,20 @@ def test_options_round_trip_through_inspect_the_tree_and_the_estimators(stores):
 def test_depth_and_intervene_refuse_a_q_only_store_in_one_line(stores, prepared, tmp_path):
     with pytest.raises(StoreError, match=r"small\.zarr: holds no z .*estimate-depth"):
         estimate_depth(stores["small"], {}, log=lambda _: None, device="cpu")
-    done = subprocess.run([sys.executable, "-m", "growcert.cli", "estimate-depth", "--store", str(stores["small"]),
-                           "--out", str(tmp_path / "d.csv")], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "estimate-depth",
+            "--store",
+            str(stores["small"]),
+            "--out",
+            str(tmp_path / "d.csv"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "holds no z" in done.stderr
     assert not (tmp_path / "d.csv").exists()
 

@@ -43,11 +43,15 @@ def test_streams_are_the_corpus_chunks_and_memory_mapped(corpus, tmp_path, monke
     data = load_prepared(tmp_path / "p")
     assert isinstance(data.train_x, np.memmap) and isinstance(data.test_x, np.memmap)
     assert not data.train_x.flags.writeable
-    assert sorted(path.name for path in (tmp_path / "p").iterdir()) == ["arrays.npz", "info.json", "test_x.npy",
-                                                                        "train_x.npy"]
+    assert sorted(path.name for path in (tmp_path / "p").iterdir()) == [
+        "arrays.npz",
+        "info.json",
+        "test_x.npy",
+        "train_x.npy",
+    ]
     assert info["corpus_bytes"] == len(joined) and len(info["source"]["files"]) == 12
     # Brute force: each stream is its chunks of the joined corpus, in corpus order.
-    chunks = [joined[i:i + CHUNK] for i in range(0, len(joined), CHUNK)]
+    chunks = [joined[i : i + CHUNK] for i in range(0, len(joined), CHUNK)]
     for stream, ids in ((data.train_x, data.train_index), (data.test_x, data.test_index)):
         assert bytes(stream) == b"".join(chunks[i] for i in ids)
     assert sorted([*data.train_index, *data.test_index]) == list(range(len(chunks)))
@@ -72,8 +76,9 @@ def test_no_training_window_holds_a_test_byte(corpus, tmp_path):
     origin = np.concatenate([np.arange(i * CHUNK, min((i + 1) * CHUNK, len(joined))) for i in data.train_index])
     is_test_chunk = np.isin(origin // CHUNK, data.test_index)
     context = 64
-    batches = TrainingBatches(data, batch_size=4, steps=(len(data.train_x) - 1) // context // 4, seed=0,
-                              context=context)
+    batches = TrainingBatches(
+        data, batch_size=4, steps=(len(data.train_x) - 1) // context // 4, seed=0, context=context
+    )
     for _ in range(len(batches.order) // 4):
         inputs, targets = batches.next()
         assert inputs.shape == (4, context)
@@ -94,20 +99,45 @@ def test_a_too_small_corpus_is_refused_in_one_line_naming_the_shortfall(corpus, 
     assert not list((tmp_path / "p").glob(".*tmp"))
     prepare_dataset("text", tmp_path / "exact", settings(folder, single_pass_tokens=have))  # exactly enough
     # The command line: exit 2, one line.
-    done = subprocess.run([sys.executable, "-m", "growcert.cli", "prepare", "--dataset", "text", "--out",
-                           str(tmp_path / "q"), "--settings", json.dumps(settings(folder, single_pass_tokens=10**9))],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "prepare",
+            "--dataset",
+            "text",
+            "--out",
+            str(tmp_path / "q"),
+            "--settings",
+            json.dumps(settings(folder, single_pass_tokens=10**9)),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "short of" in done.stderr
 
 
 def test_config_checks_the_grids_against_the_stated_budget():
-    grid = {"family": "llama", "dataset": "text", "widths": [64], "depths": [2],
-            "train": {"steps": 100, "batch_size": 8, "save_steps": [100]}}
-    config = {"grids": [grid], "models": {"llama": {"context": 64}}, "datasets": {"text": {"single_pass_tokens": 51200}}}
+    grid = {
+        "family": "llama",
+        "dataset": "text",
+        "widths": [64],
+        "depths": [2],
+        "train": {"steps": 100, "batch_size": 8, "save_steps": [100]},
+    }
+    config = {
+        "grids": [grid],
+        "models": {"llama": {"context": 64}},
+        "datasets": {"text": {"single_pass_tokens": 51200}},
+    }
     validate_config(json.loads(json.dumps(config)))  # 100 x 8 x 64 = 51,200: exactly the budget
     config["datasets"]["text"]["single_pass_tokens"] = 51000
-    with pytest.raises(ConfigError, match=r"^config key 'grids\[0\]\.train': steps 100 x batch_size 8 x context 64 = "
-                                          r"51,200 tokens, 200 more than datasets\.text\.single_pass_tokens=51,000$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^config key 'grids\[0\]\.train': steps 100 x batch_size 8 x context 64 = "
+        r"51,200 tokens, 200 more than datasets\.text\.single_pass_tokens=51,000$",
+    ):
         validate_config(config)
 
 

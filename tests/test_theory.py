@@ -70,10 +70,11 @@ def test_linear_model_operators_match_closed_forms():
     # eigen-form of the same sum: λ_W = sλ (1 − (1 − sλ)^{2N}) / (1 − (1 − sλ)²), zero where λ = 0
     lam = np.clip(np.linalg.eigvalsh(kernel), 0, None)
     ratio = 1 - scale * lam
-    safe = np.where(lam > 1e-9, 1 - ratio ** 2, 1.0)
+    safe = np.where(lam > 1e-9, 1 - ratio**2, 1.0)
     expected = np.where(lam > 1e-9, scale * lam * (1 - ratio ** (2 * steps)) / safe, 0.0)
-    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(trajectory.snapshots[-1].gramian)), np.sort(expected),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.sort(np.linalg.eigvalsh(trajectory.snapshots[-1].gramian)), np.sort(expected), atol=1e-12
+    )
     # a linear model is exactly linearised; its reservoir is ker(Xᵀ) ⊗ R^C; G_Q vanishes there; A° is exact
     measures = trajectory_measures(trajectory, rank_tol=1e-9)
     d = x.shape[1]
@@ -83,13 +84,16 @@ def test_linear_model_operators_match_closed_forms():
     assert measures["coupling_residual"] < 1e-10
     # the predicted train displacement is −G_S g_0 = −(I − P_N) g_0: the closed-form residual after N steps
     g0 = trajectory.initial_gradient
-    np.testing.assert_allclose(trajectory.snapshots[-1].train_outputs - task.y_train.numpy().reshape(-1),
-                               powers[-1] @ g0, atol=1e-10)
+    np.testing.assert_allclose(
+        trajectory.snapshots[-1].train_outputs - task.y_train.numpy().reshape(-1), powers[-1] @ g0, atol=1e-10
+    )
 
 
 def small_digits(loss: str, steps: int = 60):
-    settings = stage_settings("theory", {"digits": {"train_size": 10, "test_size": 20, "input_dim": 4, "width": 2,
-                                                  "steps": steps, "lr": 0.05}})
+    settings = stage_settings(
+        "theory",
+        {"digits": {"train_size": 10, "test_size": 20, "input_dim": 4, "width": 2, "steps": steps, "lr": 0.05}},
+    )
     task, config = digits_task(settings), settings["digits"]
     net = theory.build_net(task, config, seed=0)
     return train_gd(net, task, loss, config["lr"], steps, checkpoint_steps(steps, 3))
@@ -111,8 +115,12 @@ def test_squared_loss_coupling_residual_is_numerical_zero_on_a_small_network():
     assert measures["coupling_residual"] < 1e-4
     # tightening the tolerance drives the squared-loss residual further towards zero
     final, first = squared.snapshots[-1], squared.snapshots[0]
-    tight = coupling_residual(final.test_transfer - first.test_transfer, final.train_transfer - first.train_transfer,
-                              squared.initial_gradient, rank_tol=1e-10)
+    tight = coupling_residual(
+        final.test_transfer - first.test_transfer,
+        final.train_transfer - first.train_transfer,
+        squared.initial_gradient,
+        rank_tol=1e-10,
+    )
     assert tight["relative"] < 1e-6
 
 
@@ -132,8 +140,14 @@ def synthetic_drift(replicates: int, steps: int, dims: int, persistent: bool, se
         scales[1:] = np.where(noise[:-1, 0] > 0, 1.0, 2.0)
         fluctuation = np.cumsum(scales[:, None] * noise, axis=0)
         for horizon in horizons:
-            rows.append({"replicate": replicate, "T": horizon, "drift_norm": horizon * np.linalg.norm(mean),
-                         "fluctuation_norm": np.linalg.norm(fluctuation[horizon - 1])})
+            rows.append(
+                {
+                    "replicate": replicate,
+                    "T": horizon,
+                    "drift_norm": horizon * np.linalg.norm(mean),
+                    "fluctuation_norm": np.linalg.norm(fluctuation[horizon - 1]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -152,8 +166,9 @@ def test_drift_and_fluctuation_exponents_on_a_synthetic_stream():
 
 
 def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
-    settings = stage_settings("theory", {"regression": {"train_size": 24, "test_size": 40, "width": 3,
-                                                      "steps": 150, "lr": 0.1}})
+    settings = stage_settings(
+        "theory", {"regression": {"train_size": 24, "test_size": 40, "width": 3, "steps": 150, "lr": 0.1}}
+    )
     task, config = regression_task(settings), settings["regression"]
     net = theory.build_net(task, config, seed=0)
     trajectory = train_gd(net, task, "squared", config["lr"], config["steps"], checkpoint_steps(150, 2))
@@ -169,22 +184,28 @@ def test_reservoir_is_invisible_to_the_test_set_on_a_trained_network():
     assert on_random > 100 * measures["invisibility_ratio"]
 
 
-TINY = {"snapshots": 2,
-        "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
-        "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
-        "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}
+TINY = {
+    "snapshots": 2,
+    "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
+    "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
+    "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2},
+}
 
 
 def test_run_theory_end_to_end_writes_tables_figure_and_claims(tmp_path):
     result = theory.run_theory(TINY, tmp_path, log=lambda _: None, threads=1, device="cpu")
-    for name, columns in (("summary", theory.SUMMARY_COLUMNS), ("spectrum", theory.SPECTRUM_COLUMNS),
-                          ("drift", theory.DRIFT_COLUMNS)):
+    for name, columns in (
+        ("summary", theory.SUMMARY_COLUMNS),
+        ("spectrum", theory.SPECTRUM_COLUMNS),
+        ("drift", theory.DRIFT_COLUMNS),
+    ):
         table = pd.read_csv(tmp_path / f"{name}.csv")
         assert list(table.columns) == columns and len(table) > 0
     assert (tmp_path / "provenance.json").exists()
     summary = result["summary"]
     assert {("digits", "squared"), ("digits", "cross_entropy"), ("regression", "squared")} == set(
-        summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None))
+        summary[["task", "loss"]].drop_duplicates().itertuples(index=False, name=None)
+    )
     theory_report.plot_theory(tmp_path, tmp_path / "theory.png")
     assert (tmp_path / "theory.png").stat().st_size > 10_000
     rows = theory_report.theory_claims(tmp_path, TINY)
@@ -209,37 +230,64 @@ def write_summary(folder, exponents, seeds, **measures):
     for seed in seeds:
         for index, (task, loss) in enumerate(RUNS):
             drift, fluctuation = exponents(seed, index)
-            values = {"reservoir_dim": 10.0, "outputs": 30.0, "invisibility_ratio": 1e-4, "coupling_residual": 1e-9,
-                      "coupling_bound": 1e-6 if loss == "squared" else math.nan, "drift_exponent": drift,
-                      "fluctuation_exponent": fluctuation}
+            values = {
+                "reservoir_dim": 10.0,
+                "outputs": 30.0,
+                "invisibility_ratio": 1e-4,
+                "coupling_residual": 1e-9,
+                "coupling_bound": 1e-6 if loss == "squared" else math.nan,
+                "drift_exponent": drift,
+                "fluctuation_exponent": fluctuation,
+            }
             if task == "regression":
-                values |= {"noise_reservoir_fraction": 0.4, "response_reservoir_noise_retrained": 1e-5,
-                           "response_channel_noise_retrained": 1e-1, "delta_test_mse_reservoir_noise": 1e-8,
-                           "delta_test_mse_channel_noise": 1e-2, "delta_test_mse_iid": 1e-2}
+                values |= {
+                    "noise_reservoir_fraction": 0.4,
+                    "response_reservoir_noise_retrained": 1e-5,
+                    "response_channel_noise_retrained": 1e-1,
+                    "delta_test_mse_reservoir_noise": 1e-8,
+                    "delta_test_mse_channel_noise": 1e-2,
+                    "delta_test_mse_iid": 1e-2,
+                }
             for name, value in measures.items():
                 values[name] = value(seed, task, loss) if callable(value) else value
-            rows += [{"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
-                     for name, value in values.items()]
+            rows += [
+                {"task": task, "loss": loss, "seed": seed, "measure": name, "value": value}
+                for name, value in values.items()
+            ]
     pd.DataFrame(rows, columns=theory.SUMMARY_COLUMNS).to_csv(folder / "summary.csv", index=False)
     return theory_report.theory_claims(folder, {"seeds": list(seeds)})
 
 
 # per seed (rows) and run (columns): drift / fluctuation exponents; the deviation of a seed is the largest
 # |drift − 1| or |fluctuation − ½| over its runs
-CLOSE = [[(1.02, 0.51), (0.99, 0.52), (1.01, 0.49)],   # 0.02
-         [(1.03, 0.50), (1.00, 0.47), (0.98, 0.50)],   # 0.03
-         [(1.00, 0.525), (1.01, 0.50), (1.02, 0.50)],  # 0.025
-         [(0.98, 0.50), (1.00, 0.50), (1.01, 0.51)]]   # 0.02
-FAR = [[(1.30, 0.50), (1.0, 0.5), (1.0, 0.5)], [(1.0, 0.8), (1.0, 0.5), (1.0, 0.5)],
-       [(1.0, 0.5), (0.68, 0.5), (1.0, 0.5)], [(1.0, 0.5), (1.0, 0.5), (1.0, 0.21)]]  # 0.30, 0.30, 0.32, 0.29
-WIDE = [[(1.01, 0.5), (1.0, 0.5), (1.0, 0.5)], [(1.0, 0.5), (1.0, 0.5), (1.25, 0.5)],
-        [(1.0, 0.5), (1.0, 0.52), (1.0, 0.5)]]  # 0.01, 0.25, 0.02: the interval holds the margin 0.1
+CLOSE = [
+    [(1.02, 0.51), (0.99, 0.52), (1.01, 0.49)],  # 0.02
+    [(1.03, 0.50), (1.00, 0.47), (0.98, 0.50)],  # 0.03
+    [(1.00, 0.525), (1.01, 0.50), (1.02, 0.50)],  # 0.025
+    [(0.98, 0.50), (1.00, 0.50), (1.01, 0.51)],
+]  # 0.02
+FAR = [
+    [(1.30, 0.50), (1.0, 0.5), (1.0, 0.5)],
+    [(1.0, 0.8), (1.0, 0.5), (1.0, 0.5)],
+    [(1.0, 0.5), (0.68, 0.5), (1.0, 0.5)],
+    [(1.0, 0.5), (1.0, 0.5), (1.0, 0.21)],
+]  # 0.30, 0.30, 0.32, 0.29
+WIDE = [
+    [(1.01, 0.5), (1.0, 0.5), (1.0, 0.5)],
+    [(1.0, 0.5), (1.0, 0.5), (1.25, 0.5)],
+    [(1.0, 0.5), (1.0, 0.52), (1.0, 0.5)],
+]  # 0.01, 0.25, 0.02: the interval holds the margin 0.1
 
 
-@pytest.mark.parametrize("exponents, deviations, verdict", [
-    (CLOSE, [0.02, 0.03, 0.025, 0.02], "reproduced"), (FAR, [0.30, 0.30, 0.32, 0.29], "contradicted"),
-    (WIDE, [0.01, 0.25, 0.02], "unresolved"),
-], ids=["within_margin", "beyond_margin", "wide"])
+@pytest.mark.parametrize(
+    "exponents, deviations, verdict",
+    [
+        (CLOSE, [0.02, 0.03, 0.025, 0.02], "reproduced"),
+        (FAR, [0.30, 0.30, 0.32, 0.29], "contradicted"),
+        (WIDE, [0.01, 0.25, 0.02], "unresolved"),
+    ],
+    ids=["within_margin", "beyond_margin", "wide"],
+)
 def test_drift_diffusion_is_judged_on_the_per_seed_largest_deviation(tmp_path, exponents, deviations, verdict):
     rows = write_summary(tmp_path, lambda seed, run: exponents[seed][run], range(len(exponents)))
     claim = rows[-1]
@@ -247,7 +295,8 @@ def test_drift_diffusion_is_judged_on_the_per_seed_largest_deviation(tmp_path, e
     samples = np.asarray(deviations)
     half = scipy_stats.t.ppf(0.975, len(samples) - 1) * samples.std(ddof=1) / math.sqrt(len(samples))
     assert (claim["estimate"], claim["low"], claim["high"]) == pytest.approx(
-        (samples.mean(), samples.mean() - half, samples.mean() + half))
+        (samples.mean(), samples.mean() - half, samples.mean() + half)
+    )
     assert claim["seeds"] == len(deviations) and claim["paper_effect"] == "≤ 0.1"
     if verdict == "reproduced":
         assert claim["high"] <= 0.1 and "stays within the margin 0.1" in claim["why"]
@@ -271,21 +320,32 @@ def test_check_rows_pass_and_fail_on_their_thresholds(tmp_path):
     assert all(list(row) == CHECK_COLUMNS for row in good[:3]) and list(good[3]) == ROW_COLUMNS
     # one run's reservoir is visible (ratio 0.05 ≥ 1e-2, median over seeds), the reservoir noise moves the test
     # outputs half as much as channel noise, one squared-loss run's residual exceeds its cap
-    bad = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
-                        invisibility_ratio=lambda seed, task, loss: 0.05 if loss == "cross_entropy" else 1e-4,
-                        response_reservoir_noise_retrained=0.05,
-                        coupling_residual=lambda seed, task, loss: 1e-3 if task == "regression" else 1e-9)
+    bad = write_summary(
+        tmp_path,
+        lambda seed, run: (1.0, 0.5),
+        (0, 1),
+        invisibility_ratio=lambda seed, task, loss: 0.05 if loss == "cross_entropy" else 1e-4,
+        response_reservoir_noise_retrained=0.05,
+        coupling_residual=lambda seed, task, loss: 1e-3 if task == "regression" else 1e-9,
+    )
     assert [row["passed"] for row in bad[:3]] == [False, False, False]
     # cross-entropy has no cap: its residual is reported, never failed on
-    ce = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
-                       coupling_residual=lambda seed, task, loss: 0.5 if loss == "cross_entropy" else 1e-9)
+    ce = write_summary(
+        tmp_path,
+        lambda seed, run: (1.0, 0.5),
+        (0, 1),
+        coupling_residual=lambda seed, task, loss: 0.5 if loss == "cross_entropy" else 1e-9,
+    )
     assert ce[2]["passed"] is True and "digits/CE: R_⊥ 5.0e-01" in ce[2]["this_run"]
     # runs with an empty reservoir (ratio NaN) are reported as such; the check is on the runs that have one
-    empty = write_summary(tmp_path, lambda seed, run: (1.0, 0.5), (0, 1),
-                          reservoir_dim=lambda seed, task, loss: 10.0 if task == "regression" else 0.0,
-                          invisibility_ratio=lambda seed, task, loss: 1e-4 if task == "regression" else math.nan)
+    empty = write_summary(
+        tmp_path,
+        lambda seed, run: (1.0, 0.5),
+        (0, 1),
+        reservoir_dim=lambda seed, task, loss: 10.0 if task == "regression" else 0.0,
+        invisibility_ratio=lambda seed, task, loss: 1e-4 if task == "regression" else math.nan,
+    )
     assert empty[0]["passed"] is True and "digits/squared: reservoir empty" in empty[0]["this_run"]
-
 
 
 @NEEDS_CUDA
@@ -295,16 +355,23 @@ def test_a_tiny_run_on_cuda_gives_the_cpu_tables_and_records_its_device(tmp_path
     device's kernels differs: every table matches the CPU's far below any measure's meaning."""
     on_cpu = theory.run_theory(TINY, tmp_path / "cpu", log=lambda _: None, threads=1, device="cpu")
     on_cuda = theory.run_theory(TINY, tmp_path / "cuda", log=lambda _: None, threads=1, device="cuda")
-    for name, value, rtol, atol in (("summary", "value", 1e-6, 1e-9), ("spectrum", "eigenvalue", 1e-6, 1e-12),
-                                    ("drift", "fluctuation_norm", 1e-6, 1e-12), ("drift", "drift_norm", 1e-6, 1e-12)):
+    for name, value, rtol, atol in (
+        ("summary", "value", 1e-6, 1e-9),
+        ("spectrum", "eigenvalue", 1e-6, 1e-12),
+        ("drift", "fluctuation_norm", 1e-6, 1e-12),
+        ("drift", "drift_norm", 1e-6, 1e-12),
+    ):
         cpu, cuda = on_cpu[name], on_cuda[name]
-        keys = [column for column in cpu.columns if column not in ("value", "eigenvalue", "drift_norm",
-                                                                   "fluctuation_norm")]
+        keys = [
+            column for column in cpu.columns if column not in ("value", "eigenvalue", "drift_norm", "fluctuation_norm")
+        ]
         pd.testing.assert_frame_equal(cuda[keys], cpu[keys])
-        np.testing.assert_allclose(cuda[value].to_numpy(), cpu[value].to_numpy(), rtol=rtol, atol=atol,
-                                   err_msg=f"{name}.{value}")
+        np.testing.assert_allclose(
+            cuda[value].to_numpy(), cpu[value].to_numpy(), rtol=rtol, atol=atol, err_msg=f"{name}.{value}"
+        )
     assert json.loads((tmp_path / "cpu" / "provenance.json").read_text())["device"] == "cpu"
     assert json.loads((tmp_path / "cuda" / "provenance.json").read_text())["device"].startswith("cuda")
+
 
 def test_settings_reject_unknown_keys():
     with pytest.raises(ConfigError, match=r"'theory.stepz': unknown key"):

@@ -42,8 +42,11 @@ def bpe_folder(folder, corpus, vocab_size):
     from tokenizers import ByteLevelBPETokenizer
 
     trained = ByteLevelBPETokenizer()
-    trained.train_from_iterator([path.read_text(encoding="utf-8") for path in sorted(corpus.glob("*.txt"))[:4]],
-                                vocab_size=vocab_size, show_progress=False)
+    trained.train_from_iterator(
+        [path.read_text(encoding="utf-8") for path in sorted(corpus.glob("*.txt"))[:4]],
+        vocab_size=vocab_size,
+        show_progress=False,
+    )
     transformers.PreTrainedTokenizerFast(tokenizer_object=trained._tokenizer).save_pretrained(folder)
     return folder
 
@@ -55,8 +58,9 @@ def bpe(tmp_path_factory, corpus):
 
 
 def prepare(folder, corpus, seed=0):
-    prepare_dataset("text", folder, {"path": str(corpus / "*.txt"), "chunk_bytes": CHUNK, "test_fraction": 0.2,
-                                     "seed": seed})
+    prepare_dataset(
+        "text", folder, {"path": str(corpus / "*.txt"), "chunk_bytes": CHUNK, "test_fraction": 0.2, "seed": seed}
+    )
     return load_prepared(folder)
 
 
@@ -114,7 +118,10 @@ def test_ids_equal_each_chunk_tokenized_alone_and_the_in_ram_result(tmp_path, co
 def test_no_token_window_straddles_the_split(tmp_path, corpus, bpe):
     data = prepare(tmp_path / "p", corpus)
     tokens = tokenized(data, encoder(bpe), "bpe", len(bpe), tokenizer_identity(bpe))
-    for split, own, other in (("train", data.train_index, data.test_index), ("test", data.test_index, data.train_index)):
+    for split, own, other in (
+        ("train", data.train_index, data.test_index),
+        ("test", data.test_index, data.train_index),
+    ):
         # The corpus chunk each token came from, by tokenizing each chunk alone.
         counts = [len(bpe(text, add_special_tokens=False)["input_ids"]) for text in chunk_texts(data, split)]
         origin = np.repeat(own, counts)
@@ -275,9 +282,25 @@ def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe
     bpe.save_pretrained(checkpoint)
     store = tmp_path / "step0.zarr"
     command = [sys.executable, "-m", "growcert.cli"]
-    dumped = subprocess.run([*command, "dump", "--checkpoint", str(checkpoint), "--hf", json.dumps({"context": CONTEXT}),
-                             "--data", str(data.folder), "--settings", json.dumps(DUMP), "--out", str(store)],
-                            capture_output=True, text=True, timeout=300)
+    dumped = subprocess.run(
+        [
+            *command,
+            "dump",
+            "--checkpoint",
+            str(checkpoint),
+            "--hf",
+            json.dumps({"context": CONTEXT}),
+            "--data",
+            str(data.folder),
+            "--settings",
+            json.dumps(DUMP),
+            "--out",
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert dumped.returncode == 0, dumped.stderr[-2000:]
     (entry,) = entries(data)
     shown = subprocess.run([*command, "inspect", "--json", str(store)], capture_output=True, text=True, timeout=300)
@@ -294,12 +317,18 @@ def test_hf_checkpoint_dumped_on_a_text_corpus_round_trips(tmp_path, corpus, bpe
     for sample in (0, DUMP["train_examples"]):  # the first train and the first test sample
         stream = tokens.train_x if sample < DUMP["train_examples"] else tokens.test_x
         offset = int(group["index"][sample].values)
-        window = torch.from_numpy(stream[offset:offset + CONTEXT + 1].astype(np.int64)).view(1, -1)
+        window = torch.from_numpy(stream[offset : offset + CONTEXT + 1].astype(np.int64)).view(1, -1)
         with torch.no_grad():
             loss = model.per_example_loss(model(window[:, :-1]), window[:, 1:])
         assert abs(float(loss) - float(group["loss"][sample].values)) < 1e-5
-    alignment = estimate_alignment(store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20}, log=lambda _: None)
+    alignment = estimate_alignment(
+        store, {"MK": [[4, 4]], "reference_mk": [4, 4], "replicates": 20}, log=lambda _: None
+    )
     assert set(alignment["point"]) == {"block0", "block1", "block2"}
-    assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["n"]) == {DUMP["train_examples"]}  # per pool
+    assert set(alignment["reduction"]) == {"sum_positions", "flatten"} and set(alignment["n"]) == {
+        DUMP["train_examples"]
+    }  # per pool
     depth = estimate_depth(store, {"block_hidden": 16}, log=lambda _: None, device="cpu")
-    assert set(depth["point"]) == {"block0", "block1", "block2"} and np.isfinite(depth.select_dtypes("number")).all().all()
+    assert (
+        set(depth["point"]) == {"block0", "block1", "block2"} and np.isfinite(depth.select_dtypes("number")).all().all()
+    )

@@ -16,19 +16,39 @@ from growcert.training import warmup_factor
 
 
 def settings(family, dataset, width, depth, seed=0, **train):
-    base = {"steps": 40, "batch_size": 32, "lr": 0.003, "weight_decay": 0.0, "betas": [0.9, 0.95],
-            "warmup_steps": 5, "grad_clip": 1.0, "save_steps": [20, 40], "eval_every": 20,
-            "eval_examples": 128, "single_pass": True}
+    base = {
+        "steps": 40,
+        "batch_size": 32,
+        "lr": 0.003,
+        "weight_decay": 0.0,
+        "betas": [0.9, 0.95],
+        "warmup_steps": 5,
+        "grad_clip": 1.0,
+        "save_steps": [20, 40],
+        "eval_every": 20,
+        "eval_examples": 128,
+        "single_pass": True,
+    }
     base.update(train)
     model = {"head_dim": 8, "context": 32, "mlp_hidden": None, "rope_base": 10000.0} if family == "llama" else {}
-    return {"family": family, "dataset": dataset, "width": width, "depth": depth, "seed": seed,
-            "model": model, "train": base}
+    return {
+        "family": family,
+        "dataset": dataset,
+        "width": width,
+        "depth": depth,
+        "seed": seed,
+        "model": model,
+        "train": base,
+    }
 
 
-@pytest.mark.parametrize("family, dataset, width, depth, steps, margin", [
-    ("resnet", "digits", 1, 8, 60, 1.0),
-    ("llama", "shakespeare", 32, 1, 80, 1.5),
-])
+@pytest.mark.parametrize(
+    "family, dataset, width, depth, steps, margin",
+    [
+        ("resnet", "digits", 1, 8, 60, 1.0),
+        ("llama", "shakespeare", 32, 1, 80, 1.5),
+    ],
+)
 def test_training_lowers_held_out_loss(prepared, tmp_path, family, dataset, width, depth, steps, margin):
     run = settings(family, dataset, width, depth, steps=steps, save_steps=[steps], eval_every=steps)
     metrics = train_model(run, prepared(dataset), tmp_path, log=lambda _: None, device="cpu")
@@ -48,21 +68,32 @@ NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 ON_CUDA = [NEEDS_CUDA, pytest.mark.cuda]
 
 
-@pytest.mark.parametrize("family, dataset, width, depth, device", [
-    ("resnet", "digits", 1, 8, "cpu"), ("llama", "shakespeare", 16, 1, "cpu"),
-    pytest.param("resnet", "digits", 1, 8, "cuda", marks=ON_CUDA),
-    pytest.param("llama", "shakespeare", 16, 1, "cuda", marks=ON_CUDA),
-])
+@pytest.mark.parametrize(
+    "family, dataset, width, depth, device",
+    [
+        ("resnet", "digits", 1, 8, "cpu"),
+        ("llama", "shakespeare", 16, 1, "cpu"),
+        pytest.param("resnet", "digits", 1, 8, "cuda", marks=ON_CUDA),
+        pytest.param("llama", "shakespeare", 16, 1, "cuda", marks=ON_CUDA),
+    ],
+)
 def test_same_seed_gives_identical_checkpoints(prepared, tmp_path, family, dataset, width, depth, device):
     runs = {}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
-        train_model(settings(family, dataset, width, depth, seed=seed, steps=20, save_steps=[10, 20]),
-                    prepared(dataset), tmp_path / name, log=lambda _: None, device=device)
+        train_model(
+            settings(family, dataset, width, depth, seed=seed, steps=20, save_steps=[10, 20]),
+            prepared(dataset),
+            tmp_path / name,
+            log=lambda _: None,
+            device=device,
+        )
         runs[name] = state(tmp_path / name / "step20.pt")
     assert runs["a"].keys() == runs["b"].keys()
     for key in runs["a"]:
         assert torch.equal(runs["a"][key], runs["b"][key]), key
-    assert any(not torch.equal(runs["a"][key], runs["c"][key]) for key in runs["a"] if runs["a"][key].is_floating_point())
+    assert any(
+        not torch.equal(runs["a"][key], runs["c"][key]) for key in runs["a"] if runs["a"][key].is_floating_point()
+    )
     assert not all(torch.equal(state(tmp_path / "a" / "step10.pt")[k], runs["a"][k]) for k in runs["a"])
 
 
@@ -80,8 +111,9 @@ def test_device_auto_is_the_cpu_here_bit_for_bit_and_is_recorded(prepared, tmp_p
 
 
 @pytest.mark.parametrize("family, dataset, width, depth", [("resnet", "digits", 1, 8), ("llama", "shakespeare", 16, 1)])
-def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(prepared, tmp_path, family, dataset,
-                                                                             width, depth):
+def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(
+    prepared, tmp_path, family, dataset, width, depth
+):
     from growcert.models import build_model
     from growcert.training import Trainer
 
@@ -101,8 +133,13 @@ def test_bf16_autocasts_the_passes_and_keeps_fp32_weights_and_optimizer_state(pr
     assert moments and all(tensor.dtype == torch.float32 for tensor in moments)
     # and it is a different computation from fp32: the checkpoints differ
     for precision in ("fp32", "bf16"):
-        train_model(settings(family, dataset, width, depth, steps=10, save_steps=[10], precision=precision),
-                    data, tmp_path / precision, log=lambda _: None, device="cpu")
+        train_model(
+            settings(family, dataset, width, depth, steps=10, save_steps=[10], precision=precision),
+            data,
+            tmp_path / precision,
+            log=lambda _: None,
+            device="cpu",
+        )
     fp32, bf16 = state(tmp_path / "fp32" / "step10.pt"), state(tmp_path / "bf16" / "step10.pt")
     assert any(not torch.equal(fp32[key], bf16[key]) for key in fp32 if fp32[key].is_floating_point())
 
@@ -137,7 +174,7 @@ def test_single_pass_text_batches_never_repeat_a_window(prepared):
     context = 32
     available = window_count(data.train_x, context)
     batches = TrainingBatches(data, batch_size=64, steps=50, seed=3, context=context, single_pass=True)
-    seen = np.concatenate([batches.order[:64 * 50]])
+    seen = np.concatenate([batches.order[: 64 * 50]])
     assert len(np.unique(seen)) == len(seen) <= available
     inputs, targets = batches.next()
     assert inputs.shape == targets.shape == (64, context)
@@ -159,9 +196,22 @@ def test_warmup_schedule():
 
 
 def test_cli_reports_a_missing_dataset_in_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "growcert.cli", "train", "--data", str(tmp_path / "absent"),
-                             "--settings", json.dumps(settings("resnet", "digits", 1, 8)), "--out", str(tmp_path / "run")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "train",
+            "--data",
+            str(tmp_path / "absent"),
+            "--settings",
+            json.dumps(settings("resnet", "digits", 1, 8)),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "absent" in lines[0], result.stderr
@@ -170,14 +220,22 @@ def test_cli_reports_a_missing_dataset_in_one_line(tmp_path):
 def test_runtime_sets_deterministic_algorithms_threads_and_seed_then_puts_them_back():
     from growcert.runtime import torch_runtime
 
-    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-              torch.get_num_threads())
+    before = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+    )
     with torch_runtime(1, seed=3, device="cpu"):
-        assert torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        assert (
+            torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled()
+        )
         assert torch.get_num_threads() == 1
         drawn = torch.rand(3)
-    assert (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch.get_num_threads()) == before
+    assert (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+    ) == before
     torch.manual_seed(3)
     assert torch.equal(drawn, torch.rand(3))
     with torch_runtime(1, deterministic=False):

@@ -43,8 +43,14 @@ def test_step_bounds_are_the_evaluation_interval_and_the_cap():
 def test_censored_runs_enter_as_bounds_never_as_the_cap():
     ratios = paired_log_ratios([3000, 3100, 2900, 3000, 3050, 2950, 3000], [1000, None, 1000, 1010, 990, 1000, 1005])
     assert ratios[1] == -math.inf and np.isfinite(np.delete(ratios, 1)).all()
-    judgement = judge_steps(SPEEDUP, [3000, 3100, 2900, 3000, 3050, 2950, 3000],
-                            [1000, None, 1000, 1010, 990, 1000, 1005], level=0.95, cap=4000, eval_every=10)
+    judgement = judge_steps(
+        SPEEDUP,
+        [3000, 3100, 2900, 3000, 3050, 2950, 3000],
+        [1000, None, 1000, 1010, 990, 1000, 1005],
+        level=0.95,
+        cap=4000,
+        eval_every=10,
+    )
     assert "1 of 7 variant runs at the 4,000-step cap" in judgement.why
     # at 7 seeds the 95 % median interval is [x_(1), x_(7)] of the bounds: the censored seed's lower bound is 0
     assert judgement.low == 0.0 and judgement.verdict == UNRESOLVED
@@ -81,7 +87,7 @@ def test_median_interval_is_the_shortest_order_statistic_interval_with_its_cover
 
     def coverage(k):  # P(x_(k) <= median <= x_(n-k+1)) by enumerating the signs of n samples
         hits = sum(k <= sum(signs) <= n - k for signs in product((0, 1), repeat=n))
-        return hits / 2 ** n
+        return hits / 2**n
 
     ks = [k for k in range(1, n // 2 + 1) if coverage(k) >= 0.95]
     if not ks:
@@ -90,8 +96,9 @@ def test_median_interval_is_the_shortest_order_statistic_interval_with_its_cover
         assert (low, high) == (values[max(ks) - 1], values[n - max(ks)])
 
 
-@pytest.mark.parametrize("mean, spread, boundary, seeds", [(0.4, 0.2, 0.25, 8), (0.1, 0.3, 0.25, 12),
-                                                            (1.0, 1.0, 0.0, 5)])
+@pytest.mark.parametrize(
+    "mean, spread, boundary, seeds", [(0.4, 0.2, 0.25, 8), (0.1, 0.3, 0.25, 12), (1.0, 1.0, 0.0, 5)]
+)
 def test_t_power_is_the_share_of_simulated_t_intervals_clear_of_the_boundary(mean, spread, boundary, seeds):
     rng = np.random.default_rng(7)
     draws = 20_000
@@ -100,7 +107,9 @@ def test_t_power_is_the_share_of_simulated_t_intervals_clear_of_the_boundary(mea
     half = scipy_stats.t.ppf(0.975, seeds - 1) * se
     clear = (centre - half > boundary) if mean > boundary else (centre + half < boundary)
     simulated = clear.mean()
-    assert abs(t_power(mean, spread, boundary, seeds, 0.95) - simulated) < 4 * math.sqrt(simulated * (1 - simulated) / draws)
+    assert abs(t_power(mean, spread, boundary, seeds, 0.95) - simulated) < 4 * math.sqrt(
+        simulated * (1 - simulated) / draws
+    )
 
 
 def test_seeds_for_power_is_the_first_count_that_reaches_the_target_or_more_than_the_limit():
@@ -121,8 +130,11 @@ def normal_cells(p_hat, p_se, bound, bound_se):
     p_hat, p_se, bound, bound_se = (np.asarray(v, float) for v in (p_hat, p_se, bound, bound_se))
 
     def around(value, se):
-        return lambda levels: (value - scipy_stats.norm.ppf(0.5 + levels / 2) * se,
-                               value + scipy_stats.norm.ppf(0.5 + levels / 2) * se)
+        return lambda levels: (
+            value - scipy_stats.norm.ppf(0.5 + levels / 2) * se,
+            value + scipy_stats.norm.ppf(0.5 + levels / 2) * se,
+        )
+
     return p_hat, bound, around(p_hat, p_se), around(bound, bound_se)
 
 
@@ -136,8 +148,9 @@ def test_a_bound_is_judged_with_both_errors_in_every_cell():
     assert wide.verdict == UNRESOLVED and wide.estimate == 0.0
     below = judge_bound(*normal_cells([0.05] * cells, [0.005] * cells, [0.2] * cells, [0.01] * cells), 0.95, seeds=3)
     assert below.verdict == REPRODUCED and below.estimate == 1.0 and "all 3 non-vacuous cells" in below.why
-    above = judge_bound(*normal_cells([0.4, 0.05, 0.05], [0.01] * cells, [0.1, 0.2, 0.2], [0.01] * cells), 0.95,
-                        seeds=3)
+    above = judge_bound(
+        *normal_cells([0.4, 0.05, 0.05], [0.01] * cells, [0.1, 0.2, 0.2], [0.01] * cells), 0.95, seeds=3
+    )
     assert above.verdict == CONTRADICTED and "in 1 of 3 non-vacuous cells" in above.why
     # B_exact ≥ ½ says nothing: not tested when every cell is vacuous, left out of the family otherwise
     vacuous = judge_bound(*normal_cells([0.05] * 2, [0.005] * 2, [0.6, 0.9], [0.01] * 2), 0.95, seeds=3)

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow
 
 
 def _run(command: list, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(part) for part in command], cwd=cwd, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [str(part) for part in command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, f"{command}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -39,17 +40,37 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-          "--wheel-dir", tmp / "dist", source], cwd=tmp, env=env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--wheel-dir",
+            tmp / "dist",
+            source,
+        ],
+        cwd=tmp,
+        env=env,
+    )
     wheels = list((tmp / "dist").glob("growcert-*.whl"))
     assert len(wheels) == 1, wheels
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp, env=env)
     python = venv / "bin" / "python"
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, env).stdout.strip())
+    site = Path(
+        _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp, env).stdout.strip()
+    )
     (site / "growcert_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run([sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index",
-          wheels[0]], cwd=tmp, env=env)
+    _run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "--no-index", wheels[0]],
+        cwd=tmp,
+        env=env,
+    )
     work = tmp / "work"
     work.mkdir()
     found = _run([python, "-c", "import growcert; print(growcert.__file__)"], work, env).stdout.strip()
@@ -59,10 +80,17 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
 
 def test_the_wheel_carries_its_package_data(installed):
     bin_folder, env, work = installed
-    listed = _run([bin_folder / "python", "-c", "from importlib import resources; "
-                   "root = resources.files('growcert') / 'resources'; "
-                   "print((root / 'config.schema.yaml').is_file(), len(list((root / 'report').iterdir())))"],
-                  work, env).stdout.split()
+    listed = _run(
+        [
+            bin_folder / "python",
+            "-c",
+            "from importlib import resources; "
+            "root = resources.files('growcert') / 'resources'; "
+            "print((root / 'config.schema.yaml').is_file(), len(list((root / 'report').iterdir())))",
+        ],
+        work,
+        env,
+    ).stdout.split()
     assert listed[0] == "True" and int(listed[1]) == len(list((ROOT / "src/growcert/resources/report").glob("*.rst")))
 
 

@@ -42,10 +42,13 @@ def snakemake(*args, results=None, config=(), prepared=None):
     prepared data in `prepared` (default `results`/prepared); `config`: more KEY=VALUE."""
     command = [*SNAKEMAKE, "--cores", "2", *args]
     if results is not None:
-        command += ["--config", f"results={results}/results", f"prepared_data={prepared or results / 'prepared'}",
-                    *config]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=unactivated_environment(),
-                          timeout=900)
+        command += [
+            "--config",
+            f"results={results}/results",
+            f"prepared_data={prepared or results / 'prepared'}",
+            *config,
+        ]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=unactivated_environment(), timeout=900)
 
 
 def ci_config():
@@ -69,8 +72,9 @@ def test_ci_dag_builds_every_target(ci_run):
     assert (results / "figures" / "training_grid.png").is_file()
     examples = ci_config()["dump"]["train_examples"] + ci_config()["dump"]["test_examples"]
     for grid in ci_config()["grids"]:  # every run of every grid, a context sweep's runs in their tagged folders
-        for width, depth, seed, context in itertools.product(grid["widths"], grid["depths"], grid["seeds"],
-                                                             grid.get("contexts") or [None]):
+        for width, depth, seed, context in itertools.product(
+            grid["widths"], grid["depths"], grid["seeds"], grid.get("contexts") or [None]
+        ):
             name = f"w{width}_d{depth}_s{seed}" + (f"_c{context}" if context else "")
             run = results / "models" / grid["family"] / grid["dataset"] / name
             assert (run / "metrics.json").is_file()
@@ -81,12 +85,27 @@ def test_ci_dag_builds_every_target(ci_run):
                 assert open_group(store, "block0").sizes["sample"] == examples
             log = results / "logs" / "train_model" / grid["family"] / grid["dataset"] / f"{name}.log"
             assert "step" in log.read_text()  # progress is visible in the rule log
-    for figure in ("p1_dalign_vs_width", "p1_plugin_vs_unbiased", "p1_misalignment_vs_width", "p1_misalignment_vs_MK",
-                   "p1_interventions", "p2_grokking", "p2_pinn", "p2_preference", "p2_theory", "p3_depth", "p3_growth"):
+    for figure in (
+        "p1_dalign_vs_width",
+        "p1_plugin_vs_unbiased",
+        "p1_misalignment_vs_width",
+        "p1_misalignment_vs_MK",
+        "p1_interventions",
+        "p2_grokking",
+        "p2_pinn",
+        "p2_preference",
+        "p2_theory",
+        "p3_depth",
+        "p3_growth",
+    ):
         assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
     # the context sweep's regime map: its figures and both comparisons' claim rows
-    for figure in ("p1_regime_dalign_vs_width", "p1_regime_dims_vs_width", "p1_regime_plugin_vs_unbiased",
-                   "p1_regime_dalign_vs_context"):
+    for figure in (
+        "p1_regime_dalign_vs_width",
+        "p1_regime_dims_vs_width",
+        "p1_regime_plugin_vs_unbiased",
+        "p1_regime_dalign_vs_context",
+    ):
         assert (results / "figures" / f"{figure}.png").stat().st_size > 5_000, figure
     regime = pd.read_csv(results / "claims" / "p1_regime.csv")
     # matched loss needs a held-out loss that every width and seed of a context passes through; 10 steps may give none
@@ -101,8 +120,15 @@ def test_ci_dag_builds_every_target(ci_run):
         assert list(table.columns) == ROW_COLUMNS, path
         assert set(table["verdict"]) <= set(WORDS), (path, set(table["verdict"]))
     claims = pd.concat([pd.read_csv(path) for path in (results / "claims").glob("*.csv")])
-    assert {"p1_dalign_width", "p1_certificate_iid", "p2_pinn", "p2_dpo_accuracy", "p2_drift_diffusion",
-            "p2_grokking", "p3_grown_vs_scratch"} <= set(claims["claim_id"])
+    assert {
+        "p1_dalign_width",
+        "p1_certificate_iid",
+        "p2_pinn",
+        "p2_dpo_accuracy",
+        "p2_drift_diffusion",
+        "p2_grokking",
+        "p3_grown_vs_scratch",
+    } <= set(claims["claim_id"])
     checks = pd.concat([pd.read_csv(path) for path in (results / "checks").glob("*.csv")])
     assert list(checks.columns) == CHECK_COLUMNS and checks["passed"].dtype == bool, checks
     assert checks.loc[checks["check_id"] == "p1_certificate_order", "passed"].all()  # same moments: never fails
@@ -121,8 +147,15 @@ def test_a_ci_store_opens_as_a_datatree_without_warnings(ci_run):
     import warnings
 
     grid = ci_config()["grids"][0]
-    store = (ci_run / "results" / "grads" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
-             / f"step{grid['train']['save_steps'][-1]}.zarr")
+    store = (
+        ci_run
+        / "results"
+        / "grads"
+        / grid["family"]
+        / grid["dataset"]
+        / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
+        / f"step{grid['train']['save_steps'][-1]}.zarr"
+    )
     assert sorted(path.name for path in store.iterdir() if not path.is_dir()) == ["zarr.json"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -172,16 +205,22 @@ def test_snakemake_report_groups_outputs_by_paper(ci_run):
         names = handle.namelist()
         page = handle.read("snakemake-report/report.html").decode()
     categories = report_script(page, "categories")  # {category: {subcategory: [paths]}}
-    assert set(categories) == {"P1 width and alignment", "P2 population-risk training", "P3 depth sufficiency",
-                               "Training"}
+    assert set(categories) == {
+        "P1 width and alignment",
+        "P2 population-risk training",
+        "P3 depth sufficiency",
+        "Training",
+    }
     assert set(categories["P1 width and alignment"]) == {"alignment", "interventions", "regime map"}
     assert set(categories["P2 population-risk training"]) == {"grokking", "pinn", "theory", "preference"}
     assert set(categories["P3 depth sufficiency"]) == {"depth", "growth"}
     # {"figures/p2_pinn.png": entry}: tables/ and claims/ share file names, so keep the folder
     results = {"/".join(Path(path).parts[-2:]): entry for path, entry in report_script(page, "results").items()}
-    marked = {f"{folder}/{path.name}" for folder, pattern in (("figures", "*.png"), ("tables", "*.csv"),
-                                                             ("claims", "*.csv"))
-              for path in (ci_run / "results" / folder).glob(pattern)}
+    marked = {
+        f"{folder}/{path.name}"
+        for folder, pattern in (("figures", "*.png"), ("tables", "*.csv"), ("claims", "*.csv"))
+        for path in (ci_run / "results" / folder).glob(pattern)
+    }
     assert set(results) == marked
     # every marked file travels in the archive beside the page
     assert len([name for name in names if name.startswith("snakemake-report/data/raw/")]) == len(results)
@@ -200,7 +239,14 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jo
     # (https://github.com/snakemake/snakemake/issues/1978): asking for it rebuilds just that run, and the next plain run
     # then updates only the tables, figures and report that read it.
     grid = ci_config()["grids"][0]
-    victim = ci_run / "results" / "models" / grid["family"] / grid["dataset"] / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
+    victim = (
+        ci_run
+        / "results"
+        / "models"
+        / grid["family"]
+        / grid["dataset"]
+        / f"w{grid['widths'][0]}_d{grid['depths'][0]}_s0"
+    )
     shutil.rmtree(victim)
     plan = snakemake("--configfile", "configs/ci.yaml", "--dry-run", str(victim), results=ci_run)
     assert plan.returncode == 0, plan.stderr[-2000:]
@@ -209,10 +255,22 @@ def test_deleting_one_run_rebuilds_only_it_and_its_dependents(ci_run, planned_jo
     assert rebuilt.returncode == 0 and (victim / "metrics.json").is_file(), rebuilt.stderr[-2000:]
     follow_up = snakemake("--configfile", "configs/ci.yaml", "--dry-run", results=ci_run)
     per_checkpoint = len(grid["train"]["save_steps"])
-    expected = {"dump_gradients": per_checkpoint, "estimate_alignment": per_checkpoint,
-                "estimate_misalignment": 1, "estimate_depth": 1, "intervene": 1,  # last checkpoint only
-                "summarize_training": 1, "summarize_alignment": 1, "summarize_interventions": 1, "summarize_depth": 1,
-                "summarize_growth": 1, "summarize_regime": 1, "plot_training": 1, "report": 1, "all": 1}
+    expected = {
+        "dump_gradients": per_checkpoint,
+        "estimate_alignment": per_checkpoint,
+        "estimate_misalignment": 1,
+        "estimate_depth": 1,
+        "intervene": 1,  # last checkpoint only
+        "summarize_training": 1,
+        "summarize_alignment": 1,
+        "summarize_interventions": 1,
+        "summarize_depth": 1,
+        "summarize_growth": 1,
+        "summarize_regime": 1,
+        "plot_training": 1,
+        "report": 1,
+        "all": 1,
+    }
     assert planned_jobs(follow_up.stdout + follow_up.stderr) == expected, follow_up.stdout[-3000:]
 
 
@@ -226,8 +284,18 @@ def test_paper_grid_plans_without_error(tmp_path, planned_jobs):
 
 
 # the stages that move their model to the device: every torch stage
-GPU_RULES = {"train_model", "dump_gradients", "dump_pretrained", "intervene", "intervene_pretrained", "estimate_depth",
-             "grow_model", "p2_unit", "p2_ungated", "preference"}  # p2_experiment gathers units: no training
+GPU_RULES = {
+    "train_model",
+    "dump_gradients",
+    "dump_pretrained",
+    "intervene",
+    "intervene_pretrained",
+    "estimate_depth",
+    "grow_model",
+    "p2_unit",
+    "p2_ungated",
+    "preference",
+}  # p2_experiment gathers units: no training
 
 
 def gpu_requests(output):
@@ -244,8 +312,16 @@ def gpu_requests(output):
 @pytest.mark.parametrize("device, gpus", [("cuda", 1), ("cuda:1", 1), ("cpu", 0), ("auto", 0)])
 def test_slurm_dry_run_requests_gpus_exactly_on_the_device_stages(tmp_path, device, gpus):
     # auto resolves on the planning machine: this one has no CUDA, so auto plans CPU jobs
-    result = snakemake("--workflow-profile", "profiles/slurm", "--configfile", "configs/paper.yaml", "--dry-run",
-                       "--config", f"device={device}", f"results={tmp_path}")
+    result = snakemake(
+        "--workflow-profile",
+        "profiles/slurm",
+        "--configfile",
+        "configs/paper.yaml",
+        "--dry-run",
+        "--config",
+        f"device={device}",
+        f"results={tmp_path}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     requests = gpu_requests(result.stdout + result.stderr)
     # paper.yaml leaves pretrained.intervene off: every other device stage is planned
@@ -255,12 +331,20 @@ def test_slurm_dry_run_requests_gpus_exactly_on_the_device_stages(tmp_path, devi
 
 
 def test_device_cuda_without_cuda_stops_before_any_job(tmp_path):
-    result = snakemake("--configfile", "configs/ci.yaml", "--config", "device=cuda", f"results={tmp_path}/results",
-                       f"prepared_data={tmp_path}/prepared")
+    result = snakemake(
+        "--configfile",
+        "configs/ci.yaml",
+        "--config",
+        "device=cuda",
+        f"results={tmp_path}/results",
+        f"prepared_data={tmp_path}/prepared",
+    )
     assert result.returncode != 0
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "config key" in line]
-    assert lines == ["config key 'device': 'cuda', but torch sees no CUDA device on this machine "
-                     "(torch.cuda.is_available() is False); use device: auto or cpu"], result.stderr[-2000:]
+    assert lines == [
+        "config key 'device': 'cuda', but torch sees no CUDA device on this machine "
+        "(torch.cuda.is_available() is False); use device: auto or cpu"
+    ], result.stderr[-2000:]
     assert not (tmp_path / "results").exists() and not (tmp_path / "prepared").exists()
 
 
@@ -294,11 +378,27 @@ def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_
 
     log = tmp_path / "killed.log"
     device, prepared = ["device=cpu"], ci_run / "prepared"
-    command = [*SNAKEMAKE, "--cores", "2", "--printshellcmds", "--configfile", "configs/ci.yaml", "--config",
-               f"results={tmp_path}/results", f"prepared_data={prepared}", *device]
+    command = [
+        *SNAKEMAKE,
+        "--cores",
+        "2",
+        "--printshellcmds",
+        "--configfile",
+        "configs/ci.yaml",
+        "--config",
+        f"results={tmp_path}/results",
+        f"prepared_data={prepared}",
+        *device,
+    ]
     with open(log, "w") as sink:
-        process = subprocess.Popen(command, cwd=ROOT, env=unactivated_environment(), stdout=sink,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=unactivated_environment(),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 600
     while log.read_text().count("Finished jobid") < 8 and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -307,8 +407,12 @@ def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_
     process.wait()
     locked = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device, prepared=prepared)
     assert locked.returncode != 0 and "LockException" in locked.stdout + locked.stderr, locked.stderr[-2000:]
-    assert snakemake("--unlock", "--configfile", "configs/ci.yaml", results=tmp_path, config=device,
-                     prepared=prepared).returncode == 0
+    assert (
+        snakemake(
+            "--unlock", "--configfile", "configs/ci.yaml", results=tmp_path, config=device, prepared=prepared
+        ).returncode
+        == 0
+    )
     rerun = snakemake("--configfile", "configs/ci.yaml", results=tmp_path, config=device, prepared=prepared)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     ours = tmp_path / "results"

@@ -37,9 +37,9 @@ class PointArrays:
         # estimators cast every product to float64 (stats/accumulate.py)
         self.g = np.empty((n, features * hidden), dtype=np.float32)
         self.position_sum = np.empty((n, features))  # Σ_t q_it
-        self.q_sq = np.empty(n)                      # Σ_t ‖q_it‖²
-        self.z_sq = np.empty(n)                      # mean_t ‖z_it‖²
-        self.h_sq = np.empty(n)                      # mean_t ‖h_it‖²
+        self.q_sq = np.empty(n)  # Σ_t ‖q_it‖²
+        self.z_sq = np.empty(n)  # mean_t ‖z_it‖²
+        self.h_sq = np.empty(n)  # mean_t ‖h_it‖²
         self.hidden_gram = {split: np.zeros((hidden, hidden)) for split in SPLITS}  # S = Σ h hᵀ per split
         self.positions = 0
 
@@ -62,5 +62,3 @@ class PointArrays:
     def cross(self, rows: np.ndarray, features: int) -> np.ndarray:
         """C = Σ_{i ∈ rows} G_i (D × H)."""
         return self.g[rows].sum(axis=0, dtype=np.float64).reshape(features, -1)
-
-

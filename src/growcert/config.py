@@ -54,11 +54,14 @@ def key_path(path: Any) -> str:
 
 # Keys that were renamed so that each name has one meaning (parent section, old name) -> new name: a config
 # that still uses an old name gets one line giving the new one (`checkpoints` alone would name three things).
-RENAMED_KEYS = {("train", "checkpoints"): "save_steps",  # the steps at which a run saves a checkpoint
-                ("intervene", "checkpoints"): "analyse", ("depth", "checkpoints"): "analyse",  # last | all
-                ("alignment", "misalignment_checkpoints"): "analyse_misalignment",  # last | all
-                ("theory", "checkpoints"): "snapshots",  # how many evenly spaced records
-                ("alignment", "reference_MK"): "reference_mk"}
+RENAMED_KEYS = {
+    ("train", "checkpoints"): "save_steps",  # the steps at which a run saves a checkpoint
+    ("intervene", "checkpoints"): "analyse",
+    ("depth", "checkpoints"): "analyse",  # last | all
+    ("alignment", "misalignment_checkpoints"): "analyse_misalignment",  # last | all
+    ("theory", "checkpoints"): "snapshots",  # how many evenly spaced records
+    ("alignment", "reference_MK"): "reference_mk",
+}
 
 
 def _one_line(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -> str:
@@ -68,8 +71,10 @@ def _one_line(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -
         parent = next((part for part in reversed(path) if isinstance(part, str)), "")
         renamed = [key for key in extra if (parent, key) in RENAMED_KEYS]
         if renamed:
-            return (f"config key '{key_path(path + [renamed[0]])}' was renamed: use "
-                    f"'{key_path(path + [RENAMED_KEYS[parent, renamed[0]]])}'")
+            return (
+                f"config key '{key_path(path + [renamed[0]])}' was renamed: use "
+                f"'{key_path(path + [RENAMED_KEYS[parent, renamed[0]]])}'"
+            )
         allowed = ", ".join(sorted(error.schema.get("properties", {}))) or "none"
         where = key_path(path + [extra[0]]) if extra else key_path(path)
         return f"config key '{where}': unknown key (allowed here: {allowed})"
@@ -79,7 +84,9 @@ def _one_line(error: jsonschema.ValidationError, prefix: tuple[str, ...] = ()) -
 
 def _validate(instance: Any, schema: dict[str, Any], prefix: tuple[str, ...] = ()) -> None:
     validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(instance), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     if errors:
         # The deepest, most specific error says most about what to fix.
         raise ConfigError(_one_line(jsonschema.exceptions.best_match(errors), prefix))
@@ -90,45 +97,59 @@ def _check_grokking(grokking: dict[str, Any]) -> None:
     if grokking["poprisk"]["gates"]:  # every gate variant is judged against AdamW at its own decay
         missing = [decay for decay in grokking["poprisk"]["weight_decays"] if decay not in adamw["weight_decays"]]
         if missing:
-            raise ConfigError(f"config key 'grokking.poprisk.weight_decays': {missing[0]:g} has no AdamW at that decay "
-                              f"in grokking.adamw.weight_decays {adamw['weight_decays']} (each variant is compared "
-                              "with AdamW at its own decay)")
+            raise ConfigError(
+                f"config key 'grokking.poprisk.weight_decays': {missing[0]:g} has no AdamW at that decay "
+                f"in grokking.adamw.weight_decays {adamw['weight_decays']} (each variant is compared "
+                "with AdamW at its own decay)"
+            )
     rope = model["architecture"] != "classic"  # every architecture but Power et al.'s rotates feature pairs
     if model["width"] % model["heads"] or (rope and (model["width"] // model["heads"]) % 2):
-        raise ConfigError(f"config key 'grokking.model.heads': width {model['width']} / heads {model['heads']} must be "
-                          + ("an even integer (RoPE rotates feature pairs)" if rope else "an integer"))
+        raise ConfigError(
+            f"config key 'grokking.model.heads': width {model['width']} / heads {model['heads']} must be "
+            + ("an even integer (RoPE rotates feature pairs)" if rope else "an integer")
+        )
     train_equations = round(grokking["train_fraction"] * grokking["p"] * (grokking["p"] - 1))
     if grokking["batch_size"] is not None and grokking["batch_size"] >= train_equations:
-        raise ConfigError(f"config key 'grokking.batch_size': {grokking['batch_size']} is not below the "
-                          f"{train_equations} training equations (the population-risk gate needs batch noise)")
+        raise ConfigError(
+            f"config key 'grokking.batch_size': {grokking['batch_size']} is not below the "
+            f"{train_equations} training equations (the population-risk gate needs batch noise)"
+        )
     _check_microbatches("grokking", grokking["poprisk"], grokking["batch_size"] or train_equations)
 
 
 def _check_pinn(pinn: dict[str, Any]) -> None:
     shared = sorted(set(pinn["seeds"]) & set(pinn["tuning_seeds"]))
     if shared:
-        raise ConfigError(f"config key 'pinn.tuning_seeds': seed {shared[0]} is also in pinn.seeds (the lr is chosen on "
-                          "seeds that are never judged)")
+        raise ConfigError(
+            f"config key 'pinn.tuning_seeds': seed {shared[0]} is also in pinn.seeds (the lr is chosen on "
+            "seeds that are never judged)"
+        )
 
 
 def _check_microbatches(section: str, poprisk: dict[str, Any], batch: int) -> None:
     """The microbatch variance splits each batch into K equal micro-batches: K must divide it."""
     if poprisk["gates"] and "microbatch" in poprisk["variances"] and batch % poprisk["microbatches"]:
-        raise ConfigError(f"config key '{section}.poprisk.microbatches': {poprisk['microbatches']} does not divide "
-                          f"the batch of {batch} (the microbatch variance splits each batch into equal parts)")
+        raise ConfigError(
+            f"config key '{section}.poprisk.microbatches': {poprisk['microbatches']} does not divide "
+            f"the batch of {batch} (the microbatch variance splits each batch into equal parts)"
+        )
 
 
 def _check_preference(preference: dict[str, Any]) -> None:
     if preference["batch_size"] >= preference["pairs_train"]:
-        raise ConfigError(f"config key 'preference.batch_size': {preference['batch_size']} must be below pairs_train "
-                          f"{preference['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
-                          "minibatches)")
+        raise ConfigError(
+            f"config key 'preference.batch_size': {preference['batch_size']} must be below pairs_train "
+            f"{preference['pairs_train']} (PopulationRiskAdam's streaming variance needs sampled "
+            "minibatches)"
+        )
     _check_microbatches("preference", preference["poprisk"], preference["batch_size"])
 
 
 def _check_grow_experiment(experiment: dict[str, Any], where: str = "grow") -> None:
     if experiment["deeper_depth"] is not None and experiment["deeper_depth"] <= experiment["base_depth"]:
-        raise ConfigError(f"config key '{where}.deeper_depth': {experiment['deeper_depth']} is not deeper than base_depth")
+        raise ConfigError(
+            f"config key '{where}.deeper_depth': {experiment['deeper_depth']} is not deeper than base_depth"
+        )
 
 
 def _check_train_run(run: dict[str, Any]) -> None:
@@ -137,15 +158,18 @@ def _check_train_run(run: dict[str, Any]) -> None:
 
 def _check_alignment(alignment: dict[str, Any]) -> None:
     if list(alignment["reference_mk"]) not in [list(pair) for pair in alignment["MK"]]:
-        raise ConfigError(f"config key 'alignment.reference_mk': {alignment['reference_mk']} is not one of alignment.MK")
+        raise ConfigError(
+            f"config key 'alignment.reference_mk': {alignment['reference_mk']} is not one of alignment.MK"
+        )
 
 
 def check_budget(where: str, train: dict[str, Any]) -> None:
     """Checkpoints are distinct steps within the training budget."""
     for index, step in enumerate(train["save_steps"]):
         if step > train["steps"]:
-            raise ConfigError(f"config key '{where}.save_steps[{index}]': step {step} is beyond the budget of "
-                              f"{train['steps']} steps")
+            raise ConfigError(
+                f"config key '{where}.save_steps[{index}]': step {step} is beyond the budget of {train['steps']} steps"
+            )
     if len(set(train["save_steps"])) != len(train["save_steps"]):
         raise ConfigError(f"config key '{where}.save_steps': steps must be distinct")
 
@@ -153,8 +177,13 @@ def check_budget(where: str, train: dict[str, Any]) -> None:
 # The checks across the keys of one stage's settings (the stages of stage_settings): run by `stage_settings`
 # for every `growcert <stage>`, and by `validate_config` on the config's sections.
 STAGE_CHECKS: dict[str, Callable[..., None]] = {
-    "grokking": _check_grokking, "preference": _check_preference, "alignment": _check_alignment,
-    "grow": _check_grow_experiment, "train": _check_train_run, "pinn": _check_pinn}
+    "grokking": _check_grokking,
+    "preference": _check_preference,
+    "alignment": _check_alignment,
+    "grow": _check_grow_experiment,
+    "train": _check_train_run,
+    "pinn": _check_pinn,
+}
 
 
 class Settings(dict):
@@ -190,32 +219,57 @@ def stage_schema(stage: str, schema: dict[str, Any] | None = None) -> dict[str, 
         return properties[stage]
     if stage == "train":
         grid = properties["grids"]["items"]["properties"]
-        run = {"family": grid["family"], "dataset": grid["dataset"],
-               "width": {"type": "integer", "minimum": 1, "description": grid["widths"]["description"]},
-               "depth": {"type": "integer", "minimum": 1, "description": grid["depths"]["description"]},
-               "seed": {"type": "integer", "minimum": 0, "default": 0, "description": "Seed of initialisation and batch order."},
-               "model": {"type": "object", "default": {}, "description": "The family's options (config key models.<family>)."},
-               # No default: the key is absent for a run of a grid that does not sweep context, so such
-               # a run's settings (and their hash) stay what they were before context became an axis.
-               "context": {"type": "integer", "minimum": 2, "description": grid["contexts"]["description"]},
-               "train": grid["train"]}
-        return {"type": "object", "additionalProperties": False, "required": ["family", "dataset", "width", "depth"],
-                "properties": run}
+        run = {
+            "family": grid["family"],
+            "dataset": grid["dataset"],
+            "width": {"type": "integer", "minimum": 1, "description": grid["widths"]["description"]},
+            "depth": {"type": "integer", "minimum": 1, "description": grid["depths"]["description"]},
+            "seed": {
+                "type": "integer",
+                "minimum": 0,
+                "default": 0,
+                "description": "Seed of initialisation and batch order.",
+            },
+            "model": {
+                "type": "object",
+                "default": {},
+                "description": "The family's options (config key models.<family>).",
+            },
+            # No default: the key is absent for a run of a grid that does not sweep context, so such
+            # a run's settings (and their hash) stay what they were before context became an axis.
+            "context": {"type": "integer", "minimum": 2, "description": grid["contexts"]["description"]},
+            "train": grid["train"],
+        }
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["family", "dataset", "width", "depth"],
+            "properties": run,
+        }
     if stage == "grow":
         section = properties["grow"]["properties"]
         experiment = section["experiments"]["items"]
         shared = {key: value for key, value in section.items() if key != "experiments"}
         model = {"type": "object", "default": {}, "description": "The family's options (config key models.<family>)."}
-        return {"type": "object", "additionalProperties": False, "required": experiment["required"],
-                "properties": {**shared, **experiment["properties"], "model": model}}
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "required": experiment["required"],
+            "properties": {**shared, **experiment["properties"], "model": model},
+        }
     if stage == "pretrained_model":
         pretrained = properties["pretrained"]["properties"]
         model = pretrained["models"]["items"]["properties"]
         # Outside the pipeline a model need not declare name, width and depth (null: as the checkpoint has them).
-        optional = {key: value if "default" in value else {**value, "type": [value["type"], "null"], "default": None}
-                    for key, value in model.items()}
-        return {"type": "object", "additionalProperties": False,
-                "properties": {**{key: pretrained[key] for key in PRETRAINED_SHARED_KEYS}, **optional}}
+        optional = {
+            key: value if "default" in value else {**value, "type": [value["type"], "null"], "default": None}
+            for key, value in model.items()
+        }
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {**{key: pretrained[key] for key in PRETRAINED_SHARED_KEYS}, **optional},
+        }
     raise ConfigError(f"no settings schema for stage {stage!r}")
 
 

@@ -81,10 +81,13 @@ def record() -> dict[str, Any]:
     """What made this process's numbers: the mode, the CPU model, torch's CPU capability as used ("torch not
     loaded" in a process that never imported it) and the MKL and oneDNN settings it ran with."""
     torch = sys.modules.get("torch")
-    return {"numerics": current_mode(), "cpu_model": cpu_model(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability() if torch is not None else "torch not loaded",
-            "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
-            "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "unset")}
+    return {
+        "numerics": current_mode(),
+        "cpu_model": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability() if torch is not None else "torch not loaded",
+        "mkl_cbwr": os.environ.get("MKL_CBWR", "unset"),
+        "onednn_max_cpu_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", "unset"),
+    }
 
 
 def kernels(numbers: dict[str, Any]) -> dict[str, Any]:
@@ -98,9 +101,10 @@ def check() -> dict[str, Any]:
     """This process's `record`, after a ConfigError when portable numerics are asked for and torch runs other
     kernels than the pins (torch was imported before `apply`, or this CPU has no AVX2)."""
     numbers = record()
-    if numbers["numerics"] == "portable" and numbers["cpu_capability"] not in (PORTABLE_CAPABILITY,
-                                                                                "torch not loaded"):
-        raise ConfigError(f"numerics: portable pins torch's {PORTABLE_CAPABILITY} kernels, but torch runs "
-                          f"{numbers['cpu_capability']} kernels here (CPU: {numbers['cpu_model']}): torch was loaded "
-                          f"before the pins were set, or this CPU lacks AVX2; run with numerics: native")
+    if numbers["numerics"] == "portable" and numbers["cpu_capability"] not in (PORTABLE_CAPABILITY, "torch not loaded"):
+        raise ConfigError(
+            f"numerics: portable pins torch's {PORTABLE_CAPABILITY} kernels, but torch runs "
+            f"{numbers['cpu_capability']} kernels here (CPU: {numbers['cpu_model']}): torch was loaded "
+            f"before the pins were set, or this CPU lacks AVX2; run with numerics: native"
+        )
     return numbers

@@ -37,8 +37,9 @@ def code_hash() -> str:
 @functools.cache
 def git_commit() -> str | None:
     try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True,
-                                text=True, timeout=5, check=False)
+        result = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True, timeout=5, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() or None if result.returncode == 0 else None
@@ -59,8 +60,12 @@ def versions() -> dict[str, str]:
 
 def machine_record() -> dict[str, Any]:
     """The machine a long run ran on, for a reference run's provenance: platform, CPU model, CPUs, Python."""
-    return {"platform": platform.platform(), "processor": numerics.cpu_model(), "cpus": os.cpu_count(),
-            "python": sys.version.split()[0]}
+    return {
+        "platform": platform.platform(),
+        "processor": numerics.cpu_model(),
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
 
 
 def provenance(settings: dict[str, Any], seed: int | None = None) -> dict[str, Any]:

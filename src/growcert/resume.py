@@ -42,8 +42,13 @@ def resume_folder(out: str | Path) -> Path:
 class ResumeFolder:
     """Snapshots of one job, valid for one settings hash; files saved alongside (checkpoints) live here too."""
 
-    def __init__(self, out: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print,
-                 path: str | Path | None = None):
+    def __init__(
+        self,
+        out: str | Path,
+        settings: dict[str, Any],
+        log: Callable[[str], None] = print,
+        path: str | Path | None = None,
+    ):
         # `path`: the folder itself, for a job whose output is files inside a folder it owns (a P2 unit)
         self.path = resume_folder(out) if path is None else Path(path)
         self.hash, self.log = settings_hash(settings), log
@@ -59,13 +64,16 @@ class ResumeFolder:
         try:
             state = torch.load(self.state_file, map_location="cpu", weights_only=False)
         except Exception as error:  # truncated or foreign file: torch raises several types
-            raise CheckpointError(f"resume state {self.state_file}: unreadable ({type(error).__name__}); delete "
-                                  f"{self.path} to start over") from None
+            raise CheckpointError(
+                f"resume state {self.state_file}: unreadable ({type(error).__name__}); delete {self.path} to start over"
+            ) from None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise CheckpointError(f"resume state {self.state_file}: not a growcert resume state; delete {self.path}")
         if state.get("settings_hash") != self.hash:
-            self.log(f"resume state {self.state_file} was made with other settings (hash {state.get('settings_hash')}, "
-                     f"now {self.hash}): discarded, starting over")
+            self.log(
+                f"resume state {self.state_file} was made with other settings (hash {state.get('settings_hash')}, "
+                f"now {self.hash}): discarded, starting over"
+            )
             self.clear()
             return None
         return state
@@ -115,16 +123,24 @@ class UnitResume:
     kernels (another mode, or under native another CPU) says so in its log and keeps `numerics_changed` for its
     summary: its numbers are then those of neither machine alone."""
 
-    def __init__(self, out: str | Path, settings: dict[str, Any], every: int | None, log: Callable[[str], None],
-                 path: str | Path | None = None):
+    def __init__(
+        self,
+        out: str | Path,
+        settings: dict[str, Any],
+        every: int | None,
+        log: Callable[[str], None],
+        path: str | Path | None = None,
+    ):
         self.folder, self.every, self.log = ResumeFolder(out, settings, log, path), every, log
         now = numerics.record()
         self.state = self.folder.load() or {"done": {}, "current": None, "numerics": now, "numerics_changed": False}
         started = self.state.setdefault("numerics", None)  # None: a state made before numerics were recorded
         if started is not None and numerics.kernels(started) != numerics.kernels(now):
-            self.log(f"resumed under other numerics than those that started this job: started under "
-                     f"{numerics.kernels(started)}, now {numerics.kernels(now)}; its numbers are those of neither "
-                     "machine alone (summary column numerics_changed)")
+            self.log(
+                f"resumed under other numerics than those that started this job: started under "
+                f"{numerics.kernels(started)}, now {numerics.kernels(now)}; its numbers are those of neither "
+                "machine alone (summary column numerics_changed)"
+            )
             self.state["numerics_changed"] = True
         self.stop: StopRequest | None = None
         self.key: tuple[int, ...] | None = None
@@ -156,13 +172,17 @@ class UnitResume:
             self.state["current"] = {"key": self.key, "step": step, "snapshot": snapshot()}
             self.folder.save(self.state)
         if stopping:
-            raise Interrupted(f"stopped by SIGTERM in unit {self.key} after step {step}; resume state saved to "
-                              f"{self.folder.state_file}, a rerun continues from it")
+            raise Interrupted(
+                f"stopped by SIGTERM in unit {self.key} after step {step}; resume state saved to "
+                f"{self.folder.state_file}, a rerun continues from it"
+            )
 
     def finished(self, result: Any) -> None:
         self.state["done"][self.key] = result
         self.state["current"] = None
         self.folder.save(self.state)
         if self.stop is not None and self.stop.requested:  # a unit without snapshots stops at its end
-            raise Interrupted(f"stopped by SIGTERM after unit {self.key}; resume state saved to "
-                              f"{self.folder.state_file}, a rerun continues from it")
+            raise Interrupted(
+                f"stopped by SIGTERM after unit {self.key}; resume state saved to "
+                f"{self.folder.state_file}, a rerun continues from it"
+            )

@@ -63,12 +63,15 @@ def resolve_device(name: str = "auto") -> torch.device:
     if name == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ConfigError(f"config key 'device': {name!r}, but torch sees no CUDA device on this machine "
-                          "(torch.cuda.is_available() is False); use device: auto or cpu")
+        raise ConfigError(
+            f"config key 'device': {name!r}, but torch sees no CUDA device on this machine "
+            "(torch.cuda.is_available() is False); use device: auto or cpu"
+        )
     index = int(name.split(":")[1]) if ":" in name else 0
     if index >= torch.cuda.device_count():
-        raise ConfigError(f"config key 'device': {name!r}, but this machine has {torch.cuda.device_count()} CUDA "
-                          "device(s)")
+        raise ConfigError(
+            f"config key 'device': {name!r}, but this machine has {torch.cuda.device_count()} CUDA device(s)"
+        )
     return torch.device(name)
 
 
@@ -105,8 +108,15 @@ def _set_deterministic(mode: bool, warn_only: bool) -> None:
 
 
 @contextmanager
-def torch_runtime(threads: int | None = 1, *, seed: int | None = None, flush_denormal: bool = False,
-                  deterministic: bool = True, device: str = "cpu", allow_tf32: bool = False) -> Iterator[Runtime]:
+def torch_runtime(
+    threads: int | None = 1,
+    *,
+    seed: int | None = None,
+    flush_denormal: bool = False,
+    deterministic: bool = True,
+    device: str = "cpu",
+    allow_tf32: bool = False,
+) -> Iterator[Runtime]:
     """Set torch up for one stage, and put every process-wide setting back afterwards.
 
     `threads=None` keeps the current thread count (a caller inside another stage's runtime).

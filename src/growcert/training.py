@@ -64,19 +64,21 @@ def evaluate(model: nn.Module, examples: Examples, batch_size: int = 256) -> tup
     return loss_sum.item() / len(examples), correct_sum.item() / len(examples)
 
 
-def evaluation_sets(data: PreparedDataset, train: dict[str, Any], seed: int,
-                    context: int | None) -> dict[str, Examples]:
+def evaluation_sets(
+    data: PreparedDataset, train: dict[str, Any], seed: int, context: int | None
+) -> dict[str, Examples]:
     """The fixed train and held-out evaluation examples of a run with this seed."""
-    return {split: fixed_examples(data, split, train["eval_examples"], seed + EVAL_SEED_OFFSET, context)
-            for split in ("train", "test")}
+    return {
+        split: fixed_examples(data, split, train["eval_examples"], seed + EVAL_SEED_OFFSET, context)
+        for split in ("train", "test")
+    }
 
 
 def make_optimizer(model: nn.Module, train: dict[str, Any]) -> torch.optim.AdamW:
     # Decay matrices and convolution kernels only; norms' gains stay undecayed (standard practice).
     decayed = [p for p in model.parameters() if p.ndim >= 2]
     undecayed = [p for p in model.parameters() if p.ndim < 2]
-    groups = [{"params": decayed, "weight_decay": train["weight_decay"]},
-              {"params": undecayed, "weight_decay": 0.0}]
+    groups = [{"params": decayed, "weight_decay": train["weight_decay"]}, {"params": undecayed, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=train["lr"], betas=tuple(train["betas"]))
 
 
@@ -93,8 +95,16 @@ def text_context(data: PreparedDataset, model_options: dict[str, Any]) -> int | 
 class Trainer:
     """A model, its optimiser and its own seeded batch stream, advanced one step at a time."""
 
-    def __init__(self, model: nn.Module, train: dict[str, Any], data: PreparedDataset, seed: int,
-                 context: int | None, label: str, optimizer: torch.optim.Optimizer | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        train: dict[str, Any],
+        data: PreparedDataset,
+        seed: int,
+        context: int | None,
+        label: str,
+        optimizer: torch.optim.Optimizer | None = None,
+    ):
         self.model, self.train, self.label = model, train, label
         self.device = next(model.parameters()).device
         self.sync_every = 1 if self.device.type == "cpu" else SYNC_EVERY
@@ -104,8 +114,12 @@ class Trainer:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything the next steps depend on: weights, optimiser state, batch stream, torch's generator."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "batches": self.batches.state_dict(), "torch_rng": torch.random.get_rng_state()}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "batches": self.batches.state_dict(),
+            "torch_rng": torch.random.get_rng_state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
@@ -132,8 +146,14 @@ class Trainer:
         self.optimizer.step()
         return loss.detach()
 
-    def fit(self, first: int, last: int, evaluate_at: Container[int], evaluate: Callable[[int], Any],
-            after_step: Callable[[int, torch.Tensor], None] = lambda step, loss: None) -> None:
+    def fit(
+        self,
+        first: int,
+        last: int,
+        evaluate_at: Container[int],
+        evaluate: Callable[[int], Any],
+        after_step: Callable[[int, torch.Tensor], None] = lambda step, loss: None,
+    ) -> None:
         """Optimiser steps `first`..`last` (1-based), the model in training mode: each step, then `evaluate(step)`
         when the step is in `evaluate_at`, then `after_step(step, batch loss)`."""
         self.model.train()

@@ -46,8 +46,10 @@ def find_slurm_cluster():
     match = re.search(r"^ClusterName\s*=\s*(\S+)", config.stdout, re.MULTILINE)
     name = match.group(1) if match else "?"
     if name != TEST_CLUSTER and os.environ.get("GROWCERT_SLURM") != "1":
-        return None, (f"SLURM cluster {name!r} is not the throwaway test cluster {TEST_CLUSTER!r} of "
-                      "tests/cluster/slurm_up.sh; set GROWCERT_SLURM=1 to submit the test workflow to it")
+        return None, (
+            f"SLURM cluster {name!r} is not the throwaway test cluster {TEST_CLUSTER!r} of "
+            "tests/cluster/slurm_up.sh; set GROWCERT_SLURM=1 to submit the test workflow to it"
+        )
     return name, None
 
 

@@ -62,11 +62,26 @@ def ci_config():
 def snakemake_command(base, prepared, *extra, targets=()):
     # A 3 s first status check (profile: 10 s) keeps waves of seconds-long jobs quick; the logs
     # of successful jobs are kept (plugin default: deleted) as evidence that SLURM ran them.
-    return [sys.executable, "-m", "snakemake", *map(str, targets), "--workflow-profile", "profiles/slurm",
-            "--configfile", "configs/ci.yaml", str(GRIDS),
-            "--config", f"results={base}/results", f"prepared_data={prepared}",
-            "--slurm-logdir", str(base / "slurm_logs"), "--slurm-keep-successful-logs",
-            "--slurm-init-seconds-before-status-checks", "3", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *map(str, targets),
+        "--workflow-profile",
+        "profiles/slurm",
+        "--configfile",
+        "configs/ci.yaml",
+        str(GRIDS),
+        "--config",
+        f"results={base}/results",
+        f"prepared_data={prepared}",
+        "--slurm-logdir",
+        str(base / "slurm_logs"),
+        "--slurm-keep-successful-logs",
+        "--slurm-init-seconds-before-status-checks",
+        "3",
+        *extra,
+    ]
 
 
 def run(command, timeout=TIMEOUT):
@@ -89,8 +104,9 @@ def submitted_jobs(output):
 
 def squeue(*args):
     """{job id: (state, comment)} for all states (finished jobs stay listed for MinJobAge)."""
-    result = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k", *args],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        ["squeue", "-h", "-t", "all", "-o", "%i|%T|%k", *args], capture_output=True, text=True, timeout=30
+    )
     rows = (line.split("|", 2) for line in result.stdout.splitlines() if line.count("|") >= 2)
     return {job_id: (state, comment) for job_id, state, comment in rows}
 
@@ -206,8 +222,10 @@ def cancel_a_running_job(process, log, rule, deadline):
     tried = set()
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"snakemake exited (code {process.returncode}) before a {rule} job could be "
-                        f"cancelled:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"snakemake exited (code {process.returncode}) before a {rule} job could be "
+                f"cancelled:\n{log.read_text()[-3000:]}"
+            )
         for job_id, job_rule, _ in submitted_jobs(log.read_text()):
             if job_rule != rule or job_id in tried:
                 continue
@@ -232,8 +250,11 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
     prepared = full_run.base / "prepared"  # ready: no prepare_dataset job this time
     results = tmp_path / "results"
     # a store's target is its root zarr.json (the rules name stores so: nothing foreign lands inside them)
-    stores = [store_path(results, *key[:4], step, key[4]) / "zarr.json" for grid, key in expected_runs(resnet)
-              for step in grid["train"]["save_steps"]]
+    stores = [
+        store_path(results, *key[:4], step, key[4]) / "zarr.json"
+        for grid, key in expected_runs(resnet)
+        for step in grid["train"]["save_steps"]
+    ]
     log = tmp_path / "cancelled_run.log"
 
     # --retries 0: the profile's retry would resubmit the cancelled job and hide the failure.
@@ -256,7 +277,9 @@ def test_cancelled_job_fails_the_run_and_rerun_makes_only_what_is_missing(full_r
     # Snakemake reports the failure: non-zero exit, the SLURM job, its state and its rule.
     assert returncode != 0, output[-3000:]
     assert f"SLURM-job '{victim}' failed, SLURM status is: 'CANCELLED'" in output, output[-3000:]
-    error = re.search(rf"^Error in rule train_model:\n(?:    .*\n)*?    external_jobid: {victim}\n", output, re.MULTILINE)
+    error = re.search(
+        rf"^Error in rule train_model:\n(?:    .*\n)*?    external_jobid: {victim}\n", output, re.MULTILINE
+    )
     assert error, output[-3000:]
     cancelled_run = Path(re.search(r"^    output: (.+)$", error.group(0), re.MULTILINE).group(1))
     assert not cancelled_run.exists()  # snakemake removed the failed job's partial output
@@ -299,17 +322,48 @@ def test_job_killed_at_its_time_limit_resumes_on_retry(full_run, tmp_path):
     # resume_every exceeds the steps, so the only resume state the retry can find is the one written
     # when SLURM's SIGTERM arrived: the retry resuming proves the time-limit path end to end.
     steps = int(os.environ.get("GROWCERT_SLURM_TIMELIMIT_STEPS", "12000"))
-    train = {"steps": steps, "batch_size": 32, "lr": 0.002, "warmup_steps": 2, "save_steps": [steps],
-             "eval_every": steps, "eval_examples": 64, "resume_every": 10 * steps}
+    train = {
+        "steps": steps,
+        "batch_size": 32,
+        "lr": 0.002,
+        "warmup_steps": 2,
+        "save_steps": [steps],
+        "eval_every": steps,
+        "eval_examples": 64,
+        "resume_every": 10 * steps,
+    }
     config = tmp_path / "long_run.yaml"
-    config.write_text(yaml.safe_dump({"grids": [{"family": "resnet", "dataset": "digits", "widths": [2],
-                                                  "depths": [8], "seeds": [0], "train": train}]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "grids": [
+                    {
+                        "family": "resnet",
+                        "dataset": "digits",
+                        "widths": [2],
+                        "depths": [8],
+                        "seeds": [0],
+                        "train": train,
+                    }
+                ]
+            }
+        )
+    )
     results = tmp_path / "results"
     run_folder = run_dir(results, "resnet", "digits", 2, 8)
-    command = snakemake_command(tmp_path, full_run.base / "prepared", "--configfile", "configs/ci.yaml", str(GRIDS),
-                                str(config),
-                                "--set-resources", "train_model:runtime=10*attempt-9", "--retries", "1",
-                                targets=[run_folder])
+    command = snakemake_command(
+        tmp_path,
+        full_run.base / "prepared",
+        "--configfile",
+        "configs/ci.yaml",
+        str(GRIDS),
+        str(config),
+        "--set-resources",
+        "train_model:runtime=10*attempt-9",
+        "--retries",
+        "1",
+        targets=[run_folder],
+    )
     returncode, output = "?", ""
     try:
         returncode, output = run(command, timeout=TIMEOUT + 300)
@@ -341,7 +395,9 @@ def grokking_config():
 
 def unit_of_job(log):
     """(arm, seed) of a p2_unit job, from the job header Snakemake prints into its SLURM log; None before that."""
-    found = re.search(r"wildcards: task=grokking, arm=([^,\s]+), seed=(\d+)", log.read_text()) if log.is_file() else None
+    found = (
+        re.search(r"wildcards: task=grokking, arm=([^,\s]+), seed=(\d+)", log.read_text()) if log.is_file() else None
+    )
     return (found.group(1), int(found.group(2))) if found else None
 
 
@@ -350,10 +406,15 @@ def cancel_unit_with_resume_state(process, log, results, unit, deadline):
     folder = results / "grokking" / "units" / unit[0] / f"seed{unit[1]}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"snakemake exited (code {process.returncode}) before unit {unit} could be cancelled:\n"
-                        f"{log.read_text()[-3000:]}")
-        jobs = [job_id for job_id, rule, job_log in submitted_jobs(log.read_text())
-                if rule == "p2_unit" and unit_of_job(job_log) == unit]
+            pytest.fail(
+                f"snakemake exited (code {process.returncode}) before unit {unit} could be cancelled:\n"
+                f"{log.read_text()[-3000:]}"
+            )
+        jobs = [
+            job_id
+            for job_id, rule, job_log in submitted_jobs(log.read_text())
+            if rule == "p2_unit" and unit_of_job(job_log) == unit
+        ]
         if jobs and job_state(jobs[0]) == "RUNNING" and any((folder / ".resume").glob("*")):
             subprocess.run(["scancel", jobs[0]], capture_output=True, timeout=30)
             for _ in range(60):
@@ -374,9 +435,13 @@ def test_p2_units_are_slurm_jobs_and_a_cancelled_unit_resumes_bit_for_bit(slurm_
     files = ("--configfile", "configs/ci.yaml", str(GROKKING))
     log = tmp_path / "cancelled_run.log"
     with open(log, "w") as sink:  # --retries 0: the profile's retry would resubmit the cancelled job at once
-        process = subprocess.Popen(snakemake_command(tmp_path, tmp_path / "prepared", *files, "--retries", "0",
-                                                     targets=[claims]),
-                                   cwd=ROOT, env=ENV, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            snakemake_command(tmp_path, tmp_path / "prepared", *files, "--retries", "0", targets=[claims]),
+            cwd=ROOT,
+            env=ENV,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     try:
         cancelled = cancel_unit_with_resume_state(process, log, results, victim, time.monotonic() + TIMEOUT / 2)
         process.wait(timeout=TIMEOUT)
@@ -398,8 +463,12 @@ def test_p2_units_are_slurm_jobs_and_a_cancelled_unit_resumes_bit_for_bit(slurm_
     assert returncode == 0, second[-4000:]
 
     # Every unit was a SLURM job of its own: one job per (arm, seed), the cancelled one submitted again.
-    jobs = [(job_id, unit_of_job(job_log)) for output in (first, second)
-            for job_id, rule, job_log in submitted_jobs(output) if rule == "p2_unit"]
+    jobs = [
+        (job_id, unit_of_job(job_log))
+        for output in (first, second)
+        for job_id, rule, job_log in submitted_jobs(output)
+        if rule == "p2_unit"
+    ]
     assert Counter(unit for _, unit in jobs) == Counter(units + [victim]), jobs
     states = {job_id: job_state(job_id) for job_id, _ in jobs}
     assert states.pop(cancelled) == "CANCELLED"
@@ -413,13 +482,19 @@ def test_p2_units_are_slurm_jobs_and_a_cancelled_unit_resumes_bit_for_bit(slurm_
     # ... and ends bit for bit as the same unit run uninterrupted here, without SLURM.
     local = tmp_path / "local"
     reference = local / "grokking" / "units" / victim[0] / f"seed{victim[1]}" / "summary.csv"
-    done = subprocess.run([sys.executable, "-m", "snakemake", str(reference), "--cores", "1", *files,
-                           "--config", f"results={local}"], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-m", "snakemake", str(reference), "--cores", "1", *files, "--config", f"results={local}"],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     for table in ("curves.csv", "summary.csv"):
         resumed_table, uninterrupted = (pd.read_csv(folder / table) for folder in (unit_folder, reference.parent))
         timing = [column for column in VOLATILE_COLUMNS if column in resumed_table]
-        pd.testing.assert_frame_equal(resumed_table.drop(columns=timing), uninterrupted.drop(columns=timing),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            resumed_table.drop(columns=timing), uninterrupted.drop(columns=timing), check_exact=True
+        )
     assert (pd.read_csv(claims)["claim_id"] == "p2_grokking").any()  # the aggregate judged the units

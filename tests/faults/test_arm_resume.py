@@ -18,17 +18,43 @@ from growcert.experiments.theory import run_theory
 from growcert.resume import Interrupted, UnitResume, resume_folder
 from growcert.store.compare import VOLATILE_COLUMNS
 
-PINN = {"ic_points": 32, "collocation_points": 64, "boundary_points": 16, "batch_size": 24, "width": 8,
-        "depth": 2, "steps": 60, "eval_every": 10, "seeds": [0], "adamw_lrs": [1e-2], "resume_every": 7,
-        # a microbatch arm measures its variance ratio every 3 steps: pending diagnostics cross the snapshots
-        "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]}, "diagnostics_every": 3}
-THEORY = {"snapshots": 2, "seeds": [0, 1],
-          "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
-          "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
-          "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2}}
-PREFERENCE = {"pairs_train": 24, "pairs_test": 12, "prompt_bytes": 8, "continuation_bytes": 8, "steps": 12,
-              "batch_size": 8, "eval_every": 4, "seeds": [0], "lr": 3e-3, "resume_every": 5,
-              "poprisk": {"gates": ["update"], "variances": ["microbatch"]}, "diagnostics_every": 3}
+PINN = {
+    "ic_points": 32,
+    "collocation_points": 64,
+    "boundary_points": 16,
+    "batch_size": 24,
+    "width": 8,
+    "depth": 2,
+    "steps": 60,
+    "eval_every": 10,
+    "seeds": [0],
+    "adamw_lrs": [1e-2],
+    "resume_every": 7,
+    # a microbatch arm measures its variance ratio every 3 steps: pending diagnostics cross the snapshots
+    "poprisk": {"lrs": [1e-2], "gates": ["update"], "variances": ["microbatch"]},
+    "diagnostics_every": 3,
+}
+THEORY = {
+    "snapshots": 2,
+    "seeds": [0, 1],
+    "digits": {"train_size": 8, "test_size": 12, "input_dim": 3, "width": 2, "steps": 20, "lr": 0.05},
+    "regression": {"train_size": 12, "test_size": 20, "width": 2, "steps": 30},
+    "sgd": {"batch_size": 3, "steps": 16, "replicates": 2, "fit_from": 2},
+}
+PREFERENCE = {
+    "pairs_train": 24,
+    "pairs_test": 12,
+    "prompt_bytes": 8,
+    "continuation_bytes": 8,
+    "steps": 12,
+    "batch_size": 8,
+    "eval_every": 4,
+    "seeds": [0],
+    "lr": 3e-3,
+    "resume_every": 5,
+    "poprisk": {"gates": ["update"], "variances": ["microbatch"]},
+    "diagnostics_every": 3,
+}
 
 
 @pytest.fixture
@@ -56,8 +82,11 @@ def stop_at(monkeypatch):
 def assert_same_tables(out, reference):
     for name in ("curves", "summary"):
         ours, theirs = pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv")
-        pd.testing.assert_frame_equal(ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
-                                      theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"), check_exact=True)
+        pd.testing.assert_frame_equal(
+            ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+            theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+            check_exact=True,
+        )
     assert not resume_folder(out).exists()
 
 
@@ -93,15 +122,17 @@ def test_sigterm_inside_a_pinn_unit_then_rerun_gives_the_same_tables(tmp_path, s
     assert not state.parent.exists()
 
 
-def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(tmp_path, prepared, train_tiny, stop_at,
-                                                                   monkeypatch):
+def test_sigterm_inside_a_dpo_arm_then_rerun_gives_the_same_tables(
+    tmp_path, prepared, train_tiny, stop_at, monkeypatch
+):
     text = prepared("shakespeare")
     train_tiny(text, tmp_path / "ref", "llama", "shakespeare", 16, 1)
     logs = []
 
     def run(out, log=logs.append):
-        run_preference(PREFERENCE, out, log=log, threads=1, reference_checkpoint=tmp_path / "ref", data=text,
-                       device="cpu")
+        run_preference(
+            PREFERENCE, out, log=log, threads=1, reference_checkpoint=tmp_path / "ref", data=text, device="cpu"
+        )
 
     run(tmp_path / "reference", log=lambda _: None)
     # inside the second arm, after the gate has taken readings since the last evaluation (step 8)
@@ -127,13 +158,15 @@ def test_sigterm_between_theory_cases_then_rerun_gives_the_same_tables(tmp_path,
     cases = len(finished)
     assert cases == 4 and not (out / "summary.csv").exists()
     rerun = []
-    monkeypatch.setattr(UnitResume, "finished", lambda self, result: rerun.append(self.key) or
-                        real_finished(self, result))
+    monkeypatch.setattr(
+        UnitResume, "finished", lambda self, result: rerun.append(self.key) or real_finished(self, result)
+    )
     run_theory(THEORY, out, log=lambda _: None, threads=1, device="cpu")
     assert rerun == [(1, 1), (1, 2)]  # only the cases the killed run had not finished
     for name in ("summary", "spectrum", "drift"):
-        pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(tmp_path / "reference" / f"{name}.csv"),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / f"{name}.csv"), pd.read_csv(tmp_path / "reference" / f"{name}.csv"), check_exact=True
+        )
     assert not resume_folder(out).exists()
 
 
@@ -147,12 +180,32 @@ def test_a_resumed_grokking_unit_counts_the_cpu_time_of_its_killed_part(tmp_path
 
     from growcert import cli
 
-    settings = {"p": 11, "train_fraction": 0.6, "seeds": [0], "steps": 40, "batch_size": 16, "eval_every": 10,
-                "stop_at_test_acc": None, "model": {"width": 16, "depth": 1, "heads": 2}, "resume_every": 5,
-                "adamw": {"weight_decays": [0.1]}, "grokfast": {"enabled": False}, "poprisk": {"weight_decays": []}}
+    settings = {
+        "p": 11,
+        "train_fraction": 0.6,
+        "seeds": [0],
+        "steps": 40,
+        "batch_size": 16,
+        "eval_every": 10,
+        "stop_at_test_acc": None,
+        "model": {"width": 16, "depth": 1, "heads": 2},
+        "resume_every": 5,
+        "adamw": {"weight_decays": [0.1]},
+        "grokfast": {"enabled": False},
+        "poprisk": {"weight_decays": []},
+    }
     out = tmp_path / "units" / "AdamW_wd_0.1" / "seed0"
-    arguments = ["grokking", "--settings", json.dumps(settings), "--arm", "AdamW_wd_0.1", "--seed", "0",
-                 "--out", str(out)]
+    arguments = [
+        "grokking",
+        "--settings",
+        json.dumps(settings),
+        "--arm",
+        "AdamW_wd_0.1",
+        "--seed",
+        "0",
+        "--out",
+        str(out),
+    ]
     stop_at("AdamW_wd_0.1", 23)
     assert cli.main(arguments) != 0  # stopped, its state saved
     state = out / ".resume" / "state.pt"  # a unit's own folder holds its state

@@ -18,10 +18,24 @@ from growcert.resume import resume_folder
 from growcert.stages.train import train_model
 from growcert.store.compare import VOLATILE_COLUMNS
 
-SETTINGS = {"family": "llama", "dataset": "shakespeare", "width": 16, "depth": 1, "seed": 3,
-            "model": {"head_dim": 8, "context": 16},
-            "train": {"steps": 400, "batch_size": 8, "lr": 0.003, "warmup_steps": 5, "save_steps": [60, 400],
-                      "eval_every": 50, "eval_examples": 16, "resume_every": 20}}
+SETTINGS = {
+    "family": "llama",
+    "dataset": "shakespeare",
+    "width": 16,
+    "depth": 1,
+    "seed": 3,
+    "model": {"head_dim": 8, "context": 16},
+    "train": {
+        "steps": 400,
+        "batch_size": 8,
+        "lr": 0.003,
+        "warmup_steps": 5,
+        "save_steps": [60, 400],
+        "eval_every": 50,
+        "eval_examples": 16,
+        "resume_every": 20,
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +53,23 @@ def uninterrupted(text, tmp_path_factory):
 
 
 def start(text, out):
-    return subprocess.Popen([sys.executable, "-m", "growcert.cli", "train", "--data", str(text), "--settings",
-                             json.dumps(SETTINGS), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "train",
+            "--data",
+            str(text),
+            "--settings",
+            json.dumps(SETTINGS),
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def snapshot_step(out) -> int:
@@ -121,8 +149,13 @@ def test_a_resume_state_from_other_settings_is_discarded(text, tmp_path):
 
     ResumeFolder(out, {"other": "settings"}).save({"step": 5})
     lines = []
-    train_model({**SETTINGS, "train": {**SETTINGS["train"], "steps": 30, "save_steps": [30]}}, load_prepared(text),
-                out, log=lines.append, device="cpu")
+    train_model(
+        {**SETTINGS, "train": {**SETTINGS["train"], "steps": 30, "save_steps": [30]}},
+        load_prepared(text),
+        out,
+        log=lines.append,
+        device="cpu",
+    )
     assert any("made with other settings" in line and "discarded" in line for line in lines)
     assert (out / "step30.pt").is_file() and not folder.exists()
 
@@ -138,20 +171,45 @@ def test_a_damaged_resume_state_stops_in_one_line(text, tmp_path):
     assert not (out / "metrics.json").exists()
 
 
-GROKKING = {"p": 11, "steps": 500, "batch_size": 16, "eval_every": 50, "stop_at_test_acc": None, "resume_every": 25,
-            "model": {"width": 16, "depth": 1, "heads": 2}, "seeds": [0],
-            "adamw": {"weight_decays": [0.01]}, "diagnostics_every": 10,
-            # the streaming arm carries its gate diagnostics (open fractions, variance ratios) in its snapshots
-            "poprisk": {"weight_decays": [0.01], "gates": ["update"], "variances": ["streaming"]}}
+GROKKING = {
+    "p": 11,
+    "steps": 500,
+    "batch_size": 16,
+    "eval_every": 50,
+    "stop_at_test_acc": None,
+    "resume_every": 25,
+    "model": {"width": 16, "depth": 1, "heads": 2},
+    "seeds": [0],
+    "adamw": {"weight_decays": [0.01]},
+    "diagnostics_every": 10,
+    # the streaming arm carries its gate diagnostics (open fractions, variance ratios) in its snapshots
+    "poprisk": {"weight_decays": [0.01], "gates": ["update"], "variances": ["streaming"]},
+}
 
 
 STREAMING = "poprisk-update-streaming-wd0.01"  # the unit killed: its snapshots carry the gate diagnostics
 
 
 def grokking_unit(out, settings, arm):
-    return subprocess.Popen([sys.executable, "-m", "growcert.cli", "grokking", "--settings", json.dumps(settings),
-                             "--arm", arm, "--seed", "0", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "grokking",
+            "--settings",
+            json.dumps(settings),
+            "--arm",
+            arm,
+            "--seed",
+            "0",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_sigkill_inside_a_grokking_unit_then_rerun_is_bit_identical(tmp_path):
@@ -182,15 +240,34 @@ def test_sigkill_inside_a_grokking_unit_then_rerun_is_bit_identical(tmp_path):
     for name in ("curves", "summary"):
         ours = pd.read_csv(out / f"{name}.csv")
         theirs = pd.read_csv(reference / "units" / STREAMING / "seed0" / f"{name}.csv")
-        pd.testing.assert_frame_equal(ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
-                                      theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"), check_exact=True)
+        pd.testing.assert_frame_equal(
+            ours.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+            theirs.drop(columns=list(VOLATILE_COLUMNS), errors="ignore"),
+            check_exact=True,
+        )
     assert not state.parent.exists()
 
 
-GROW = {"family": "llama", "dataset": "shakespeare", "width": 16, "base_depth": 1, "blocks": 1, "deeper_depth": 2,
-        "seeds": [0], "select_examples": 16, "model": {"head_dim": 8, "context": 16},
-        "train": {"steps": 120, "batch_size": 8, "lr": 0.003, "warmup_steps": 5, "eval_every": 20, "eval_examples": 16,
-                  "resume_every": 10}}
+GROW = {
+    "family": "llama",
+    "dataset": "shakespeare",
+    "width": 16,
+    "base_depth": 1,
+    "blocks": 1,
+    "deeper_depth": 2,
+    "seeds": [0],
+    "select_examples": 16,
+    "model": {"head_dim": 8, "context": 16},
+    "train": {
+        "steps": 120,
+        "batch_size": 8,
+        "lr": 0.003,
+        "warmup_steps": 5,
+        "eval_every": 20,
+        "eval_examples": 16,
+        "resume_every": 10,
+    },
+}
 
 
 def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tmp_path):
@@ -206,8 +283,18 @@ def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tm
     state = resume_folder(out) / "state.pt"
     target = (int(np.random.default_rng(11).integers(2, 6)), 30)  # (unit index, step) to pass before the kill
 
-    command = [sys.executable, "-m", "growcert.cli", "grow", "--data", str(text), "--settings", json.dumps(GROW),
-               "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "growcert.cli",
+        "grow",
+        "--data",
+        str(text),
+        "--settings",
+        json.dumps(GROW),
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while unit_progress(state) < target and process.poll() is None:
         time.sleep(0.01)
@@ -219,8 +306,9 @@ def test_sigkill_inside_a_growth_comparison_then_rerun_is_bit_identical(text, tm
     assert rerun.returncode == 0, rerun.stderr
     assert f"resumed unit (0, {killed_at[0]}) at step {killed_at[1]}" in rerun.stdout
     for name in ("growth", "selection"):
-        pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv"),
-                                      check_exact=True)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / f"{name}.csv"), pd.read_csv(reference / f"{name}.csv"), check_exact=True
+        )
     assert not resume_folder(out).exists()
 
 
@@ -233,12 +321,39 @@ def test_sigkill_during_a_dump_then_rerun_writes_the_same_store(text, uninterrup
 
     settings = {"train_examples": 256, "test_examples": 256, "batch_size": 8}
     reference = tmp_path / "reference.zarr"
-    subprocess.run([sys.executable, "-m", "growcert.cli", "dump", "--checkpoint", str(uninterrupted / "step400.pt"),
-                    "--data", str(text), "--settings", json.dumps(settings), "--out", str(reference)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "growcert.cli",
+            "dump",
+            "--checkpoint",
+            str(uninterrupted / "step400.pt"),
+            "--data",
+            str(text),
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(reference),
+        ],
+        check=True,
+        capture_output=True,
+    )
     store = tmp_path / "killed.zarr"
-    command = [sys.executable, "-m", "growcert.cli", "dump", "--checkpoint", str(uninterrupted / "step400.pt"),
-               "--data", str(text), "--settings", json.dumps(settings), "--out", str(store)]
+    command = [
+        sys.executable,
+        "-m",
+        "growcert.cli",
+        "dump",
+        "--checkpoint",
+        str(uninterrupted / "step400.pt"),
+        "--data",
+        str(text),
+        "--settings",
+        json.dumps(settings),
+        "--out",
+        str(store),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = store.with_name(store.name + ".partial")
     while not (partial / "block0").exists() and process.poll() is None:

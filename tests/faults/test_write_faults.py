@@ -13,8 +13,13 @@ import torch
 from growcert.cli import main
 from growcert.data import prepare_dataset
 
-TINY = {"family": "resnet", "dataset": "digits", "width": 1, "depth": 8,
-        "train": {"steps": 6, "batch_size": 16, "save_steps": [3, 6], "eval_every": 3, "eval_examples": 16}}
+TINY = {
+    "family": "resnet",
+    "dataset": "digits",
+    "width": 1,
+    "depth": 8,
+    "train": {"steps": 6, "batch_size": 16, "save_steps": [3, 6], "eval_every": 3, "eval_examples": 16},
+}
 
 
 def disk_full(*args, **kwargs):
@@ -72,8 +77,22 @@ def test_disk_full_during_a_dump_leaves_no_store(digits, trained, tmp_path, caps
 
 def test_disk_full_during_a_table_and_the_report(digits, trained, tmp_path, capsys, monkeypatch):
     store = tmp_path / "x.zarr"
-    assert main(["dump", "--checkpoint", str(trained / "step6.pt"), "--data", str(digits), "--out", str(store),
-                 "--settings", json.dumps({"train_examples": 16, "test_examples": 16})]) == 0
+    assert (
+        main(
+            [
+                "dump",
+                "--checkpoint",
+                str(trained / "step6.pt"),
+                "--data",
+                str(digits),
+                "--out",
+                str(store),
+                "--settings",
+                json.dumps({"train_examples": 16, "test_examples": 16}),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     real_to_csv = pd.DataFrame.to_csv
 

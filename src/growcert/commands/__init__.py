@@ -51,10 +51,32 @@ from growcert.reference_runs import command as reference
 
 # In the order of `growcert --help`. `experiment` stands where every P2 task's command does: the tasks are
 # growcert.experiments.EXPERIMENTS, read when asked.
-COMMANDS = [prepare, train, dump, inspect, compare_results, estimate_alignment, estimate_misalignment,
-            summarize_alignment, summarize_regime, intervene, summarize_interventions, experiment, estimate_depth,
-            summarize_depth, grow, summarize_growth, advise, advise_check, summarize_advise_check, tune_advise_check,
-            summarize_training, plot_training, report, reference]
+COMMANDS = [
+    prepare,
+    train,
+    dump,
+    inspect,
+    compare_results,
+    estimate_alignment,
+    estimate_misalignment,
+    summarize_alignment,
+    summarize_regime,
+    intervene,
+    summarize_interventions,
+    experiment,
+    estimate_depth,
+    summarize_depth,
+    grow,
+    summarize_growth,
+    advise,
+    advise_check,
+    summarize_advise_check,
+    tune_advise_check,
+    summarize_training,
+    plot_training,
+    report,
+    reference,
+]
 
 
 def names() -> list[str]:

@@ -19,6 +19,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from growcert.stages.advise_check import advise_check
 
-    log(advise_check(args.model, args.data, args.settings, args.out, examples=args.examples, threads=args.threads,
-                     device=args.device, progress=progress(f"dumping {args.model}"),
-                     grow_progress=progress(f"growing {args.model}")))
+    log(
+        advise_check(
+            args.model,
+            args.data,
+            args.settings,
+            args.out,
+            examples=args.examples,
+            threads=args.threads,
+            device=args.device,
+            progress=progress(f"dumping {args.model}"),
+            grow_progress=progress(f"growing {args.model}"),
+        )
+    )

@@ -24,8 +24,11 @@ class ExperimentCommand:
         experiment = task(self.NAME)
         inputs = getattr(experiment, "INPUTS", ())
         settings_argument(parser, f"config key {self.NAME}, as JSON or @file")
-        parser.add_argument("--out", required=True, help=f"folder for the experiment's CSVs and {PROVENANCE.name} "
-                            "(with --arm and --seed: the unit's folder)")
+        parser.add_argument(
+            "--out",
+            required=True,
+            help=f"folder for the experiment's CSVs and {PROVENANCE.name} (with --arm and --seed: the unit's folder)",
+        )
         parser.add_argument("--figure", help="the task's figure (needed unless --arm and --seed run one unit)")
         parser.add_argument("--claims", help="the task's claim rows (needed unless one unit)")
         parser.add_argument("--checks", help="implementation checks (not claims), for a task that has them")
@@ -35,12 +38,19 @@ class ExperimentCommand:
         parser.add_argument("--gate-figure", help="gate diagnostics figure per PopulationRiskAdam variant, if any")
         torch_arguments(parser)
         if "reference_checkpoint" in inputs:
-            parser.add_argument("--reference", dest="reference_checkpoint", default=None,
-                                help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
-                                     "not needed when the settings name hf_model")
+            parser.add_argument(
+                "--reference",
+                dest="reference_checkpoint",
+                default=None,
+                help="trained llama run folder (its last step{N}.pt) or checkpoint file; "
+                "not needed when the settings name hf_model",
+            )
         if "data" in inputs:
-            parser.add_argument("--data", default=None, help="prepared Shakespeare folder (default: prepared "
-                                "afresh with the reference run's dataset settings)")
+            parser.add_argument(
+                "--data",
+                default=None,
+                help="prepared Shakespeare folder (default: prepared afresh with the reference run's dataset settings)",
+            )
 
     def run(self, args: argparse.Namespace) -> None:
         from growcert.experiments import run_experiment, task
@@ -50,9 +60,21 @@ class ExperimentCommand:
         if run_unit_command(module, args, log=log):  # one unit: --out is its folder, nothing else is written
             return
         inputs = {name: getattr(args, name) for name in getattr(module, "INPUTS", ())}
-        run_experiment(self.NAME, args.settings, args.out, args.figure, args.claims, args.table, checks=args.checks,
-                       threads=args.threads, log=log, gate_figure=args.gate_figure, device=args.device,
-                       aggregate=getattr(args, "aggregate", False), **inputs)
+        run_experiment(
+            self.NAME,
+            args.settings,
+            args.out,
+            args.figure,
+            args.claims,
+            args.table,
+            checks=args.checks,
+            threads=args.threads,
+            log=log,
+            gate_figure=args.gate_figure,
+            device=args.device,
+            aggregate=getattr(args, "aggregate", False),
+            **inputs,
+        )
 
 
 def for_task(name: str) -> ExperimentCommand:

@@ -15,8 +15,11 @@ SETTINGS = "grow"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True)
-    settings_argument(parser, "one growth experiment as JSON or @file: an entry of config grow.experiments with "
-                      "the section's shared keys (stage grow of growcert.config.stage_settings)")
+    settings_argument(
+        parser,
+        "one growth experiment as JSON or @file: an entry of config grow.experiments with "
+        "the section's shared keys (stage grow of growcert.config.stage_settings)",
+    )
     parser.add_argument("--out", required=True, help=f"folder for {GROWTH_RUN_TABLE.name} and {GROWTH_SELECTION.name}")
     torch_arguments(parser)
 

@@ -20,5 +20,8 @@ def run(args: argparse.Namespace) -> None:
     from growcert.store.inspect import describe_store, inspect_store
 
     summaries = not args.no_summaries
-    print(json.dumps(describe_store(args.store, summaries=summaries), indent=1, default=str) if args.json
-          else inspect_store(args.store, summaries=summaries))
+    print(
+        json.dumps(describe_store(args.store, summaries=summaries), indent=1, default=str)
+        if args.json
+        else inspect_store(args.store, summaries=summaries)
+    )

@@ -16,9 +16,13 @@ SETTINGS = None
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results folder")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--references", type=Path, default=None,
-                        help=f"folder of reference runs to show (default: {REFERENCE_RUNS.template} under the working "
-                             "directory when it exists, else none)")
+    parser.add_argument(
+        "--references",
+        type=Path,
+        default=None,
+        help=f"folder of reference runs to show (default: {REFERENCE_RUNS.template} under the working "
+        "directory when it exists, else none)",
+    )
     parser.add_argument("--screenshot", default=None, help="also save its first screen (1280x900) here with chromium")
 
 

@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 from growcert.schema import top_level_default
 
-HF_HELP = ("read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
-           "with these settings as JSON or @file, '{}' for the defaults (stage pretrained_model of "
-           "growcert.config.stage_settings: growcert.models.hf.HFSettings)")
+HF_HELP = (
+    "read --checkpoint as a pretrained Hugging Face causal LM (a folder, or ORG/NAME in the local cache) "
+    "with these settings as JSON or @file, '{}' for the defaults (stage pretrained_model of "
+    "growcert.config.stage_settings: growcert.models.hf.HFSettings)"
+)
 
 
 def settings_argument(parser: argparse.ArgumentParser, help: str) -> None:
@@ -22,13 +24,18 @@ def settings_argument(parser: argparse.ArgumentParser, help: str) -> None:
 def torch_arguments(parser: argparse.ArgumentParser) -> None:
     """--threads and --device, which every stage that runs torch takes."""
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--device", default=top_level_default("device"),
-                        help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)")
+    parser.add_argument(
+        "--device",
+        default=top_level_default("device"),
+        help="auto | cpu | cuda | cuda:N (config key device; auto: cuda when torch sees one)",
+    )
 
 
 def checkpoint_arguments(parser: argparse.ArgumentParser, settings_help: str, out_help: str) -> None:
     """--checkpoint, --data, --settings, --out, --hf and the torch arguments of a stage that reads a checkpoint."""
-    parser.add_argument("--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)")
+    parser.add_argument(
+        "--checkpoint", required=True, help="step{N}.pt of a trained run (with --hf: a pretrained model)"
+    )
     parser.add_argument("--data", required=True, help="prepared dataset folder the model was trained on")
     settings_argument(parser, settings_help)
     parser.add_argument("--out", required=True, help=out_help)
@@ -60,8 +67,14 @@ def write_table(table, path: str) -> None:
 
 def progress(label: str) -> Callable[[int, int], None]:
     """A one-line progress bar on a terminal's stderr (nothing in a log file)."""
+
     def show(done: int, total: int) -> None:
         if sys.stderr.isatty():
-            print(f"\r{label} [{'#' * (30 * done // total):<30}] {done}/{total}", end="\n" if done == total else "",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\r{label} [{'#' * (30 * done // total):<30}] {done}/{total}",
+                end="\n" if done == total else "",
+                file=sys.stderr,
+                flush=True,
+            )
+
     return show

@@ -26,5 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from growcert.stages.summaries import summarize_alignment
 
-    log(summarize_alignment(args.alignment, args.misalignment, args.settings, args.out_alignment,
-                            args.out_misalignment, args.out_summary, args.out_claims, args.out_checks, args.figures))
+    log(
+        summarize_alignment(
+            args.alignment,
+            args.misalignment,
+            args.settings,
+            args.out_alignment,
+            args.out_misalignment,
+            args.out_summary,
+            args.out_claims,
+            args.out_checks,
+            args.figures,
+        )
+    )

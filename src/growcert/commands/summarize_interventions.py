@@ -24,5 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from growcert.stages.summaries import summarize_intervention_tables
 
-    log(summarize_intervention_tables(args.tables, args.out_table, args.out_summary, args.out_checks,
-                                      args.out_claims, args.figure))
+    log(
+        summarize_intervention_tables(
+            args.tables, args.out_table, args.out_summary, args.out_checks, args.out_claims, args.figure
+        )
+    )

@@ -19,5 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from growcert.stages.summaries import summarize_regime
 
-    log(summarize_regime(args.alignment, args.training, args.out_stats, args.out_cells, args.out_claims,
-                         args.out_map, args.figures))
+    log(
+        summarize_regime(
+            args.alignment, args.training, args.out_stats, args.out_cells, args.out_claims, args.out_map, args.figures
+        )
+    )

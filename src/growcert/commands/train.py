@@ -14,8 +14,11 @@ SETTINGS = "train"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="prepared dataset folder")
-    settings_argument(parser, "one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, "
-                      "train (stage train of growcert.config.stage_settings)")
+    settings_argument(
+        parser,
+        "one run of a grid as JSON, or @file: family, dataset, width, depth, seed, model, "
+        "train (stage train of growcert.config.stage_settings)",
+    )
     parser.add_argument("--out", required=True, help=f"run folder ({CHECKPOINT.at(step='N').name}, {RUN_METRICS.name})")
     torch_arguments(parser)
 

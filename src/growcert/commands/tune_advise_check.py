@@ -14,8 +14,9 @@ SETTINGS = "advise_check"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("tables", nargs="+",
-                        help=f"{ADVISE_CHECK_ROWS.name} of the tuning checkpoint at each grid point")
+    parser.add_argument(
+        "tables", nargs="+", help=f"{ADVISE_CHECK_ROWS.name} of the tuning checkpoint at each grid point"
+    )
     settings_argument(parser, "config key advise_check, as JSON or @file (tuning_checkpoint)")
     parser.add_argument("--out", required=True, help=f"folder for {TUNING.name} and {TUNING_CHOICE.name}")
 

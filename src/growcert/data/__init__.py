@@ -36,8 +36,14 @@ from growcert.data.prepared import (
 )
 
 __all__ = [
-    "DATASETS", "DATASET_KINDS", "DatasetError", "PreparedDataset", "prepare_dataset", "load_prepared",
-    "default_settings", "settings_spec",
+    "DATASETS",
+    "DATASET_KINDS",
+    "DatasetError",
+    "PreparedDataset",
+    "prepare_dataset",
+    "load_prepared",
+    "default_settings",
+    "settings_spec",
 ]
 
 DATASETS = ("digits", "shakespeare", "fashion_mnist", "cifar10", "cifar100", "text")
@@ -109,8 +115,7 @@ def prepare_dataset(name: str, out_dir: str | Path, settings: Mapping[str, Any] 
         # Train-split statistics only: test data must not inform preprocessing.
         info["mean"], info["std"] = channel_stats(arrays["train_x"])
         info["normalization"] = (
-            "x = (raw - mean[c]) / std[c] per channel; mean/std: train split, raw pixel units, "
-            "population std"
+            "x = (raw - mean[c]) / std[c] per channel; mean/std: train split, raw pixel units, population std"
         )
         info["raw_dtype"] = "uint8"
     info["seed"] = resolved["seed"]

@@ -31,7 +31,7 @@ class Examples:
 
     def batches(self, batch_size: int):
         for start in range(0, len(self), batch_size):
-            yield self.inputs[start:start + batch_size], self.targets[start:start + batch_size]
+            yield self.inputs[start : start + batch_size], self.targets[start : start + batch_size]
 
 
 def _split_arrays(data: PreparedDataset, split: str):
@@ -50,8 +50,11 @@ def examples_at(data: PreparedDataset, split: str, positions: np.ndarray, contex
     inputs, labels = _split_arrays(data, split)
     positions = np.asarray(positions, dtype=np.int64)
     if data.info["kind"] == "image":
-        return Examples(torch.from_numpy(np.ascontiguousarray(inputs[positions])),
-                        torch.from_numpy(labels[positions].astype(np.int64)), positions)
+        return Examples(
+            torch.from_numpy(np.ascontiguousarray(inputs[positions])),
+            torch.from_numpy(labels[positions].astype(np.int64)),
+            positions,
+        )
     if context is None:
         raise ValueError("text examples need a context length")
     offsets = positions[:, None] * context + np.arange(context + 1)[None, :]
@@ -79,17 +82,26 @@ class TrainingBatches:
     second epoch, because repeated tokens change the regime the analyses assume.
     """
 
-    def __init__(self, data: PreparedDataset, batch_size: int, steps: int, seed: int,
-                 context: int | None = None, single_pass: bool = True):
+    def __init__(
+        self,
+        data: PreparedDataset,
+        batch_size: int,
+        steps: int,
+        seed: int,
+        context: int | None = None,
+        single_pass: bool = True,
+    ):
         self.data, self.batch_size, self.context = data, batch_size, context
         self.rng = np.random.default_rng(seed)
         self.available = split_size(data, "train", context)
         needed = batch_size * steps
         self.cycle = data.info["kind"] == "image" or not single_pass
         if not self.cycle and needed > self.available:
-            raise ValueError(f"train.steps x train.batch_size = {needed} sequences exceed the {self.available} "
-                             f"single-pass windows of {data.name} at context {context}; lower the budget or set "
-                             f"train.single_pass: false")
+            raise ValueError(
+                f"train.steps x train.batch_size = {needed} sequences exceed the {self.available} "
+                f"single-pass windows of {data.name} at context {context}; lower the budget or set "
+                f"train.single_pass: false"
+            )
         self.order = self.rng.permutation(self.available)
         self.cursor = 0
 
@@ -105,9 +117,9 @@ class TrainingBatches:
         if self.cursor + self.batch_size > len(self.order):
             if not self.cycle:
                 raise RuntimeError("single-pass text stream exhausted")  # guarded in __init__
-            self.order = np.concatenate([self.order[self.cursor:], self.rng.permutation(self.available)])
+            self.order = np.concatenate([self.order[self.cursor :], self.rng.permutation(self.available)])
             self.cursor = 0
-        positions = self.order[self.cursor:self.cursor + self.batch_size]
+        positions = self.order[self.cursor : self.cursor + self.batch_size]
         self.cursor += self.batch_size
         examples = examples_at(self.data, "train", positions, self.context)
         return examples.inputs, examples.targets
@@ -115,13 +127,20 @@ class TrainingBatches:
 
 def dump_examples(data: PreparedDataset, settings: dict[str, Any], context: int | None) -> tuple[Examples, np.ndarray]:
     """The examples a dump stores, train rows first, and their split labels."""
-    parts = [fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
-             for split in ("train", "test")]
+    parts = [
+        fixed_examples(data, split, settings[f"{split}_examples"], settings["seed"], context)
+        for split in ("train", "test")
+    ]
     for split, part in zip(("train", "test"), parts):
         if len(part) == 0:  # a text split shorter than one window: the estimators would fail far from the cause
-            raise DatasetError(f"dataset {data.name!r} ({data.folder}): its {split} split holds no example"
-                               + (f" (fewer than {context} + 1 tokens)" if context else ""))
+            raise DatasetError(
+                f"dataset {data.name!r} ({data.folder}): its {split} split holds no example"
+                + (f" (fewer than {context} + 1 tokens)" if context else "")
+            )
     split = np.array(["train"] * len(parts[0]) + ["test"] * len(parts[1]), dtype=object)
-    merged = Examples(torch.cat([p.inputs for p in parts]), torch.cat([p.targets for p in parts]),
-                      np.concatenate([p.index for p in parts]))
+    merged = Examples(
+        torch.cat([p.inputs for p in parts]),
+        torch.cat([p.targets for p in parts]),
+        np.concatenate([p.index for p in parts]),
+    )
     return merged, split

@@ -39,8 +39,9 @@ from growcert.data.common import (
 )
 
 SETTINGS = {
-    "root": Setting("data/raw", "path",
-                    "folder holding the extracted python version (cifar-10-batches-py/ or cifar-100-python/)"),
+    "root": Setting(
+        "data/raw", "path", "folder holding the extracted python version (cifar-10-batches-py/ or cifar-100-python/)"
+    ),
     **OFFICIAL_SPLIT_SETTINGS,
 }
 
@@ -61,11 +62,20 @@ class CifarLayout:
 
 
 LAYOUTS = {
-    "cifar10": CifarLayout("CIFAR-10", "cifar-10-batches-py",
-                           tuple(f"data_batch_{i}" for i in range(1, 6)), "test_batch",
-                           "batches.meta", "labels", "label_names", 10, "CIFAR10"),
-    "cifar100": CifarLayout("CIFAR-100", "cifar-100-python", ("train",), "test",
-                            "meta", "fine_labels", "fine_label_names", 100, "CIFAR100"),
+    "cifar10": CifarLayout(
+        "CIFAR-10",
+        "cifar-10-batches-py",
+        tuple(f"data_batch_{i}" for i in range(1, 6)),
+        "test_batch",
+        "batches.meta",
+        "labels",
+        "label_names",
+        10,
+        "CIFAR10",
+    ),
+    "cifar100": CifarLayout(
+        "CIFAR-100", "cifar-100-python", ("train",), "test", "meta", "fine_labels", "fine_label_names", 100, "CIFAR100"
+    ),
 }
 
 PIXELS_PER_IMAGE = 3 * 32 * 32
@@ -75,9 +85,12 @@ class _ArrayOnlyUnpickler(pickle.Unpickler):
     """Resolves only what a pickled numpy array (or Python 3 bytes) needs; anything else is refused."""
 
     _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-        ("numpy", "ndarray"), ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
         ("_codecs", "encode"),  # how protocol-2 pickles written by Python 3 store bytes
     }
 
@@ -120,14 +133,11 @@ def read_batch(dataset: str, path: Path, layout: CifarLayout) -> tuple[np.ndarra
     except (TypeError, ValueError) as exc:
         raise DatasetError(f"dataset '{dataset}': {path} '{layout.label_key}' is not a list of integers") from exc
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != PIXELS_PER_IMAGE:
-        raise DatasetError(
-            f"dataset '{dataset}': {path} 'data' is {data.dtype} {data.shape}, expected uint8 (n, 3072)"
-        )
+        raise DatasetError(f"dataset '{dataset}': {path} 'data' is {data.dtype} {data.shape}, expected uint8 (n, 3072)")
     in_range = labels.min(initial=0) >= 0 and labels.max(initial=0) < layout.num_classes
     if labels.shape != (data.shape[0],) or not in_range:
         raise DatasetError(
-            f"dataset '{dataset}': {path} '{layout.label_key}' is not one label "
-            f"0..{layout.num_classes - 1} per image"
+            f"dataset '{dataset}': {path} '{layout.label_key}' is not one label 0..{layout.num_classes - 1} per image"
         )
     # Rows are R-plane, G-plane, B-plane, each 32x32 row-major: exactly C, H, W order.
     return data.reshape(-1, 3, 32, 32), labels
@@ -138,8 +148,7 @@ def _class_names(dataset: str, path: Path, layout: CifarLayout) -> list[str]:
     names = [name.decode("latin1") if isinstance(name, bytes) else str(name) for name in names]
     if len(names) != layout.num_classes:
         raise DatasetError(
-            f"dataset '{dataset}': {path} lists {len(names)} class names, "
-            f"{layout.title} has {layout.num_classes}"
+            f"dataset '{dataset}': {path} lists {len(names)} class names, {layout.title} has {layout.num_classes}"
         )
     return names
 
@@ -166,9 +175,7 @@ def _locate(dataset: str, layout: CifarLayout, settings: dict[str, Any]) -> tupl
     download_with_torchvision(dataset, layout.torchvision_class, root)
     folder = find_folder(root, layout)
     if folder is None:
-        raise DatasetError(
-            f"dataset '{dataset}': download into {root} left no {layout.folder}/; inspect {root}"
-        )
+        raise DatasetError(f"dataset '{dataset}': download into {root} left no {layout.folder}/; inspect {root}")
     return folder, True
 
 
@@ -199,8 +206,11 @@ def build(dataset: str, settings: dict[str, Any]) -> BuiltDataset:
         "label_key": layout.label_key,
         "pixel_range": [0, 255],
         **files_source(folder, paths, downloaded),
-        "split": official_split_info(train_labels, test_labels, settings,
-                                     f"row in the official train set ({', '.join(layout.train_files)} in order) "
-                                     f"or in {layout.test_file}"),
+        "split": official_split_info(
+            train_labels,
+            test_labels,
+            settings,
+            f"row in the official train set ({', '.join(layout.train_files)} in order) or in {layout.test_file}",
+        ),
     }
     return BuiltDataset(arrays=arrays, info=info)

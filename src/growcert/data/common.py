@@ -78,30 +78,24 @@ def _check(kind: str, value: Any, choices: tuple) -> tuple[bool, str]:
     raise ValueError(f"unknown setting kind {kind!r}")  # programming error, not user-facing
 
 
-def resolve_settings(
-    dataset: str, spec: Mapping[str, Setting], settings: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def resolve_settings(dataset: str, spec: Mapping[str, Setting], settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill defaults and validate; return a plain JSON-serialisable dict in spec order."""
     settings = {} if settings is None else settings
     if not isinstance(settings, Mapping):
         raise DatasetError(
-            f"dataset '{dataset}': datasets.{dataset} must be a mapping of settings, "
-            f"got {type(settings).__name__}"
+            f"dataset '{dataset}': datasets.{dataset} must be a mapping of settings, got {type(settings).__name__}"
         )
     unknown = sorted(set(settings) - set(spec))
     if unknown:
         raise DatasetError(
-            f"dataset '{dataset}': unknown setting datasets.{dataset}.{unknown[0]}; "
-            f"known settings: {', '.join(spec)}"
+            f"dataset '{dataset}': unknown setting datasets.{dataset}.{unknown[0]}; known settings: {', '.join(spec)}"
         )
     resolved: dict[str, Any] = {}
     for key, setting in spec.items():
         value = settings.get(key, setting.default)
         ok, expected = _check(setting.kind, value, setting.choices)
         if not ok:
-            raise DatasetError(
-                f"dataset '{dataset}': datasets.{dataset}.{key} must be {expected}, got {value!r}"
-            )
+            raise DatasetError(f"dataset '{dataset}': datasets.{dataset}.{key} must be {expected}, got {value!r}")
         # Normalise numpy scalars and Paths so the settings round-trip through info.json.
         if setting.kind == "path":
             value = str(value)
@@ -196,20 +190,30 @@ def subsample(labels: np.ndarray, limit: int | None, rng: np.random.Generator) -
     return stratified_pick(labels, limit, rng)
 
 
-def limited_splits(train_labels: np.ndarray, test_labels: np.ndarray,
-                   settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def limited_splits(
+    train_labels: np.ndarray, test_labels: np.ndarray, settings: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray]:
     """Rows kept of a dataset's own train and test splits (settings limit_train, limit_test, seed)."""
-    return (subsample(train_labels, settings["limit_train"], split_rng(settings["seed"], 0)),
-            subsample(test_labels, settings["limit_test"], split_rng(settings["seed"], 1)))
+    return (
+        subsample(train_labels, settings["limit_train"], split_rng(settings["seed"], 0)),
+        subsample(test_labels, settings["limit_test"], split_rng(settings["seed"], 1)),
+    )
 
 
-def official_split_info(train_labels: np.ndarray, test_labels: np.ndarray, settings: dict[str, Any],
-                        index: str) -> dict[str, Any]:
+def official_split_info(
+    train_labels: np.ndarray, test_labels: np.ndarray, settings: dict[str, Any], index: str
+) -> dict[str, Any]:
     """info["split"] of a dataset that keeps its official train/test split, subsampled by `limited_splits`."""
-    return {"method": "official", "n_train_official": int(train_labels.size), "n_test_official": int(test_labels.size),
-            "limit_train": settings["limit_train"], "limit_test": settings["limit_test"],
-            "subsample": "class-stratified, seeded (train stream 0, test stream 1)", "seed": settings["seed"],
-            "index": index}
+    return {
+        "method": "official",
+        "n_train_official": int(train_labels.size),
+        "n_test_official": int(test_labels.size),
+        "limit_train": settings["limit_train"],
+        "limit_test": settings["limit_test"],
+        "subsample": "class-stratified, seeded (train stream 0, test stream 1)",
+        "seed": settings["seed"],
+        "index": index,
+    }
 
 
 # The settings of a dataset that keeps its official train/test split, as `limited_splits` and `official_split_info`
@@ -226,17 +230,31 @@ def files_source(folder: Path, paths: list[Path], downloaded: bool) -> dict[str,
     """info["source"] and info["sha256"] of a dataset read from the files `paths` found in `folder` (`downloaded`
     by torchvision or not): each file's name and SHA-256, then their combined digest."""
     digests = {path.name: sha256_file(path) for path in paths}
-    return {"source": {"path": str(folder), "downloaded": downloaded,
-                       "files": [{"name": path.name, "sha256": digests[path.name]} for path in paths]},
-            "sha256": combined_sha256(digests)}
+    return {
+        "source": {
+            "path": str(folder),
+            "downloaded": downloaded,
+            "files": [{"name": path.name, "sha256": digests[path.name]} for path in paths],
+        },
+        "sha256": combined_sha256(digests),
+    }
 
 
-def image_arrays(train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray], train_index: np.ndarray,
-                 test_index: np.ndarray) -> dict[str, np.ndarray]:
+def image_arrays(
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    train_index: np.ndarray,
+    test_index: np.ndarray,
+) -> dict[str, np.ndarray]:
     """The arrays of a prepared image dataset: the chosen rows of (images, labels) of each split, and the rows."""
-    return {"train_x": train[0][train_index], "train_y": train[1][train_index],
-            "test_x": test[0][test_index], "test_y": test[1][test_index],
-            "train_index": train_index, "test_index": test_index}
+    return {
+        "train_x": train[0][train_index],
+        "train_y": train[1][train_index],
+        "test_x": test[0][test_index],
+        "test_y": test[1][test_index],
+        "train_index": train_index,
+        "test_index": test_index,
+    }
 
 
 def channel_stats(images: np.ndarray) -> tuple[list[float], list[float]]:

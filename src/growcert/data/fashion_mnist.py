@@ -44,8 +44,7 @@ FILES = {
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-CLASS_NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-               "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+CLASS_NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
 
 # IDX type codes -> big-endian numpy dtypes (the format's own table).
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -139,7 +138,8 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
         "class_names": CLASS_NAMES,
         "pixel_range": [0, 255],
         **files_source(files["train_images"].parent, list(files.values()), downloaded),
-        "split": official_split_info(train_labels, test_labels, settings,
-                                     "row in the official train (train-*) or test (t10k-*) file"),
+        "split": official_split_info(
+            train_labels, test_labels, settings, "row in the official train (train-*) or test (t10k-*) file"
+        ),
     }
     return BuiltDataset(arrays=arrays, info=info)

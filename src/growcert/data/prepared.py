@@ -104,8 +104,9 @@ def _fsync_replace(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], info: dict,
-                   files: dict[str, Path] | None = None) -> dict:
+def write_prepared(
+    out_dir: str | Path, arrays: dict[str, np.ndarray | None], info: dict, files: dict[str, Path] | None = None
+) -> dict:
     """Write arrays.npz and info.json atomically; return info with `arrays_sha256` added.
 
     files: arrays already written as temporary .npy files in out_dir (name -> path); they are moved to
@@ -127,8 +128,10 @@ def write_prepared(out_dir: str | Path, arrays: dict[str, np.ndarray | None], in
         _write_npz(tmp_arrays, {name: None if name in files else array for name, array in arrays.items()})
         info = {**info, "arrays_sha256": sha256_file(tmp_arrays)}
         if files:
-            info["array_files"] = {name: {"file": f"{name}.npy", "bytes": path.stat().st_size,
-                                          "sha256": sha256_file(path)} for name, path in files.items()}
+            info["array_files"] = {
+                name: {"file": f"{name}.npy", "bytes": path.stat().st_size, "sha256": sha256_file(path)}
+                for name, path in files.items()
+            }
             for name, path in files.items():
                 _fsync_replace(path, out_dir / f"{name}.npy")
         text = json.dumps(info, indent=2, allow_nan=False) + "\n"
@@ -150,13 +153,9 @@ def _rebuild_hint(path: Path) -> str:
 def _read_info(path: Path) -> dict:
     info_path = INFO.path(path)
     if not path.is_dir():
-        raise DatasetError(
-            f"no prepared dataset at {path} (directory missing); run the prepare_dataset stage for it"
-        )
+        raise DatasetError(f"no prepared dataset at {path} (directory missing); run the prepare_dataset stage for it")
     if not info_path.is_file():
-        raise DatasetError(
-            f"prepared dataset at {path} is incomplete (no {INFO.name}); {_rebuild_hint(path)}"
-        )
+        raise DatasetError(f"prepared dataset at {path} is incomplete (no {INFO.name}); {_rebuild_hint(path)}")
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

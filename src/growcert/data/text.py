@@ -40,14 +40,16 @@ from growcert.data.common import BuiltDataset, DatasetError, Setting, combined_s
 from growcert.data.shakespeare import chunk_split
 
 SETTINGS = {
-    "path": Setting("data/raw/text/*.txt", "path",
-                    "glob of UTF-8 .txt files, or a folder written by datasets' save_to_disk"),
+    "path": Setting(
+        "data/raw/text/*.txt", "path", "glob of UTF-8 .txt files, or a folder written by datasets' save_to_disk"
+    ),
     "text_column": Setting("text", "string", "column of a datasets folder that holds the text"),
     "test_fraction": Setting(0.01, "fraction", "share of chunks held out for test"),
     "seed": Setting(0, "seed", "seed of the chunk permutation"),
     "chunk_bytes": Setting(65536, "positive_int", "bytes per contiguous chunk of the split"),
-    "single_pass_tokens": Setting(None, "optional_positive_int",
-                                  "train tokens the corpus must hold without repeating one (null: no check)"),
+    "single_pass_tokens": Setting(
+        None, "optional_positive_int", "train tokens the corpus must hold without repeating one (null: no check)"
+    ),
 }
 SEPARATOR = b"\n\n"
 _BLOCK = 1 << 24  # bytes streamed at a time: 16 MB of text, plus a 16 MB routing mask
@@ -63,8 +65,10 @@ class _TextFiles:
     def __init__(self, pattern: str):
         self.files = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
         if not self.files:
-            raise _fail(f"datasets.text.path {pattern!r} matches no file; point it at the corpus "
-                        "(a glob such as data/raw/text/*.txt, or a datasets save_to_disk folder)")
+            raise _fail(
+                f"datasets.text.path {pattern!r} matches no file; point it at the corpus "
+                "(a glob such as data/raw/text/*.txt, or a datasets save_to_disk folder)"
+            )
         self.names = [str(path) for path in self.files]
 
     def sizes(self) -> list[int]:
@@ -90,8 +94,10 @@ class _ArrowFolder:
     def __init__(self, folder: Path, column: str):
         if (folder / "dataset_dict.json").is_file():
             splits = json.loads((folder / "dataset_dict.json").read_text()).get("splits", [])
-            raise _fail(f"{folder} holds a DatasetDict (splits {', '.join(splits)}); point datasets.text.path "
-                        f"at one split's folder, e.g. {folder / (splits[0] if splits else 'train')}")
+            raise _fail(
+                f"{folder} holds a DatasetDict (splits {', '.join(splits)}); point datasets.text.path "
+                f"at one split's folder, e.g. {folder / (splits[0] if splits else 'train')}"
+            )
         try:
             state = json.loads((folder / "state.json").read_text())
             self.files = [folder / entry["filename"] for entry in state["_data_files"]]
@@ -100,8 +106,10 @@ class _ArrowFolder:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise _fail(f"{folder} is a datasets folder, whose Arrow files need pyarrow (not installed); "
-                        "pip install pyarrow, or export the text column to .txt files and glob them") from None
+            raise _fail(
+                f"{folder} is a datasets folder, whose Arrow files need pyarrow (not installed); "
+                "pip install pyarrow, or export the text column to .txt files and glob them"
+            ) from None
         self.column = column
         self.names = [str(path) for path in self.files]
 
@@ -112,8 +120,10 @@ class _ArrowFolder:
             with pa.memory_map(str(path)) as source:
                 for batch in pa.ipc.open_stream(source):
                     if self.column not in batch.schema.names:
-                        raise _fail(f"{path} has no column {self.column!r} (columns: {', '.join(batch.schema.names)}); "
-                                    "set datasets.text.text_column")
+                        raise _fail(
+                            f"{path} has no column {self.column!r} (columns: {', '.join(batch.schema.names)}); "
+                            "set datasets.text.text_column"
+                        )
                     yield batch.column(self.column)
         except (OSError, pa.ArrowInvalid) as exc:
             raise _fail(f"cannot read {path} as an Arrow stream ({exc})") from exc
@@ -162,10 +172,10 @@ class _Router:
             first = self.offset // self.chunk_bytes
             last = (self.offset + len(piece) - 1) // self.chunk_bytes
             skip = self.offset - first * self.chunk_bytes
-            is_test = np.repeat(self.chunk_is_test[first:last + 1], self.chunk_bytes)[skip:skip + len(piece)]
+            is_test = np.repeat(self.chunk_is_test[first : last + 1], self.chunk_bytes)[skip : skip + len(piece)]
             for side in (False, True):
                 values = piece[is_test == side]
-                self.streams[side][self.cursors[side]:self.cursors[side] + len(values)] = values
+                self.streams[side][self.cursors[side] : self.cursors[side] + len(values)] = values
                 self.cursors[side] += len(values)
             self.offset += len(piece)
 
@@ -174,9 +184,11 @@ def _check_budget(settings: dict[str, Any], train_bytes: int, where: str) -> Non
     need = settings["single_pass_tokens"]
     have = max(train_bytes - 1, 0)  # the last byte is only ever a target
     if need is not None and have < need:
-        raise _fail(f"the train split of {where} holds {have:,} single-pass tokens, {need - have:,} "
-                    f"({(need - have) / need:.1%}) short of datasets.text.single_pass_tokens={need:,}; "
-                    "add text, lower test_fraction, or lower the budget")
+        raise _fail(
+            f"the train split of {where} holds {have:,} single-pass tokens, {need - have:,} "
+            f"({(need - have) / need:.1%}) short of datasets.text.single_pass_tokens={need:,}; "
+            "add text, lower test_fraction, or lower the budget"
+        )
 
 
 def build(settings: dict[str, Any], out_dir: Path) -> BuiltDataset:
@@ -185,10 +197,13 @@ def build(settings: dict[str, Any], out_dir: Path) -> BuiltDataset:
     total = sum(sizes) + len(SEPARATOR) * (len(sizes) - 1)
     chunk_bytes = settings["chunk_bytes"]
     if total < 2 * chunk_bytes:
-        raise _fail(f"{settings['path']} holds {total:,} bytes, less than two chunks of "
-                    f"datasets.text.chunk_bytes={chunk_bytes}; use more text or a smaller chunk_bytes")
-    train_chunks, test_chunks, _ = chunk_split(total, chunk_bytes, settings["test_fraction"], settings["seed"],
-                                               byte_mask=False)
+        raise _fail(
+            f"{settings['path']} holds {total:,} bytes, less than two chunks of "
+            f"datasets.text.chunk_bytes={chunk_bytes}; use more text or a smaller chunk_bytes"
+        )
+    train_chunks, test_chunks, _ = chunk_split(
+        total, chunk_bytes, settings["test_fraction"], settings["seed"], byte_mask=False
+    )
     chunk_is_test = np.zeros(train_chunks.size + test_chunks.size, dtype=bool)
     chunk_is_test[test_chunks] = True
     lengths = np.minimum(chunk_bytes, total - np.arange(chunk_is_test.size, dtype=np.int64) * chunk_bytes)
@@ -198,10 +213,13 @@ def build(settings: dict[str, Any], out_dir: Path) -> BuiltDataset:
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {name: out_dir / f".{name}.npy.tmp" for name in ("train_x", "test_x")}
     try:
-        streams = {"train_x": np.lib.format.open_memmap(files["train_x"], "w+", np.uint8, (total - n_test,)),
-                   "test_x": np.lib.format.open_memmap(files["test_x"], "w+", np.uint8, (n_test,))}
-        records, digests, corpus_sha256 = _stream(source, _Router(chunk_is_test, chunk_bytes, *streams.values()),
-                                                  total, settings["path"])
+        streams = {
+            "train_x": np.lib.format.open_memmap(files["train_x"], "w+", np.uint8, (total - n_test,)),
+            "test_x": np.lib.format.open_memmap(files["test_x"], "w+", np.uint8, (n_test,)),
+        }
+        records, digests, corpus_sha256 = _stream(
+            source, _Router(chunk_is_test, chunk_bytes, *streams.values()), total, settings["path"]
+        )
         for stream in streams.values():
             stream.flush()
         del streams
@@ -209,19 +227,35 @@ def build(settings: dict[str, Any], out_dir: Path) -> BuiltDataset:
         for file in files.values():  # nothing half-written stays behind
             file.unlink(missing_ok=True)
         raise
-    arrays = {"train_x": np.load(files["train_x"], mmap_mode="r"), "train_y": None,
-              "test_x": np.load(files["test_x"], mmap_mode="r"), "test_y": None,
-              "train_index": train_chunks, "test_index": test_chunks}
-    info = {"kind": "text", "vocab_size": 256, "encoding": "UTF-8 bytes; token = byte value",
-            "corpus_bytes": int(total), "corpus_sha256": corpus_sha256,
-            "source": {"path": settings["path"], "format": type(source).__name__.strip("_"), "files": records},
-            "sha256": combined_sha256(digests),
-            "split": {"method": "contiguous_chunks", "chunk_bytes": chunk_bytes,
-                      "n_chunks": int(chunk_is_test.size), "n_train_chunks": int(train_chunks.size),
-                      "n_test_chunks": int(test_chunks.size), "test_fraction": settings["test_fraction"],
-                      "seed": settings["seed"], "separator": SEPARATOR.decode("ascii"),
-                      "index": "chunk id; chunk i is corpus bytes [i*chunk_bytes, (i+1)*chunk_bytes), "
-                               "each stream is its chunks in corpus order"}}
+    arrays = {
+        "train_x": np.load(files["train_x"], mmap_mode="r"),
+        "train_y": None,
+        "test_x": np.load(files["test_x"], mmap_mode="r"),
+        "test_y": None,
+        "train_index": train_chunks,
+        "test_index": test_chunks,
+    }
+    info = {
+        "kind": "text",
+        "vocab_size": 256,
+        "encoding": "UTF-8 bytes; token = byte value",
+        "corpus_bytes": int(total),
+        "corpus_sha256": corpus_sha256,
+        "source": {"path": settings["path"], "format": type(source).__name__.strip("_"), "files": records},
+        "sha256": combined_sha256(digests),
+        "split": {
+            "method": "contiguous_chunks",
+            "chunk_bytes": chunk_bytes,
+            "n_chunks": int(chunk_is_test.size),
+            "n_train_chunks": int(train_chunks.size),
+            "n_test_chunks": int(test_chunks.size),
+            "test_fraction": settings["test_fraction"],
+            "seed": settings["seed"],
+            "separator": SEPARATOR.decode("ascii"),
+            "index": "chunk id; chunk i is corpus bytes [i*chunk_bytes, (i+1)*chunk_bytes), "
+            "each stream is its chunks in corpus order",
+        },
+    }
     return BuiltDataset(arrays=arrays, info=info, files=files)
 
 
@@ -259,5 +293,7 @@ def grid_budget_problem(train: dict[str, Any], context: int, settings: dict[str,
     budget = settings.get("single_pass_tokens")
     if budget is None or need <= budget:
         return None
-    return (f"steps {train['steps']} x batch_size {train['batch_size']} x context {context} = {need:,} tokens, "
-            f"{need - budget:,} more than datasets.text.single_pass_tokens={budget:,}")
+    return (
+        f"steps {train['steps']} x batch_size {train['batch_size']} x context {context} = {need:,} tokens, "
+        f"{need - budget:,} more than datasets.text.single_pass_tokens={budget:,}"
+    )

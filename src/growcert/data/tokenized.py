@@ -56,6 +56,7 @@ Encode = Callable[[Sequence[str]], Sequence[Sequence[int]]]
 
 def encoder(tokenizer: Any) -> Encode:
     """The `encode` of a Hugging Face tokenizer: a list of texts -> their ids, without special tokens."""
+
     def encode(texts: Sequence[str]) -> Sequence[Sequence[int]]:
         return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
 
@@ -99,8 +100,7 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<i4") if vocab_size <= np.iinfo(np.int32).max + 1 else np.dtype("<i8")
 
 
-def tokenized(data: PreparedDataset, encode: Encode, tokenizer: str, vocab_size: int,
-              identity: str) -> PreparedDataset:
+def tokenized(data: PreparedDataset, encode: Encode, tokenizer: str, vocab_size: int, identity: str) -> PreparedDataset:
     """`data` with its byte streams replaced by memory-mapped token streams (built once, then read from the cache).
 
     encode: a list of texts -> their token id lists (`encoder`); tokenizer: its name, for the records;
@@ -109,8 +109,10 @@ def tokenized(data: PreparedDataset, encode: Encode, tokenizer: str, vocab_size:
     if data.kind != "text":
         raise DatasetError(f"dataset '{data.name}': only text datasets can be tokenized")
     if data.folder is None:
-        raise DatasetError(f"dataset '{data.name}': tokenizing caches next to the prepared data; "
-                           "read the dataset with load_prepared(folder)")
+        raise DatasetError(
+            f"dataset '{data.name}': tokenizing caches next to the prepared data; "
+            "read the dataset with load_prepared(folder)"
+        )
     data_key = prepared_key(data.info)
     keys = {"format": FORMAT, "prepared_key": data_key, "tokenizer_identity": identity, "vocab_size": int(vocab_size)}
     entry = Path(data.folder) / CACHE_FOLDER / f"{data_key[:16]}-{_sha256_json(keys)[:16]}"
@@ -119,16 +121,27 @@ def tokenized(data: PreparedDataset, encode: Encode, tokenizer: str, vocab_size:
         _build(data, encode, tokenizer, keys, entry)
         record = _read_entry(entry, keys)
         if record is None:
-            raise DatasetError(f"dataset '{data.name}': the token cache {entry} reads back incomplete after it was "
-                               "built; delete it and run again")
+            raise DatasetError(
+                f"dataset '{data.name}': the token cache {entry} reads back incomplete after it was "
+                "built; delete it and run again"
+            )
     streams = {split: _mapped(entry, record, split) for split in SPLITS}
     starts = {split: np.load(entry / record["splits"][split]["starts_file"]) for split in SPLITS}
-    info = {**data.info, "vocab_size": int(vocab_size), "encoding": f"tokens of {tokenizer} (chunk by chunk)",
-            "tokenization": {"tokenizer": tokenizer, "tokenizer_identity": identity,
-                             "source_encoding": data.info.get("encoding"),
-                             "n_train_tokens": int(len(streams["train"])), "n_test_tokens": int(len(streams["test"])),
-                             "dtype": record["dtype"], "cache": f"{CACHE_FOLDER}/{entry.name}",
-                             "index": "token offset in the split's token stream"}}
+    info = {
+        **data.info,
+        "vocab_size": int(vocab_size),
+        "encoding": f"tokens of {tokenizer} (chunk by chunk)",
+        "tokenization": {
+            "tokenizer": tokenizer,
+            "tokenizer_identity": identity,
+            "source_encoding": data.info.get("encoding"),
+            "n_train_tokens": int(len(streams["train"])),
+            "n_test_tokens": int(len(streams["test"])),
+            "dtype": record["dtype"],
+            "cache": f"{CACHE_FOLDER}/{entry.name}",
+            "index": "token offset in the split's token stream",
+        },
+    }
     return dataclasses.replace(data, info=info, train_x=streams["train"], test_x=streams["test"], chunk_starts=starts)
 
 
@@ -141,7 +154,9 @@ def _read_entry(entry: Path, keys: dict) -> dict | None:
         itemsize = np.dtype(record["dtype"]).itemsize
         complete = all(record.get(key) == value for key, value in keys.items()) and all(
             (entry / split["file"]).stat().st_size == split["tokens"] * itemsize
-            and (entry / split["starts_file"]).is_file() for split in record["splits"].values())
+            and (entry / split["starts_file"]).is_file()
+            for split in record["splits"].values()
+        )
     except (OSError, ValueError, KeyError, TypeError):
         complete = False
     if complete:
@@ -166,12 +181,16 @@ def _build(data: PreparedDataset, encode: Encode, tokenizer: str, keys: dict, en
                 shutil.rmtree(stale, ignore_errors=True)
         temporary = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".partial", dir=entry.parent))
     except OSError as error:
-        raise DatasetError(f"dataset '{data.name}': cannot write the token cache in {entry.parent} "
-                           f"({error.strerror or error}); the prepared folder must be writable") from None
+        raise DatasetError(
+            f"dataset '{data.name}': cannot write the token cache in {entry.parent} "
+            f"({error.strerror or error}); the prepared folder must be writable"
+        ) from None
     try:
         dtype = token_dtype(keys["vocab_size"])
-        splits = {split: _write_split(data, split, encode, temporary, dtype, keys["vocab_size"], tokenizer)
-                  for split in SPLITS}
+        splits = {
+            split: _write_split(data, split, encode, temporary, dtype, keys["vocab_size"], tokenizer)
+            for split in SPLITS
+        }
         record = {**keys, "tokenizer": tokenizer, "dtype": dtype.str, "batch_bytes": _BATCH_BYTES, "splits": splits}
         with open(INFO.path(temporary), "w", encoding="utf-8") as handle:
             handle.write(json.dumps(record, indent=2) + "\n")
@@ -183,8 +202,9 @@ def _build(data: PreparedDataset, encode: Encode, tokenizer: str, keys: dict, en
             if not INFO.path(entry).is_file():  # not another job's finished entry: a real failure
                 raise
     except OSError as error:
-        raise DatasetError(f"dataset '{data.name}': cannot write the token cache {entry} "
-                           f"({error.strerror or error})") from None
+        raise DatasetError(
+            f"dataset '{data.name}': cannot write the token cache {entry} ({error.strerror or error})"
+        ) from None
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
@@ -201,24 +221,30 @@ def chunk_batches(bounds: np.ndarray, batch_bytes: int) -> list[tuple[int, int]]
     return ranges
 
 
-def _write_split(data: PreparedDataset, split: str, encode: Encode, folder: Path, dtype: np.dtype,
-                 vocab_size: int, tokenizer: str) -> dict:
+def _write_split(
+    data: PreparedDataset, split: str, encode: Encode, folder: Path, dtype: np.dtype, vocab_size: int, tokenizer: str
+) -> dict:
     """Append the split's token ids to `{split}.bin` batch by batch; return its record."""
     stream = data.train_x if split == "train" else data.test_x
     bounds = np.append(data.segment_starts(split), len(stream))
     starts, total = np.zeros(len(bounds) - 1, dtype=np.int64), 0
     with open(folder / f"{split}.bin", "wb") as handle:
         for first, last in chunk_batches(bounds, _BATCH_BYTES):
-            texts = [stream[bounds[i]:bounds[i + 1]].tobytes().decode("utf-8", errors="replace")
-                     for i in range(first, last)]
+            texts = [
+                stream[bounds[i] : bounds[i + 1]].tobytes().decode("utf-8", errors="replace")
+                for i in range(first, last)
+            ]
             ids = encode(texts)
             if len(ids) != len(texts):
-                raise DatasetError(f"dataset '{data.name}': tokenizer {tokenizer} returned {len(ids)} id lists "
-                                   f"for {len(texts)} texts")
+                raise DatasetError(
+                    f"dataset '{data.name}': tokenizer {tokenizer} returned {len(ids)} id lists for {len(texts)} texts"
+                )
             counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(counts.sum()))
             if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
-                raise DatasetError(f"dataset '{data.name}': tokenizer {tokenizer} produced ids outside [0, {vocab_size})")
+                raise DatasetError(
+                    f"dataset '{data.name}': tokenizer {tokenizer} produced ids outside [0, {vocab_size})"
+                )
             starts[first:last] = total + np.cumsum(counts) - counts
             total += int(flat.size)
             handle.write(flat.astype(dtype).tobytes())

@@ -63,10 +63,22 @@ def has_units(module: ModuleType) -> bool:
     return hasattr(module, "units")
 
 
-def run_experiment(name: str, settings: dict[str, Any], out_dir: str | Path, figure: str | Path,
-                   claims: str | Path, table: str | Path, threads: int = 1,
-                   log: Callable[[str], None] = print, gate_figure: str | Path | None = None, *, device: str,
-                   checks: str | Path | None = None, aggregate: bool = False, **inputs: Any) -> None:
+def run_experiment(
+    name: str,
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    figure: str | Path,
+    claims: str | Path,
+    table: str | Path,
+    threads: int = 1,
+    log: Callable[[str], None] = print,
+    gate_figure: str | Path | None = None,
+    *,
+    device: str,
+    checks: str | Path | None = None,
+    aggregate: bool = False,
+    **inputs: Any,
+) -> None:
     """Run task `name` on `device` (a `device` setting; with `aggregate`, gather its finished units instead),
     then write its figure (and `gate_figure`, when given and the task has one), claim rows, check rows (to
     `checks`, when given) and table."""

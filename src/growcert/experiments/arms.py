@@ -50,24 +50,42 @@ def arm_name(gate: str, variance: str, weight_decay: float) -> str:
 def poprisk_arms(block: dict[str, Any], weight_decays: Iterable[float]) -> list[Arm]:
     """One poprisk `Arm` (gate, variance, weight_decay, microbatches) per gate × variance × decay, in the
     config's order (gates outermost)."""
-    return [Arm(arm_name(gate, variance, float(wd)), "poprisk", weight_decay=float(wd), gate=gate, variance=variance,
-                microbatches=block["microbatches"] if variance == "microbatch" else None)
-            for gate in block["gates"] for variance in block["variances"] for wd in weight_decays]
+    return [
+        Arm(
+            arm_name(gate, variance, float(wd)),
+            "poprisk",
+            weight_decay=float(wd),
+            gate=gate,
+            variance=variance,
+            microbatches=block["microbatches"] if variance == "microbatch" else None,
+        )
+        for gate in block["gates"]
+        for variance in block["variances"]
+        for wd in weight_decays
+    ]
 
 
 def uses_microbatches(block: dict[str, Any]) -> bool:
     return "microbatch" in block["variances"]
 
 
-def make_poprisk(arm: Arm, params, lr: float, betas, batch_size: int | None,
-                 train_size: int | None) -> PopulationRiskAdam:
+def make_poprisk(
+    arm: Arm, params, lr: float, betas, batch_size: int | None, train_size: int | None
+) -> PopulationRiskAdam:
     """The arm's PopulationRiskAdam; the finite-population correction (batch_size, train_size) is the
     streaming source's only (exact and microbatch measure the batch itself)."""
     streaming = arm.variance == "streaming"
-    return PopulationRiskAdam(params, lr=lr, betas=tuple(betas), weight_decay=arm.weight_decay, gate=arm.gate,
-                              variance=arm.variance, microbatches=arm.microbatches,
-                              batch_size=batch_size if streaming else None,
-                              train_size=train_size if streaming else None)
+    return PopulationRiskAdam(
+        params,
+        lr=lr,
+        betas=tuple(betas),
+        weight_decay=arm.weight_decay,
+        gate=arm.gate,
+        variance=arm.variance,
+        microbatches=arm.microbatches,
+        batch_size=batch_size if streaming else None,
+        train_size=train_size if streaming else None,
+    )
 
 
 def square_sums_from_rows(rows: dict[Tensor, Tensor]) -> SquareSums:
@@ -119,8 +137,10 @@ class GateDiagnostics:
 
     def row(self) -> dict[str, float]:
         """{open_fraction, variance_ratio} since the last row (NaN where not measured); clears them."""
-        row = {"open_fraction": sum(self.open) / len(self.open) if self.open else math.nan,
-               "variance_ratio": sum(self.ratios) / len(self.ratios) if self.ratios else math.nan}
+        row = {
+            "open_fraction": sum(self.open) / len(self.open) if self.open else math.nan,
+            "variance_ratio": sum(self.ratios) / len(self.ratios) if self.ratios else math.nan,
+        }
         self.open.clear()
         self.ratios.clear()
         return row
@@ -133,14 +153,16 @@ class GateDiagnostics:
             self.open[:], self.ratios[:] = state["open"], state["ratios"]
 
 
-def hook_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor,
-                     *targets: Tensor) -> Callable[[], SquareSums]:
+def hook_square_sums(
+    model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor
+) -> Callable[[], SquareSums]:
     """A deferred `per_example_square_sums` of one batch that leaves `.grad` alone."""
     return lambda: per_example_square_sums(model, loss_fn, inputs, *targets, set_grad=False)[1]
 
 
-def variance_step(optimizer: torch.optim.Optimizer, model: nn.Module, loss_fn: Callable[..., Tensor],
-                  inputs: Tensor, *targets: Tensor) -> tuple[Tensor, SquareSums | None]:
+def variance_step(
+    optimizer: torch.optim.Optimizer, model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor
+) -> tuple[Tensor, SquareSums | None]:
     """Set `.grad` to the batch-mean gradient of `loss_fn` (per-example losses) the way the optimizer's
     variance source needs it; returns (mean loss, square sums for step() or None)."""
     optimizer.zero_grad(set_to_none=True)
@@ -149,17 +171,22 @@ def variance_step(optimizer: torch.optim.Optimizer, model: nn.Module, loss_fn: C
         losses, sums = per_example_square_sums(model, loss_fn, inputs, *targets)
         return losses.mean(), sums
     if variance == "microbatch":
-        losses, sums = microbatch_square_sums(model, loss_fn, inputs, *targets,
-                                              microbatches=optimizer.defaults["microbatches"])
+        losses, sums = microbatch_square_sums(
+            model, loss_fn, inputs, *targets, microbatches=optimizer.defaults["microbatches"]
+        )
         return losses.mean(), sums
     loss = loss_fn(model(inputs), *targets).mean()
     loss.backward()
     return loss.detach(), None
 
 
-def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[int], Any],
-             train_arm: Callable[..., tuple[list[dict], dict]],
-             resume: UnitResume | None = None) -> tuple[list[dict], list[dict]]:
+def run_arms(
+    seeds: Sequence[int],
+    arms: Sequence[Any],
+    prepare_seed: Callable[[int], Any],
+    train_arm: Callable[..., tuple[list[dict], dict]],
+    resume: UnitResume | None = None,
+) -> tuple[list[dict], list[dict]]:
     """(curve rows, summary rows) of every arm on every seed: `prepare_seed(seed)` once per seed, then
     `train_arm(arm, seed, prepared)` -> (history rows, summary row) for each arm in order. With `resume`,
     arms a killed run finished are taken from its resume state, the arm it was in continues from its last
@@ -184,19 +211,38 @@ def run_arms(seeds: Sequence[int], arms: Sequence[Any], prepare_seed: Callable[[
     return curves, summaries
 
 
-def arm_snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: torch.Generator,
-                 history: list[dict], step: int, started: float, cpu_started: float = 0.0,
-                 **extra: Any) -> dict[str, Any]:
+def arm_snapshot(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: torch.Generator,
+    history: list[dict],
+    step: int,
+    started: float,
+    cpu_started: float = 0.0,
+    **extra: Any,
+) -> dict[str, Any]:
     """What an arm needs to continue exactly where it was: weights, optimizer state (PopulationRiskAdam's
     extra vectors included), the batch generator, the curve so far, the step and the time spent (`started`
     is its perf_counter origin, `cpu_started` its process_time origin), plus any arm-specific `extra` state."""
-    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": batches.get_state(),
-            "history": history, "step": step, "elapsed": time.perf_counter() - started,
-            "cpu_elapsed": time.process_time() - cpu_started, **extra}
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "generator": batches.get_state(),
+        "history": history,
+        "step": step,
+        "elapsed": time.perf_counter() - started,
+        "cpu_elapsed": time.process_time() - cpu_started,
+        **extra,
+    }
 
 
-def restore_arm(snapshot: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                batches: torch.Generator, history: list[dict]) -> tuple[int, float, float]:
+def restore_arm(
+    snapshot: dict[str, Any],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: torch.Generator,
+    history: list[dict],
+) -> tuple[int, float, float]:
     """Put an `arm_snapshot` back in place; returns (first step to run, seconds and CPU seconds already spent: a
     snapshot that predates CPU time gives 0 for it)."""
     model.load_state_dict(snapshot["model"])
@@ -242,8 +288,13 @@ class ArmResult:
 StepFn = Callable[[int], tuple[dict[str, Any], Callable[[], SquareSums] | None]]
 
 
-def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any]],
-            resume: UnitResume | None = None, snapshot: dict[str, Any] | None = None) -> ArmResult:
+def run_arm(
+    loop: ArmLoop,
+    step: StepFn,
+    evaluate: Callable[[int], dict[str, Any]],
+    resume: UnitResume | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> ArmResult:
     """Train one arm: for each step i, `step(i)` draws the batch and sets `.grad`, returning the keyword
     arguments of `optimizer.step` ({} or {"square_sums": ...} or {"per_example_grads": ...}) and a thunk of
     the batch's exact square sums for the gate diagnostics (None: the task has none for this arm); then
@@ -257,8 +308,14 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
     gated: list[float] = []  # the gate's blocked share at each step since the last record
 
     def record(i: int) -> dict[str, Any]:
-        row = {"optimizer": loop.arm.name, "seed": loop.seed, "step": i, **evaluate(i),
-               "gated_fraction": gated_fraction(gated), **diagnostics.row()}
+        row = {
+            "optimizer": loop.arm.name,
+            "seed": loop.seed,
+            "step": i,
+            **evaluate(i),
+            "gated_fraction": gated_fraction(gated),
+            **diagnostics.row(),
+        }
         gated.clear()
         history.append(row)
         return row
@@ -274,8 +331,18 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
     started, cpu_started, i = time.perf_counter() - before, time.process_time() - cpu_before, first - 1
 
     def state() -> dict[str, Any]:
-        return arm_snapshot(loop.model, optimizer, loop.batches, history, i, started, cpu_started, gated=list(gated),
-                            diagnostics=diagnostics.state(), **loop.state())
+        return arm_snapshot(
+            loop.model,
+            optimizer,
+            loop.batches,
+            history,
+            i,
+            started,
+            cpu_started,
+            gated=list(gated),
+            diagnostics=diagnostics.state(),
+            **loop.state(),
+        )
 
     for i in range(first, loop.steps + 1):
         step_arguments, exact_square_sums = step(i)
@@ -292,6 +359,9 @@ def run_arm(loop: ArmLoop, step: StepFn, evaluate: Callable[[int], dict[str, Any
                 break
         if resume is not None:
             resume.tick(i, state)
-    numbers = resume.numerics_columns() if resume is not None else {"numerics": numerics.current_mode(),
-                                                                     "numerics_changed": False}
+    numbers = (
+        resume.numerics_columns()
+        if resume is not None
+        else {"numerics": numerics.current_mode(), "numerics_changed": False}
+    )
     return ArmResult(history, time.perf_counter() - started, i, time.process_time() - cpu_started, numbers)

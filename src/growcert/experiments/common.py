@@ -56,8 +56,10 @@ def select_arms(arms: Sequence[Arm], names: Sequence[str] | None, key: str) -> l
     known = [arm.name for arm in arms]
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise ConfigError(f"config key '{key}': {', '.join(map(repr, unknown))} is not a configured arm "
-                          f"(the arms are {', '.join(map(repr, known))})")
+        raise ConfigError(
+            f"config key '{key}': {', '.join(map(repr, unknown))} is not a configured arm "
+            f"(the arms are {', '.join(map(repr, known))})"
+        )
     return [arm for arm in arms if arm.name in names]
 
 
@@ -69,8 +71,9 @@ def gated_fraction(readings: Sequence[float]) -> float:
     return float(np.mean(readings)) if readings else math.nan
 
 
-def write_tables(out_dir: Path, settings: dict[str, Any], tables: dict[str, pd.DataFrame],
-                 **record: Any) -> dict[str, Any]:
+def write_tables(
+    out_dir: Path, settings: dict[str, Any], tables: dict[str, pd.DataFrame], **record: Any
+) -> dict[str, Any]:
     """Write each table as out_dir/<name>.csv and provenance.json (settings, versions, code hash, plus
     `record`); returns the tables and the provenance record."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -95,12 +98,12 @@ def step_columns(table: pd.DataFrame, columns: Iterable[str]) -> pd.DataFrame:
     return table
 
 
-def steps_to_target(steps: Iterable[int], values: Iterable[float], target: float, *,
-                    above: bool = False) -> int | None:
+def steps_to_target(steps: Iterable[int], values: Iterable[float], target: float, *, above: bool = False) -> int | None:
     """The first evaluated step whose value reached `target`: value ≤ target (an error falling to it), or with
     `above` value ≥ target (an accuracy rising to it); None: never."""
-    return next((int(step) for step, value in zip(steps, values) if (value >= target if above else value <= target)),
-                None)
+    return next(
+        (int(step) for step, value in zip(steps, values) if (value >= target if above else value <= target)), None
+    )
 
 
 def median_steps(steps: pd.Series) -> float:

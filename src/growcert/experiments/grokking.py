@@ -58,10 +58,30 @@ from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
 
-CURVE_COLUMNS = ["optimizer", "seed", "step", "train_acc", "test_acc", "train_loss", "test_loss", "gated_fraction",
-                 *DIAGNOSTIC_COLUMNS]
-SUMMARY_COLUMNS = ["optimizer", "weight_decay", "seed", "memorised_step", "step_95", "step_99", "final_test_acc",
-                   "seconds", "cpu_seconds", "numerics", "numerics_changed"]
+CURVE_COLUMNS = [
+    "optimizer",
+    "seed",
+    "step",
+    "train_acc",
+    "test_acc",
+    "train_loss",
+    "test_loss",
+    "gated_fraction",
+    *DIAGNOSTIC_COLUMNS,
+]
+SUMMARY_COLUMNS = [
+    "optimizer",
+    "weight_decay",
+    "seed",
+    "memorised_step",
+    "step_95",
+    "step_99",
+    "final_test_acc",
+    "seconds",
+    "cpu_seconds",
+    "numerics",
+    "numerics_changed",
+]
 EVAL_CHUNK = 4096
 
 
@@ -92,12 +112,28 @@ def build_model(settings: dict[str, Any]) -> nn.Module:
     if model["width"] % model["heads"]:
         raise ValueError(f"grokking model width {model['width']} is not divisible by heads {model['heads']}")
     if model["architecture"] == "classic":
-        return ClassicTransformer(ClassicConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
-                                                heads=model["heads"], mlp_hidden=model["mlp_hidden"], context=4,
-                                                init=model["init"]))
-    return Llama(LlamaConfig(width=model["width"], depth=model["depth"], vocab_size=settings["p"] + 2,
-                             head_dim=model["width"] // model["heads"], mlp_hidden=model["mlp_hidden"], context=4,
-                             init=model["init"]))
+        return ClassicTransformer(
+            ClassicConfig(
+                width=model["width"],
+                depth=model["depth"],
+                vocab_size=settings["p"] + 2,
+                heads=model["heads"],
+                mlp_hidden=model["mlp_hidden"],
+                context=4,
+                init=model["init"],
+            )
+        )
+    return Llama(
+        LlamaConfig(
+            width=model["width"],
+            depth=model["depth"],
+            vocab_size=settings["p"] + 2,
+            head_dim=model["width"] // model["heads"],
+            mlp_hidden=model["mlp_hidden"],
+            context=4,
+            init=model["init"],
+        )
+    )
 
 
 def answer_loss(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -115,8 +151,8 @@ def evaluate(model: nn.Module, tokens: torch.Tensor, answers: torch.Tensor) -> t
     """Mean loss and accuracy over all of `tokens`, in chunks."""
     loss_sum, correct = 0.0, 0
     for start in range(0, len(tokens), EVAL_CHUNK):
-        logits = model(tokens[start:start + EVAL_CHUNK])[:, -1, :]
-        target = answers[start:start + EVAL_CHUNK]
+        logits = model(tokens[start : start + EVAL_CHUNK])[:, -1, :]
+        target = answers[start : start + EVAL_CHUNK]
         loss_sum += F.cross_entropy(logits, target, reduction="sum").item()
         correct += (logits.argmax(dim=-1) == target).sum().item()
     return loss_sum / len(tokens), correct / len(tokens)
@@ -154,8 +190,10 @@ def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any], batch: 
         return torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, weight_decay=wd), None
     if arm.kind == "grokfast":
         grokfast = settings["grokfast"]
-        return (torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
-                GrokfastEMA(grokfast["alpha"], grokfast["lamb"]))
+        return (
+            torch.optim.Adam(model.parameters(), lr=lr, betas=betas, weight_decay=wd),
+            GrokfastEMA(grokfast["alpha"], grokfast["lamb"]),
+        )
     check_arm_batch(arm, settings, batch, train_size)
     return make_poprisk(arm, model.parameters(), lr, betas, batch, train_size), None
 
@@ -168,18 +206,23 @@ def check_arm_batch(arm: Arm, settings: dict[str, Any], batch: int, train_size: 
         return
     if arm.variance == "streaming" and batch >= train_size:
         given = "null (full batch)" if settings.get("batch_size") is None else settings["batch_size"]
-        raise ConfigError(f"config key 'grokking.batch_size': {given} covers all {train_size} training equations, "
-                          "but PopulationRiskAdam's streaming variance (config key 'grokking.poprisk.variances') "
-                          f"needs sampled minibatches; set grokking.batch_size below {train_size} or drop "
-                          "streaming from grokking.poprisk.variances")
+        raise ConfigError(
+            f"config key 'grokking.batch_size': {given} covers all {train_size} training equations, "
+            "but PopulationRiskAdam's streaming variance (config key 'grokking.poprisk.variances') "
+            f"needs sampled minibatches; set grokking.batch_size below {train_size} or drop "
+            "streaming from grokking.poprisk.variances"
+        )
     if arm.variance == "microbatch" and batch % arm.microbatches:
-        raise ConfigError(f"config key 'grokking.poprisk.microbatches': {arm.microbatches} does not divide the "
-                          f"batch of {batch} (config key 'grokking.batch_size'; the microbatch variance splits each "
-                          "batch into equal parts)")
+        raise ConfigError(
+            f"config key 'grokking.poprisk.microbatches': {arm.microbatches} does not divide the "
+            f"batch of {batch} (config key 'grokking.batch_size'; the microbatch variance splits each "
+            "batch into equal parts)"
+        )
 
 
-def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=None,
-              snapshot=None) -> tuple[list[dict], dict]:
+def train_arm(
+    arm: Arm, settings, seed, initial_state, model, data, log, resume=None, snapshot=None
+) -> tuple[list[dict], dict]:
     """Train one optimizer from `initial_state` (`arms.run_arm`); returns its curve rows and its summary row.
     With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
     snapshots itself (Grokfast's average included)."""
@@ -208,28 +251,44 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, data, log, resume=
         _, square_sums = variance_step(optimizer, model, answer_losses, tokens, answers)
         if grad_filter is not None:
             grad_filter(model)
-        return ({} if square_sums is None else {"square_sums": square_sums},
-                hook_square_sums(model, answer_losses, tokens, answers))
+        return (
+            {} if square_sums is None else {"square_sums": square_sums},
+            hook_square_sums(model, answer_losses, tokens, answers),
+        )
 
     def after_record(row: dict[str, Any], seconds: float) -> bool:
         if row["step"] % (settings["eval_every"] * 20) == 0:
-            log(f"  {arm.name} seed {seed} step {row['step']}: train acc {row['train_acc']:.3f}  "
-                f"held-out acc {row['test_acc']:.3f}  ({seconds:.0f}s)")
+            log(
+                f"  {arm.name} seed {seed} step {row['step']}: train acc {row['train_acc']:.3f}  "
+                f"held-out acc {row['test_acc']:.3f}  ({seconds:.0f}s)"
+            )
         return settings["stop_at_test_acc"] is not None and row["test_acc"] >= settings["stop_at_test_acc"]
 
     def restore(snapshot: dict[str, Any]) -> None:
         if grad_filter is not None:
             grad_filter.ema = snapshot["ema"]
 
-    loop = ArmLoop(arm, seed, model, optimizer, batches, settings["steps"], settings["eval_every"],
-                   settings["diagnostics_every"], after_record=after_record, restore=restore,
-                   state=lambda: {"ema": grad_filter.ema if grad_filter is not None else None})
+    loop = ArmLoop(
+        arm,
+        seed,
+        model,
+        optimizer,
+        batches,
+        settings["steps"],
+        settings["eval_every"],
+        settings["diagnostics_every"],
+        after_record=after_record,
+        restore=restore,
+        state=lambda: {"ema": grad_filter.ema if grad_filter is not None else None},
+    )
     run = run_arm(loop, step, evaluate_step, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
     summary = _summary_row(arm, seed, run)
-    log(f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
+    log(
+        f"{arm.name} seed {seed}: memorised {summary['memorised_step']}, 95 % held-out at {summary['step_95']}, "
         f"99 % at {summary['step_99']}, final {summary['final_test_acc']:.3f} after {run.last_step} steps "
-        f"({seconds:.0f}s)")
+        f"({seconds:.0f}s)"
+    )
     return history, summary
 
 
@@ -242,10 +301,18 @@ def _summary_row(arm: Arm, seed: int, run) -> dict[str, Any]:
     def reached(key: str, level: float) -> int | None:
         return steps_to_target(steps, [row[key] for row in history], level, above=True)
 
-    return {"optimizer": arm.name, "weight_decay": arm.weight_decay, "seed": seed,
-            "memorised_step": reached("train_acc", 0.99), "step_95": reached("test_acc", 0.95),
-            "step_99": reached("test_acc", 0.99), "final_test_acc": history[-1]["test_acc"],
-            "seconds": round(run.seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
+    return {
+        "optimizer": arm.name,
+        "weight_decay": arm.weight_decay,
+        "seed": seed,
+        "memorised_step": reached("train_acc", 0.99),
+        "step_95": reached("test_acc", 0.95),
+        "step_99": reached("test_acc", 0.99),
+        "final_test_acc": history[-1]["test_acc"],
+        "seconds": round(run.seconds, 2),
+        "cpu_seconds": round(run.cpu_seconds, 2),
+        **run.numerics,
+    }
 
 
 def grokking_units(settings: dict[str, Any]) -> list[tuple[str, int]]:
@@ -253,8 +320,9 @@ def grokking_units(settings: dict[str, Any]) -> list[tuple[str, int]]:
     not suit is refused here, before any arm trains or anything is written."""
     settings = stage_settings("grokking", settings)
     arms = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
-    train_size = len(split_indices(settings["p"] * (settings["p"] - 1), settings["train_fraction"],
-                                   settings["split_seed"])[0])
+    train_size = len(
+        split_indices(settings["p"] * (settings["p"] - 1), settings["train_fraction"], settings["split_seed"])[0]
+    )
     for arm in arms:
         check_arm_batch(arm, settings, min(settings["batch_size"] or train_size, train_size), train_size)
     return [(unit_name(arm.name), seed) for seed in settings["seeds"] for arm in arms]
@@ -265,8 +333,11 @@ def paired_baseline(settings: dict[str, Any], arm: Arm) -> Arm | None:
     which the config's checks require); None for fixed caps and for every other arm."""
     if settings["cap"] != "paired" or arm.kind != "poprisk":
         return None
-    return next(candidate for candidate in optimizer_arms(settings)
-                if candidate.kind == "adamw" and candidate.weight_decay == arm.weight_decay)
+    return next(
+        candidate
+        for candidate in optimizer_arms(settings)
+        if candidate.kind == "adamw" and candidate.weight_decay == arm.weight_decay
+    )
 
 
 def grokking_unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[tuple[str, int]]:
@@ -283,9 +354,11 @@ def paired_cap(settings: dict[str, Any], arm: Arm, inputs: list[Path] | None) ->
     if paired_baseline(settings, arm) is None:
         return settings["steps"]
     if not inputs or not Path(inputs[0]).is_file():
-        raise ConfigError(f"config key 'grokking.cap': paired needs the {SUMMARY.name} of {arm.name}'s AdamW unit at "
-                          "its "
-                          f"seed (--unit-inputs), got {inputs[0] if inputs else 'none'}")
+        raise ConfigError(
+            f"config key 'grokking.cap': paired needs the {SUMMARY.name} of {arm.name}'s AdamW unit at "
+            "its "
+            f"seed (--unit-inputs), got {inputs[0] if inputs else 'none'}"
+        )
     baseline = pd.read_csv(inputs[0])["step_95"]
     return int(baseline.iloc[0]) if baseline.notna().iloc[0] else settings["steps"]
 
@@ -299,17 +372,32 @@ def grokking_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dic
     return {**settings, "seeds": [seed], "only_arms": [names[arm]]}
 
 
-def run_grokking(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-                 threads: int | None = None, *, device: str) -> dict[str, Any]:
+def run_grokking(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    device: str,
+) -> dict[str, Any]:
     """Every unit (arm × seed) in this process on `device` (a `device` setting), then the task's curves.csv,
     summary.csv and provenance.json from them (`experiments.units`)."""
-    return run_all_units(task("grokking"), stage_settings("grokking", settings), out_dir, log=log, threads=threads,
-                         device=device)
+    return run_all_units(
+        task("grokking"), stage_settings("grokking", settings), out_dir, log=log, threads=threads, device=device
+    )
 
 
-def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
-                      log: Callable[[str], None] = print, threads: int | None = None, *, device: str,
-                      inputs: list[Path] | None = None) -> dict[str, Any]:
+def run_grokking_unit(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    arm: str,
+    seed: int,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    device: str,
+    inputs: list[Path] | None = None,
+) -> dict[str, Any]:
     """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves.csv, summary.csv and
     provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
     `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
@@ -317,12 +405,17 @@ def run_grokking_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, s
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU, which
     # slows the steps after a few thousand of them without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
-        return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device,
-                         inputs)
+        return _run_unit(grokking_unit_settings(settings, arm, seed), Path(out_dir), seed, log, runtime.device, inputs)
 
 
-def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[[str], None],
-              device: torch.device, inputs: list[Path] | None) -> dict[str, Any]:
+def _run_unit(
+    settings: dict[str, Any],
+    out_dir: Path,
+    seed: int,
+    log: Callable[[str], None],
+    device: torch.device,
+    inputs: list[Path] | None,
+) -> dict[str, Any]:
     (arm,) = select_arms(optimizer_arms(settings), settings["only_arms"], "grokking.only_arms")
     cap = paired_cap(settings, arm, inputs)
     tokens, answers = division_equations(settings["p"])
@@ -331,21 +424,28 @@ def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[
     out_dir.mkdir(parents=True, exist_ok=True)
 
     # every equation fits on the device at once; batches are index draws on the CPU generator
-    data = tuple(to_device(part, device) for part in
-                 (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index]))
-    log(f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
-        f"{arm.name} at seed {seed}, up to {cap} steps" + (" (its seed's AdamW step: paired caps)"
-                                                             if cap != settings["steps"] else ""))
+    data = tuple(
+        to_device(part, device)
+        for part in (tokens[train_index], answers[train_index], tokens[test_index], answers[test_index])
+    )
+    log(
+        f"grokking a/b mod {settings['p']}: {len(train_index)} train / {len(test_index)} held-out equations, "
+        f"{arm.name} at seed {seed}, up to {cap} steps"
+        + (" (its seed's AdamW step: paired caps)" if cap != settings["steps"] else "")
+    )
     sizes = {}
     # the step it runs to is part of what a snapshot was made under (paired caps: read from AdamW's unit)
-    resume = UnitResume(out_dir, {**settings, "steps": cap}, settings["resume_every"], log,
-                        path=unit_resume_folder(out_dir))
+    resume = UnitResume(
+        out_dir, {**settings, "steps": cap}, settings["resume_every"], log, path=unit_resume_folder(out_dir)
+    )
 
-    def train(arm: Arm, seed: int, prepared: tuple[nn.Module, dict], resume=None,
-              snapshot=None) -> tuple[list[dict], dict]:
+    def train(
+        arm: Arm, seed: int, prepared: tuple[nn.Module, dict], resume=None, snapshot=None
+    ) -> tuple[list[dict], dict]:
         model, initial_state = prepared
-        return train_arm(arm, {**settings, "steps": cap}, seed, initial_state, model, data, log, resume=resume,
-                         snapshot=snapshot)
+        return train_arm(
+            arm, {**settings, "steps": cap}, seed, initial_state, model, data, log, resume=resume, snapshot=snapshot
+        )
 
     def prepare(seed: int) -> tuple[nn.Module, dict]:
         model, initial_state = prepare_seed(settings, seed, device)
@@ -355,9 +455,14 @@ def _run_unit(settings: dict[str, Any], out_dir: Path, seed: int, log: Callable[
 
     curves, summaries = run_arms([seed], [arm], prepare, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("memorised_step", "step_95", "step_99"))
-    written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
-                                               "summary": summary},
-                           **sizes, **device_record(device), **({"paired_cap": cap} if cap != settings["steps"] else {}))
+    written = write_tables(
+        out_dir,
+        settings,
+        {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS), "summary": summary},
+        **sizes,
+        **device_record(device),
+        **({"paired_cap": cap} if cap != settings["steps"] else {}),
+    )
     resume.folder.clear()
     return written
 

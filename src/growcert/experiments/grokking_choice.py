@@ -44,8 +44,9 @@ def stop_steps(table: pd.DataFrame, arm: str, seeds: list[int], settings: dict[s
         return np.full(len(seeds), float(cap))
     decay = float(table.loc[table["optimizer"] == arm, "weight_decay"].iloc[0])
     adamw = table[(table["optimizer"] == f"AdamW wd={decay:g}")].set_index("seed")["step_95"].astype(float)
-    return np.array([adamw.get(seed, math.nan) if math.isfinite(adamw.get(seed, math.nan)) else cap
-                     for seed in seeds], float)
+    return np.array(
+        [adamw.get(seed, math.nan) if math.isfinite(adamw.get(seed, math.nan)) else cap for seed in seeds], float
+    )
 
 
 def arm_values(table: pd.DataFrame, arm: str, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +56,17 @@ def arm_values(table: pd.DataFrame, arm: str, seeds: list[int]) -> tuple[np.ndar
     return steps, pd.to_numeric(frame["cpu_seconds"], errors="coerce").reindex(seeds).to_numpy(float)
 
 
-def judge_pair(key: str, table: pd.DataFrame, baseline: str, variant: str, seeds: list[int], settings: dict[str, Any],
-               level: float, plan: bool, cpu: bool) -> Judgement:
+def judge_pair(
+    key: str,
+    table: pd.DataFrame,
+    baseline: str,
+    variant: str,
+    seeds: list[int],
+    settings: dict[str, Any],
+    level: float,
+    plan: bool,
+    cpu: bool,
+) -> Judgement:
     """Claim `key`'s effect of `variant` over `baseline` (baseline's steps / variant's) on `seeds`, in steps or, with
     `cpu`, in CPU seconds to 95 %."""
     cap, every = settings["steps"], settings["eval_every"]
@@ -67,14 +77,23 @@ def judge_pair(key: str, table: pd.DataFrame, baseline: str, variant: str, seeds
     effect = CLAIMS[key].effect
     stopped_by = f"AdamW wd={table.loc[table['optimizer'] == variant, 'weight_decay'].iloc[0]:g}"
     if not cpu:
-        return judge_steps(effect, b_steps, v_steps, level, cap, every, baseline, plan=plan, variant_cap=paired,
-                           paired_with=stopped_by)
+        return judge_steps(
+            effect, b_steps, v_steps, level, cap, every, baseline, plan=plan, variant_cap=paired, paired_with=stopped_by
+        )
     b_per_step = np.nanmedian(b_cpu / np.where(np.isfinite(b_steps), b_steps, cap))
     v_per_step = np.nanmedian(v_cpu / np.where(np.isfinite(v_steps), v_steps, v_stop))
-    return judge_steps(effect, np.where(np.isfinite(b_steps), b_cpu, math.nan),
-                       np.where(np.isfinite(v_steps), v_cpu, math.nan), level, cap * b_per_step,
-                       every * max(b_per_step, v_per_step), f"{baseline} (CPU seconds)", plan=plan,
-                       variant_cap=None if paired is None else paired * v_per_step, paired_with=stopped_by)
+    return judge_steps(
+        effect,
+        np.where(np.isfinite(b_steps), b_cpu, math.nan),
+        np.where(np.isfinite(v_steps), v_cpu, math.nan),
+        level,
+        cap * b_per_step,
+        every * max(b_per_step, v_per_step),
+        f"{baseline} (CPU seconds)",
+        plan=plan,
+        variant_cap=None if paired is None else paired * v_per_step,
+        paired_with=stopped_by,
+    )
 
 
 def choice_claims(table: pd.DataFrame, settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,16 +110,28 @@ def choice_claims(table: pd.DataFrame, settings: dict[str, Any]) -> list[dict[st
     rows = []
     for key, baseline, variants in ((PEER_CLAIM, PEER, [BEST_READING]), (CONTROL_CLAIM, CONTROL, readings)):
         registered = [seed for seed in CLAIMS[key].primary_seeds if seed in all_seeds]
-        for seeds, cpu, role in ((registered, False, "primary"), (all_seeds, False, "secondary"),
-                                 (registered, True, "secondary"), (all_seeds, True, "secondary")):
+        for seeds, cpu, role in (
+            (registered, False, "primary"),
+            (all_seeds, False, "secondary"),
+            (registered, True, "secondary"),
+            (all_seeds, True, "secondary"),
+        ):
             if not seeds:
                 continue
             rows += family_rows(key, table, baseline, variants, seeds, settings, cpu, role)
     return rows
 
 
-def family_rows(key: str, table: pd.DataFrame, baseline: str, variants: list[str], seeds: list[int],
-                settings: dict[str, Any], cpu: bool, role: str) -> list[dict[str, Any]]:
+def family_rows(
+    key: str,
+    table: pd.DataFrame,
+    baseline: str,
+    variants: list[str],
+    seeds: list[int],
+    settings: dict[str, Any],
+    cpu: bool,
+    role: str,
+) -> list[dict[str, Any]]:
     """One comparison's rows on `seeds`: with one variant its row; with several a part row per variant and the
     claim's row over them (families.judge_family: universal for the control claim). `role` primary makes the
     parts "part" rows and the claim's row primary; secondary rows are scoped by what differs."""
@@ -108,21 +139,36 @@ def family_rows(key: str, table: pd.DataFrame, baseline: str, variants: list[str
     scope = f"seeds {seeds[0]}-{seeds[-1]}, {unit}" + ("" if role == "primary" else ", secondary")
 
     def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
-        return {variant: judge_pair(key, table, baseline, variant, seeds, settings, level, plan, cpu)
-                for variant in variants}
+        return {
+            variant: judge_pair(key, table, baseline, variant, seeds, settings, level, plan, cpu)
+            for variant in variants
+        }
 
-    medians = {arm: format_steps(median_steps(pd.Series(arm_values(table, arm, seeds)[0])), settings["steps"])
-               for arm in [baseline, *variants]}
-    note = (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}); median steps to 95 %: "
-            + "; ".join(f"{arm}: {median}" for arm, median in medians.items()))
+    medians = {
+        arm: format_steps(median_steps(pd.Series(arm_values(table, arm, seeds)[0])), settings["steps"])
+        for arm in [baseline, *variants]
+    }
+    note = f"{len(seeds)} seeds ({', '.join(map(str, seeds))}); median steps to 95 %: " + "; ".join(
+        f"{arm}: {median}" for arm, median in medians.items()
+    )
     this_run: Callable[[str], str] = lambda variant: f"{variant}: {medians[variant]} vs {baseline}: {medians[baseline]}"
     if len(variants) == 1:
         (variant,) = variants
         return [claim_row(key, judge(LEVEL)[variant], this_run(variant), note, scope=scope, role=role)]
     family = judge_family(key, judge, LEVEL, "readings")
     part_role = "part" if role == "primary" else "secondary"
-    rows = [claim_row(key, judgement, this_run(name), note, scope=f"{name}, {scope}", role=part_role)
-            for name, judgement in family.readings.items()]
-    rows.append(claim_row(key, family.claim, f"{len(variants)} readings against {baseline}", note,
-                          scope=f"{family.scope('readings')}, {scope}", role=role))
+    rows = [
+        claim_row(key, judgement, this_run(name), note, scope=f"{name}, {scope}", role=part_role)
+        for name, judgement in family.readings.items()
+    ]
+    rows.append(
+        claim_row(
+            key,
+            family.claim,
+            f"{len(variants)} readings against {baseline}",
+            note,
+            scope=f"{family.scope('readings')}, {scope}",
+            role=role,
+        )
+    )
     return rows

@@ -82,8 +82,17 @@ from growcert.training import to_device
 TWO_PI = 2 * math.pi
 
 CURVE_COLUMNS = ["optimizer", "lr", "seed", "step", "test_l2", "train_loss", "gated_fraction", *DIAGNOSTIC_COLUMNS]
-SUMMARY_COLUMNS = ["optimizer", "lr", "seed", "step_to_target", "final_l2", "seconds", "cpu_seconds", "numerics",
-                   "numerics_changed"]
+SUMMARY_COLUMNS = [
+    "optimizer",
+    "lr",
+    "seed",
+    "step_to_target",
+    "final_l2",
+    "seconds",
+    "cpu_seconds",
+    "numerics",
+    "numerics_changed",
+]
 
 
 def exact_solution(x: Tensor, t: Tensor, beta: float) -> Tensor:
@@ -112,8 +121,9 @@ class AdvectionPINN(nn.Module):
         return self.net(inputs).squeeze(-1)
 
 
-def advection_residual(u: Callable[[Tensor, Tensor], Tensor], x: Tensor, t: Tensor, beta: float,
-                       create_graph: bool = True) -> Tensor:
+def advection_residual(
+    u: Callable[[Tensor, Tensor], Tensor], x: Tensor, t: Tensor, beta: float, create_graph: bool = True
+) -> Tensor:
     """u_t + β u_x at each point, by autograd through `u` (any pointwise callable: a network or a formula).
     With `create_graph` the residual can itself be differentiated (training); without, it is a value."""
     x = x.detach().requires_grad_(True)
@@ -134,15 +144,19 @@ def boundary_error(u: Callable[[Tensor, Tensor], Tensor], t: Tensor) -> Tensor:
     return u(torch.zeros_like(t), t) - u(torch.full_like(t, TWO_PI), t)
 
 
-def pinn_loss_terms(u: Callable[[Tensor, Tensor], Tensor], batch: dict[str, Tensor], beta: float,
-                    create_graph: bool = True) -> dict[str, Tensor]:
+def pinn_loss_terms(
+    u: Callable[[Tensor, Tensor], Tensor], batch: dict[str, Tensor], beta: float, create_graph: bool = True
+) -> dict[str, Tensor]:
     """The three mean-squared terms and their sum ("total") on one batch
     {x_r, t_r: collocation; x_ic, y_ic: noisy initial observations; t_bc: boundary times}."""
     residual = advection_residual(u, batch["x_r"], batch["t_r"], beta, create_graph)
     initial = initial_error(u, batch["x_ic"], batch["y_ic"])
     boundary = boundary_error(u, batch["t_bc"])
-    terms = {"residual": residual.square().mean(), "initial": initial.square().mean(),
-             "boundary": boundary.square().mean()}
+    terms = {
+        "residual": residual.square().mean(),
+        "initial": initial.square().mean(),
+        "boundary": boundary.square().mean(),
+    }
     terms["total"] = terms["residual"] + terms["initial"] + terms["boundary"]
     return terms
 
@@ -153,14 +167,21 @@ def make_problem(settings: dict[str, Any], seed: int) -> dict[str, Tensor]:
     uniform = lambda n: torch.rand(n, generator=generator)  # noqa: E731
     x_ic = TWO_PI * uniform(settings["ic_points"])
     noise = settings["noise_std"] * torch.randn(settings["ic_points"], generator=generator)
-    return {"x_ic": x_ic, "y_ic": torch.sin(x_ic) + noise,
-            "x_r": TWO_PI * uniform(settings["collocation_points"]), "t_r": uniform(settings["collocation_points"]),
-            "t_bc": uniform(settings["boundary_points"])}
+    return {
+        "x_ic": x_ic,
+        "y_ic": torch.sin(x_ic) + noise,
+        "x_r": TWO_PI * uniform(settings["collocation_points"]),
+        "t_r": uniform(settings["collocation_points"]),
+        "t_bc": uniform(settings["boundary_points"]),
+    }
 
 
 def pool_sizes(settings: dict[str, Any]) -> dict[str, int]:
-    return {"residual": settings["collocation_points"], "initial": settings["ic_points"],
-            "boundary": settings["boundary_points"]}
+    return {
+        "residual": settings["collocation_points"],
+        "initial": settings["ic_points"],
+        "boundary": settings["boundary_points"],
+    }
 
 
 def stratum_batch_sizes(settings: dict[str, Any]) -> dict[str, int]:
@@ -170,19 +191,25 @@ def stratum_batch_sizes(settings: dict[str, Any]) -> dict[str, int]:
     pools = pool_sizes(settings)
     total = sum(pools.values())
     if not 0 < settings["batch_size"] < total:
-        raise ValueError(f"pinn batch_size must lie in (0, {total}) (the pools together): the gate needs "
-                         f"sampled minibatches, got {settings['batch_size']}")
+        raise ValueError(
+            f"pinn batch_size must lie in (0, {total}) (the pools together): the gate needs "
+            f"sampled minibatches, got {settings['batch_size']}"
+        )
     unit = settings["poprisk"]["microbatches"] if uses_microbatches(settings["poprisk"]) else 1
-    sizes = {term: min(max(2, unit, unit * round(settings["batch_size"] * n / total / unit)), unit * ((n - 1) // unit))
-             for term, n in pools.items()}
+    sizes = {
+        term: min(max(2, unit, unit * round(settings["batch_size"] * n / total / unit)), unit * ((n - 1) // unit))
+        for term, n in pools.items()
+    }
     if min(pools.values()) < 3 or min(sizes.values()) < max(2, unit):
-        raise ValueError(f"pinn pools need at least 3 points each (and more than poprisk.microbatches = {unit}), "
-                         f"got {pools}")
+        raise ValueError(
+            f"pinn pools need at least 3 points each (and more than poprisk.microbatches = {unit}), got {pools}"
+        )
     return sizes
 
 
-def sample_batch(problem: dict[str, Tensor], sizes: dict[str, int], resample: bool,
-                 generator: torch.Generator) -> dict[str, Tensor]:
+def sample_batch(
+    problem: dict[str, Tensor], sizes: dict[str, int], resample: bool, generator: torch.Generator
+) -> dict[str, Tensor]:
     """One stratified minibatch; draws depend on the generator only, so every arm sees the same batches."""
     pick = lambda n, k: torch.randperm(n, generator=generator)[:k]  # noqa: E731
     ic = pick(len(problem["x_ic"]), sizes["initial"])
@@ -193,8 +220,13 @@ def sample_batch(problem: dict[str, Tensor], sizes: dict[str, int], resample: bo
     else:
         r = pick(len(problem["x_r"]), sizes["residual"])
         x_r, t_r = problem["x_r"][r], problem["t_r"][r]
-    return {"x_r": x_r, "t_r": t_r, "x_ic": problem["x_ic"][ic], "y_ic": problem["y_ic"][ic],
-            "t_bc": problem["t_bc"][bc]}
+    return {
+        "x_r": x_r,
+        "t_r": t_r,
+        "x_ic": problem["x_ic"][ic],
+        "y_ic": problem["y_ic"][ic],
+        "t_bc": problem["t_bc"][bc],
+    }
 
 
 def evaluation_grid(settings: dict[str, Any]) -> tuple[Tensor, Tensor, Tensor]:
@@ -216,8 +248,9 @@ def optimizer_arms(settings: dict[str, Any]) -> list[Arm]:
     """The optimizers compared, each an `Arm` with its lr, in a fixed order: the AdamW grid, then every
     PopulationRiskAdam variant over poprisk.lrs, all at the section's weight decay."""
     variants = poprisk_arms(settings["poprisk"], [settings["weight_decay"]])
-    return ([Arm("AdamW", "adamw", weight_decay=settings["weight_decay"], lr=float(lr)) for lr in settings["adamw_lrs"]]
-            + [dataclasses.replace(variant, lr=float(lr)) for variant in variants for lr in settings["poprisk"]["lrs"]])
+    return [
+        Arm("AdamW", "adamw", weight_decay=settings["weight_decay"], lr=float(lr)) for lr in settings["adamw_lrs"]
+    ] + [dataclasses.replace(variant, lr=float(lr)) for variant in variants for lr in settings["poprisk"]["lrs"]]
 
 
 def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
@@ -225,12 +258,19 @@ def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any]) -> torc
     if arm.kind == "adamw":
         return torch.optim.AdamW(model.parameters(), lr=arm.lr, betas=betas, weight_decay=wd)
     fixed_pools = not settings["resample_collocation"]  # finite-population correction only for finite pools
-    return make_poprisk(arm, model.parameters(), arm.lr, betas, sum(stratum_batch_sizes(settings).values()),
-                        sum(pool_sizes(settings).values()) if fixed_pools else None)
+    return make_poprisk(
+        arm,
+        model.parameters(),
+        arm.lr,
+        betas,
+        sum(stratum_batch_sizes(settings).values()),
+        sum(pool_sizes(settings).values()) if fixed_pools else None,
+    )
 
 
-def stratified_microbatch_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float,
-                                      microbatches: int) -> SquareSums:
+def stratified_microbatch_square_sums(
+    model: nn.Module, batch: dict[str, Tensor], beta: float, microbatches: int
+) -> SquareSums:
     """Σ_j m_j² over K stratified micro-batches (each stratum split into K equal consecutive parts of its
     random draw) for `PopulationRiskAdam(variance="microbatch")`; sets .grad to the mean of the m_j, the
     batch gradient of the total loss (equal parts: the mean of the part means is the stratum mean)."""
@@ -273,9 +313,11 @@ def stratified_example_gradients(model: nn.Module, batch: dict[str, Tensor], bet
     def boundary_loss(params, t):
         return boundary_error(functools.partial(u, params), t).square()
 
-    strata = [vmap(grad(residual_loss), in_dims=(None, 0, 0))(params, batch["x_r"], batch["t_r"]),
-              vmap(grad(initial_loss), in_dims=(None, 0, 0))(params, batch["x_ic"], batch["y_ic"]),
-              vmap(grad(boundary_loss), in_dims=(None, 0))(params, batch["t_bc"])]
+    strata = [
+        vmap(grad(residual_loss), in_dims=(None, 0, 0))(params, batch["x_r"], batch["t_r"]),
+        vmap(grad(initial_loss), in_dims=(None, 0, 0))(params, batch["x_ic"], batch["y_ic"]),
+        vmap(grad(boundary_loss), in_dims=(None, 0))(params, batch["t_bc"]),
+    ]
     b = sum(len(stratum[names[0]]) for stratum in strata)
     rows: dict[Tensor, Tensor] = {}
     for name, p in model.named_parameters():
@@ -299,8 +341,9 @@ def exact_square_sums(model: nn.Module, batch: dict[str, Tensor], beta: float) -
     return square_sums_from_rows(rows)
 
 
-def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log, resume=None,
-              snapshot=None) -> tuple[list[dict], dict]:
+def train_arm(
+    arm: Arm, settings, seed, initial_state, model, problem, grid, log, resume=None, snapshot=None
+) -> tuple[list[dict], dict]:
     """Train one optimizer from `initial_state` (`arms.run_arm`); returns its curve rows and its summary row.
     With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run and
     snapshots itself."""
@@ -328,17 +371,28 @@ def train_arm(arm: Arm, settings, seed, initial_state, model, problem, grid, log
         pinn_loss_terms(model, batch, beta)["total"].backward()
         return {}, exact
 
-    loop = ArmLoop(arm, seed, model, optimizer, batches, settings["steps"], settings["eval_every"],
-                   settings["diagnostics_every"])
+    loop = ArmLoop(
+        arm, seed, model, optimizer, batches, settings["steps"], settings["eval_every"], settings["diagnostics_every"]
+    )
     run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
-    reached = steps_to_target([row["step"] for row in history], [row["test_l2"] for row in history],
-                              settings["target_l2"])
-    summary = {"optimizer": arm.name, "lr": arm.lr, "seed": seed, "step_to_target": reached,
-               "final_l2": history[-1]["test_l2"], "seconds": round(seconds, 2),
-               "cpu_seconds": round(run.cpu_seconds, 2), **run.numerics}
-    log(f"{arm.name} lr={arm.lr:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
-        f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)")
+    reached = steps_to_target(
+        [row["step"] for row in history], [row["test_l2"] for row in history], settings["target_l2"]
+    )
+    summary = {
+        "optimizer": arm.name,
+        "lr": arm.lr,
+        "seed": seed,
+        "step_to_target": reached,
+        "final_l2": history[-1]["test_l2"],
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(run.cpu_seconds, 2),
+        **run.numerics,
+    }
+    log(
+        f"{arm.name} lr={arm.lr:g} seed {seed}: ℓ2 ≤ {settings['target_l2']:g} at step {reached}, "
+        f"final ℓ2 {summary['final_l2']:.3f} ({seconds:.1f}s)"
+    )
     return history, summary
 
 
@@ -364,33 +418,50 @@ def pinn_unit_settings(settings: dict[str, Any], arm: str, seed: int) -> dict[st
     return stage_settings("pinn", settings)
 
 
-def run_pinn(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-             threads: int | None = None, *, device: str) -> dict[str, Any]:
+def run_pinn(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    device: str,
+) -> dict[str, Any]:
     """Every unit (arm × lr × seed) in this process on `device` (a `device` setting), then the task's
     curves.csv, summary.csv and provenance.json from them (`experiments.units`)."""
-    return run_all_units(task("pinn"), stage_settings("pinn", settings), out_dir, log=log, threads=threads,
-                         device=device)
+    return run_all_units(
+        task("pinn"), stage_settings("pinn", settings), out_dir, log=log, threads=threads, device=device
+    )
 
 
-def run_pinn_unit(settings: dict[str, Any], out_dir: str | Path, arm: str, seed: int,
-                  log: Callable[[str], None] = print, threads: int | None = None,
-                  *, device: str) -> dict[str, Any]:
+def run_pinn_unit(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    arm: str,
+    seed: int,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    device: str,
+) -> dict[str, Any]:
     """Train arm `arm` (its unit name: an optimizer at one lr) at `seed` on `device` into `out_dir`:
     curves.csv, summary.csv and provenance.json (with the device); resumable from the folder's resume state."""
     with torch_runtime(threads, device=device) as runtime:
         return _run_unit(pinn_unit_settings(settings, arm, seed), Path(out_dir), arm, seed, log, runtime.device)
 
 
-def _run_unit(settings: dict[str, Any], out_dir: Path, unit: str, seed: int, log: Callable[[str], None],
-              device: torch.device) -> dict[str, Any]:
+def _run_unit(
+    settings: dict[str, Any], out_dir: Path, unit: str, seed: int, log: Callable[[str], None], device: torch.device
+) -> dict[str, Any]:
     arms = {pinn_unit_name(arm): arm for arm in optimizer_arms(settings)}
     if unit not in arms:
         raise ConfigError(f"--arm {unit!r} is not an arm of config key 'pinn' (its arms: {', '.join(arms)})")
     arm = arms[unit]
     out_dir.mkdir(parents=True, exist_ok=True)
     grid = tuple(to_device(values, device) for values in evaluation_grid(settings))
-    log(f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: {arm.name} lr={arm.lr:g} "
-        f"at seed {seed}, {settings['steps']} steps, batch {settings['batch_size']} ({stratum_batch_sizes(settings)})")
+    log(
+        f"PINN advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}: {arm.name} lr={arm.lr:g} "
+        f"at seed {seed}, {settings['steps']} steps, batch {settings['batch_size']} ({stratum_batch_sizes(settings)})"
+    )
     sizes = {}
 
     def prepare(seed: int):
@@ -400,14 +471,20 @@ def _run_unit(settings: dict[str, Any], out_dir: Path, unit: str, seed: int, log
 
     def train(arm: Arm, seed: int, prepared, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         problem, model, initial_state = prepared
-        return train_arm(arm, settings, seed, initial_state, model, problem, grid, log, resume=resume,
-                         snapshot=snapshot)
+        return train_arm(
+            arm, settings, seed, initial_state, model, problem, grid, log, resume=resume, snapshot=snapshot
+        )
 
     resume = UnitResume(out_dir, settings, settings["resume_every"], log, path=unit_resume_folder(out_dir))
     curves, summaries = run_arms([seed], [arm], prepare, train, resume=resume)
     summary = step_columns(pd.DataFrame(summaries, columns=SUMMARY_COLUMNS), ("step_to_target",))
-    written = write_tables(out_dir, settings, {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
-                                               "summary": summary}, **sizes, **device_record(device))
+    written = write_tables(
+        out_dir,
+        settings,
+        {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS), "summary": summary},
+        **sizes,
+        **device_record(device),
+    )
     resume.folder.clear()
     return written
 

@@ -49,9 +49,13 @@ def best_lr(summary: pd.DataFrame, optimizer: str, seeds=None) -> tuple[float, f
     if seeds is not None:
         runs = runs[runs["seed"].isin(list(seeds))]
     if runs.empty:
-        raise ValueError(f"no {optimizer} runs in the summary" + (f" on seeds {list(seeds)}" if seeds is not None else ""))
-    steps, final, lr = min((median_steps(frame["step_to_target"]), float(frame["final_l2"].median()), float(lr))
-                           for lr, frame in runs.groupby("lr"))
+        raise ValueError(
+            f"no {optimizer} runs in the summary" + (f" on seeds {list(seeds)}" if seeds is not None else "")
+        )
+    steps, final, lr = min(
+        (median_steps(frame["step_to_target"]), float(frame["final_l2"].median()), float(lr))
+        for lr, frame in runs.groupby("lr")
+    )
     return lr, steps, final
 
 
@@ -64,8 +68,9 @@ def run_seeds(summary_path: str | Path | None) -> tuple[list[int] | None, list[i
     return settings.get("tuning_seeds"), settings.get("seeds")
 
 
-def pinn_table(summary: pd.DataFrame | str | Path, tuning: list[int] | None = None,
-               judged: list[int] | None = None) -> pd.DataFrame:
+def pinn_table(
+    summary: pd.DataFrame | str | Path, tuning: list[int] | None = None, judged: list[int] | None = None
+) -> pd.DataFrame:
     """One row per optimizer at its best lr (chosen on the `tuning` seeds; default: the run's own, from its
     provenance.json): median steps to target over the `judged` seeds (NaN: not reached), median final ℓ2, how many
     judged seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
@@ -81,17 +86,30 @@ def pinn_table(summary: pd.DataFrame | str | Path, tuning: list[int] | None = No
         lr = best_lr(summary, optimizer, tuning)[0]
         _, steps, final = best_lr(judged_runs[judged_runs["lr"] == lr], optimizer)
         runs = judged_runs[(judged_runs["optimizer"] == optimizer) & (judged_runs["lr"] == lr)]
-        rows.append({"optimizer": optimizer, "best_lr": lr,
-                     "median_steps_to_target": steps if math.isfinite(steps) else math.nan,
-                     "median_final_l2": final, "reached": int(runs["step_to_target"].notna().sum()),
-                     "seeds": len(runs)})
+        rows.append(
+            {
+                "optimizer": optimizer,
+                "best_lr": lr,
+                "median_steps_to_target": steps if math.isfinite(steps) else math.nan,
+                "median_final_l2": final,
+                "reached": int(runs["step_to_target"].notna().sum()),
+                "seeds": len(runs),
+            }
+        )
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def _summary_from_curves(curves: pd.DataFrame, target_l2: float) -> pd.DataFrame:
-    rows = [{"optimizer": optimizer, "lr": lr, "seed": seed, "final_l2": frame["test_l2"].iloc[-1],
-             "step_to_target": steps_to_target(frame["step"], frame["test_l2"], target_l2)}
-            for (optimizer, lr, seed), frame in curves.groupby(["optimizer", "lr", "seed"], sort=False)]
+    rows = [
+        {
+            "optimizer": optimizer,
+            "lr": lr,
+            "seed": seed,
+            "final_l2": frame["test_l2"].iloc[-1],
+            "step_to_target": steps_to_target(frame["step"], frame["test_l2"], target_l2),
+        }
+        for (optimizer, lr, seed), frame in curves.groupby(["optimizer", "lr", "seed"], sort=False)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -114,8 +132,24 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
     summary = _summary_from_curves(curves, target_l2)
     tuning, _ = run_seeds(curves_csv)
     names = optimizers(summary)
-    colours = dict(zip(names, ["tab:blue", "tab:red", "tab:orange", "tab:green", "tab:purple", "tab:brown",
-                               "tab:pink", "tab:olive", "tab:cyan", "tab:grey"] * 2))
+    colours = dict(
+        zip(
+            names,
+            [
+                "tab:blue",
+                "tab:red",
+                "tab:orange",
+                "tab:green",
+                "tab:purple",
+                "tab:brown",
+                "tab:pink",
+                "tab:olive",
+                "tab:cyan",
+                "tab:grey",
+            ]
+            * 2,
+        )
+    )
 
     figure, axis = plt.subplots(figsize=(8.5, 4.8))
     for optimizer in names:
@@ -124,8 +158,14 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
         for lr in sorted(runs["lr"].unique()):
             band = runs[runs["lr"] == lr].groupby("step")["test_l2"].agg(["median", "min", "max"])
             if lr == chosen:
-                axis.plot(band.index, band["median"], color=colour, linewidth=2.2, zorder=3,
-                          label=f"{optimizer} lr={lr:g} (best of grid)")
+                axis.plot(
+                    band.index,
+                    band["median"],
+                    color=colour,
+                    linewidth=2.2,
+                    zorder=3,
+                    label=f"{optimizer} lr={lr:g} (best of grid)",
+                )
                 axis.fill_between(band.index, band["min"], band["max"], color=colour, alpha=0.12, linewidth=0)
             else:  # the other rates of the grid: thin, same colour
                 axis.plot(band.index, band["median"], color=colour, linewidth=0.7, alpha=0.45)
@@ -140,8 +180,9 @@ def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | No
     save_figure(figure, out_png)
 
 
-def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
-                reference: str | None = None) -> list[dict[str, Any]]:
+def pinn_claims(
+    summary: pd.DataFrame | str | Path, settings: dict[str, Any], reference: str | None = None
+) -> list[dict[str, Any]]:
     """Claim rows (rows.ROW_COLUMNS), one part per PopulationRiskAdam variant (its scope): the speed-up of the
     variant's best lr over the best AdamW lr, both chosen on `pinn.tuning_seeds` and judged on `pinn.seeds`, paired
     by seed, steps as interval-censored bounds (verdicts.judge_steps) at its Holm level; then the claim's primary
@@ -195,25 +236,44 @@ def pinn_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
         gate_lr, gate_steps, gate_final = chosen(variant)
         variant_grid, variant_edge = grid(variant, gate_lr)
         edges = [edge for edge in (adamw_edge, variant_edge) if edge]
-        rows.append(claim_row(
-            "p2_pinn", judgement, scope=variant, role="part",
-            this_run=(f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
-                      f"{fmt(adamw_steps)} median steps; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"),
-            note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + "."))
-    rows.append(claim_row("p2_pinn", family.claim, scope=family.scope("readings"),
-                          this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
-                          note=setting + adamw_grid + "."))
+        rows.append(
+            claim_row(
+                "p2_pinn",
+                judgement,
+                scope=variant,
+                role="part",
+                this_run=(
+                    f"{variant} (lr {gate_lr:g}) {fmt(gate_steps)} vs best AdamW (lr {adamw_lr:g}) "
+                    f"{fmt(adamw_steps)} median steps; final ℓ2 {gate_final:.3f} vs {adamw_final:.3f}"
+                ),
+                note=setting + f"{adamw_grid}; {variant_grid}" + (". " + "; ".join(edges) if edges else "") + ".",
+            )
+        )
+    rows.append(
+        claim_row(
+            "p2_pinn",
+            family.claim,
+            scope=family.scope("readings"),
+            this_run=f"{len(variants)} readings against the best AdamW lr ({adamw_lr:g})",
+            note=setting + adamw_grid + ".",
+        )
+    )
     return [with_note(row, at) for row in rows]
 
 
 def _grid_note(runs: pd.DataFrame, optimizer: str, chosen: float, cap: int) -> tuple[str, str | None]:
     """An optimizer's median steps (final ℓ2) per lr on the tuning seeds (`runs`), and a warning when the lr
     `chosen` is at an edge of its grid."""
-    text = f"{optimizer} " + ", ".join(f"lr={lr:g}: {format_steps(median_steps(frame['step_to_target']), cap)} "
-                                       f"({frame['final_l2'].median():.3f})" for lr, frame in runs.groupby("lr"))
+    text = f"{optimizer} " + ", ".join(
+        f"lr={lr:g}: {format_steps(median_steps(frame['step_to_target']), cap)} ({frame['final_l2'].median():.3f})"
+        for lr, frame in runs.groupby("lr")
+    )
     lrs = sorted(runs["lr"].unique())
-    edge = (f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it"
-            if len(lrs) > 1 and chosen in (lrs[0], lrs[-1]) else None)
+    edge = (
+        f"the best {optimizer} lr is at the edge of its grid, a better one may lie outside it"
+        if len(lrs) > 1 and chosen in (lrs[0], lrs[-1])
+        else None
+    )
     return text, edge
 
 
@@ -221,12 +281,14 @@ def _setting_note(settings: dict[str, Any], judged: int) -> str:
     """The note's account of the PINN setting, over `judged` seeds, up to the tuning grids that follow it."""
     nx, nt = settings["test_grid"]
     tuning, judged_seeds, cap = settings["tuning_seeds"], settings["seeds"], settings["steps"]
-    return (f"steps to relative test ℓ2 ≤ {settings['target_l2']:g} on a {nx}×{nt} grid, median over "
-            f"{judged} judged seed(s), evaluated every {settings['eval_every']} steps, cap "
-            f"{cap:,}. Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
-            f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
-            f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
-            f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
-            f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
-            f"own grid on the tuning seed(s) {tuning}, never on the judged seeds {judged_seeds}. Median steps "
-            "(final ℓ2) per lr on the tuning seeds: ")
+    return (
+        f"steps to relative test ℓ2 ≤ {settings['target_l2']:g} on a {nx}×{nt} grid, median over "
+        f"{judged} judged seed(s), evaluated every {settings['eval_every']} steps, cap "
+        f"{cap:,}. Advection β={settings['beta']:g}, IC noise std {settings['noise_std']:g}, "
+        f"{settings['depth']}×{settings['width']} tanh MLP, stratified batch {settings['batch_size']} of "
+        f"{settings['ic_points']} IC + {settings['collocation_points']} collocation"
+        f"{' (resampled)' if settings['resample_collocation'] else ''} + {settings['boundary_points']} "
+        f"boundary points, weight decay {settings['weight_decay']:g}. Each optimizer's lr is the best of its "
+        f"own grid on the tuning seed(s) {tuning}, never on the judged seeds {judged_seeds}. Median steps "
+        "(final ℓ2) per lr on the tuning seeds: "
+    )

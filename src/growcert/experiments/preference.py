@@ -71,14 +71,27 @@ from growcert.resume import UnitResume
 from growcert.runtime import device_record, torch_runtime
 from growcert.training import to_device
 
-CURVE_COLUMNS = ["optimizer", "seed", "step", "heldout_reward_acc", "drift", "train_loss", "gated_fraction",
-                 *DIAGNOSTIC_COLUMNS]
+CURVE_COLUMNS = [
+    "optimizer",
+    "seed",
+    "step",
+    "heldout_reward_acc",
+    "drift",
+    "train_loss",
+    "gated_fraction",
+    *DIAGNOSTIC_COLUMNS,
+]
 SUMMARY_COLUMNS = ["optimizer", "seed", "final_reward_acc", "final_drift", "seconds", "cpu_seconds"]
 EVAL_CHUNK = 256  # sequences per forward pass when evaluating
 
 
-def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, reference_chosen: torch.Tensor,
-             reference_rejected: torch.Tensor, beta: float) -> torch.Tensor:
+def dpo_loss(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    reference_chosen: torch.Tensor,
+    reference_rejected: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
     """Per-pair DPO loss −log σ(β[(logπ(y_w) − logπ_ref(y_w)) − (logπ(y_l) − logπ_ref(y_l))])."""
     margin = (policy_chosen - reference_chosen) - (policy_rejected - reference_rejected)
     return -F.logsigmoid(beta * margin)
@@ -86,7 +99,7 @@ def dpo_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, referen
 
 def continuation_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """log π(y|x) of each row: the sum of the log-probabilities of the tokens after `prompt_length`."""
-    logits = model(sequences[:, :-1])[:, prompt_length - 1:, :]
+    logits = model(sequences[:, :-1])[:, prompt_length - 1 :, :]
     targets = sequences[:, prompt_length:]
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1).sum(dim=1)
 
@@ -94,14 +107,19 @@ def continuation_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_leng
 @torch.no_grad()
 def all_logprobs(model: nn.Module, sequences: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """`continuation_logprobs` of every row, without gradients, in chunks, as float64."""
-    return torch.cat([continuation_logprobs(model, sequences[start:start + EVAL_CHUNK], prompt_length).double()
-                      for start in range(0, len(sequences), EVAL_CHUNK)])
+    return torch.cat(
+        [
+            continuation_logprobs(model, sequences[start : start + EVAL_CHUNK], prompt_length).double()
+            for start in range(0, len(sequences), EVAL_CHUNK)
+        ]
+    )
 
 
 def optimizer_arms(settings: dict[str, Any]) -> list[Arm]:
     """AdamW, then every PopulationRiskAdam variant, all at the section's weight decay."""
-    return ([Arm("AdamW", "adamw", weight_decay=settings["weight_decay"])]
-            + poprisk_arms(settings["poprisk"], [settings["weight_decay"]]))
+    return [Arm("AdamW", "adamw", weight_decay=settings["weight_decay"])] + poprisk_arms(
+        settings["poprisk"], [settings["weight_decay"]]
+    )
 
 
 def make_optimizer(arm: Arm, model: nn.Module, settings: dict[str, Any]) -> torch.optim.Optimizer:
@@ -130,16 +148,26 @@ class PairedPolicy(nn.Module):
 def pair_losses(prompt_length: int, beta: float) -> Callable[..., torch.Tensor]:
     """loss_fn(logits (n, 2, T, V), continuations (n, 2, L), reference (n, 2)) -> per-pair DPO loss (n,),
     row 0 of each pair the (training-label) chosen continuation."""
+
     def losses(logits, continuations, reference):
-        logps = torch.log_softmax(logits[:, :, prompt_length - 1:, :].float(), dim=-1)
+        logps = torch.log_softmax(logits[:, :, prompt_length - 1 :, :].float(), dim=-1)
         logps = logps.gather(-1, continuations.unsqueeze(-1)).squeeze(-1).sum(dim=-1)
         return dpo_loss(logps[:, 0], logps[:, 1], reference[:, 0], reference[:, 1], beta)
+
     return losses
 
 
-def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor],
-              settings: dict[str, Any], seed: int, log: Callable[[str], None] = print, resume=None,
-              snapshot=None) -> tuple[nn.Module, list[dict], dict]:
+def train_arm(
+    arm: Arm,
+    reference: nn.Module,
+    train: dict[str, torch.Tensor],
+    test: dict[str, torch.Tensor],
+    settings: dict[str, Any],
+    seed: int,
+    log: Callable[[str], None] = print,
+    resume=None,
+    snapshot=None,
+) -> tuple[nn.Module, list[dict], dict]:
     """DPO from the reference weights with optimizer `arm` (`arms.run_arm`); returns the policy, curve rows,
     summary row. With `resume` (resume.UnitResume) and the `snapshot` a killed run left it continues that run.
 
@@ -169,43 +197,75 @@ def train_arm(arm: Arm, reference: nn.Module, train: dict[str, torch.Tensor], te
         loss, square_sums = variance_step(optimizer, paired, loss_fn, *batch_data)
         if not torch.isfinite(loss):
             raise FloatingPointError(f"DPO loss became {loss.item()} at step {step} ({arm.name}); lower preference.lr")
-        return ({} if square_sums is None else {"square_sums": square_sums},
-                hook_square_sums(paired, loss_fn, *batch_data))
+        return (
+            {} if square_sums is None else {"square_sums": square_sums},
+            hook_square_sums(paired, loss_fn, *batch_data),
+        )
 
     def after_record(row: dict[str, Any], seconds: float) -> bool:
         if row["step"] % (settings["eval_every"] * 10) == 0:
-            log(f"  {arm.name} seed {seed} step {row['step']}: held-out reward acc {row['heldout_reward_acc']:.3f}  "
-                f"drift {row['drift']:.3f}  ({seconds:.0f}s)")
+            log(
+                f"  {arm.name} seed {seed} step {row['step']}: held-out reward acc {row['heldout_reward_acc']:.3f}  "
+                f"drift {row['drift']:.3f}  ({seconds:.0f}s)"
+            )
         return False
 
-    loop = ArmLoop(arm, seed, policy, optimizer, batches, settings["steps"], settings["eval_every"],
-                   settings["diagnostics_every"], after_record=after_record)
+    loop = ArmLoop(
+        arm,
+        seed,
+        policy,
+        optimizer,
+        batches,
+        settings["steps"],
+        settings["eval_every"],
+        settings["diagnostics_every"],
+        after_record=after_record,
+    )
     run = run_arm(loop, step, evaluate, resume=resume, snapshot=snapshot)
     history, seconds = run.history, run.seconds
     summary = _summary_row(arm, seed, run)
-    log(f"{arm.name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
-        f"{summary['final_drift']:.3f} after {settings['steps']} steps ({seconds:.0f}s)")
+    log(
+        f"{arm.name} seed {seed}: final held-out reward accuracy {summary['final_reward_acc']:.3f}, drift "
+        f"{summary['final_drift']:.3f} after {settings['steps']} steps ({seconds:.0f}s)"
+    )
     return policy, history, summary
 
 
-def _evaluate_policy(policy: nn.Module, test: dict[str, torch.Tensor], labelled: dict[str, torch.Tensor],
-                     prompt_length: int, beta: float) -> dict[str, float]:
+def _evaluate_policy(
+    policy: nn.Module, test: dict[str, torch.Tensor], labelled: dict[str, torch.Tensor], prompt_length: int, beta: float
+) -> dict[str, float]:
     """A curve row's measures: held-out reward accuracy and drift, and the DPO loss on the labels as learnt."""
     chosen = beta * (all_logprobs(policy, test["chosen"], prompt_length) - test["reference_chosen"])
     rejected = beta * (all_logprobs(policy, test["rejected"], prompt_length) - test["reference_rejected"])
-    train_loss = dpo_loss(all_logprobs(policy, labelled["chosen"], prompt_length),
-                          all_logprobs(policy, labelled["rejected"], prompt_length),
-                          labelled["reference_chosen"], labelled["reference_rejected"], beta).mean().item()
-    return {"heldout_reward_acc": reward_accuracy(chosen, rejected),
-            "drift": torch.cat((chosen, rejected)).abs().mean().item(), "train_loss": train_loss}
+    train_loss = (
+        dpo_loss(
+            all_logprobs(policy, labelled["chosen"], prompt_length),
+            all_logprobs(policy, labelled["rejected"], prompt_length),
+            labelled["reference_chosen"],
+            labelled["reference_rejected"],
+            beta,
+        )
+        .mean()
+        .item()
+    )
+    return {
+        "heldout_reward_acc": reward_accuracy(chosen, rejected),
+        "drift": torch.cat((chosen, rejected)).abs().mean().item(),
+        "train_loss": train_loss,
+    }
 
 
 def _summary_row(arm: Arm, seed: int, run) -> dict[str, Any]:
     """An arm's summary row from its finished run (`arms.run_arm`'s): the final held-out measures and its time."""
     history = run.history
-    return {"optimizer": arm.name, "seed": seed, "final_reward_acc": history[-1]["heldout_reward_acc"],
-            "final_drift": history[-1]["drift"], "seconds": round(run.seconds, 2),
-            "cpu_seconds": round(run.cpu_seconds, 2)}
+    return {
+        "optimizer": arm.name,
+        "seed": seed,
+        "final_reward_acc": history[-1]["heldout_reward_acc"],
+        "final_drift": history[-1]["drift"],
+        "seconds": round(run.seconds, 2),
+        "cpu_seconds": round(run.cpu_seconds, 2),
+    }
 
 
 def swapped_labels(train: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -224,9 +284,16 @@ def swapped_labels(train: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 # the run
 
 
-def run_preference(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-                   threads: int | None = None, *, reference_checkpoint: str | Path | None = None,
-                   data: Any = None, device: str) -> dict[str, Any]:
+def run_preference(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    reference_checkpoint: str | Path | None = None,
+    data: Any = None,
+    device: str,
+) -> dict[str, Any]:
     """Build the pairs, run DPO with both optimizers for every seed; write curves.csv, summary.csv,
     pairs.npz and provenance.json into `out_dir`; return the two tables and the provenance record.
 
@@ -247,13 +314,17 @@ def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | 
     else from the pipeline run `reference_checkpoint`."""
     if settings["hf_model"]:
         if settings["poprisk"]["gates"] and "exact" in settings["poprisk"]["variances"]:
-            raise ConfigError("config key 'preference.poprisk.variances': exact needs the pipeline's llama (its "
-                              "layer hooks see one row per pair); with preference.hf_model use streaming or microbatch")
+            raise ConfigError(
+                "config key 'preference.poprisk.variances': exact needs the pipeline's llama (its "
+                "layer hooks see one row per pair); with preference.hf_model use streaming or microbatch"
+            )
         model, byte_to_id, description = load_hf_reference(settings["hf_model"])
         data_settings: dict[str, Any] = {}
     elif reference_checkpoint is None:
-        raise ConfigError("preference needs a reference policy: the llama run folder or stepN.pt "
-                          "(`growcert preference --reference ...`) or preference.hf_model")
+        raise ConfigError(
+            "preference needs a reference policy: the llama run folder or stepN.pt "
+            "(`growcert preference --reference ...`) or preference.hf_model"
+        )
     else:
         model, byte_to_id, description, data_settings = load_pipeline_reference(reference_checkpoint)
     model.requires_grad_(False)
@@ -261,8 +332,10 @@ def load_reference(settings: dict[str, Any], reference_checkpoint: str | Path | 
     length = settings["prompt_bytes"] + settings["continuation_bytes"]
     context = model_context(model)
     if context is not None and length - 1 > context:
-        raise ConfigError(f"preference prompt_bytes + continuation_bytes = {length} exceeds the reference's "
-                          f"context {context} + 1; shorten them")
+        raise ConfigError(
+            f"preference prompt_bytes + continuation_bytes = {length} exceeds the reference's "
+            f"context {context} + 1; shorten them"
+        )
     return model, byte_to_id, description, data_settings
 
 
@@ -276,9 +349,11 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
     pairs, tensors = _pairs(reference, byte_to_id, text, settings, device)
     pair_seconds = time.perf_counter() - started
     gap = {split: float(np.mean(p["chosen_reward"] - p["rejected_reward"])) for split, p in pairs.items()}
-    log(f"preference: {settings['pairs_train']} train / {settings['pairs_test']} held-out pairs (vowel reward, "
+    log(
+        f"preference: {settings['pairs_train']} train / {settings['pairs_test']} held-out pairs (vowel reward, "
         f"mean gap {gap['train']:.2f}; {pair_seconds:.0f}s), {settings['swap_rate']:.0%} train labels swapped, "
-        f"{len(optimizer_arms(settings))} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps")
+        f"{len(optimizer_arms(settings))} optimizers x {len(settings['seeds'])} seeds, {settings['steps']} steps"
+    )
 
     swaps = {}
 
@@ -288,39 +363,77 @@ def _run_preference(settings, reference_checkpoint, out_dir: Path, log, data, de
 
     def train(arm: Arm, seed: int, swapped: torch.Tensor, resume=None, snapshot=None) -> tuple[list[dict], dict]:
         torch.manual_seed(seed)
-        _, history, summary = train_arm(arm, reference, {**tensors["train"], "swapped": swapped.to(device)}, tensors["test"],
-                                        settings, seed, log, resume=resume, snapshot=snapshot)
+        _, history, summary = train_arm(
+            arm,
+            reference,
+            {**tensors["train"], "swapped": swapped.to(device)},
+            tensors["test"],
+            settings,
+            seed,
+            log,
+            resume=resume,
+            snapshot=snapshot,
+        )
         return history, summary
 
     resume = UnitResume(out_dir, settings, settings["resume_every"], log)
     curves, summaries = run_arms(settings["seeds"], optimizer_arms(settings), prepare_seed, train, resume=resume)
     swaps = {key: value.numpy() for key, value in swaps.items()}
-    np.savez_compressed(PAIRS.path(out_dir), **{f"{split}_{key}": value for split, split_pairs in pairs.items()
-                                                  for key, value in split_pairs.items()}, **swaps)
-    tables = {"curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
-              "summary": pd.DataFrame(summaries, columns=SUMMARY_COLUMNS)}
-    written = write_tables(out_dir, settings, tables, reference=description,
-                        num_parameters=sum(p.numel() for p in reference.parameters()),
-                        pairs={split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split],
-                                       "tie_rate": float(p["tie_rate"])} for split, p in pairs.items()},
-                        pair_seconds=round(pair_seconds, 2), **device_record(device))
+    np.savez_compressed(
+        PAIRS.path(out_dir),
+        **{f"{split}_{key}": value for split, split_pairs in pairs.items() for key, value in split_pairs.items()},
+        **swaps,
+    )
+    tables = {
+        "curves": pd.DataFrame(curves, columns=CURVE_COLUMNS),
+        "summary": pd.DataFrame(summaries, columns=SUMMARY_COLUMNS),
+    }
+    written = write_tables(
+        out_dir,
+        settings,
+        tables,
+        reference=description,
+        num_parameters=sum(p.numel() for p in reference.parameters()),
+        pairs={
+            split: {"count": len(p["prompt"]), "mean_reward_gap": gap[split], "tie_rate": float(p["tie_rate"])}
+            for split, p in pairs.items()
+        },
+        pair_seconds=round(pair_seconds, 2),
+        **device_record(device),
+    )
     resume.folder.clear()
     return written
 
 
-def _pairs(reference: nn.Module, byte_to_id, text, settings: dict[str, Any],
-           device: torch.device) -> tuple[dict[str, dict], dict[str, dict[str, torch.Tensor]]]:
+def _pairs(
+    reference: nn.Module, byte_to_id, text, settings: dict[str, Any], device: torch.device
+) -> tuple[dict[str, dict], dict[str, dict[str, torch.Tensor]]]:
     """The train and held-out pairs sampled from the reference (`make_pairs`), and per split their token ids on
     `device` with the reference's log-probs of each continuation."""
     generator = torch.Generator().manual_seed(settings["pair_seed"])
-    pairs = {split: make_pairs(reference, byte_to_id, stream, text.segment_starts(split), count,
-                               settings["prompt_bytes"], settings["continuation_bytes"], generator)
-             for split, stream, count in (("train", text.train_x, settings["pairs_train"]),
-                                          ("test", text.test_x, settings["pairs_test"]))}
+    pairs = {
+        split: make_pairs(
+            reference,
+            byte_to_id,
+            stream,
+            text.segment_starts(split),
+            count,
+            settings["prompt_bytes"],
+            settings["continuation_bytes"],
+            generator,
+        )
+        for split, stream, count in (
+            ("train", text.train_x, settings["pairs_train"]),
+            ("test", text.test_x, settings["pairs_test"]),
+        )
+    }
     tensors = {}
     for split, split_pairs in pairs.items():
         chosen, rejected = (to_device(ids, device) for ids in pair_tokens(split_pairs, byte_to_id))
-        tensors[split] = {"chosen": chosen, "rejected": rejected,
-                          "reference_chosen": all_logprobs(reference, chosen, settings["prompt_bytes"]),
-                          "reference_rejected": all_logprobs(reference, rejected, settings["prompt_bytes"])}
+        tensors[split] = {
+            "chosen": chosen,
+            "rejected": rejected,
+            "reference_chosen": all_logprobs(reference, chosen, settings["prompt_bytes"]),
+            "reference_rejected": all_logprobs(reference, rejected, settings["prompt_bytes"]),
+        }
     return pairs, tensors

@@ -49,7 +49,7 @@ def swap_labels(count: int, rate: float, seed: int) -> torch.Tensor:
     """Boolean mask of the pairs whose labels are swapped: exactly round(rate·count) of them (Python's
     round), the first ones of a permutation seeded by `seed`."""
     mask = torch.zeros(count, dtype=torch.bool)
-    mask[torch.randperm(count, generator=torch.Generator().manual_seed(seed))[:round(rate * count)]] = True
+    mask[torch.randperm(count, generator=torch.Generator().manual_seed(seed))[: round(rate * count)]] = True
     return mask
 
 
@@ -69,8 +69,9 @@ def load_text(data: Any, data_settings: dict[str, Any]):
     return prepared
 
 
-def prompt_windows(stream: np.ndarray, segment_starts: np.ndarray, count: int, length: int,
-                   generator: torch.Generator) -> np.ndarray:
+def prompt_windows(
+    stream: np.ndarray, segment_starts: np.ndarray, count: int, length: int, generator: torch.Generator
+) -> np.ndarray:
     """`count` seeded windows (count, length) of the byte stream, none crossing a segment start."""
     if len(stream) < 2 * length:
         raise ConfigError(f"preference prompts of {length} bytes need a longer text split ({len(stream)} bytes)")
@@ -85,8 +86,9 @@ def prompt_windows(stream: np.ndarray, segment_starts: np.ndarray, count: int, l
 
 
 @torch.no_grad()
-def sample_continuations(model: nn.Module, byte_to_id: torch.Tensor, prompts: np.ndarray, length: int,
-                         generator: torch.Generator) -> np.ndarray:
+def sample_continuations(
+    model: nn.Module, byte_to_id: torch.Tensor, prompts: np.ndarray, length: int, generator: torch.Generator
+) -> np.ndarray:
     """One continuation of `length` bytes per prompt row, sampled from `model` at temperature 1 over the
     256 byte tokens (`byte_to_id[b]` is the token id of byte b). The model runs on its device; the draws
     are made on the CPU, with `generator`."""
@@ -102,25 +104,35 @@ def sample_continuations(model: nn.Module, byte_to_id: torch.Tensor, prompts: np
     return torch.cat(sampled, dim=1).numpy().astype(np.uint8)
 
 
-def make_pairs(model: nn.Module, byte_to_id: torch.Tensor, stream: np.ndarray, segment_starts: np.ndarray,
-               count: int, prompt_bytes: int, continuation_bytes: int, generator: torch.Generator
-               ) -> dict[str, np.ndarray]:
+def make_pairs(
+    model: nn.Module,
+    byte_to_id: torch.Tensor,
+    stream: np.ndarray,
+    segment_starts: np.ndarray,
+    count: int,
+    prompt_bytes: int,
+    continuation_bytes: int,
+    generator: torch.Generator,
+) -> dict[str, np.ndarray]:
     """`count` clean pairs: "prompt" (n, P), "chosen" and "rejected" (n, L) bytes, their rewards, and
     "tie_rate", the share of sampled pairs dropped for a tie."""
     parts: dict[str, list[np.ndarray]] = {"prompt": [], "chosen": [], "rejected": []}
     found, drawn, tied, draws = 0, 0, 0, 0
     while found < count:
         if draws == MAX_DRAWS:
-            raise ConfigError("preference: the vowel reward ties on nearly every sampled pair; use longer "
-                              "continuations (preference.continuation_bytes)")
+            raise ConfigError(
+                "preference: the vowel reward ties on nearly every sampled pair; use longer "
+                "continuations (preference.continuation_bytes)"
+            )
         draws += 1
         batch = max(8, math.ceil(1.3 * (count - found)))  # a little more than needed: some pairs tie
         prompts = prompt_windows(stream, segment_starts, batch, prompt_bytes, generator)
-        samples = sample_continuations(model, byte_to_id, np.concatenate((prompts, prompts)), continuation_bytes,
-                                       generator)
+        samples = sample_continuations(
+            model, byte_to_id, np.concatenate((prompts, prompts)), continuation_bytes, generator
+        )
         first, second = samples[:batch], samples[batch:]
         first_reward, second_reward = vowel_reward(first), vowel_reward(second)
-        keep = np.flatnonzero(first_reward != second_reward)[:count - found]
+        keep = np.flatnonzero(first_reward != second_reward)[: count - found]
         first_wins = (first_reward > second_reward)[keep, None]
         parts["prompt"].append(prompts[keep])
         parts["chosen"].append(np.where(first_wins, first[keep], second[keep]))
@@ -134,6 +146,7 @@ def make_pairs(model: nn.Module, byte_to_id: torch.Tensor, stream: np.ndarray, s
 
 def pair_tokens(pairs: dict[str, np.ndarray], byte_to_id: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids (n, P + L) of prompt + chosen and of prompt + rejected."""
+
     def ids(continuations: np.ndarray) -> torch.Tensor:
         sequences = np.concatenate((pairs["prompt"], continuations), axis=1).astype(np.int64)
         return byte_to_id[torch.from_numpy(sequences)]

@@ -33,8 +33,9 @@ def checkpoint_file(path: str | Path) -> Path:
         return path
     steps = {int(match.group(1)): file for file in path.iterdir() if (match := CHECKPOINT_NAME.fullmatch(file.name))}
     if not steps:
-        raise CheckpointError(f"reference run {path}: no step{{N}}.pt checkpoint in it (train it with `growcert "
-                              "train` or `snakemake`)")
+        raise CheckpointError(
+            f"reference run {path}: no step{{N}}.pt checkpoint in it (train it with `growcert train` or `snakemake`)"
+        )
     return steps[max(steps)]
 
 
@@ -42,9 +43,15 @@ def load_hf_reference(path: str | Path) -> tuple[nn.Module, torch.Tensor, dict[s
     """(model, byte_to_id, description) of a local Hugging Face causal-LM checkpoint (needs transformers)."""
     reference = load_byte_level_lm(path)
     model = reference.model
-    description = {"kind": "huggingface", "path": str(path), "architecture": type(model.lm).__name__,
-                   "width": model.width, "depth": model.depth, "vocab_size": model.vocab_size,
-                   "mapping": reference.mapping}
+    description = {
+        "kind": "huggingface",
+        "path": str(path),
+        "architecture": type(model.lm).__name__,
+        "width": model.width,
+        "depth": model.depth,
+        "vocab_size": model.vocab_size,
+        "mapping": reference.mapping,
+    }
     return model, reference.byte_to_id, description
 
 
@@ -55,11 +62,20 @@ def load_pipeline_reference(path: str | Path) -> tuple[nn.Module, torch.Tensor, 
     model, metadata = load_checkpoint(file)
     info = metadata["data_info"]
     if info.get("kind") != "text" or info.get("vocab_size", 0) < 256:
-        raise CheckpointError(f"checkpoint {file}: not a byte-level language model (dataset {info.get('name')!r}); "
-                              "preference needs one trained on shakespeare")
-    description = {"kind": "growcert", "path": str(file), "family": metadata["family"], "width": metadata["width"],
-                   "depth": metadata["depth"], "step": metadata["step"], "dataset": info.get("name"),
-                   "mapping": IDENTITY}
+        raise CheckpointError(
+            f"checkpoint {file}: not a byte-level language model (dataset {info.get('name')!r}); "
+            "preference needs one trained on shakespeare"
+        )
+    description = {
+        "kind": "growcert",
+        "path": str(file),
+        "family": metadata["family"],
+        "width": metadata["width"],
+        "depth": metadata["depth"],
+        "step": metadata["step"],
+        "dataset": info.get("name"),
+        "mapping": IDENTITY,
+    }
     return model, torch.arange(256), description, info.get("settings", {})
 
 

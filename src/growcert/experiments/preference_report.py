@@ -32,13 +32,22 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
     from growcert.report.figures import save_figure
 
     curves = pd.read_csv(curves_csv)
-    panels = (("heldout_reward_acc", "held-out reward accuracy (clean pairs)"),
-              ("drift", "drift: mean |β log π/π_ref| (held-out)"),
-              ("train_loss", "DPO loss on noisy training labels"))
+    panels = (
+        ("heldout_reward_acc", "held-out reward accuracy (clean pairs)"),
+        ("drift", "drift: mean |β log π/π_ref| (held-out)"),
+        ("train_loss", "DPO loss on noisy training labels"),
+    )
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for axis, (column, title) in zip(axes, panels):
-        sns.lineplot(curves, x="step", y=column, hue="optimizer", errorbar=("pi", 100), ax=axis,
-                     legend=column == "heldout_reward_acc")
+        sns.lineplot(
+            curves,
+            x="step",
+            y=column,
+            hue="optimizer",
+            errorbar=("pi", 100),
+            ax=axis,
+            legend=column == "heldout_reward_acc",
+        )
         axis.set_title(title)
         axis.set_ylabel(column.replace("_", " "))
         axis.grid(alpha=0.3)
@@ -47,8 +56,9 @@ def plot_preference(curves_csv: str | Path, out_png: str | Path) -> None:
     save_figure(figure, out_png)
 
 
-def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, Any],
-                      reference: str | None = None) -> list[dict[str, Any]]:
+def preference_claims(
+    summary: pd.DataFrame | str | Path, settings: dict[str, Any], reference: str | None = None
+) -> list[dict[str, Any]]:
     """Claim rows (rows.ROW_COLUMNS), two per PopulationRiskAdam variant (its scope), paired by seed against
     AdamW: the difference in final held-out reward accuracy and the ratio of final drift (AdamW / variant);
     each variant a part judged at its Holm level, then each claim's primary row over every variant, at the level of
@@ -61,10 +71,12 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
     medians = table.groupby("optimizer", sort=False)[["final_reward_acc", "final_drift"]].median()
     adamw, seeds = medians.loc["AdamW"], table["seed"].nunique()
     model = f"Hugging Face model {settings['hf_model']}" if settings["hf_model"] else "the pipeline's byte llama"
-    note = (f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
-            f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
-            f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
-            f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; {seeds} seed(s), paired.")
+    note = (
+        f"DPO (β={settings['dpo_beta']}) on {model}, {settings['pairs_train']} train pairs with "
+        f"{settings['swap_rate']:.0%} labels swapped, {settings['pairs_test']} clean held-out pairs, "
+        f"vowel-count reward, {settings['steps']} steps of batch {settings['batch_size']}, "
+        f"lr {settings['lr']:g}, weight decay {settings['weight_decay']:g}; {seeds} seed(s), paired."
+    )
     variants = [name for name in medians.index if name != "AdamW"]
     measures = {
         "p2_dpo_accuracy": lambda v: by_seed["final_reward_acc"][v] - by_seed["final_reward_acc"]["AdamW"],
@@ -72,6 +84,7 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
     }
     rows = []
     for key, measure in measures.items():
+
         def judge(level: float, plan: bool = True, key=key, measure=measure) -> dict[str, Judgement]:
             return {v: judge_samples(CLAIMS[key].effect, measure(v).to_numpy(float), level, plan) for v in variants}
 
@@ -82,12 +95,24 @@ def preference_claims(summary: pd.DataFrame | str | Path, settings: dict[str, An
         first = len(rows)
         for variant, judgement in family.readings.items():
             gated = medians.loc[variant]
-            this_run = (f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}" if
-                        key == "p2_dpo_accuracy" else
-                        f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}") + " (medians)"
-            rows.append(claim_row(key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note,
-                                  role="part"))
-        rows.append(claim_row(key, family.claim, scope=family.scope("readings"),
-                              this_run=f"{len(variants)} readings against AdamW", note=note))
+            this_run = (
+                f"accuracy {adamw['final_reward_acc']:.3f} → {gated['final_reward_acc']:.3f}"
+                if key == "p2_dpo_accuracy"
+                else f"drift {adamw['final_drift']:.3f} → {gated['final_drift']:.3f}"
+            ) + " (medians)"
+            rows.append(
+                claim_row(
+                    key, judgement, scope=variant, this_run=f"AdamW → {variant}: {this_run}", note=note, role="part"
+                )
+            )
+        rows.append(
+            claim_row(
+                key,
+                family.claim,
+                scope=family.scope("readings"),
+                this_run=f"{len(variants)} readings against AdamW",
+                note=note,
+            )
+        )
         rows[first:] = [with_note(row, at) for row in rows[first:]]
     return rows

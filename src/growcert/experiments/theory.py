@@ -75,8 +75,15 @@ def unit(vector: np.ndarray) -> np.ndarray:
     return vector / norm if norm > 0 else vector
 
 
-def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: int, noisy: Trajectory,
-                   noise: torch.Tensor, checkpoints: list[int]) -> dict[str, float]:
+def noise_measures(
+    net: FlatModel,
+    task: Task,
+    settings: dict[str, Any],
+    seed: int,
+    noisy: Trajectory,
+    noise: torch.Tensor,
+    checkpoints: list[int],
+) -> dict[str, float]:
     """Where the label noise of `noisy` sits (reservoir vs channel of its own W_S), the first-order test
     response of each part, and retrained twins from the same initialisation: clean labels, and extra
     noise of the same norm placed entirely in the reservoir, or in the channel."""
@@ -85,21 +92,27 @@ def noise_measures(net: FlatModel, task: Task, settings: dict[str, Any], seed: i
     split = split_channel(final.gramian, settings["rank_tol"])
     epsilon = noise.reshape(-1).cpu().numpy()
     in_reservoir, in_channel = split.project(epsilon)
-    norm, rms = np.linalg.norm(epsilon), lambda v: float(np.sqrt(np.mean(v ** 2)))  # noqa: E731
+    norm, rms = np.linalg.norm(epsilon), lambda v: float(np.sqrt(np.mean(v**2)))  # noqa: E731
     labels = task.y_train + noise
-    rows = {"noise_reservoir_fraction": float(np.sum(in_reservoir ** 2) / norm ** 2),
-            "noise_channel_fraction": float(np.sum(in_channel ** 2) / norm ** 2),
-            # g_0 = u_S(0) − y − ε: the noise moves final test outputs by +G_Q ε to first order
-            "response_iid_reservoir_part": rms(final.test_transfer @ in_reservoir),
-            "response_iid_channel_part": rms(final.test_transfer @ in_channel)}
+    rows = {
+        "noise_reservoir_fraction": float(np.sum(in_reservoir**2) / norm**2),
+        "noise_channel_fraction": float(np.sum(in_channel**2) / norm**2),
+        # g_0 = u_S(0) − y − ε: the noise moves final test outputs by +G_Q ε to first order
+        "response_iid_reservoir_part": rms(final.test_transfer @ in_reservoir),
+        "response_iid_channel_part": rms(final.test_transfer @ in_channel),
+    }
 
     def train(targets: torch.Tensor) -> Trajectory:  # same initialisation and steps, training only
         return train_gd(net, task, "squared", config["lr"], config["steps"], checkpoints, targets, operators=False)
 
     clean = train(task.y_train)
     mse = lambda t: float(np.mean((t.snapshots[-1].test_outputs - task.y_test.reshape(-1).cpu().numpy()) ** 2))  # noqa: E731
-    rows |= {"test_mse_clean": mse(clean), "test_mse_noisy": mse(noisy), "delta_test_mse_iid": mse(noisy) - mse(clean),
-             "response_iid_retrained": test_prediction_rms(noisy, clean)}
+    rows |= {
+        "test_mse_clean": mse(clean),
+        "test_mse_noisy": mse(noisy),
+        "delta_test_mse_iid": mse(noisy) - mse(clean),
+        "response_iid_retrained": test_prediction_rms(noisy, clean),
+    }
     # fresh directions for the injected noise: independent of ε, seeded
     draws = np.random.default_rng(10_000 + seed).standard_normal((2, len(epsilon)))
     for part, basis, draw in (("reservoir", split.reservoir, draws[0]), ("channel", split.channel, draws[1])):
@@ -120,8 +133,15 @@ def build_net(task: Task, config: dict[str, Any], seed: int) -> FlatModel:
     return FlatModel(module.to(task.x_train.device))
 
 
-def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dict[str, Any], seed: int,
-                   log: Callable[[str], None], labels: torch.Tensor | None = None):
+def run_theory_case(
+    task: Task,
+    loss: str,
+    config: dict[str, Any],
+    settings: dict[str, Any],
+    seed: int,
+    log: Callable[[str], None],
+    labels: torch.Tensor | None = None,
+):
     """One gradient-descent run with operators + its SGD drift; returns (trajectory, net, rows...)."""
     started = time.perf_counter()
     net = build_net(task, config, seed)
@@ -134,21 +154,32 @@ def run_theory_case(task: Task, loss: str, config: dict[str, Any], settings: dic
     measures["parameters"] = float(len(net.theta0))
     split = split_channel(trajectory.snapshots[-1].gramian, settings["rank_tol"])
     drift = sgd_drift(net, scored, loss, split.channel, settings, seed)
-    measures["drift_exponent"], measures["fluctuation_exponent"] = drift_exponents(pd.DataFrame(drift),
-                                                                                     settings["sgd"]["fit_from"])
-    log(f"{task.name}/{loss} seed {seed}: {int(measures['parameters'])} parameters, {int(measures['outputs'])} "
+    measures["drift_exponent"], measures["fluctuation_exponent"] = drift_exponents(
+        pd.DataFrame(drift), settings["sgd"]["fit_from"]
+    )
+    log(
+        f"{task.name}/{loss} seed {seed}: {int(measures['parameters'])} parameters, {int(measures['outputs'])} "
         f"outputs -> channel {int(measures['channel_dim'])} / reservoir {int(measures['reservoir_dim'])}; "
         f"invisibility {measures['invisibility_ratio']:.2e}, coupling R_perp {measures['coupling_residual']:.2e}, "
         f"exponents {measures['drift_exponent']:.2f}/{measures['fluctuation_exponent']:.2f} "
-        f"({time.perf_counter() - started:.0f}s)")
+        f"({time.perf_counter() - started:.0f}s)"
+    )
     if measures["step_sharpness"] > 1.0:
-        log(f"  warning: eta*lambda_max(K)/n reached {measures['step_sharpness']:.2f} > 1: steps are not small, "
-            f"the first-order operators and the coupling bound are unreliable; lower the lr")
+        log(
+            f"  warning: eta*lambda_max(K)/n reached {measures['step_sharpness']:.2f} > 1: steps are not small, "
+            f"the first-order operators and the coupling bound are unreliable; lower the lr"
+        )
     return trajectory, net, measures, spectrum_rows(trajectory, key), drift
 
 
-def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str], None] = print,
-               threads: int | None = None, *, device: str) -> dict[str, Any]:
+def run_theory(
+    settings: dict[str, Any],
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    threads: int | None = None,
+    *,
+    device: str,
+) -> dict[str, Any]:
     """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
 
     Data, initial weights and label noise are drawn on the CPU, then moved to `device`; the float64
@@ -158,8 +189,9 @@ def run_theory(settings: dict[str, Any], out_dir: str | Path, log: Callable[[str
         return _run_theory(stage_settings("theory", settings), Path(out_dir), log, runtime.device)
 
 
-def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], None],
-                device: torch.device) -> dict[str, Any]:
+def _run_theory(
+    settings: dict[str, Any], out_dir: Path, log: Callable[[str], None], device: torch.device
+) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     digits, regression = digits_task(settings).to(device), regression_task(settings).to(device)
     cases = [("digits", loss) for loss in settings["digits"]["losses"]] + [("regression", "squared")]
@@ -171,30 +203,39 @@ def _run_theory(settings: dict[str, Any], out_dir: Path, log: Callable[[str], No
             _, _, measures, spectrum, drift = run_theory_case(digits, loss, settings["digits"], settings, seed, log)
             return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
         config = settings["regression"]
-        noise = config["noise_std"] * torch.randn(regression.y_train.shape, dtype=torch.float64,
-                                                  generator=torch.Generator().manual_seed(seed + 7)).to(device)
-        trajectory, net, measures, spectrum, drift = run_theory_case(regression, "squared", config, settings, seed,
-                                                                    log, regression.y_train + noise)
+        noise = config["noise_std"] * torch.randn(
+            regression.y_train.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 7)
+        ).to(device)
+        trajectory, net, measures, spectrum, drift = run_theory_case(
+            regression, "squared", config, settings, seed, log, regression.y_train + noise
+        )
         checkpoints = checkpoint_steps(config["steps"], settings["snapshots"])
         measures |= noise_measures(net, regression, settings, seed, trajectory, noise, checkpoints)
-        log(f"  label noise: {measures['noise_reservoir_fraction']:.0%} of its energy in the reservoir; test "
+        log(
+            f"  label noise: {measures['noise_reservoir_fraction']:.0%} of its energy in the reservoir; test "
             f"response to same-norm noise: reservoir {measures['response_reservoir_noise_retrained']:.2e}, "
-            f"channel {measures['response_channel_noise_retrained']:.2e}")
+            f"channel {measures['response_channel_noise_retrained']:.2e}"
+        )
         return [], {"measures": measures, "spectrum": spectrum, "drift": drift}
 
     # A case is short: a killed run keeps the cases it finished and reruns the one it was in.
     resume = UnitResume(out_dir, settings, None, log)
     _, results = run_arms(settings["seeds"], cases, lambda seed: None, run_case, resume=resume)
     summary, spectra, drifts = [], [], []
-    for ((task_name, loss), seed), result in zip([(case, seed) for seed in settings["seeds"] for case in cases],
-                                                 results):
-        summary.extend({"task": task_name, "loss": loss, "seed": seed, "measure": name, "value": value}
-                       for name, value in result["measures"].items())
+    for ((task_name, loss), seed), result in zip(
+        [(case, seed) for seed in settings["seeds"] for case in cases], results
+    ):
+        summary.extend(
+            {"task": task_name, "loss": loss, "seed": seed, "measure": name, "value": value}
+            for name, value in result["measures"].items()
+        )
         spectra += result["spectrum"]
         drifts += result["drift"]
-    tables = {"summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
-              "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
-              "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS)}
+    tables = {
+        "summary": pd.DataFrame(summary, columns=SUMMARY_COLUMNS),
+        "spectrum": pd.DataFrame(spectra, columns=SPECTRUM_COLUMNS),
+        "drift": pd.DataFrame(drifts, columns=DRIFT_COLUMNS),
+    }
     written = write_tables(out_dir, settings, tables, **device_record(device))
     resume.folder.clear()
     return written

@@ -92,8 +92,13 @@ class Task:
     def to(self, device: torch.device | str) -> Task:
         """The same task with every tensor on `device` (tasks are drawn on the CPU, then moved)."""
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return Task(self.name, *(move(t) for t in (self.x_train, self.x_test, self.y_train, self.y_test,
-                                                   self.labels_train, self.labels_test)))
+        return Task(
+            self.name,
+            *(
+                move(t)
+                for t in (self.x_train, self.x_test, self.y_train, self.y_test, self.labels_train, self.labels_test)
+            ),
+        )
 
 
 def digits_task(settings: dict[str, Any]) -> Task:
@@ -104,10 +109,13 @@ def digits_task(settings: dict[str, Any]) -> Task:
     pixels = torch.tensor(images.reshape(len(images), -1), dtype=torch.float64) / 16.0
     labels = torch.from_numpy(labels)
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(config["split_seed"]))
-    train, test = order[:config["train_size"]], order[config["train_size"]:config["train_size"] + config["test_size"]]
+    train, test = (
+        order[: config["train_size"]],
+        order[config["train_size"] : config["train_size"] + config["test_size"]],
+    )
     mean = pixels[train].mean(0)
     _, _, directions = torch.linalg.svd(pixels[train] - mean, full_matrices=False)
-    project = directions[:config["input_dim"]].T
+    project = directions[: config["input_dim"]].T
     scale = ((pixels[train] - mean) @ project).std()
     x = (pixels - mean) @ project / scale
     one_hot = nn.functional.one_hot(labels, 10).to(torch.float64)
@@ -156,7 +164,7 @@ class FlatModel:
         params, start = {}, 0
         for name, shape in self.shapes.items():
             size = math.prod(shape)
-            params[name] = theta[start:start + size].reshape(shape)
+            params[name] = theta[start : start + size].reshape(shape)
             start += size
         return functional_call(self.module, params, (x,))
 
@@ -234,8 +242,16 @@ def host(tensor: torch.Tensor) -> np.ndarray:
     return tensor.cpu().numpy().copy()
 
 
-def train_gd(net: FlatModel, task: Task, loss: str, lr: float, steps: int, checkpoints: list[int],
-             y_train: torch.Tensor | None = None, operators: bool = True) -> Trajectory:
+def train_gd(
+    net: FlatModel,
+    task: Task,
+    loss: str,
+    lr: float,
+    steps: int,
+    checkpoints: list[int],
+    y_train: torch.Tensor | None = None,
+    operators: bool = True,
+) -> Trajectory:
     """Full-batch gradient descent from net.theta0, accumulating P, W_S, G_S, G_Q at every step and
     snapshotting them at `checkpoints`. `operators=False` trains only (same updates, bit for bit)."""
     y_train = task.y_train if y_train is None else y_train
@@ -256,10 +272,20 @@ def train_gd(net: FlatModel, task: Task, loss: str, lr: float, steps: int, check
             initial_gradient = host(gradient)
         test_jacobian = net.jacobian(theta, task.x_test) if operators else None
         if operators and step in checkpoints:
-            snapshots.append(Snapshot(step, host(gramian), host(train_transfer), host(test_transfer),
-                                      host(propagator), test_energy, host(jacobian @ jacobian.T),
-                                      host(test_jacobian @ jacobian.T), host(outputs.reshape(-1)),
-                                      host(test_outputs.reshape(-1))))
+            snapshots.append(
+                Snapshot(
+                    step,
+                    host(gramian),
+                    host(train_transfer),
+                    host(test_transfer),
+                    host(propagator),
+                    test_energy,
+                    host(jacobian @ jacobian.T),
+                    host(test_jacobian @ jacobian.T),
+                    host(outputs.reshape(-1)),
+                    host(test_outputs.reshape(-1)),
+                )
+            )
         elif not operators and step == steps:  # training only: keep the final outputs
             snapshots.append(Snapshot(step, *(None,) * 7, host(outputs.reshape(-1)), host(test_outputs.reshape(-1))))
         if step == steps:
@@ -293,23 +319,32 @@ def trajectory_measures(trajectory: Trajectory, rank_tol: float) -> dict[str, fl
         fit = coupling_residual(delta_test, delta_train, g0, rank_tol)
         if fit["relative"] >= worst:
             worst = fit["relative"]
-            bound = coupling_bound(final.test_energy - start.test_energy, fit["train_sigma_max"],
-                                   trajectory.step_sharpness, rank_tol)
+            bound = coupling_bound(
+                final.test_energy - start.test_energy, fit["train_sigma_max"], trajectory.step_sharpness, rank_tol
+            )
             displacement = float(np.linalg.norm(delta_test @ g0))
             worst_bound = bound / displacement if displacement > 0 else math.inf
     train_move = final.train_outputs - first.train_outputs
     kernel_change = np.linalg.norm(final.kernel_train - first.kernel_train) / np.linalg.norm(first.kernel_train)
     return {
-        "outputs": float(len(g0)), "channel_dim": float(split.dims[0]), "reservoir_dim": float(split.dims[1]),
-        "lambda_max": float(split.eigenvalues[0]), "rank_threshold": split.threshold,
+        "outputs": float(len(g0)),
+        "channel_dim": float(split.dims[0]),
+        "reservoir_dim": float(split.dims[1]),
+        "lambda_max": float(split.eigenvalues[0]),
+        "rank_threshold": split.threshold,
         "invisibility_ratio": visible["ratio"],
-        "invisibility_bound_ratio": (invisibility_bound(final.test_energy, split) / visible["on_channel"]
-                                     if split.dims[1] and visible["on_channel"] > 0 else math.nan),
+        "invisibility_bound_ratio": (
+            invisibility_bound(final.test_energy, split) / visible["on_channel"]
+            if split.dims[1] and visible["on_channel"] > 0
+            else math.nan
+        ),
         "coupling_residual": worst,
         "coupling_bound": worst_bound if trajectory.loss == "squared" else math.nan,
-        "linearisation_error": float(np.linalg.norm(train_move + final.train_transfer @ g0)
-                                     / np.linalg.norm(train_move)),
-        "kernel_change": float(kernel_change), "step_sharpness": trajectory.step_sharpness,
+        "linearisation_error": float(
+            np.linalg.norm(train_move + final.train_transfer @ g0) / np.linalg.norm(train_move)
+        ),
+        "kernel_change": float(kernel_change),
+        "step_sharpness": trajectory.step_sharpness,
     }
 
 
@@ -318,8 +353,10 @@ def fit_metrics(task: Task, loss: str, snapshot: Snapshot) -> dict[str, float]:
     shape_train, shape_test = task.y_train.shape, task.y_test.shape
     train = torch.from_numpy(snapshot.train_outputs).reshape(shape_train).to(task.y_train.device)
     test = torch.from_numpy(snapshot.test_outputs).reshape(shape_test).to(task.y_test.device)
-    metrics = {"train_loss": float(example_losses(loss, train, task.y_train).mean()),
-               "test_loss": float(example_losses(loss, test, task.y_test).mean())}
+    metrics = {
+        "train_loss": float(example_losses(loss, train, task.y_train).mean()),
+        "test_loss": float(example_losses(loss, test, task.y_test).mean()),
+    }
     if task.labels_test is not None:
         metrics["train_accuracy"] = float((train.argmax(-1) == task.labels_train).double().mean())
         metrics["test_accuracy"] = float((test.argmax(-1) == task.labels_test).double().mean())
@@ -332,8 +369,10 @@ def spectrum_rows(trajectory: Trajectory, key: dict[str, Any]) -> list[dict[str,
     rows = []
     for snapshot in trajectory.snapshots[1:]:  # W_S(0→0) = 0
         eigenvalues = np.linalg.eigvalsh((snapshot.gramian + snapshot.gramian.T) / 2)[::-1]
-        rows += [{**key, "step": snapshot.step, "index": i, "eigenvalue": float(value)}
-                 for i, value in enumerate(eigenvalues)]
+        rows += [
+            {**key, "step": snapshot.step, "index": i, "eigenvalue": float(value)}
+            for i, value in enumerate(eigenvalues)
+        ]
     return rows
 
 
@@ -351,8 +390,9 @@ def log_horizons(steps: int, count: int = 24) -> list[int]:
     return sorted({int(round(v)) for v in np.geomspace(1, steps, count)})
 
 
-def sgd_drift(net: FlatModel, task: Task, loss: str, channel: np.ndarray, settings: dict[str, Any],
-              seed: int) -> list[dict[str, Any]]:
+def sgd_drift(
+    net: FlatModel, task: Task, loss: str, channel: np.ndarray, settings: dict[str, Any], seed: int
+) -> list[dict[str, Any]]:
     """Channel-projected drift D(T) and fluctuation F(T) of minibatch SGD, per replicate batch stream."""
     config = settings["sgd"]
     n, batch, lr = len(task.x_train), config["batch_size"], config["lr"]
@@ -362,6 +402,7 @@ def sgd_drift(net: FlatModel, task: Task, loss: str, channel: np.ndarray, settin
     basis = torch.from_numpy(channel).to(device)
     horizons = set(log_horizons(config["steps"]))
     gradient = grad(lambda th, x, y: mean_loss(net, loss, th, x, y))
+
     # first-order output increment in channel coordinates: V_chᵀ J(θ) v, by forward mode
     def in_channel(th: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return basis.T @ jvp(lambda t: net.outputs(t, task.x_train).reshape(-1), (th,), (v,))[1]
@@ -380,8 +421,17 @@ def sgd_drift(net: FlatModel, task: Task, loss: str, channel: np.ndarray, settin
             fluctuation += in_channel(theta, -lr * (minibatch - full))
             theta = theta - lr * minibatch
             if step in horizons:
-                rows.append({"task": task.name, "loss": loss, "seed": seed, "replicate": replicate, "T": step,
-                             "drift_norm": float(drift.norm()), "fluctuation_norm": float(fluctuation.norm())})
+                rows.append(
+                    {
+                        "task": task.name,
+                        "loss": loss,
+                        "seed": seed,
+                        "replicate": replicate,
+                        "T": step,
+                        "drift_norm": float(drift.norm()),
+                        "fluctuation_norm": float(fluctuation.norm()),
+                    }
+                )
     return rows
 
 

@@ -57,19 +57,33 @@ def check_unit(module: ModuleType, task: str, settings: dict[str, Any], arm: str
     if arm not in arms:
         raise ConfigError(f"--arm {arm!r} is not an arm of config key '{task}' (its arms: {', '.join(arms)})")
     if seed not in seeds:
-        raise ConfigError(f"--seed {seed} is not a seed of config key '{task}' (its seeds: "
-                          f"{', '.join(map(str, seeds))})")
+        raise ConfigError(
+            f"--seed {seed} is not a seed of config key '{task}' (its seeds: {', '.join(map(str, seeds))})"
+        )
 
 
 def add_unit_arguments(command) -> None:
     """The arguments of `growcert <task>` that run one unit (`run_unit_command`) or aggregate the finished ones."""
-    command.add_argument("--arm", default=None, help="train this arm alone (its unit name: growcert.experiments"
-                         ".units) at --seed into --out; no figure, claims or table")
+    command.add_argument(
+        "--arm",
+        default=None,
+        help="train this arm alone (its unit name: growcert.experiments"
+        ".units) at --seed into --out; no figure, claims or table",
+    )
     command.add_argument("--seed", type=int, default=None, help="the seed of the unit --arm names")
-    command.add_argument("--unit-inputs", nargs="*", default=[], help=f"the {SUMMARY.name} of each unit this unit "
-                         "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)")
-    command.add_argument("--aggregate", action="store_true", help="train nothing: make --out's tables from "
-                         f"its finished units (--out/{TASK_UNIT.template}), then the figure, claims and table")
+    command.add_argument(
+        "--unit-inputs",
+        nargs="*",
+        default=[],
+        help=f"the {SUMMARY.name} of each unit this unit "
+        "reads (grokking.cap paired: a gate reading's AdamW unit at its seed)",
+    )
+    command.add_argument(
+        "--aggregate",
+        action="store_true",
+        help="train nothing: make --out's tables from "
+        f"its finished units (--out/{TASK_UNIT.template}), then the figure, claims and table",
+    )
 
 
 def run_unit_command(module: ModuleType, args, log: Callable[[str], None]) -> bool:
@@ -99,8 +113,9 @@ def finished(module: ModuleType, settings: dict[str, Any], out: str | Path, arm:
     return made == settings_hash(module.unit_settings(settings, arm, seed))
 
 
-def run_all_units(module: ModuleType, settings: dict[str, Any], out: str | Path,
-                  log: Callable[[str], None] = print, **runtime: Any) -> dict[str, Any]:
+def run_all_units(
+    module: ModuleType, settings: dict[str, Any], out: str | Path, log: Callable[[str], None] = print, **runtime: Any
+) -> dict[str, Any]:
     """Every unit of the task in this process (a finished one kept), then `aggregate_units` into `out`; returns
     the task's tables (curves, summary) and its provenance record."""
     import pandas as pd
@@ -114,12 +129,15 @@ def run_all_units(module: ModuleType, settings: dict[str, Any], out: str | Path,
         module.run_unit(settings, Path(folder), arm, seed, log=log, **reads, **runtime)
     aggregate_units(module, settings, out)
     out = Path(out)
-    return {**{Path(table.name).stem: pd.read_csv(table.path(out)) for table in UNIT_TABLES},
-            "provenance": json.loads(PROVENANCE.path(out).read_text())}
+    return {
+        **{Path(table.name).stem: pd.read_csv(table.path(out)) for table in UNIT_TABLES},
+        "provenance": json.loads(PROVENANCE.path(out).read_text()),
+    }
 
 
-def unit_inputs(module: ModuleType, settings: dict[str, Any], task_folder: str | Path, arm: str,
-                seed: int) -> list[Path]:
+def unit_inputs(
+    module: ModuleType, settings: dict[str, Any], task_folder: str | Path, arm: str, seed: int
+) -> list[Path]:
     """The summary.csv files of the units that unit (`arm`, `seed`) reads, in task folder `task_folder` (none
     for a task without `unit_inputs`); `units` orders a unit after those it reads."""
     read = module.unit_inputs(settings, arm, seed) if hasattr(module, "unit_inputs") else []
@@ -134,15 +152,25 @@ def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Pat
     folders = [TASK_UNIT.path(str(out), arm=arm, seed=seed) for arm, seed in module.units(settings)]
     missing = [folder for folder in folders if not SUMMARY.path(Path(folder)).is_file()]
     if missing:
-        raise ConfigError(f"{len(missing)} unit(s) of {out} have not finished (no {SUMMARY.name}), e.g. {missing[0]}; "
-                          "run them first (growcert <task> --arm ARM --seed SEED, or the whole task without --arm)")
+        raise ConfigError(
+            f"{len(missing)} unit(s) of {out} have not finished (no {SUMMARY.name}), e.g. {missing[0]}; "
+            "run them first (growcert <task> --arm ARM --seed SEED, or the whole task without --arm)"
+        )
     records = [json.loads(PROVENANCE.path(Path(folder)).read_text()) for folder in folders]
     base = set(provenance({}))
-    units = [{"folder": str(Path(folder).relative_to(out)), "config_hash": record["config_hash"],
-              **{key: value for key, value in record.items() if key not in base}}
-             for folder, record in zip(folders, records)]
-    shared = {key: value for key, value in units[0].items() if key not in ("folder", "config_hash")
-              and all(unit.get(key) == value for unit in units)}  # num_parameters, device: one value for all
+    units = [
+        {
+            "folder": str(Path(folder).relative_to(out)),
+            "config_hash": record["config_hash"],
+            **{key: value for key, value in record.items() if key not in base},
+        }
+        for folder, record in zip(folders, records)
+    ]
+    shared = {
+        key: value
+        for key, value in units[0].items()
+        if key not in ("folder", "config_hash") and all(unit.get(key) == value for unit in units)
+    }  # num_parameters, device: one value for all
     out.mkdir(parents=True, exist_ok=True)
     write_text(PROVENANCE.path(out), json.dumps(provenance(settings) | shared | {"units": units}, indent=1))
     for table in UNIT_TABLES:  # summary last: the task is done when it is there

@@ -44,21 +44,21 @@ class Family:
     """What the rest of the package needs to know about one model family."""
 
     name: str
-    data_kind: str                         # the prepared dataset kind it reads: "image" or "text"
-    loss_name: str                         # the per-example loss, as recorded in store attrs
+    data_kind: str  # the prepared dataset kind it reads: "image" or "text"
+    loss_name: str  # the per-example loss, as recorded in store attrs
     # the per-example loss in words: its reduction and the factor it puts in q (the store's variable descriptions)
     loss_description: str
-    native_dims: tuple[str, ...]           # dim names of one example's stream at a point (docs/design.md §5)
-    channel_dim: int                       # where the stream's features sit, counted from the end
-    block_norm: str                        # u(z) of the family's zero-output block: "identity" or "rms"
-    point_count: Callable[[int], int]      # insertion points of a model of this depth (block0..blockL)
-    stream_features: Callable[[Any, str], int]   # features of a built model's stream at a point
-    depth_problem: Callable[[int], str | None]   # why a depth is invalid, None when it is valid
+    native_dims: tuple[str, ...]  # dim names of one example's stream at a point (docs/design.md §5)
+    channel_dim: int  # where the stream's features sit, counted from the end
+    block_norm: str  # u(z) of the family's zero-output block: "identity" or "rms"
+    point_count: Callable[[int], int]  # insertion points of a model of this depth (block0..blockL)
+    stream_features: Callable[[Any, str], int]  # features of a built model's stream at a point
+    depth_problem: Callable[[int], str | None]  # why a depth is invalid, None when it is valid
     # why a width is invalid given the family's options (config key models.<family>), None when it is valid
     width_problem: Callable[[int, dict[str, Any]], str | None] = lambda width, options: None
     build: Callable[..., Any] | None = None  # (width, depth, data_info, options) -> model; None: loaded only
-    context: bool = False                  # takes a sequence length (its `context` option; grids[].contexts)
-    loss_unit: str = "nats per example"    # what one unit of its loss is per (the scores' unit, never pooled)
+    context: bool = False  # takes a sequence length (its `context` option; grids[].contexts)
+    loss_unit: str = "nats per example"  # what one unit of its loss is per (the scores' unit, never pooled)
 
     @property
     def position_dims(self) -> tuple[str, ...]:
@@ -89,8 +89,7 @@ def pretrained_family() -> str | None:
     return next((name for name in FAMILIES if family_of(name).pretrained), None)
 
 
-def build_model(family: str, width: int, depth: int, data_info: dict[str, Any],
-                options: dict[str, Any] | None = None):
+def build_model(family: str, width: int, depth: int, data_info: dict[str, Any], options: dict[str, Any] | None = None):
     """Build a model of `family` at (`width`, `depth`) for a prepared dataset described by `data_info`.
 
     `data_info` is the prepared dataset's `info` (kind, input shape, classes or vocabulary);
@@ -98,8 +97,10 @@ def build_model(family: str, width: int, depth: int, data_info: dict[str, Any],
     """
     rules = family_of(family)
     if rules.build is None:
-        raise ConfigError(f"family {family!r} is loaded from a pretrained checkpoint "
-                          "(growcert.models.hf.load_pretrained), not built from a width and a depth")
+        raise ConfigError(
+            f"family {family!r} is loaded from a pretrained checkpoint "
+            "(growcert.models.hf.load_pretrained), not built from a width and a depth"
+        )
     if data_info["kind"] != rules.data_kind:
         raise ConfigError(f"family {family!r} needs a {rules.data_kind} dataset, got kind {data_info['kind']!r}")
     return rules.build(width, depth, data_info, dict(options or {}))
@@ -110,17 +111,21 @@ def check_family(where: str, family: str) -> Family:
     family is not registered or is loaded from pretrained checkpoints only."""
     within = f"{where}." if where else ""
     if family not in FAMILIES:
-        raise ConfigError(f"config key '{within}family': unknown model family {family!r} (trained: "
-                          f"{', '.join(trained_families())})")
+        raise ConfigError(
+            f"config key '{within}family': unknown model family {family!r} (trained: {', '.join(trained_families())})"
+        )
     rules = family_of(family)
     if rules.pretrained:
-        raise ConfigError(f"config key '{within}family': family {family} is loaded from pretrained checkpoints "
-                          "(config key pretrained.models), not trained")
+        raise ConfigError(
+            f"config key '{within}family': family {family} is loaded from pretrained checkpoints "
+            "(config key pretrained.models), not trained"
+        )
     return rules
 
 
-def check_model(where: str, family: str, dataset: str, widths: dict[str, int], depths: dict[str, int],
-                options: dict[str, Any]) -> Family:
+def check_model(
+    where: str, family: str, dataset: str, widths: dict[str, int], depths: dict[str, int], options: dict[str, Any]
+) -> Family:
     """A trained family's rules on a grid, run or growth experiment: the family is registered and trained, reads
     the dataset's kind, and takes these depths and widths (given as {key under `where`: value}) with these
     options. ConfigError naming the key otherwise; the family's record when all hold."""
@@ -141,8 +146,7 @@ def check_context_family(where: str, family: str) -> None:
     """A context sweep or a run's context axis needs a family that takes a sequence length."""
     if not family_of(family).context:
         takes = [name for name in FAMILIES if family_of(name).context]
-        raise ConfigError(f"config key '{where}': family {family} has no context length (only "
-                          f"{', '.join(takes)} do)")
+        raise ConfigError(f"config key '{where}': family {family} has no context length (only {', '.join(takes)} do)")
 
 
 def check_run(run: dict[str, Any]) -> None:
@@ -151,8 +155,10 @@ def check_run(run: dict[str, Any]) -> None:
     if "context" in run:  # a run of a context sweep: the family takes a context, and its option is the run's
         check_context_family("context", run["family"])
         if run["model"].get("context") != run["context"]:
-            raise ConfigError(f"config key 'model.context': {run['model'].get('context')} differs from the run's "
-                              f"context axis {run['context']} (train_settings sets both)")
+            raise ConfigError(
+                f"config key 'model.context': {run['model'].get('context')} differs from the run's "
+                f"context axis {run['context']} (train_settings sets both)"
+            )
 
 
 def check_growth(experiment: dict[str, Any], where: str = "grow") -> None:
@@ -161,12 +167,27 @@ def check_growth(experiment: dict[str, Any], where: str = "grow") -> None:
     depths = {"base_depth": experiment["base_depth"]}
     if experiment["deeper_depth"] is not None:
         depths["deeper_depth"] = experiment["deeper_depth"]
-    rules = check_model(where, experiment["family"], experiment["dataset"], {"width": experiment["width"]}, depths,
-                        experiment["model"])
+    rules = check_model(
+        where, experiment["family"], experiment["dataset"], {"width": experiment["width"]}, depths, experiment["model"]
+    )
     points = rules.point_count(experiment["base_depth"])
     if experiment["blocks"] > points:
-        raise ConfigError(f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points")
+        raise ConfigError(
+            f"config key '{where}.blocks': {experiment['blocks']} blocks but the base has {points} points"
+        )
 
 
-__all__ = ["FAMILIES", "Family", "InsertionPoint", "build_model", "check_family", "check_growth", "check_model", "check_run",
-           "family_of", "point_names", "pretrained_family", "trained_families"]
+__all__ = [
+    "FAMILIES",
+    "Family",
+    "InsertionPoint",
+    "build_model",
+    "check_family",
+    "check_growth",
+    "check_model",
+    "check_run",
+    "family_of",
+    "point_names",
+    "pretrained_family",
+    "trained_families",
+]

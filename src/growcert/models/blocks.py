@@ -69,8 +69,16 @@ def stream_features(model: nn.Module, point: str) -> int:
     return family_of(model.family).stream_features(model, point)
 
 
-def make_block(family: str, features: int, point: str, *, hidden: int | None = None, seed: int = 0,
-               trainable: bool = False, dtype: torch.dtype = torch.float32) -> ZeroOutputBlock:
+def make_block(
+    family: str,
+    features: int,
+    point: str,
+    *,
+    hidden: int | None = None,
+    seed: int = 0,
+    trainable: bool = False,
+    dtype: torch.dtype = torch.float32,
+) -> ZeroOutputBlock:
     """The family's zero-output block for `point` of a stream with `features` channels.
 
     W_in depends only on (seed, point, features, hidden): the block whose value is estimated from a
@@ -80,18 +88,28 @@ def make_block(family: str, features: int, point: str, *, hidden: int | None = N
     rules = family_of(family)
     hidden = hidden or 2 * features
     cls = GrowableBlock if trainable else ZeroOutputBlock
-    return cls(features, hidden, rules.channel_dim, rules.block_norm, block_seed(seed, point), norm_eps=NORM_EPS, dtype=dtype)
+    return cls(
+        features, hidden, rules.channel_dim, rules.block_norm, block_seed(seed, point), norm_eps=NORM_EPS, dtype=dtype
+    )
 
 
-def insert_block(model: nn.Module, point: str, *, hidden: int | None = None, seed: int = 0,
-                 trainable: bool = False) -> ZeroOutputBlock:
+def insert_block(
+    model: nn.Module, point: str, *, hidden: int | None = None, seed: int = 0, trainable: bool = False
+) -> ZeroOutputBlock:
     """Append the family's zero-output block at `point` (output exactly zero: function unchanged).
 
     The block takes the dtype and device of the model's parameters. Returns the block.
     """
     reference = next(model.parameters())
-    block = make_block(model.family, stream_features(model, point), point, hidden=hidden, seed=seed,
-                       trainable=trainable, dtype=reference.dtype).to(reference.device)
+    block = make_block(
+        model.family,
+        stream_features(model, point),
+        point,
+        hidden=hidden,
+        seed=seed,
+        trainable=trainable,
+        dtype=reference.dtype,
+    ).to(reference.device)
     model.points[point].inserted.append(block)
     return block
 
@@ -99,4 +117,3 @@ def insert_block(model: nn.Module, point: str, *, hidden: int | None = None, see
 def insert_blocks(model: nn.Module, points: Sequence[str], **options) -> list[ZeroOutputBlock]:
     """`insert_block` at each of `points` (same options); returns the blocks in that order."""
     return [insert_block(model, point, **options) for point in points]
-

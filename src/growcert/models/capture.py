@@ -40,8 +40,10 @@ def _keep_stream(model: nn.Module, names: tuple[str, ...]) -> Iterator[dict[str,
     kept: dict[str, torch.Tensor] = {}
     handles = []
     for name in names:
+
         def hook(module, inputs, output, name=name):
             kept[name] = output
+
         handles.append(model.points[name].register_forward_hook(hook))
     try:
         yield kept
@@ -50,8 +52,9 @@ def _keep_stream(model: nn.Module, names: tuple[str, ...]) -> Iterator[dict[str,
             handle.remove()
 
 
-def capture_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
-                  points: tuple[str, ...] | None = None) -> Captured:
+def capture_batch(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor, points: tuple[str, ...] | None = None
+) -> Captured:
     """z and q at `points` (default: all) for one batch; the model must be in eval mode."""
     if model.training:
         raise ValueError("capture needs the model in eval mode (BatchNorm would couple the examples)")
@@ -66,9 +69,11 @@ def capture_batch(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor,
             # The graph reaches z only through parameters that require grad (frozen models cannot be captured).
             raise RuntimeError("insertion-point activations do not require grad; unfreeze the parameters")
         gradients = torch.autograd.grad(losses.sum(), streams)
-    return Captured(z={name: stream.detach() for name, stream in zip(names, streams)},
-                    q={name: gradient.detach() for name, gradient in zip(names, gradients)},
-                    loss=losses.detach())
+    return Captured(
+        z={name: stream.detach() for name, stream in zip(names, streams)},
+        q={name: gradient.detach() for name, gradient in zip(names, gradients)},
+        loss=losses.detach(),
+    )
 
 
 def native_dims(family: str, shape: tuple[int, ...]) -> tuple[str, ...]:

@@ -24,17 +24,30 @@ from growcert.models import build_model
 from growcert.models.hf import load_pretrained
 
 
-def save_checkpoint(path: str | Path, model: nn.Module, *, family: str, width: int, depth: int,
-                    data_info: dict[str, Any], model_options: dict[str, Any], step: int,
-                    provenance: dict[str, Any]) -> None:
+def save_checkpoint(
+    path: str | Path,
+    model: nn.Module,
+    *,
+    family: str,
+    width: int,
+    depth: int,
+    data_info: dict[str, Any],
+    model_options: dict[str, Any],
+    step: int,
+    provenance: dict[str, Any],
+) -> None:
     """Write atomically (temp file + rename): a killed job never leaves a readable half file."""
     path = Path(path)
     payload = {
         "format": "growcert-checkpoint-1",
         "state_dict": {key: value.detach().cpu() for key, value in model.state_dict().items()},  # device-free
-        "family": family, "width": width, "depth": depth,
-        "data_info": data_info, "model_options": model_options,
-        "step": step, "provenance": provenance,
+        "family": family,
+        "width": width,
+        "depth": depth,
+        "data_info": data_info,
+        "model_options": model_options,
+        "step": step,
+        "provenance": provenance,
     }
     with atomic_path(path) as temporary:
         torch.save(payload, temporary)
@@ -51,24 +64,32 @@ def load_checkpoint(path: str | Path, map_location: str = "cpu") -> tuple[nn.Mod
         raise CheckpointError(f"checkpoint {path}: unreadable ({type(error).__name__}: {error})") from None
     if not isinstance(payload, dict) or payload.get("format") != "growcert-checkpoint-1":
         raise CheckpointError(f"checkpoint {path}: not a growcert checkpoint")
-    missing = [key for key in ("state_dict", "family", "width", "depth", "data_info", "model_options", "step",
-                               "provenance") if key not in payload]
+    missing = [
+        key
+        for key in ("state_dict", "family", "width", "depth", "data_info", "model_options", "step", "provenance")
+        if key not in payload
+    ]
     if missing:
         raise CheckpointError(f"checkpoint {path}: lacks {', '.join(missing)}")
     try:
-        model = build_model(payload["family"], payload["width"], payload["depth"], payload["data_info"],
-                            payload["model_options"])
+        model = build_model(
+            payload["family"], payload["width"], payload["depth"], payload["data_info"], payload["model_options"]
+        )
         model.load_state_dict(payload["state_dict"])
     except Exception as error:  # a wrong family or shape, missing or extra weights
         first = " ".join(str(error).split())[:200]
-        raise CheckpointError(f"checkpoint {path}: its weights do not fit a {payload['family']} of width "
-                              f"{payload['width']}, depth {payload['depth']} ({type(error).__name__}: {first})") from None
+        raise CheckpointError(
+            f"checkpoint {path}: its weights do not fit a {payload['family']} of width "
+            f"{payload['width']}, depth {payload['depth']} ({type(error).__name__}: {first})"
+        ) from None
     model.eval()
     metadata = {key: value for key, value in payload.items() if key != "state_dict"}
     return model, metadata
 
 
-def load_model(checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = None) -> tuple[nn.Module, dict[str, Any], Any]:
+def load_model(
+    checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = None
+) -> tuple[nn.Module, dict[str, Any], Any]:
     """(model in eval mode, metadata, `data` as the model reads it), for every stage that runs a model.
 
     Without `hf`: a growcert checkpoint (`stepN.pt`) and the prepared dataset unchanged. With `hf` (the
@@ -84,6 +105,11 @@ def load_model(checkpoint: str | Path, data: Any, hf: dict[str, Any] | None = No
         raise ConfigError(f"family 'hf' reads text; dataset {data.name!r} is {data.kind}")
     model, metadata = load_pretrained(checkpoint, hf)
     if model.tokenizer is not None:
-        data = tokenized(data, encoder(model.tokenizer), metadata["store_attrs"]["tokenizer"], model.vocab_size,
-                         tokenizer_identity(model.tokenizer))
+        data = tokenized(
+            data,
+            encoder(model.tokenizer),
+            metadata["store_attrs"]["tokenizer"],
+            model.vocab_size,
+            tokenizer_identity(model.tokenizer),
+        )
     return model, metadata, data

@@ -32,14 +32,14 @@ from growcert.models.llama import INITS
 
 @dataclass
 class ClassicConfig:
-    width: int                      # d_model
-    depth: int                      # decoder blocks
-    vocab_size: int                 # tokens
-    heads: int = 4                  # attention heads (width / heads features each)
-    mlp_hidden: int | None = None   # GELU MLP hidden size; None -> 4·width
-    context: int = 4                # positions the learned embedding covers
-    norm_eps: float = 1e-5          # LayerNorm epsilon
-    init: str = "gpt2"              # gpt2: N(0, 0.02²), output projections scaled, biases 0; pytorch: module defaults
+    width: int  # d_model
+    depth: int  # decoder blocks
+    vocab_size: int  # tokens
+    heads: int = 4  # attention heads (width / heads features each)
+    mlp_hidden: int | None = None  # GELU MLP hidden size; None -> 4·width
+    context: int = 4  # positions the learned embedding covers
+    norm_eps: float = 1e-5  # LayerNorm epsilon
+    init: str = "gpt2"  # gpt2: N(0, 0.02²), output projections scaled, biases 0; pytorch: module defaults
 
     def __post_init__(self):
         for key in ("width", "depth", "vocab_size", "heads", "context"):
@@ -106,7 +106,9 @@ class ClassicTransformer(nn.Module):
             if name.endswith("bias"):
                 nn.init.zeros_(p)
             elif p.dim() >= 2:
-                nn.init.normal_(p, mean=0.0, std=out_std if name.endswith(("attn.proj.weight", "down.weight")) else 0.02)
+                nn.init.normal_(
+                    p, mean=0.0, std=out_std if name.endswith(("attn.proj.weight", "down.weight")) else 0.02
+                )
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         B, T = tokens.shape

@@ -63,16 +63,16 @@ class HFSettings:
     """How one pretrained checkpoint is read (stage `pretrained_model` of `config.stage_settings`: the keys of config
     `pretrained` every model shares, and one entry of `pretrained.models`; defaults in the schema)."""
 
-    context: int             # tokens per sequence the dump cuts from the text
-    tokenizer: str           # auto: the checkpoint's tokenizer if it has one, else bytes; bytes: byte ids
-    allow_download: bool     # fetch from the Hub when neither the folder nor the cache holds it
-    repo: str | None         # Hub repository id (looked up in the cache; named in the how-to-fetch line)
-    name: str | None         # the model's name in the config (labels the store)
-    path: str | None         # its folder in the config (the command line names it as --checkpoint)
-    width: int | None        # expected hidden size (None: whatever the checkpoint has)
-    depth: int | None        # expected number of decoder layers
-    step: int                # training step of the checkpoint (labels the store; Pythia's final is 143000)
-    seed: int                # training seed of the checkpoint (labels the store)
+    context: int  # tokens per sequence the dump cuts from the text
+    tokenizer: str  # auto: the checkpoint's tokenizer if it has one, else bytes; bytes: byte ids
+    allow_download: bool  # fetch from the Hub when neither the folder nor the cache holds it
+    repo: str | None  # Hub repository id (looked up in the cache; named in the how-to-fetch line)
+    name: str | None  # the model's name in the config (labels the store)
+    path: str | None  # its folder in the config (the command line names it as --checkpoint)
+    width: int | None  # expected hidden size (None: whatever the checkpoint has)
+    depth: int | None  # expected number of decoder layers
+    step: int  # training step of the checkpoint (labels the store; Pythia's final is 143000)
+    seed: int  # training seed of the checkpoint (labels the store)
 
     @classmethod
     def from_dict(cls, settings: dict[str, Any] | None) -> HFSettings:
@@ -144,8 +144,9 @@ def _load_from(source: str, path: str | Path):
     try:
         # float32 and eager attention: fused kernels may reorder reductions across the batch, and the
         # per-example gradients must equal those of each example alone
-        model = AutoModelForCausalLM.from_pretrained(source, local_files_only=local, dtype=torch.float32,
-                                                     attn_implementation="eager")
+        model = AutoModelForCausalLM.from_pretrained(
+            source, local_files_only=local, dtype=torch.float32, attn_implementation="eager"
+        )
     except Exception as error:  # a folder with a config but no weights, an unknown architecture, ...
         raise CheckpointError(f"hf checkpoint {path}: cannot load {source} ({type(error).__name__}: {error})") from None
     return model.eval()
@@ -161,8 +162,10 @@ def load_tokenizer(source: str, allow_download: bool = False):
     try:
         return AutoTokenizer.from_pretrained(source, local_files_only=not allow_download or Path(source).is_dir())
     except Exception as error:
-        raise CheckpointError(f"hf checkpoint {source}: cannot load its tokenizer ({type(error).__name__}: {error}); "
-                              f"use tokenizer: bytes to feed byte ids") from None
+        raise CheckpointError(
+            f"hf checkpoint {source}: cannot load its tokenizer ({type(error).__name__}: {error}); "
+            f"use tokenizer: bytes to feed byte ids"
+        ) from None
 
 
 def decoder_layers(lm: nn.Module, depth: int) -> nn.ModuleList:
@@ -195,8 +198,10 @@ class HFCausalLM(nn.Module):
         self.points = nn.ModuleDict({name: InsertionPoint(name) for name in point_names(self.depth)})
         layers = decoder_layers(lm, self.depth)
         self._hooks = [layers[0].register_forward_pre_hook(self._enter, with_kwargs=True)]
-        self._hooks += [layer.register_forward_hook(partial(self._leave, f"block{index}"))
-                        for index, layer in enumerate(layers, start=1)]
+        self._hooks += [
+            layer.register_forward_hook(partial(self._leave, f"block{index}"))
+            for index, layer in enumerate(layers, start=1)
+        ]
         self.eval()
 
     def _enter(self, layer: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -217,7 +222,7 @@ class HFCausalLM(nn.Module):
             raise ValueError(f"sequence of {tokens.shape[1]} tokens exceeds the model's {self.max_positions} positions")
         return self.lm(input_ids=tokens, use_cache=False).logits
 
-    per_example_loss = staticmethod(Llama.per_example_loss)        # mean next-token loss of each sequence
+    per_example_loss = staticmethod(Llama.per_example_loss)  # mean next-token loss of each sequence
     per_example_correct = staticmethod(Llama.per_example_correct)  # fraction of positions predicted
 
     def num_parameters(self) -> int:
@@ -234,23 +239,38 @@ def load_pretrained(path: str | Path, settings: dict[str, Any] | None = None) ->
     label = resolved.name or str(path)
     for key, expected, actual in (("width", resolved.width, model.width), ("depth", resolved.depth, model.depth)):
         if expected is not None and expected != actual:
-            raise CheckpointError(f"hf checkpoint {path}: has {key} {actual} ({'hidden size' if key == 'width' else 'layers'}) "
-                                  f"but {label} is declared with {key} {expected}; fix the config's pretrained.models entry")
+            raise CheckpointError(
+                f"hf checkpoint {path}: has {key} {actual} ({'hidden size' if key == 'width' else 'layers'}) "
+                f"but {label} is declared with {key} {expected}; fix the config's pretrained.models entry"
+            )
     if tokenizer is None and model.vocab_size < 256:
-        raise CheckpointError(f"hf checkpoint {path}: no tokenizer and a vocabulary of {model.vocab_size} < 256 byte "
-                              f"values; put the model's tokenizer files in {source}")
+        raise CheckpointError(
+            f"hf checkpoint {path}: no tokenizer and a vocabulary of {model.vocab_size} < 256 byte "
+            f"values; put the model's tokenizer files in {source}"
+        )
     if model.max_positions is not None and resolved.context > model.max_positions:
         raise ConfigError(f"hf context {resolved.context} exceeds the {model.max_positions} positions of {label}")
     model_config = json.loads(lm.config.to_json_string(use_diff=False))
     tokenizer_name = "bytes" if tokenizer is None else (getattr(tokenizer, "name_or_path", "") or source)
     metadata = {
-        "family": "hf", "width": model.width, "depth": model.depth, "step": resolved.step,
+        "family": "hf",
+        "width": model.width,
+        "depth": model.depth,
+        "step": resolved.step,
         "model_options": {"context": resolved.context},
-        "provenance": {"seed": resolved.seed, "config_hash": settings_hash({"settings": asdict(resolved),
-                                                                             "model_config": model_config})},
-        "store_attrs": {"model_name": label, "source": str(source), "architecture": type(lm).__name__,
-                        "tokenizer": tokenizer_name, "vocab_size": model.vocab_size,
-                        "num_parameters": model.num_parameters(), "hf_settings": asdict(resolved)},
+        "provenance": {
+            "seed": resolved.seed,
+            "config_hash": settings_hash({"settings": asdict(resolved), "model_config": model_config}),
+        },
+        "store_attrs": {
+            "model_name": label,
+            "source": str(source),
+            "architecture": type(lm).__name__,
+            "tokenizer": tokenizer_name,
+            "vocab_size": model.vocab_size,
+            "num_parameters": model.num_parameters(),
+            "hf_settings": asdict(resolved),
+        },
     }
     return model, metadata
 
@@ -281,8 +301,10 @@ def byte_token_ids(tokenizer: Any, vocab_size: int) -> tuple[torch.Tensor, str]:
     tokens `<0x00>`...`<0xFF>` (LLaMA-style); with no tokenizer, or one that has neither, byte b is token
     b (the tiny test models; a real tokenizer's ids 0..255 are then arbitrary tokens, as the description says).
     """
-    alphabets = (("byte-level BPE alphabet of the tokenizer", byte_level_symbols()),
-                 ("byte-fallback tokens <0xNN> of the tokenizer", [f"<0x{byte:02X}>" for byte in range(256)]))
+    alphabets = (
+        ("byte-level BPE alphabet of the tokenizer", byte_level_symbols()),
+        ("byte-fallback tokens <0xNN> of the tokenizer", [f"<0x{byte:02X}>" for byte in range(256)]),
+    )
     vocabulary = tokenizer.get_vocab() if tokenizer is not None else {}
     for description, symbols in alphabets:
         ids = [vocabulary.get(symbol) for symbol in symbols]
@@ -302,10 +324,10 @@ class ByteLevelLM:
     """
 
     model: HFCausalLM
-    byte_to_id: torch.Tensor   # (256,) int64
-    mapping: str               # how byte_to_id was found (byte_token_ids)
+    byte_to_id: torch.Tensor  # (256,) int64
+    mapping: str  # how byte_to_id was found (byte_token_ids)
     vocab_size: int
-    source: str                # the folder the model was read from
+    source: str  # the folder the model was read from
 
     def byte_logits(self, byte_ids: torch.Tensor) -> torch.Tensor:
         """Bytes (b, T) int64 -> logits over the 256 byte tokens (b, T, 256): the model as a byte-level LM
@@ -325,7 +347,17 @@ def load_byte_level_lm(path: str | Path, allow_download: bool = False, repo: str
 
 # A pretrained decoder: loaded (load_pretrained), never built; its points are block0..block{layers}.
 # Its loss is the byte LM's (`per_example_loss` above), so are the words for it.
-FAMILY = Family(name="hf", data_kind="text", loss_name=LLAMA.loss_name, loss_description=LLAMA.loss_description,
-                native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
-                point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.width,
-                depth_problem=lambda depth: None, context=True, loss_unit=LLAMA.loss_unit)
+FAMILY = Family(
+    name="hf",
+    data_kind="text",
+    loss_name=LLAMA.loss_name,
+    loss_description=LLAMA.loss_description,
+    native_dims=("token", "feature"),
+    channel_dim=-1,
+    block_norm="rms",
+    point_count=lambda depth: depth + 1,
+    stream_features=lambda model, point: model.width,
+    depth_problem=lambda depth: None,
+    context=True,
+    loss_unit=LLAMA.loss_unit,
+)

@@ -35,15 +35,15 @@ INITS = ("gpt2", "pytorch")  # the initialisations a config may name (`init`): t
 
 @dataclass
 class LlamaConfig:
-    width: int                      # d_model, the width of the residual stream
-    depth: int                      # number of decoder blocks
-    vocab_size: int = 256           # byte-level vocabulary
-    head_dim: int = 16              # features per attention head; n_heads = width // head_dim
-    mlp_hidden: int | None = None   # SwiGLU hidden size; None -> multiple of 8 nearest to 8/3·width
-    context: int = 64               # longest sequence the model accepts (RoPE tables are this long)
-    rope_base: float = 10000.0      # RoPE frequency base θ (Su et al. 2021)
-    norm_eps: float = 1e-6          # RMSNorm epsilon
-    init: str = "gpt2"              # gpt2: N(0, 0.02²), output projections scaled; pytorch: the modules' own defaults
+    width: int  # d_model, the width of the residual stream
+    depth: int  # number of decoder blocks
+    vocab_size: int = 256  # byte-level vocabulary
+    head_dim: int = 16  # features per attention head; n_heads = width // head_dim
+    mlp_hidden: int | None = None  # SwiGLU hidden size; None -> multiple of 8 nearest to 8/3·width
+    context: int = 64  # longest sequence the model accepts (RoPE tables are this long)
+    rope_base: float = 10000.0  # RoPE frequency base θ (Su et al. 2021)
+    norm_eps: float = 1e-6  # RMSNorm epsilon
+    init: str = "gpt2"  # gpt2: N(0, 0.02²), output projections scaled; pytorch: the modules' own defaults
 
     def __post_init__(self):
         for key in ("width", "depth", "vocab_size", "head_dim", "context"):
@@ -54,8 +54,9 @@ class LlamaConfig:
             # RoPE rotates features in pairs
             raise ValueError(f"llama head_dim must be even (RoPE rotates pairs), got head_dim={self.head_dim}")
         if self.width % self.head_dim:
-            raise ValueError(f"llama width must be divisible by head_dim, got width={self.width}, "
-                             f"head_dim={self.head_dim}")
+            raise ValueError(
+                f"llama width must be divisible by head_dim, got width={self.width}, head_dim={self.head_dim}"
+            )
         if self.mlp_hidden is not None and (not isinstance(self.mlp_hidden, Integral) or self.mlp_hidden < 1):
             raise ValueError(f"llama mlp_hidden must be None or an integer >= 1, got mlp_hidden={self.mlp_hidden!r}")
         if self.init not in INITS:
@@ -89,7 +90,7 @@ def rope_cos_sin(positions: torch.Tensor, head_dim: int, base: float = 10000.0) 
     """
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = positions.to(torch.float32)[:, None] * inv_freq[None, :]  # (T, head_dim/2)
-    angles = torch.cat((angles, angles), dim=-1)                          # (T, head_dim)
+    angles = torch.cat((angles, angles), dim=-1)  # (T, head_dim)
     return angles.cos(), angles.sin()
 
 
@@ -223,10 +224,20 @@ def build(width: int, depth: int, data_info: dict, options: dict) -> Llama:
     return Llama(LlamaConfig(width=width, depth=depth, vocab_size=data_info["vocab_size"], **options))
 
 
-FAMILY = Family(name="llama", data_kind="text", loss_name="next_token_cross_entropy_mean_over_tokens",
-                loss_description="the next-token cross-entropy (nats) averaged over the window's T tokens, so q "
-                                 "includes the factor 1/T",
-                native_dims=("token", "feature"), channel_dim=-1, block_norm="rms",
-                point_count=lambda depth: depth + 1, stream_features=lambda model, point: model.config.width,
-                depth_problem=lambda depth: None, width_problem=width_problem, build=build, context=True,
-                loss_unit="nats per token")
+FAMILY = Family(
+    name="llama",
+    data_kind="text",
+    loss_name="next_token_cross_entropy_mean_over_tokens",
+    loss_description="the next-token cross-entropy (nats) averaged over the window's T tokens, so q "
+    "includes the factor 1/T",
+    native_dims=("token", "feature"),
+    channel_dim=-1,
+    block_norm="rms",
+    point_count=lambda depth: depth + 1,
+    stream_features=lambda model, point: model.config.width,
+    depth_problem=lambda depth: None,
+    width_problem=width_problem,
+    build=build,
+    context=True,
+    loss_unit="nats per token",
+)

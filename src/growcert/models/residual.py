@@ -47,8 +47,16 @@ class ZeroOutputBlock(nn.Module):
     identity up to a constant, and unlike a batch-statistics norm it keeps examples independent.
     """
 
-    def __init__(self, features: int, hidden: int, channel_dim: int, norm: str, seed: int,
-                 norm_eps: float = 1e-6, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        features: int,
+        hidden: int,
+        channel_dim: int,
+        norm: str,
+        seed: int,
+        norm_eps: float = 1e-6,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         if norm not in ("rms", "identity"):
             raise ValueError(f"block norm must be 'rms' or 'identity', got {norm!r}")

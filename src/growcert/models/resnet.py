@@ -47,10 +47,10 @@ def point_count(depth: int) -> int:
 
 @dataclass
 class ResNetConfig:
-    width: int                # channel multiplier k: stages have 16k, 32k, 64k channels
-    depth: int                # weighted layers, 6n+2 with n >= 1 blocks per stage (8, 14, 20, 32, 56, ...)
-    in_channels: int = 3      # image channels (1 for digits/MNIST, 3 for CIFAR)
-    num_classes: int = 10     # outputs of the linear classifier
+    width: int  # channel multiplier k: stages have 16k, 32k, 64k channels
+    depth: int  # weighted layers, 6n+2 with n >= 1 blocks per stage (8, 14, 20, 32, 56, ...)
+    in_channels: int = 3  # image channels (1 for digits/MNIST, 3 for CIFAR)
+    num_classes: int = 10  # outputs of the linear classifier
 
     def __post_init__(self):
         if not isinstance(self.width, Integral) or self.width < 1:
@@ -58,8 +58,10 @@ class ResNetConfig:
         if depth_problem(self.depth):
             raise ValueError(depth_problem(self.depth))
         if self.in_channels < 1 or self.num_classes < 1:
-            raise ValueError(f"resnet needs in_channels >= 1 and num_classes >= 1, got "
-                             f"in_channels={self.in_channels!r}, num_classes={self.num_classes!r}")
+            raise ValueError(
+                f"resnet needs in_channels >= 1 and num_classes >= 1, got "
+                f"in_channels={self.in_channels!r}, num_classes={self.num_classes!r}"
+            )
 
     @property
     def blocks_per_stage(self) -> int:
@@ -167,13 +169,25 @@ def stream_features(model: ResNet, point: str) -> int:
 
 
 def build(width: int, depth: int, data_info: dict, options: dict) -> ResNet:
-    return ResNet(ResNetConfig(width=width, depth=depth, in_channels=data_info["shape"][0],
-                               num_classes=data_info["num_classes"], **options))
+    return ResNet(
+        ResNetConfig(
+            width=width, depth=depth, in_channels=data_info["shape"][0], num_classes=data_info["num_classes"], **options
+        )
+    )
 
 
-FAMILY = Family(name="resnet", data_kind="image", loss_name="cross_entropy",
-                loss_description="the cross-entropy (nats) of the example's class logits, one term per "
-                                 "example, so q carries no other factor",
-                native_dims=("channel", "height", "width"), channel_dim=-3, block_norm="identity",
-                point_count=point_count, stream_features=stream_features, depth_problem=depth_problem,
-                build=build, loss_unit="nats per image")
+FAMILY = Family(
+    name="resnet",
+    data_kind="image",
+    loss_name="cross_entropy",
+    loss_description="the cross-entropy (nats) of the example's class logits, one term per "
+    "example, so q carries no other factor",
+    native_dims=("channel", "height", "width"),
+    channel_dim=-3,
+    block_norm="identity",
+    point_count=point_count,
+    stream_features=stream_features,
+    depth_problem=depth_problem,
+    build=build,
+    loss_unit="nats per image",
+)

@@ -55,5 +55,12 @@ from growcert.optim.adam import GATE_READINGS, VARIANCE_SOURCES, PopulationRiskA
 from growcert.optim.per_example import per_example_gradients
 from growcert.optim.square_sums import SquareSums, microbatch_square_sums, per_example_square_sums
 
-__all__ = ["GATE_READINGS", "VARIANCE_SOURCES", "PopulationRiskAdam", "SquareSums", "microbatch_square_sums",
-           "per_example_gradients", "per_example_square_sums"]
+__all__ = [
+    "GATE_READINGS",
+    "VARIANCE_SOURCES",
+    "PopulationRiskAdam",
+    "SquareSums",
+    "microbatch_square_sums",
+    "per_example_gradients",
+    "per_example_square_sums",
+]

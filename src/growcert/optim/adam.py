@@ -67,26 +67,43 @@ class PopulationRiskAdam(torch.optim.Optimizer):
     batches tensors into torch._foreach ops, False steps them one by one.
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, gate: str | bool = "update",
-                 variance: str = "streaming", microbatches: int | None = None, batch_size: int | None = None,
-                 train_size: int | None = None, variance_beta: float | None = None, noise_multiplier: float = 1.0,
-                 foreach: bool | None = None):
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        gate: str | bool = "update",
+        variance: str = "streaming",
+        microbatches: int | None = None,
+        batch_size: int | None = None,
+        train_size: int | None = None,
+        variance_beta: float | None = None,
+        noise_multiplier: float = 1.0,
+        foreach: bool | None = None,
+    ):
         gate = LEGACY_GATE[gate] if isinstance(gate, bool) else gate
         if not lr >= 0.0:
             raise ValueError(f"PopulationRiskAdam lr must be >= 0, got lr={lr}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"PopulationRiskAdam betas must lie in [0, 1), got betas={betas}")
         if not eps >= 0.0 or not weight_decay >= 0.0 or not noise_multiplier >= 0.0:
-            raise ValueError(f"PopulationRiskAdam eps, weight_decay and noise_multiplier must be >= 0, got eps={eps}, "
-                             f"weight_decay={weight_decay}, noise_multiplier={noise_multiplier}")
+            raise ValueError(
+                f"PopulationRiskAdam eps, weight_decay and noise_multiplier must be >= 0, got eps={eps}, "
+                f"weight_decay={weight_decay}, noise_multiplier={noise_multiplier}"
+            )
         if gate not in GATE_READINGS:
             raise ValueError(f"PopulationRiskAdam gate must be one of {GATE_READINGS}, got gate={gate!r}")
         if variance not in VARIANCE_SOURCES:
-            raise ValueError(f"PopulationRiskAdam variance must be one of {VARIANCE_SOURCES}, got variance={variance!r}")
+            raise ValueError(
+                f"PopulationRiskAdam variance must be one of {VARIANCE_SOURCES}, got variance={variance!r}"
+            )
         if (variance == "microbatch") != (microbatches is not None):
-            raise ValueError("PopulationRiskAdam microbatches=K goes with variance='microbatch' (and only with it), "
-                             f"got variance={variance!r}, microbatches={microbatches!r}")
+            raise ValueError(
+                "PopulationRiskAdam microbatches=K goes with variance='microbatch' (and only with it), "
+                f"got variance={variance!r}, microbatches={microbatches!r}"
+            )
         if microbatches is not None and not (isinstance(microbatches, int) and microbatches >= 2):
             raise ValueError(f"PopulationRiskAdam microbatches must be an integer >= 2, got {microbatches!r}")
         if variance_beta is not None and not 0.0 <= variance_beta < 1.0:
@@ -95,12 +112,25 @@ class PopulationRiskAdam(torch.optim.Optimizer):
             if batch_size is None:
                 raise ValueError("PopulationRiskAdam train_size needs batch_size (finite-population correction)")
             if variance == "streaming" and batch_size >= train_size:
-                raise ValueError(f"streaming variance needs sampled minibatches, but batch_size={batch_size} >= "
-                                 f"train_size={train_size} (full batch: no batch noise to observe); "
-                                 "use variance='exact' or 'microbatch'")
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, gate=gate, variance=variance,
-                        microbatches=microbatches, batch_size=batch_size, train_size=train_size,
-                        variance_beta=variance_beta, noise_multiplier=noise_multiplier, foreach=foreach)
+                raise ValueError(
+                    f"streaming variance needs sampled minibatches, but batch_size={batch_size} >= "
+                    f"train_size={train_size} (full batch: no batch noise to observe); "
+                    "use variance='exact' or 'microbatch'"
+                )
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            gate=gate,
+            variance=variance,
+            microbatches=microbatches,
+            batch_size=batch_size,
+            train_size=train_size,
+            variance_beta=variance_beta,
+            noise_multiplier=noise_multiplier,
+            foreach=foreach,
+        )
         super().__init__(params, defaults)
         self._last_masks: dict[Tensor, Tensor] = {}  # {parameter: 0/1 mask} of the last step
 
@@ -126,9 +156,12 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         return {p: mask.bool() for p, mask in self._last_masks.items()}
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Tensor] | None = None,
-             per_example_grads: Mapping[Tensor, Tensor] | None = None,
-             square_sums: SquareSums | None = None) -> Tensor | None:
+    def step(
+        self,
+        closure: Callable[[], Tensor] | None = None,
+        per_example_grads: Mapping[Tensor, Tensor] | None = None,
+        square_sums: SquareSums | None = None,
+    ) -> Tensor | None:
         """One gated Adam step from each parameter's `.grad` (the batch-mean gradient μ).
 
         exact groups take `square_sums` (rows = b examples, from `per_example_square_sums`) or
@@ -163,20 +196,29 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         variance = group["variance"]
         if per_example_grads is not None and square_sums is not None:
             raise ValueError("give step() per_example_grads or square_sums, not both")
-        given = "per_example_grads" if per_example_grads is not None else "square_sums" if square_sums is not None else None
+        given = (
+            "per_example_grads" if per_example_grads is not None else "square_sums" if square_sums is not None else None
+        )
         if variance == "streaming" and given:
-            raise ValueError(f"{given} given to a variance='streaming' group; build the optimizer with "
-                             "variance='exact' or 'microbatch' to use them")
+            raise ValueError(
+                f"{given} given to a variance='streaming' group; build the optimizer with "
+                "variance='exact' or 'microbatch' to use them"
+            )
         if variance == "exact" and not given:
-            raise ValueError("variance='exact' needs step(square_sums=...) from growcert.optim.per_example_square_sums "
-                             "(or per_example_grads={param: (b, *shape) tensor})")
+            raise ValueError(
+                "variance='exact' needs step(square_sums=...) from growcert.optim.per_example_square_sums "
+                "(or per_example_grads={param: (b, *shape) tensor})"
+            )
         if variance == "microbatch":
             if square_sums is None:
-                raise ValueError("variance='microbatch' needs step(square_sums=...) from "
-                                 "growcert.optim.microbatch_square_sums")
+                raise ValueError(
+                    "variance='microbatch' needs step(square_sums=...) from growcert.optim.microbatch_square_sums"
+                )
             if square_sums.rows != group["microbatches"]:
-                raise ValueError(f"square_sums has {square_sums.rows} rows, the optimizer was built with "
-                                 f"microbatches={group['microbatches']}")
+                raise ValueError(
+                    f"square_sums has {square_sums.rows} rows, the optimizer was built with "
+                    f"microbatches={group['microbatches']}"
+                )
         rows = per_example_grads if per_example_grads is not None else square_sums.sums if square_sums else None
         if rows is not None and variance != "streaming":
             missing = [tuple(p.shape) for p in params if p not in rows]
@@ -247,8 +289,8 @@ class PopulationRiskAdam(torch.optim.Optimizer):
             self._update_moments(exp_avgs, exp_avg_sqs, torch._foreach_mul(grads, masks), beta1, beta2)
 
         # --- the Adam update, masked under gate="update"
-        bias_correction1 = 1 - beta1 ** step
-        bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+        bias_correction1 = 1 - beta1**step
+        bias_correction2_sqrt = (1 - beta2**step) ** 0.5
         denoms = torch._foreach_sqrt(exp_avg_sqs)
         torch._foreach_div_(denoms, bias_correction2_sqrt)
         torch._foreach_add_(denoms, eps)
@@ -274,8 +316,10 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         for p in params:
             examples = per_example_grads[p]
             if examples.shape[1:] != p.shape or examples.shape[0] < 2:
-                raise ValueError(f"per-example gradients of a {tuple(p.shape)} parameter must have shape "
-                                 f"(b >= 2, {', '.join(map(str, p.shape))}), got {tuple(examples.shape)}")
+                raise ValueError(
+                    f"per-example gradients of a {tuple(p.shape)} parameter must have shape "
+                    f"(b >= 2, {', '.join(map(str, p.shape))}), got {tuple(examples.shape)}"
+                )
             b = examples.shape[0]
             # two-pass s² written out: torch.var over dim 0 is a strided Welford, slower on CPU
             # (docs/science.md, "Cost")
@@ -292,9 +336,8 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         beta_v = self._variance_beta(group)
         averages = [state["variance_avg"] for state in states]
         torch._foreach_mul_(averages, beta_v)
-        torch._foreach_add_(averages, [square_sums.variance_of_mean(p).to(p.dtype) for p in params],
-                            alpha=1 - beta_v)
-        return torch._foreach_div(averages, 1 - beta_v ** step)
+        torch._foreach_add_(averages, [square_sums.variance_of_mean(p).to(p.dtype) for p in params], alpha=1 - beta_v)
+        return torch._foreach_div(averages, 1 - beta_v**step)
 
     @staticmethod
     def _streaming_noise(group, states, deviations, second_moment_sums, step) -> tuple[list[Tensor], float]:
@@ -303,9 +346,9 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         beta_v = PopulationRiskAdam._variance_beta(group)
         n = step - 1  # gradients averaged into the centre; also the number of ratio updates so far
         # c = 1 + Σ wᵢ² for the centre's normalised EMA weights: E[d²] = c·V under stationarity
-        center_share = (1 - beta1) * (1 + beta1 ** n) / ((1 + beta1) * (1 - beta1 ** n))
+        center_share = (1 - beta1) * (1 + beta1**n) / ((1 + beta1) * (1 - beta1**n))
         # v̂ (bias-corrected, including g_t) plus a floor so never-touched elements give 0/floor = 0
-        second_moments = torch._foreach_div(second_moment_sums, 1 - beta2 ** step)
+        second_moments = torch._foreach_div(second_moment_sums, 1 - beta2**step)
         torch._foreach_add_(second_moments, max(group["eps"] ** 2, 1e-30))
         ratios = torch._foreach_mul(deviations, deviations)
         torch._foreach_div_(ratios, second_moments)
@@ -335,10 +378,10 @@ class PopulationRiskAdam(torch.optim.Optimizer):
                     continue
                 step = state["step"]
                 if group["variance"] == "microbatch":
-                    estimates[p] = state["variance_avg"] / (1 - beta_v ** step)
+                    estimates[p] = state["variance_avg"] / (1 - beta_v**step)
                 elif group["variance"] == "streaming" and step >= 2:
                     raw_sq = state["raw_exp_avg_sq"] if "raw_exp_avg_sq" in state else state["exp_avg_sq"]
-                    second_moment = raw_sq / (1 - beta2 ** step) + max(group["eps"] ** 2, 1e-30)
+                    second_moment = raw_sq / (1 - beta2**step) + max(group["eps"] ** 2, 1e-30)
                     estimates[p] = state["noise_ratio"] * second_moment * self._streaming_scale(group, step)
         return estimates
 
@@ -359,5 +402,8 @@ class PopulationRiskAdam(torch.optim.Optimizer):
         """Streaming estimate of each element's per-example gradient variance s² = b·V̂ at the last step
         (streaming groups with batch_size set; parameters stepped at least twice)."""
         by_group = {p: group for group in self.param_groups for p in group["params"]}
-        return {p: estimate * by_group[p]["batch_size"] for p, estimate in self.gate_variance().items()
-                if by_group[p]["variance"] == "streaming" and by_group[p]["batch_size"] is not None}
+        return {
+            p: estimate * by_group[p]["batch_size"]
+            for p, estimate in self.gate_variance().items()
+            if by_group[p]["variance"] == "streaming" and by_group[p]["batch_size"] is not None
+        }

@@ -21,8 +21,9 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 
-def per_example_gradients(model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor,
-                          set_grad: bool = True) -> tuple[Tensor, dict[Tensor, Tensor]]:
+def per_example_gradients(
+    model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor, set_grad: bool = True
+) -> tuple[Tensor, dict[Tensor, Tensor]]:
     """Per-example losses (b,) and gradients {parameter: (b, *shape)} by torch.func (vmap of grad).
 
     `loss_fn(outputs, *targets)` returns one loss per example, shape (batch,); it is evaluated on
@@ -43,7 +44,8 @@ def per_example_gradients(model: nn.Module, loss_fn: Callable[..., Tensor], inpu
         # attention has no vmap batching rule on CPU: torch loops over examples and says so each call
         warnings.filterwarnings("ignore", message="There is a performance drop")
         grads, losses = vmap(grad(one_example_loss, has_aux=True), in_dims=(None, 0) + (0,) * len(targets))(
-            params, inputs, *targets)
+            params, inputs, *targets
+        )
     per_parameter = {named[name]: g for name, g in grads.items()}
     if set_grad:
         for p, g in per_parameter.items():
@@ -58,10 +60,14 @@ def gradient_rows(model: nn.Module, inputs: Tensor, targets: Tensor) -> np.ndarr
     parameters = [p for p in model.parameters() if p.requires_grad]
     rows = np.empty((len(inputs), sum(p.numel() for p in parameters)), dtype=np.float32)
     for i in range(len(inputs)):
-        loss = model.per_example_loss(model(inputs[i:i + 1]), targets[i:i + 1]).sum()
+        loss = model.per_example_loss(model(inputs[i : i + 1]), targets[i : i + 1]).sum()
         gradients = torch.autograd.grad(loss, parameters, allow_unused=True)
-        rows[i] = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                             for p, g in zip(parameters, gradients)]).float().cpu().numpy()
+        rows[i] = (
+            torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1) for p, g in zip(parameters, gradients)])
+            .float()
+            .cpu()
+            .numpy()
+        )
     return rows
 
 
@@ -73,7 +79,7 @@ def model_drawn_targets(model: nn.Module, inputs: Tensor, seed: int, batch_size:
     generator = torch.Generator(device=inputs.device).manual_seed(seed)
     drawn = []
     for start in range(0, len(inputs), batch_size):
-        probabilities = torch.softmax(model(inputs[start:start + batch_size]).float(), dim=-1)
+        probabilities = torch.softmax(model(inputs[start : start + batch_size]).float(), dim=-1)
         flat = probabilities.reshape(-1, probabilities.shape[-1])
         drawn.append(torch.multinomial(flat, 1, generator=generator).reshape(probabilities.shape[:-1]))
     return torch.cat(drawn)

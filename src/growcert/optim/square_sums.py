@@ -48,14 +48,15 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 HOOKED = (nn.Linear, nn.Embedding, nn.RMSNorm, nn.LayerNorm)
-FALLBACK_ELEMENTS = 1 << 24   # per-example gradient elements the torch.func fallback holds at once
-DIRECT_ELEMENTS = 1 << 22     # per-example Linear gradient elements one chunk of the direct path holds
+FALLBACK_ELEMENTS = 1 << 24  # per-example gradient elements the torch.func fallback holds at once
+DIRECT_ELEMENTS = 1 << 22  # per-example Linear gradient elements one chunk of the direct path holds
 
 
 @dataclass
 class SquareSums:
     """Σ_j z_jk² over the `rows` rows z_j (per-example gradients or micro-batch means) whose mean is
     each parameter's `.grad`; what `PopulationRiskAdam.step(square_sums=...)` takes."""
+
     sums: dict[Tensor, Tensor]
     rows: int
 
@@ -78,14 +79,14 @@ def _pair_square_sum(delta: Tensor, x: Tensor) -> Tensor:
         total = delta.square().reshape(-1, out_features).T @ x.square().reshape(-1, in_features)
         for t in range(positions - 1):
             later = positions - t - 1
-            left = (delta[:, t + 1:] * delta[:, t:t + 1]).reshape(b * later, out_features)
-            right = (x[:, t + 1:] * x[:, t:t + 1]).reshape(b * later, in_features)
+            left = (delta[:, t + 1 :] * delta[:, t : t + 1]).reshape(b * later, out_features)
+            right = (x[:, t + 1 :] * x[:, t : t + 1]).reshape(b * later, in_features)
             total.addmm_(left.T, right, alpha=2.0)
         return total
     chunk = max(1, DIRECT_ELEMENTS // (out_features * in_features))
     total = delta.new_zeros(out_features, in_features)
     for start in range(0, b, chunk):
-        per_example = torch.bmm(delta[start:start + chunk].transpose(1, 2), x[start:start + chunk])
+        per_example = torch.bmm(delta[start : start + chunk].transpose(1, 2), x[start : start + chunk])
         total += per_example.square_().sum(dim=0)
     return total
 
@@ -100,7 +101,7 @@ def _positions(tensor: Tensor, trailing: int) -> Tensor:
     """(b, ..., *trailing dims) -> (b, T, prod(trailing dims))."""
     b = tensor.shape[0]
     features = 1
-    for size in tensor.shape[tensor.dim() - trailing:]:
+    for size in tensor.shape[tensor.dim() - trailing :]:
         features *= size
     return tensor.reshape(b, -1, features)
 
@@ -110,12 +111,14 @@ def _module_square_sums(module: nn.Module, inputs: list[Tensor], deltas: list[Te
     sums = {}
     if isinstance(module, nn.Embedding):
         weight = module.weight
-        tokens = torch.cat([t.reshape(t.shape[0], -1) for t in inputs], dim=1)       # (b, T)
-        delta = _along_positions(deltas, 1)                 # (b, T, d)
+        tokens = torch.cat([t.reshape(t.shape[0], -1) for t in inputs], dim=1)  # (b, T)
+        delta = _along_positions(deltas, 1)  # (b, T, d)
         rows = module.num_embeddings
         keys = (torch.arange(tokens.shape[0], device=tokens.device)[:, None] * rows + tokens).reshape(-1)
         unique, inverse = torch.unique(keys, return_inverse=True)
-        per_example_rows = delta.new_zeros(len(unique), delta.shape[2]).index_add_(0, inverse, delta.reshape(-1, delta.shape[2]))
+        per_example_rows = delta.new_zeros(len(unique), delta.shape[2]).index_add_(
+            0, inverse, delta.reshape(-1, delta.shape[2])
+        )
         total = delta.new_zeros(rows, delta.shape[2]).index_add_(0, unique % rows, per_example_rows.square_())
         if module.padding_idx is not None:
             total[module.padding_idx] = 0.0  # the layer's backward never writes the padding row
@@ -151,8 +154,9 @@ def _hookable(module: nn.Module) -> bool:
     return True
 
 
-def per_example_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor,
-                            set_grad: bool = True) -> tuple[Tensor, SquareSums]:
+def per_example_square_sums(
+    model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor, set_grad: bool = True
+) -> tuple[Tensor, SquareSums]:
     """Per-example losses (b,) and Σ_i g_i² per parameter element from one forward and one backward.
 
     `loss_fn(outputs, *targets)` returns one loss per example, shape (b,). With `set_grad`, each
@@ -165,9 +169,13 @@ def per_example_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], in
         for p in module.parameters(recurse=False):
             if p.requires_grad:
                 owners.setdefault(p, []).append(module)
-    hooked = [m for m in model.modules() if _hookable(m)
-              and all(len(owners[p]) == 1 for p in m.parameters(recurse=False) if p.requires_grad)
-              and any(p.requires_grad for p in m.parameters(recurse=False))]
+    hooked = [
+        m
+        for m in model.modules()
+        if _hookable(m)
+        and all(len(owners[p]) == 1 for p in m.parameters(recurse=False) if p.requires_grad)
+        and any(p.requires_grad for p in m.parameters(recurse=False))
+    ]
     hooked_params = {p for m in hooked for p in m.parameters(recurse=False) if p.requires_grad}
     calls: dict[nn.Module, list[tuple[Tensor, Tensor, int]]] = {m: [] for m in hooked}
 
@@ -187,17 +195,21 @@ def per_example_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], in
     for m in hooked:
         for _, output, version in calls[m]:
             if output._version != version:
-                raise RuntimeError(f"the output of {type(m).__name__} was modified in place after its forward "
-                                   "(e.g. an inplace ReLU); its per-example gradients cannot be read from hooks")
+                raise RuntimeError(
+                    f"the output of {type(m).__name__} was modified in place after its forward "
+                    "(e.g. an inplace ReLU); its per-example gradients cannot be read from hooks"
+                )
     params = [p for _, p in named]
     gradients = torch.autograd.grad(losses.sum(), outputs + params, allow_unused=True)
-    output_grads = dict(zip(map(id, outputs), gradients[:len(outputs)]))
+    output_grads = dict(zip(map(id, outputs), gradients[: len(outputs)]))
     sums: dict[Tensor, Tensor] = {}
     with torch.no_grad():
         for m in hooked:
             inputs_seen = [x for x, _, _ in calls[m]]
-            deltas = [output_grads[id(output)] if output_grads[id(output)] is not None else torch.zeros_like(output)
-                      for _, output, _ in calls[m]]
+            deltas = [
+                output_grads[id(output)] if output_grads[id(output)] is not None else torch.zeros_like(output)
+                for _, output, _ in calls[m]
+            ]
             for name, total in _module_square_sums(m, inputs_seen, deltas).items():
                 sums[getattr(m, name)] = total
         for p in params:
@@ -207,7 +219,7 @@ def per_example_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], in
         if fallback:
             sums.update(_fallback_square_sums(model, loss_fn, inputs, targets, fallback))
     if set_grad:
-        for p, batch_sum in zip(params, gradients[len(outputs):]):
+        for p, batch_sum in zip(params, gradients[len(outputs) :]):
             p.grad = torch.zeros_like(p) if batch_sum is None else batch_sum / b
     return losses.detach(), SquareSums(sums, b)
 
@@ -228,14 +240,15 @@ def _fallback_square_sums(model, loss_fn, inputs, targets, fallback) -> dict[Ten
     totals = {name: torch.zeros_like(p) for name, p in chosen.items()}
     for start in range(0, inputs.shape[0], chunk):
         with torch.enable_grad():
-            grads = per_example(chosen, inputs[start:start + chunk], *(t[start:start + chunk] for t in targets))
+            grads = per_example(chosen, inputs[start : start + chunk], *(t[start : start + chunk] for t in targets))
         for name, g in grads.items():
             totals[name] += g.square().sum(dim=0)
     return {p: totals[name] for name, p in fallback}
 
 
-def microbatch_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor,
-                           microbatches: int) -> tuple[Tensor, SquareSums]:
+def microbatch_square_sums(
+    model: nn.Module, loss_fn: Callable[..., Tensor], inputs: Tensor, *targets: Tensor, microbatches: int
+) -> tuple[Tensor, SquareSums]:
     """Split the batch into K equal micro-batches (gradient accumulation), backward each one's mean loss.
 
     Returns the per-example losses (b,) and Σ_j m_j² over the K micro-batch mean gradients m_j; each
@@ -253,7 +266,7 @@ def microbatch_square_sums(model: nn.Module, loss_fn: Callable[..., Tensor], inp
     for start in range(0, b, size):
         for p in params:
             p.grad = None
-        part = loss_fn(model(inputs[start:start + size]), *(t[start:start + size] for t in targets))
+        part = loss_fn(model(inputs[start : start + size]), *(t[start : start + size] for t in targets))
         part.mean().backward()
         losses.append(part.detach())
         with torch.no_grad():

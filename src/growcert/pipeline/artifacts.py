@@ -40,12 +40,16 @@ from typing import ClassVar, TypeVar
 Root = TypeVar("Root", str, PurePath)
 
 # snakemake --report category and paper of each report section
-CATEGORIES = {"training": "Training", "p1": "P1 width and alignment", "p2": "P2 population-risk training",
-              "p3": "P3 depth sufficiency", "advice": "Is the advice right?"}
+CATEGORIES = {
+    "training": "Training",
+    "p1": "P1 width and alignment",
+    "p2": "P2 population-risk training",
+    "p3": "P3 depth sufficiency",
+    "advice": "Is the advice right?",
+}
 PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3", "advice": None}
 TASK_CAPTION = "p2_experiment_figure"  # the P2 task figures' caption, a branch per task
 GATE_CAPTION = "p2_gate"  # every gate diagnostics figure's caption
-
 
 
 class _Wildcards(dict):
@@ -308,15 +312,25 @@ def task_figure(task: str) -> Figure:
 
 def gate_figure(task: str) -> Figure:
     """The gate diagnostics figure of P2 task `task` (a name, or "{task}"): registered, or a generic one."""
-    return GATE_FIGURES.get(task) or Figure(f"{task_figure(task).stem}_gate", "p2", f"P2 {task}: gate diagnostics",
-                                            f"{task} gate diagnostics", task, GATE_CAPTION)
+    return GATE_FIGURES.get(task) or Figure(
+        f"{task_figure(task).stem}_gate",
+        "p2",
+        f"P2 {task}: gate diagnostics",
+        f"{task} gate diagnostics",
+        task,
+        GATE_CAPTION,
+    )
 
 
 # A task whose table and claims have captions of their own (the others share one file with a branch per task)
-TASK_TABLES = {"preference": Table(task_stem("preference"), "p2", "medians per optimizer", "preference",
-                                   "p2_preference_table")}
-TASK_CLAIMS = {"preference": Claims(task_stem("preference"), "p2", "reward accuracy and drift", "preference",
-                                    "p2_preference_claims")}
+TASK_TABLES = {
+    "preference": Table(task_stem("preference"), "p2", "medians per optimizer", "preference", "p2_preference_table")
+}
+TASK_CLAIMS = {
+    "preference": Claims(
+        task_stem("preference"), "p2", "reward accuracy and drift", "preference", "p2_preference_claims"
+    )
+}
 
 
 def task_table(task: str) -> Table:
@@ -332,8 +346,6 @@ def task_claims(task: str) -> Claims:
 def task_checks(task: str) -> Checks:
     """The check rows of P2 task `task` (a name, or "{task}"): written by the tasks without optimizer arms."""
     return Checks(task_stem(task))
-
-
 
 
 # P2 tasks (growcert.experiments). A task's folder, relative to a results folder, holds its tables (the
@@ -434,7 +446,15 @@ CALIBRATION = Place("calibration.csv")
 RECOMMENDED = Place("recommended.csv")  # p3-depth's saturation decision
 # the tables a reference run keeps, named as the pooled ones (its `kept`: <name> -> the pooled table)
 KEPT_TRAINING, KEPT_ALIGNMENT, KEPT_MISALIGNMENT, KEPT_INTERVENTIONS, KEPT_DEPTH, KEPT_GROWTH = (
-    Place(table.name) for table in (TRAINING_TABLE, POOLED_ALIGNMENT, POOLED_MISALIGNMENT, POOLED_INTERVENTIONS,
-                                    POOLED_DEPTH, GROWTH_RUN_TABLE))
+    Place(table.name)
+    for table in (
+        TRAINING_TABLE,
+        POOLED_ALIGNMENT,
+        POOLED_MISALIGNMENT,
+        POOLED_INTERVENTIONS,
+        POOLED_DEPTH,
+        GROWTH_RUN_TABLE,
+    )
+)
 REFERENCE_REGIME_MAP = Place("map.json")  # the regime map and its tables, as a reference run keeps them
 REFERENCE_REGIME_STATS = {part: Place(f"{part}.csv") for part in REGIME_PARTS}

@@ -25,10 +25,17 @@ from growcert.pipeline.artifacts import CHECKPOINT, STORE_ROOT, Artifact
 def report_marks(results: str, captions: str) -> Callable[[Artifact], Any]:
     """The rules' `report_output(artifact)` for results folder `results`, with the caption files in `captions`
     (as the rules see it: Snakemake resolves a rule's caption against the folder of the file that defines it)."""
+
     def report_output(artifact: Artifact):
         labels = {"result": artifact.report_label} | ({"paper": artifact.paper} if artifact.paper else {})
-        return report(artifact.path(results), caption=f"{captions}/{artifact.caption}.rst",
-                      category=artifact.category, subcategory=artifact.subcategory, labels=labels)
+        return report(
+            artifact.path(results),
+            caption=f"{captions}/{artifact.caption}.rst",
+            category=artifact.category,
+            subcategory=artifact.subcategory,
+            labels=labels,
+        )
+
     return report_output
 
 
@@ -44,11 +51,13 @@ def input_folder(name: str) -> Callable[[Any, Any], str]:
 
 def output_folder(name: str, up: int = 1) -> Callable[[Any, Any], str]:
     """The folder of the job's output `name` (`up` = 2: the folder above it)."""
+
     def folder(wildcards: Any, output: Any) -> str:
         path = _first(getattr(output, name))
         for _ in range(up):
             path = os.path.dirname(path)
         return path
+
     return folder
 
 

@@ -15,9 +15,16 @@ def advise_inputs(config: dict[str, Any]) -> dict[str, str]:
     section = config["advise"]
     for key in ("model", "data"):
         if section[key] is None:
-            raise ConfigError(f"config key 'advise.{key}': null; the target advise needs the "
-                              + ("model to advise on (a growcert step*.pt or a Hugging Face causal-LM folder)"
-                                 if key == "model" else "data to read it on (a prepared dataset folder or a text file)"))
+            raise ConfigError(
+                f"config key 'advise.{key}': null; the target advise needs the "
+                + (
+                    "model to advise on (a growcert step*.pt or a Hugging Face causal-LM folder)"
+                    if key == "model"
+                    else "data to read it on (a prepared dataset folder or a text file)"
+                )
+            )
     model, data = section["model"], section["data"]
-    return {"model": HF_CONFIG.path(model) if os.path.isdir(model) else model,
-            "data": INFO.path(data) if os.path.isdir(data) else data}
+    return {
+        "model": HF_CONFIG.path(model) if os.path.isdir(model) else model,
+        "data": INFO.path(data) if os.path.isdir(data) else data,
+    }

@@ -35,12 +35,15 @@ def check_contexts(where: str, grid: dict[str, Any]) -> None:
         raise ConfigError(f"config key '{where}.contexts': context lengths must be distinct")
     tokens = grid["tokens_per_step"]
     if tokens is None:
-        raise ConfigError(f"config key '{where}.tokens_per_step': required with {where}.contexts "
-                          f"(batch = tokens_per_step / context)")
+        raise ConfigError(
+            f"config key '{where}.tokens_per_step': required with {where}.contexts (batch = tokens_per_step / context)"
+        )
     for index, context in enumerate(grid["contexts"]):
         if tokens % context:
-            raise ConfigError(f"config key '{where}.contexts[{index}]': {context} does not divide "
-                              f"tokens_per_step {tokens} (batch = tokens_per_step / context)")
+            raise ConfigError(
+                f"config key '{where}.contexts[{index}]': {context} does not divide "
+                f"tokens_per_step {tokens} (batch = tokens_per_step / context)"
+            )
 
 
 def check_grids(config: dict[str, Any]) -> None:
@@ -58,17 +61,25 @@ def check_grids(config: dict[str, Any]) -> None:
             key = (grid["family"], grid["dataset"], *cell)
             if key in seen and seen[key] != position:
                 width, depth, seed, context = cell
-                raise ConfigError(f"config key '{where}': family/dataset {key[0]}/{key[1]} at width {width}, depth "
-                                  f"{depth}, seed {seed}" + (f", context {context}" if context else "")
-                                  + f" is already used by grids[{seen[key]}]")
+                raise ConfigError(
+                    f"config key '{where}': family/dataset {key[0]}/{key[1]} at width {width}, depth "
+                    f"{depth}, seed {seed}"
+                    + (f", context {context}" if context else "")
+                    + f" is already used by grids[{seen[key]}]"
+                )
             seen[key] = position
         check_budget(f"{where}.train", grid["train"])
         if grid["dataset"] == "text":  # the corpus's side of the budget is checked when it is prepared
             if problem := grid_budget_problem(grid["train"], options["context"], config["datasets"]["text"]):
                 raise ConfigError(f"config key '{where}.train': {problem}")
-        check_model(where, grid["family"], grid["dataset"],
-                    {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
-                    {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])}, options)
+        check_model(
+            where,
+            grid["family"],
+            grid["dataset"],
+            {f"widths[{index}]": width for index, width in enumerate(grid["widths"])},
+            {f"depths[{index}]": depth for index, depth in enumerate(grid["depths"])},
+            options,
+        )
 
 
 def sweeps_context(grid: dict[str, Any]) -> bool:
@@ -106,8 +117,14 @@ def run_wildcards(run: Run) -> dict[str, Any]:
 
 def run_of(wildcards: Any) -> Run:
     """The run a job's wildcards name (family, dataset, width, depth, seed, context_tag)."""
-    return Run(wildcards.family, wildcards.dataset, int(wildcards.width), int(wildcards.depth), int(wildcards.seed),
-               context_of_tag(wildcards.context_tag))
+    return Run(
+        wildcards.family,
+        wildcards.dataset,
+        int(wildcards.width),
+        int(wildcards.depth),
+        int(wildcards.seed),
+        context_of_tag(wildcards.context_tag),
+    )
 
 
 def run_name(run: Run) -> str:
@@ -117,9 +134,14 @@ def run_name(run: Run) -> str:
 
 def training_runs(config: dict[str, Any]) -> list[Run]:
     """Every (family, dataset, width, depth, seed[, context]) the config trains, in grid order."""
-    return [Run(g["family"], g["dataset"], w, d, s, c)
-            for g in config["grids"] for c in (g.get("contexts") or [None])
-            for w in g["widths"] for d in g["depths"] for s in g["seeds"]]
+    return [
+        Run(g["family"], g["dataset"], w, d, s, c)
+        for g in config["grids"]
+        for c in (g.get("contexts") or [None])
+        for w in g["widths"]
+        for d in g["depths"]
+        for s in g["seeds"]
+    ]
 
 
 def grid_cells(grid: dict[str, Any]) -> set[tuple[int, int, int, int | None]]:
@@ -132,12 +154,18 @@ def grid_of(config: dict[str, Any], run: Run) -> dict[str, Any]:
     """The grid that trains `run`: of its family and dataset, a context sweep when the run has a context,
     and holding its width, depth, seed and context (config validation keeps the grids' cells disjoint)."""
     for grid in config["grids"]:
-        if (grid["family"], grid["dataset"]) == (run.family, run.dataset) and \
-                (run.width, run.depth, run.seed, run.context) in grid_cells(grid):
+        if (grid["family"], grid["dataset"]) == (run.family, run.dataset) and (
+            run.width,
+            run.depth,
+            run.seed,
+            run.context,
+        ) in grid_cells(grid):
             return grid
     sweep = f" at context {run.context}" if run.context is not None else ""
-    raise ConfigError(f"config key 'grids': no grid trains {run.family} on {run.dataset} at width {run.width}, "
-                      f"depth {run.depth}, seed {run.seed}{sweep}")
+    raise ConfigError(
+        f"config key 'grids': no grid trains {run.family} on {run.dataset} at width {run.width}, "
+        f"depth {run.depth}, seed {run.seed}{sweep}"
+    )
 
 
 def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
@@ -149,7 +177,11 @@ def train_settings(config: dict[str, Any], run: Run) -> dict[str, Any]:
     """
     grid = grid_of(config, run)
     settings = {
-        "family": run.family, "dataset": run.dataset, "width": run.width, "depth": run.depth, "seed": run.seed,
+        "family": run.family,
+        "dataset": run.dataset,
+        "width": run.width,
+        "depth": run.depth,
+        "seed": run.seed,
         "model": dict(config["models"].get(run.family, {})),
         "train": dict(grid["train"]),
     }

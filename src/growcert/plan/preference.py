@@ -22,7 +22,8 @@ def preference_runs(config: dict[str, Any]) -> bool:
     """Whether the pipeline runs the DPO experiment: it needs a local Hugging Face model (preference.hf_model)
     or a language model trained on Shakespeare; a config without either (an image-only study) skips it."""
     return bool(config["preference"]["hf_model"]) or any(
-        grid["family"] in _preference_families() and grid["dataset"] == PREFERENCE_DATASET for grid in config["grids"])
+        grid["family"] in _preference_families() and grid["dataset"] == PREFERENCE_DATASET for grid in config["grids"]
+    )
 
 
 def preference_reference_run(config: dict[str, Any]) -> Run | None:
@@ -36,10 +37,16 @@ def preference_reference_run(config: dict[str, Any]) -> Run | None:
     if preference["reference"] is None:
         return runs[0]
     reference = preference["reference"]
-    matching = [run for run in runs if (run.width, run.depth, run.seed, run.context) ==
-                (reference["width"], reference["depth"], reference["seed"], None)]
+    matching = [
+        run
+        for run in runs
+        if (run.width, run.depth, run.seed, run.context)
+        == (reference["width"], reference["depth"], reference["seed"], None)
+    ]
     if not matching:
-        raise ConfigError(f"config key 'preference.reference': no {'/'.join(families)}/{PREFERENCE_DATASET} grid "
-                          f"trains width {reference['width']}, depth {reference['depth']}, seed {reference['seed']}; "
-                          f"name one of its runs, null for its first, or set preference.hf_model")
+        raise ConfigError(
+            f"config key 'preference.reference': no {'/'.join(families)}/{PREFERENCE_DATASET} grid "
+            f"trains width {reference['width']}, depth {reference['depth']}, seed {reference['seed']}; "
+            f"name one of its runs, null for its first, or set preference.hf_model"
+        )
     return matching[0]

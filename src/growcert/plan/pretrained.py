@@ -19,21 +19,27 @@ def check_pretrained(pretrained: dict[str, Any]) -> None:
     for index, model in enumerate(pretrained["models"]):
         where = f"pretrained.models[{index}]"
         if model["name"] in names:
-            raise ConfigError(f"config key '{where}.name': {model['name']} is already pretrained.models[{names[model['name']]}]")
+            raise ConfigError(
+                f"config key '{where}.name': {model['name']} is already pretrained.models[{names[model['name']]}]"
+            )
         names[model["name"]] = index
         folder = (model["width"], model["depth"], model["seed"], model["step"])
         if folder in folders:
-            raise ConfigError(f"config key '{where}': {model['name']} has the width, depth, seed and step of "
-                              f"pretrained.models[{folders[folder]}], which name its results folder; label one with "
-                              f"another step or seed")
+            raise ConfigError(
+                f"config key '{where}': {model['name']} has the width, depth, seed and step of "
+                f"pretrained.models[{folders[folder]}], which name its results folder; label one with "
+                f"another step or seed"
+            )
         folders[folder] = index
 
 
 def pretrained_stores(config: dict[str, Any]) -> list[tuple[Run, int]]:
     """(run, step) of every pretrained model's gradient store, in config order."""
     pretrained = config["pretrained"]
-    return [(Run(pretrained_family(), pretrained["dataset"], model["width"], model["depth"], model["seed"]),
-             model["step"]) for model in pretrained["models"]]
+    return [
+        (Run(pretrained_family(), pretrained["dataset"], model["width"], model["depth"], model["seed"]), model["step"])
+        for model in pretrained["models"]
+    ]
 
 
 def pretrained_model(config: dict[str, Any], run: Run, step: int) -> dict[str, Any]:
@@ -41,8 +47,10 @@ def pretrained_model(config: dict[str, Any], run: Run, step: int) -> dict[str, A
     for (candidate, candidate_step), model in zip(pretrained_stores(config), config["pretrained"]["models"]):
         if (candidate, candidate_step) == (run, step):
             return model
-    raise ConfigError(f"config key 'pretrained.models': no model with width {run.width}, depth {run.depth}, "
-                      f"seed {run.seed}, step {step} on {run.dataset}")
+    raise ConfigError(
+        f"config key 'pretrained.models': no model with width {run.width}, depth {run.depth}, "
+        f"seed {run.seed}, step {step} on {run.dataset}"
+    )
 
 
 def pretrained_of(config: dict[str, Any], wildcards: Any) -> dict[str, Any]:

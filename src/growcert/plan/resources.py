@@ -40,7 +40,9 @@ class Resources:
     def pretrained_mem_mb(self, bytes_per_parameter: int) -> Callable[[Any, int], int]:
         """mem_mb of a pretrained model's job: its parameters at `bytes_per_parameter`, as much again for
         activations, plus 4 GB; doubled on a retry."""
-        return lambda wildcards, attempt: attempt * (4000 + 2 * bytes_per_parameter * self._parameters(wildcards) // 2**20)
+        return lambda wildcards, attempt: (
+            attempt * (4000 + 2 * bytes_per_parameter * self._parameters(wildcards) // 2**20)
+        )
 
     def pretrained_runtime(self, wildcards: Any, attempt: int) -> int:
         """An hour plus a forward-backward pass over every dumped token (6 flops per parameter and token) at a

@@ -48,20 +48,24 @@ class Targets:
         steps = run_steps(self.config, run)
         return steps if analyse == "all" else steps[-1:]
 
-    def per_store(self, artifact: artifacts.Place, runs: list[Run] | None = None,
-                  analyse: str = "all") -> list[str]:
+    def per_store(self, artifact: artifacts.Place, runs: list[Run] | None = None, analyse: str = "all") -> list[str]:
         """`artifact` of every gradient store: the checkpoints (all, or the last) of each trained run (of `runs`,
         default all), then each pretrained model's."""
         runs = self.runs() if runs is None else runs
         stores = [(run, step) for run in runs for step in self.analysed_steps(run, analyse)]
-        return [artifact.path(self.results, **run_wildcards(run), step=step)
-                for run, step in stores + pretrained_stores(self.config)]
+        return [
+            artifact.path(self.results, **run_wildcards(run), step=step)
+            for run, step in stores + pretrained_stores(self.config)
+        ]
 
     def advise_check_tables(self) -> list[str]:
         """advise-check's table of every checkpoint of every trained run (growcert checkpoints only: a pretrained
         model is not grown)."""
-        return [artifacts.ADVISE_CHECK_TABLE.path(self.results, **run_wildcards(run), step=step)
-                for run in self.runs() for step in self.analysed_steps(run, "all")]
+        return [
+            artifacts.ADVISE_CHECK_TABLE.path(self.results, **run_wildcards(run), step=step)
+            for run in self.runs()
+            for step in self.analysed_steps(run, "all")
+        ]
 
     def run_folders(self) -> list[str]:
         return [artifacts.RUN_DIR.path(self.results, **run_wildcards(run)) for run in self.runs()]
@@ -70,11 +74,16 @@ class Targets:
         """Per run of a fixed-context grid: the last checkpoint, or every checkpoint (config intervene.analyse);
         pretrained models when config pretrained.intervene is true. A context sweep feeds the regime map only."""
         table = artifacts.INTERVENTION_TABLE
-        targets = [table.path(self.results, **run_wildcards(run), step=step) for run in self.fixed_context_runs()
-                   for step in self.analysed_steps(run, self.config["intervene"]["analyse"])]
+        targets = [
+            table.path(self.results, **run_wildcards(run), step=step)
+            for run in self.fixed_context_runs()
+            for step in self.analysed_steps(run, self.config["intervene"]["analyse"])
+        ]
         if self.config["pretrained"]["intervene"]:
-            targets += [table.path(self.results, **run_wildcards(run), step=step)
-                        for run, step in pretrained_stores(self.config)]
+            targets += [
+                table.path(self.results, **run_wildcards(run), step=step)
+                for run, step in pretrained_stores(self.config)
+            ]
         return targets
 
     def pretrained_of(self, wildcards: Any) -> dict[str, Any]:
@@ -138,8 +147,11 @@ class Targets:
     def task_pattern(self, gated: bool) -> str:
         """The registry's tasks without INPUTS (those have rules of their own) that draw a gate figure (gated) or
         not, as a wildcard pattern."""
-        names = [name for name in self.tasks() if not getattr(task(name), "INPUTS", ())
-                 and bool(getattr(task(name), "GATE_TITLE", None)) == gated]
+        names = [
+            name
+            for name in self.tasks()
+            if not getattr(task(name), "INPUTS", ()) and bool(getattr(task(name), "GATE_TITLE", None)) == gated
+        ]
         return family_pattern(names)
 
     def unit_task_pattern(self) -> str:
@@ -151,8 +163,10 @@ class Targets:
         module = task(wildcards.task)
         if not has_units(module):
             return []
-        return [artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed)
-                for arm, seed in module.units(job_settings(self.config, wildcards.task))]
+        return [
+            artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed)
+            for arm, seed in module.units(job_settings(self.config, wildcards.task))
+        ]
 
     def unit_inputs(self, wildcards: Any) -> list[str]:
         """The summaries of the units a p2_unit job's unit reads (grokking.cap paired: its seed's AdamW unit)."""
@@ -160,8 +174,9 @@ class Targets:
         if not hasattr(module, "unit_inputs"):
             return []
         read = module.unit_inputs(job_settings(self.config, wildcards.task), wildcards.arm, int(wildcards.seed))
-        return [artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed)
-                for arm, seed in read]
+        return [
+            artifacts.UNIT_SUMMARY.path(self.results, task=wildcards.task, arm=arm, seed=seed) for arm, seed in read
+        ]
 
     def aggregate_option(self, wildcards: Any) -> str:
         """`--aggregate` for a task with units (its job gathers them), nothing for one that runs whole."""
@@ -170,13 +185,16 @@ class Targets:
     def unit_settings(self, wildcards: Any) -> str:
         """The JSON of the settings of the unit a p2_unit job runs (its task, arm and seed wildcards)."""
         module = task(wildcards.task)
-        return json.dumps(module.unit_settings(job_settings(self.config, wildcards.task), wildcards.arm,
-                                              int(wildcards.seed)), sort_keys=True)
+        return json.dumps(
+            module.unit_settings(job_settings(self.config, wildcards.task), wildcards.arm, int(wildcards.seed)),
+            sort_keys=True,
+        )
 
     def p1_figures(self) -> list[artifacts.Figure]:
         """The P1 alignment figures this config draws: the misalignment ones need a run of a fixed-context grid."""
-        return list(artifacts.P1_DALIGN_FIGURES) + (list(artifacts.P1_MISALIGNMENT_FIGURES)
-                                                    if self.fixed_context_runs() else [])
+        return list(artifacts.P1_DALIGN_FIGURES) + (
+            list(artifacts.P1_MISALIGNMENT_FIGURES) if self.fixed_context_runs() else []
+        )
 
     def regime_figures(self) -> list[artifacts.Figure]:
         """The P1 regime figures the config's context sweeps allow (report.regime's drawable): the width
@@ -189,17 +207,28 @@ class Targets:
     def report_inputs(self) -> dict[str, list[str]]:
         """Every file results/report.html is built from, by kind."""
         results, tasks = self.results, self.tasks()
-        figures = ([artifacts.TRAINING_GRID, artifacts.INTERVENTIONS] + self.p1_figures()
-                   + [artifacts.task_figure(name) for name in tasks]
-                   + [artifacts.DEPTH, artifacts.GROWTH] + self.regime_figures())
+        figures = (
+            [artifacts.TRAINING_GRID, artifacts.INTERVENTIONS]
+            + self.p1_figures()
+            + [artifacts.task_figure(name) for name in tasks]
+            + [artifacts.DEPTH, artifacts.GROWTH]
+            + self.regime_figures()
+        )
         ungated = [name for name in tasks if re.fullmatch(self.task_pattern(gated=False), name)]
-        tables = [artifacts.INTERVENTIONS_SUMMARY.path(results), artifacts.ALIGNMENT_SUMMARY.path(results),
-                  artifacts.REGIME_CELLS.path(results), artifacts.REGIME_MAP.path(results),
-                  artifacts.RECOMMENDED_DEPTH.path(results), artifacts.GROWTH_TABLE.path(results)]
-        return {"training": [artifacts.TRAINING_TABLE.path(results)],
-                "figures": [figure.path(results) for figure in figures],
-                "checks": [checks.path(results) for checks in artifacts.CHECKS_FILES]
-                + [artifacts.task_checks(name).path(results) for name in ungated],
-                "claims": [claims.path(results) for claims in artifacts.CLAIMS_FILES]
-                + [artifacts.task_claims(name).path(results) for name in tasks],
-                "tables": tables + [artifacts.task_table(name).path(results) for name in tasks]}
+        tables = [
+            artifacts.INTERVENTIONS_SUMMARY.path(results),
+            artifacts.ALIGNMENT_SUMMARY.path(results),
+            artifacts.REGIME_CELLS.path(results),
+            artifacts.REGIME_MAP.path(results),
+            artifacts.RECOMMENDED_DEPTH.path(results),
+            artifacts.GROWTH_TABLE.path(results),
+        ]
+        return {
+            "training": [artifacts.TRAINING_TABLE.path(results)],
+            "figures": [figure.path(results) for figure in figures],
+            "checks": [checks.path(results) for checks in artifacts.CHECKS_FILES]
+            + [artifacts.task_checks(name).path(results) for name in ungated],
+            "claims": [claims.path(results) for claims in artifacts.CLAIMS_FILES]
+            + [artifacts.task_claims(name).path(results) for name in tasks],
+            "tables": tables + [artifacts.task_table(name).path(results) for name in tasks],
+        }

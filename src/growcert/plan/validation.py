@@ -26,6 +26,8 @@ def validate_config(config: dict[str, Any], schema: dict[str, Any] | None = None
     check_pretrained(config["pretrained"])
     preference_reference_run(config)
     if "z" not in config["dump"]["variables"]:  # every store of the pipeline goes through estimate_depth and intervene
-        raise ConfigError(f"config key 'dump.variables': {config['dump']['variables']} drops z, which the pipeline's "
-                          "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)")
+        raise ConfigError(
+            f"config key 'dump.variables': {config['dump']['variables']} drops z, which the pipeline's "
+            "depth and intervene stages read from every store; use [q, z] (q alone only for `growcert dump`)"
+        )
     return config

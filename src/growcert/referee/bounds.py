@@ -30,9 +30,13 @@ Interval = Callable[[np.ndarray], "tuple[np.ndarray, np.ndarray]"]
 def certificate_effect(pools: str) -> Effect:
     """The effect of a certificate claim (p̂ ≤ B_exact, iid or train → test): `pools` says where p's interval comes
     from."""
-    return Effect("fraction of non-vacuous cells where p ≤ B_exact is shown beyond both errors", 1.0,
-                  interval=f"per cell, p's interval from {pools} against B_exact's jackknife interval; no interval "
-                           "over cells", sesoi=1.0, sesoi_reason="a bound holds in every determined cell")
+    return Effect(
+        "fraction of non-vacuous cells where p ≤ B_exact is shown beyond both errors",
+        1.0,
+        interval=f"per cell, p's interval from {pools} against B_exact's jackknife interval; no interval over cells",
+        sesoi=1.0,
+        sesoi_reason="a bound holds in every determined cell",
+    )
 
 
 def rejection_p_values(rejects: Callable[[np.ndarray], np.ndarray], cells: int) -> np.ndarray:
@@ -49,8 +53,15 @@ def rejection_p_values(rejects: Callable[[np.ndarray], np.ndarray], cells: int) 
     return p_values
 
 
-def judge_bound(p_hat, bound, p_interval: Interval, bound_interval: Interval, level: float, seeds: int,
-                vacuous: float = VACUOUS_BOUND) -> Judgement:
+def judge_bound(
+    p_hat,
+    bound,
+    p_interval: Interval,
+    bound_interval: Interval,
+    level: float,
+    seeds: int,
+    vacuous: float = VACUOUS_BOUND,
+) -> Judgement:
     """A claimed upper bound p ≤ B (P1: the misalignment probability p against Cantelli's B_exact) in every cell,
     judged with the errors of both sides. `p_hat` and `bound` are the cells' point estimates; `p_interval(levels)`
     and `bound_interval(levels)` give every cell's two-sided interval for the population p and B at per-cell levels
@@ -81,8 +92,9 @@ def judge_bound(p_hat, bound, p_interval: Interval, bound_interval: Interval, le
     tested = bound < vacuous
     m = int(tested.sum())
     if m == 0:
-        return not_tested(f"B_exact ≥ {vacuous} (vacuous) in all {cells} cells: the bound cannot fail here", seeds,
-                          level)
+        return not_tested(
+            f"B_exact ≥ {vacuous} (vacuous) in all {cells} cells: the bound cannot fail here", seeds, level
+        )
     alpha = 1.0 - level
     at_level = np.full(cells, level)
     (p_low, p_high), (b_low, b_high) = p_interval(at_level), bound_interval(at_level)
@@ -98,33 +110,45 @@ def judge_bound(p_hat, bound, p_interval: Interval, bound_interval: Interval, le
     shown = int(below.sum())
     vacuous_cells = cells - m
     worst = int(np.flatnonzero(tested)[np.argmax((p_high - b_low)[tested])])
-    closest = (f"closest cell: p̂ {p_hat[worst]:.3g} [{p_low[worst]:.3g}, {p_high[worst]:.3g}] against B_exact "
-               f"{bound[worst]:.3g} [{b_low[worst]:.3g}, {b_high[worst]:.3g}]")
-    skipped = (f"; {vacuous_cells} of {cells} cells have a vacuous B_exact ≥ {vacuous} and are not tested"
-               if vacuous_cells else "")
+    closest = (
+        f"closest cell: p̂ {p_hat[worst]:.3g} [{p_low[worst]:.3g}, {p_high[worst]:.3g}] against B_exact "
+        f"{bound[worst]:.3g} [{b_low[worst]:.3g}, {b_high[worst]:.3g}]"
+    )
+    skipped = (
+        f"; {vacuous_cells} of {cells} cells have a vacuous B_exact ≥ {vacuous} and are not tested"
+        if vacuous_cells
+        else ""
+    )
     word, why = _bound_word(contradicted, shown, m, level)
-    return Judgement(shown / m, math.nan, math.nan, level, seeds, word, f"{why}; {closest}{skipped}",
-                     direction=NEITHER)
+    return Judgement(shown / m, math.nan, math.nan, level, seeds, word, f"{why}; {closest}{skipped}", direction=NEITHER)
 
 
 def _bound_word(contradicted: int, shown: int, m: int, level: float) -> tuple[str, str]:
     """`judge_bound`'s word and reason from the count of the m tested cells where p > B is shown at its Holm level
     (`contradicted`) and where p ≤ B is shown (`shown`)."""
     alpha = 1.0 - level
-    errors = (f"per cell p̂'s interval for the population p (the pool's finite size and the resampling, "
-              f"stats.intervals.misalignment_interval) against B_exact's jackknife interval, each end one-sided at "
-              f"{percent(1 - alpha / 2)}")
+    errors = (
+        f"per cell p̂'s interval for the population p (the pool's finite size and the resampling, "
+        f"stats.intervals.misalignment_interval) against B_exact's jackknife interval, each end one-sided at "
+        f"{percent(1 - alpha / 2)}"
+    )
     if contradicted:
         word = CONTRADICTED
-        why = (f"p > B_exact beyond both errors in {contradicted} of {m} non-vacuous cells (Holm over {m} cells at "
-               f"{percent(level)} family-wise; {errors})")
+        why = (
+            f"p > B_exact beyond both errors in {contradicted} of {m} non-vacuous cells (Holm over {m} cells at "
+            f"{percent(level)} family-wise; {errors})"
+        )
     elif shown == m:
         word = REPRODUCED
-        why = (f"p ≤ B_exact shown in all {m} non-vacuous cells, each at {percent(level)} (an intersection-union "
-               f"test: no multiplicity correction; {errors})")
+        why = (
+            f"p ≤ B_exact shown in all {m} non-vacuous cells, each at {percent(level)} (an intersection-union "
+            f"test: no multiplicity correction; {errors})"
+        )
     else:
         word = UNRESOLVED
-        why = (f"p ≤ B_exact shown in {shown} of {m} non-vacuous cells and p > B_exact in none at its Holm level "
-               f"({errors}): the others' intervals overlap; larger pools (for p̂) or more examples (for B_exact's "
-               "moments) would resolve them")
+        why = (
+            f"p ≤ B_exact shown in {shown} of {m} non-vacuous cells and p > B_exact in none at its Holm level "
+            f"({errors}): the others' intervals overlap; larger pools (for p̂) or more examples (for B_exact's "
+            "moments) would resolve them"
+        )
     return word, why

@@ -161,18 +161,21 @@ class Check:
     evidence: tuple[str, ...] = ()
 
 
-DALIGN_SLOPE = Effect("slope of log d_align on log width", PAPER_WIDTH_SLOPE,
-                      interval="Student t over the per-seed OLS slopes")
+DALIGN_SLOPE = Effect(
+    "slope of log d_align on log width", PAPER_WIDTH_SLOPE, interval="Student t over the per-seed OLS slopes"
+)
 
 
 # The primary P1 cell (fixed before the p1-seeds seeds 8+ existed; docs/science.md, "Verdicts"): the paper's
 # q(x, y) = ∇_z ℓ at the stream a block appended at the top would join, summed over positions as a growth step
 # shared across positions sees it, at the end of training.
-P1_PRIMARY = ("the last checkpoint, held-out pool, the last insertion point (the residual stream entering the final "
-              "norm: where one more block at the top acts, the one point defined alike at every width and depth), "
-              "reduction sum_positions (what a growth step shared across positions sees: Σ_t q_t), the llama family "
-              "(the paper's headline numbers are LLaMA-style); other families, points, reductions and checkpoints are "
-              "secondary rows")
+P1_PRIMARY = (
+    "the last checkpoint, held-out pool, the last insertion point (the residual stream entering the final "
+    "norm: where one more block at the top acts, the one point defined alike at every width and depth), "
+    "reduction sum_positions (what a growth step shared across positions sees: Σ_t q_t), the llama family "
+    "(the paper's headline numbers are LLaMA-style); other families, points, reductions and checkpoints are "
+    "secondary rows"
+)
 P1_PRIMARY_FAMILY, P1_PRIMARY_REDUCTION = "llama", "sum_positions"
 
 
@@ -191,17 +194,25 @@ def p1_primary_cells(table: pd.DataFrame) -> pd.Series:
 
 
 # Why each claim with parts is existential or universal (docs/science.md, "Verdicts"):
-SOME_READING = ("existential: the paper leaves the gate's reading open (which gradient Adam's moments see, how the "
-                "variance is formed), so the claim is that the algorithm, read some way, does it; Holm keeps the chance "
-                "that some reading reproduces it by luck at the family's level")
-EVERY_CONTEXT = ("universal: the paper states the width trend as a law of its models (every family, context and width "
-                 "range it shows), so a rise at one context and a fall at another is not 'd_align increases with "
-                 "width'")
-EVERY_GROWTH = ("universal: the paper says grown networks match networks trained from scratch, not that some growth "
-                "step does; each growth experiment (a different base depth) must")
-READINGS = ("each PopulationRiskAdam reading (gate reading × variance source) is a part, compared with AdamW at its "
-            "own weight decay; Holm across the readings, and the claim is reproduced for the readings that reproduce "
-            "it (the paper leaves its reading open; readings that disagree are named)")
+SOME_READING = (
+    "existential: the paper leaves the gate's reading open (which gradient Adam's moments see, how the "
+    "variance is formed), so the claim is that the algorithm, read some way, does it; Holm keeps the chance "
+    "that some reading reproduces it by luck at the family's level"
+)
+EVERY_CONTEXT = (
+    "universal: the paper states the width trend as a law of its models (every family, context and width "
+    "range it shows), so a rise at one context and a fall at another is not 'd_align increases with "
+    "width'"
+)
+EVERY_GROWTH = (
+    "universal: the paper says grown networks match networks trained from scratch, not that some growth "
+    "step does; each growth experiment (a different base depth) must"
+)
+READINGS = (
+    "each PopulationRiskAdam reading (gate reading × variance source) is a part, compared with AdamW at its "
+    "own weight decay; Holm across the readings, and the claim is reproduced for the readings that reproduce "
+    "it (the paper leaves its reading open; readings that disagree are named)"
+)
 # Hand-laid records read as a table (ruff format would put each record's arguments one per line)
 # fmt: off
 CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [

@@ -59,8 +59,9 @@ class Effect:
         if self.margin is None:
             return False
         null = self.transform(self.null)
-        return null <= self.transform(self.margin) and (self.margin_low is None
-                                                         or null >= self.transform(self.margin_low))
+        return null <= self.transform(self.margin) and (
+            self.margin_low is None or null >= self.transform(self.margin_low)
+        )
 
     def expected(self) -> float | None:
         """The paper's effect on the judged scale, for the design figures: its value, else for an equivalence claim
@@ -94,14 +95,16 @@ class Effect:
     def sesoi_text(self) -> str:
         """The SESOI as a row shows it, with where it comes from."""
         if self.margin is not None:
-            return "the margin " + (f"{self.margin:.3g}" if self.margin_low is None
-                                    else f"[{self.margin_low:.3g}, {self.margin:.3g}]")
+            return "the margin " + (
+                f"{self.margin:.3g}" if self.margin_low is None else f"[{self.margin_low:.3g}, {self.margin:.3g}]"
+            )
         smallest = self.smallest()
         if smallest is None:
             return "none"
         times = "×" if self.scale == "log" else ""
-        return f"{smallest:.3g}{times}" + (f" ({self.sesoi_reason})" if self.sesoi is not None and self.sesoi_reason
-                                           else " (half the paper's effect)")
+        return f"{smallest:.3g}{times}" + (
+            f" ({self.sesoi_reason})" if self.sesoi is not None and self.sesoi_reason else " (half the paper's effect)"
+        )
 
 
 def boundaries(effect: Effect) -> list[float]:

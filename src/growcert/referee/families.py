@@ -80,12 +80,14 @@ def _none_testable(base: dict[str, Judgement], unit: str, quantifier: str) -> Fa
     return Family(dict(base), names[0], replace(base[names[0]], why=why), quantifier)
 
 
-def _holm(judge: Callable[..., dict[str, Judgement]], level: float, testable: list[str], words: tuple[str, ...]
-          ) -> dict[str, tuple[int, float, Judgement, bool]]:
+def _holm(
+    judge: Callable[..., dict[str, Judgement]], level: float, testable: list[str], words: tuple[str, ...]
+) -> dict[str, tuple[int, float, Judgement, bool]]:
     """Holm's step-down over `testable` for reaching one of `words`: per part (rank, α, its Judgement at 1 − α, whether
     the step-down still rejected at its rank)."""
-    p_values = {name: decision_p_value(lambda at, name=name: judge(at, plan=False)[name], words=words)
-                for name in testable}
+    p_values = {
+        name: decision_p_value(lambda at, name=name: judge(at, plan=False)[name], words=words) for name in testable
+    }
     ranked = sorted(testable, key=lambda name: p_values[name])
     m, rejecting, out = len(ranked), True, {}
     for rank, name in enumerate(ranked):
@@ -110,9 +112,11 @@ def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: 
     m = len(testable)
     for name, (rank, alpha, judged, rejecting) in ranks.items():
         if not rejecting and judged.verdict in DECIDED:  # decided at its level, but Holm stopped at an earlier rank
-            judged = replace(judged, verdict=UNRESOLVED,
-                             why=judged.why + f"; Holm's step-down stopped before rank {rank + 1} of {m}, so it stays "
-                                              "unresolved")
+            judged = replace(
+                judged,
+                verdict=UNRESOLVED,
+                why=judged.why + f"; Holm's step-down stopped before rank {rank + 1} of {m}, so it stays unresolved",
+            )
         readings[name] = replace(judged, why=f"Holm rank {rank + 1} of {m}, at {percent(1 - alpha)}: {judged.why}")
     ranked = sorted(testable, key=lambda name: ranks[name][0])
     words = {name: readings[name].verdict for name in testable}
@@ -121,10 +125,16 @@ def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: 
     header = f"existential claim, Holm over {m} testable {unit} of {len(names)} at {percent(level)}"
     if reproduced:
         deciding, word = reproduced[0], REPRODUCED
-        why = (f"{header}: reproduced by {', '.join(reproduced)}"
-               + (f"; {unit} disagree: contradicted by {', '.join(contradicted)} (the paper leaves its reading open, "
-                  "so the claim holds for the readings that reproduce it)" if contradicted else "")
-               + f". {deciding}: {readings[deciding].why}")
+        why = (
+            f"{header}: reproduced by {', '.join(reproduced)}"
+            + (
+                f"; {unit} disagree: contradicted by {', '.join(contradicted)} (the paper leaves its reading open, "
+                "so the claim holds for the readings that reproduce it)"
+                if contradicted
+                else ""
+            )
+            + f". {deciding}: {readings[deciding].why}"
+        )
     elif len(contradicted) == len(names):
         deciding = max(testable, key=lambda name: _oriented(readings[name]))
         word, why = CONTRADICTED, f"{header}: every one is contradicted; closest, {deciding}: {readings[deciding].why}"
@@ -134,10 +144,15 @@ def holm_family(judge: Callable[..., dict[str, Judgement]], level: float, unit: 
         deciding = open_[0] if open_ else max(testable, key=lambda name: _oriented(readings[name]))
         word = UNRESOLVED
         # an untested part could still hold, so a claim about some part is not contradicted while one is untested
-        why = (f"{header}: none reproduced, {len(open_)} unresolved"
-               + (f", {len(untested)} not tested ({', '.join(untested)}: any of them could still hold)"
-                  if untested else "")
-               + f"; {'first' if open_ else 'closest'}, {deciding}: {readings[deciding].why}")
+        why = (
+            f"{header}: none reproduced, {len(open_)} unresolved"
+            + (
+                f", {len(untested)} not tested ({', '.join(untested)}: any of them could still hold)"
+                if untested
+                else ""
+            )
+            + f"; {'first' if open_ else 'closest'}, {deciding}: {readings[deciding].why}"
+        )
     return Family(readings, deciding, replace(readings[deciding], verdict=word, why=why), EXISTENTIAL)
 
 
@@ -155,23 +170,33 @@ def every_part(judge: Callable[..., dict[str, Judgement]], level: float, unit: s
     m = len(testable)
     for name in testable:
         if base[name].verdict == REPRODUCED:
-            readings[name] = replace(base[name], why=f"at {percent(level)} (intersection-union: no correction): "
-                                                     f"{base[name].why}")
+            readings[name] = replace(
+                base[name], why=f"at {percent(level)} (intersection-union: no correction): {base[name].why}"
+            )
             continue
         rank, alpha, judged, rejecting = ranks[name]
         if judged.verdict == CONTRADICTED and rejecting:
-            readings[name] = replace(judged, why=f"Holm rank {rank + 1} of {m} for a contradiction, at "
-                                                 f"{percent(1 - alpha)}: {judged.why}")
+            readings[name] = replace(
+                judged, why=f"Holm rank {rank + 1} of {m} for a contradiction, at {percent(1 - alpha)}: {judged.why}"
+            )
         else:
-            readings[name] = replace(base[name], verdict=UNRESOLVED if base[name].verdict in DECIDED
-                                     else base[name].verdict,
-                                     why=base[name].why + (f"; contradicted at {percent(level)} but not at its Holm "
-                                                           f"level {percent(1 - alpha)} (rank {rank + 1} of {m}), so it "
-                                                           "stays unresolved" if base[name].verdict == CONTRADICTED
-                                                           else ""))
+            readings[name] = replace(
+                base[name],
+                verdict=UNRESOLVED if base[name].verdict in DECIDED else base[name].verdict,
+                why=base[name].why
+                + (
+                    f"; contradicted at {percent(level)} but not at its Holm "
+                    f"level {percent(1 - alpha)} (rank {rank + 1} of {m}), so it "
+                    "stays unresolved"
+                    if base[name].verdict == CONTRADICTED
+                    else ""
+                ),
+            )
     words = {name: readings[name].verdict for name in names}
-    header = (f"universal claim over {len(names)} {unit} ({m} testable) at {percent(level)}: reproduced only where "
-              "every one is (intersection-union), contradicted where any one is at its Holm level")
+    header = (
+        f"universal claim over {len(names)} {unit} ({m} testable) at {percent(level)}: reproduced only where "
+        "every one is (intersection-union), contradicted where any one is at its Holm level"
+    )
     contradicted = sorted((name for name in testable if words[name] == CONTRADICTED), key=lambda name: ranks[name][0])
     if contradicted:
         deciding, word = contradicted[0], CONTRADICTED
@@ -183,8 +208,10 @@ def every_part(judge: Callable[..., dict[str, Judgement]], level: float, unit: s
         short = [name for name in names if words[name] != REPRODUCED]
         deciding = next((name for name in short if words[name] == UNRESOLVED), short[0])
         word = UNRESOLVED
-        why = (f"{header}: {len(short)} of {len(names)} not reproduced ({', '.join(f'{n}: {words[n]}' for n in short)}); "
-               f"first, {deciding}: {readings[deciding].why}")
+        why = (
+            f"{header}: {len(short)} of {len(names)} not reproduced ({', '.join(f'{n}: {words[n]}' for n in short)}); "
+            f"first, {deciding}: {readings[deciding].why}"
+        )
     return Family(readings, deciding, replace(readings[deciding], verdict=word, why=why), UNIVERSAL)
 
 

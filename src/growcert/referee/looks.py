@@ -53,8 +53,11 @@ def earlier_looks(key: str, seeds: int, run: str | None) -> list[Look]:
     if run is None:
         return []
     runs = (run, *SEEDS_FROM.get(run, ()))
-    return [look for look in CLAIMS[key].looks
-            if look.run in runs and (look.seeds < seeds or (look.seeds == seeds and look.form))]
+    return [
+        look
+        for look in CLAIMS[key].looks
+        if look.run in runs and (look.seeds < seeds or (look.seeds == seeds and look.form))
+    ]
 
 
 def look_level(key: str, seeds: int, run: str | None, level: float) -> LookLevel:
@@ -74,13 +77,19 @@ def look_level(key: str, seeds: int, run: str | None, level: float) -> LookLevel
     nominal = 1 - boundary.nominal[-1]
     look = len(earlier) + 1
     name = ORDINALS[look - 1] if look <= len(ORDINALS) else f"look {look}"
-    history = "; ".join(f"{look.date}, {look.seeds} seeds, {look.run} {look.commit}"
-                        + (f" (first form: {look.form})" if look.form else "") + f": {look.word}" for look in earlier)
+    history = "; ".join(
+        f"{look.date}, {look.seeds} seeds, {look.run} {look.commit}"
+        + (f" (first form: {look.form})" if look.form else "")
+        + f": {look.word}"
+        for look in earlier
+    )
     shared = [f"{count} analyses at {t:.3g}" for t, count in zip(fractions, analyses) if count > 1]
     split = f"; {', '.join(shared)}, which split that fraction's share" if shared else ""
-    note = (f"{name.capitalize()} look: {NAMES[SPENDING]} boundary (Lan–DeMets spending, information fractions "
-            f"{', '.join(f'{t:.3g}' for t in fractions)}: seeds at each look / {seeds}{split}), nominal level "
-            f"{percent(nominal)} for an overall {percent(level)}; earlier looks: {history}")
+    note = (
+        f"{name.capitalize()} look: {NAMES[SPENDING]} boundary (Lan–DeMets spending, information fractions "
+        f"{', '.join(f'{t:.3g}' for t in fractions)}: seeds at each look / {seeds}{split}), nominal level "
+        f"{percent(nominal)} for an overall {percent(level)}; earlier looks: {history}"
+    )
     return LookLevel(nominal, look, fractions, note, analyses)
 
 
@@ -104,5 +113,9 @@ def as_first_form(row: dict[str, Any], key: str, part: str | None = None) -> dic
     decides the claim), its claim text scoped by `part` (a family/dataset, a context) and `first_form_scope`."""
     scope = (f"{part}, " if part else "") + first_form_scope(key)
     form = CLAIMS[key].first_form
-    return {**row, "role": "secondary", "claim": f"{CLAIMS[key].text} ({scope})",
-            "note": f"{row['note']} First form: {form.text} (commit {form.commit})."}
+    return {
+        **row,
+        "role": "secondary",
+        "claim": f"{CLAIMS[key].text} ({scope})",
+        "note": f"{row['note']} First form: {form.text} (commit {form.commit}).",
+    }

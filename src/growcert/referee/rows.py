@@ -24,9 +24,28 @@ from growcert.referee.claims import CHECKS, CLAIMS
 from growcert.referee.effect import Effect, equivalence_region
 from growcert.referee.verdicts import Judgement
 
-ROW_COLUMNS = ["claim_id", "paper", "claim", "role", "paper_value", "effect", "paper_effect", "sesoi", "estimate", "low",
-               "high", "level", "seeds", "verdict", "direction", "seeds_to_reproduce", "seeds_to_contradict", "why",
-               "this_run", "note"]
+ROW_COLUMNS = [
+    "claim_id",
+    "paper",
+    "claim",
+    "role",
+    "paper_value",
+    "effect",
+    "paper_effect",
+    "sesoi",
+    "estimate",
+    "low",
+    "high",
+    "level",
+    "seeds",
+    "verdict",
+    "direction",
+    "seeds_to_reproduce",
+    "seeds_to_contradict",
+    "why",
+    "this_run",
+    "note",
+]
 DESIGN_COLUMNS = ["seeds_to_reproduce", "seeds_to_contradict"]  # text: "12", "> 10,000" or empty
 DESIGN_DTYPES = {column: str for column in DESIGN_COLUMNS}  # read them as text, never as floats ("242.0")
 ROLES = ("primary", "part", "secondary")
@@ -37,8 +56,15 @@ def _number(value: float) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def claim_row(key: str, judgement: Judgement, this_run: str, note: str, scope: str | None = None,
-              role: str = "primary", effect: Effect | None = None) -> dict[str, Any]:
+def claim_row(
+    key: str,
+    judgement: Judgement,
+    this_run: str,
+    note: str,
+    scope: str | None = None,
+    role: str = "primary",
+    effect: Effect | None = None,
+) -> dict[str, Any]:
     """A row of results/claims/*.csv for registered claim `key` (KeyError for an unregistered one); `role` says
     whether it decides the claim (primary), is a part of the primary analysis (a reading, a context) or secondary;
     `effect` replaces the registry's where a secondary variant measures another (its name is shown)."""
@@ -46,16 +72,35 @@ def claim_row(key: str, judgement: Judgement, this_run: str, note: str, scope: s
         raise ValueError(f"claim row role {role!r}: one of {', '.join(ROLES)}")
     claim = CLAIMS[key]
     effect = effect or claim.effect
-    paper_effect = (equivalence_region(effect) if effect.margin is not None else
-                    f"{effect.paper:.3g}" if effect.paper is not None else
-                    ("> " if effect.direction > 0 else "< ") + f"{effect.null:g}")
-    return {"claim_id": key, "paper": claim.paper, "claim": claim.text + (f" ({scope})" if scope else ""),
-            "role": role, "paper_value": claim.paper_value, "effect": effect.name, "paper_effect": paper_effect,
-            "sesoi": effect.sesoi_text(), "estimate": _number(judgement.estimate), "low": _number(judgement.low),
-            "high": _number(judgement.high), "level": judgement.level, "seeds": judgement.seeds,
-            "verdict": judgement.verdict, "direction": judgement.direction,
-            "seeds_to_reproduce": judgement.seeds_to_reproduce,
-            "seeds_to_contradict": judgement.seeds_to_contradict, "why": judgement.why, "this_run": this_run, "note": note}
+    paper_effect = (
+        equivalence_region(effect)
+        if effect.margin is not None
+        else f"{effect.paper:.3g}"
+        if effect.paper is not None
+        else ("> " if effect.direction > 0 else "< ") + f"{effect.null:g}"
+    )
+    return {
+        "claim_id": key,
+        "paper": claim.paper,
+        "claim": claim.text + (f" ({scope})" if scope else ""),
+        "role": role,
+        "paper_value": claim.paper_value,
+        "effect": effect.name,
+        "paper_effect": paper_effect,
+        "sesoi": effect.sesoi_text(),
+        "estimate": _number(judgement.estimate),
+        "low": _number(judgement.low),
+        "high": _number(judgement.high),
+        "level": judgement.level,
+        "seeds": judgement.seeds,
+        "verdict": judgement.verdict,
+        "direction": judgement.direction,
+        "seeds_to_reproduce": judgement.seeds_to_reproduce,
+        "seeds_to_contradict": judgement.seeds_to_contradict,
+        "why": judgement.why,
+        "this_run": this_run,
+        "note": note,
+    }
 
 
 def design_figure(value) -> str:
@@ -73,8 +118,15 @@ def design_figure(value) -> str:
 def check_row(key: str, passed: bool, this_run: str, note: str, scope: str | None = None) -> dict[str, Any]:
     """A row of results/checks/*.csv for registered check `key`."""
     check = CHECKS[key]
-    return {"check_id": key, "paper": check.paper, "check": check.text + (f" ({scope})" if scope else ""),
-            "expected": check.expected, "passed": bool(passed), "this_run": this_run, "note": note}
+    return {
+        "check_id": key,
+        "paper": check.paper,
+        "check": check.text + (f" ({scope})" if scope else ""),
+        "expected": check.expected,
+        "passed": bool(passed),
+        "this_run": this_run,
+        "note": note,
+    }
 
 
 def write_rows(rows: list[dict[str, Any]], claims: str | Path | None = None, checks: str | Path | None = None) -> None:

@@ -70,7 +70,12 @@ from growcert.stats.seeds import (
     t_quantile,
 )
 
-REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = "reproduced", "contradicted", "unresolved", "not tested at this scale"
+REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED = (
+    "reproduced",
+    "contradicted",
+    "unresolved",
+    "not tested at this scale",
+)
 WORDS = (REPRODUCED, CONTRADICTED, UNRESOLVED, NOT_TESTED)
 DECIDED = (REPRODUCED, CONTRADICTED)
 AS_PAPER, AGAINST_PAPER, NEITHER = "as the paper's", "against the paper's", "neither"
@@ -104,15 +109,19 @@ class Design:
     def sentence(self) -> str:
         """The two figures in words, for a row's why."""
         parts = []
-        for figure, what in ((self.reproduce, "reproduce it if the effect is the paper's"),
-                             (self.contradict, "contradict it if the effect is nil")):
+        for figure, what in (
+            (self.reproduce, "reproduce it if the effect is the paper's"),
+            (self.contradict, "contradict it if the effect is nil"),
+        ):
             if figure is not None:
                 count, more = figure
                 parts.append(f"{'more than ' if more else ''}{count:,} seeds would {what}")
         if not parts:
             return ""
-        return (f"design ({percent(POWER)} power at the between-seed spread's upper {percent(SPREAD_CONFIDENCE)} "
-                f"limit, {self.spread:.3g}): " + ", ".join(parts) + (f" ({self.caveat})" if self.caveat else ""))
+        return (
+            f"design ({percent(POWER)} power at the between-seed spread's upper {percent(SPREAD_CONFIDENCE)} "
+            f"limit, {self.spread:.3g}): " + ", ".join(parts) + (f" ({self.caveat})" if self.caveat else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -176,22 +185,24 @@ def word_of(effect: Effect, low: float, high: float) -> str:
         return REPRODUCED if floor <= lo and hi <= top else CONTRADICTED if lo > top or hi < floor else UNRESOLVED
     smallest = effect.smallest()
     if smallest is None:
-        raise ValueError(f"effect {effect.name!r} has neither a paper value nor a SESOI: a direction-only claim "
-                         "states its SESOI in the claims registry")
+        raise ValueError(
+            f"effect {effect.name!r} has neither a paper value nor a SESOI: a direction-only claim "
+            "states its SESOI in the claims registry"
+        )
     side, null = effect.side(), effect.transform(effect.null)
     threshold = side * (effect.transform(smallest) - null)
     near, far = sorted((side * (lo - null), side * (hi - null)))
     return REPRODUCED if near >= threshold else CONTRADICTED if far < threshold else UNRESOLVED
 
 
-def judge_interval(effect: Effect, estimate: float, low: float, high: float, level: float, seeds: int,
-                   design: Design | None = None) -> Judgement:
+def judge_interval(
+    effect: Effect, estimate: float, low: float, high: float, level: float, seeds: int, design: Design | None = None
+) -> Judgement:
     """The Judgement for an interval given on the effect's own scale, with the claim's design figures."""
     if seeds < 2:
         return not_tested(f"{seeds} seed(s): an interval over seeds needs at least 2", seeds, level, estimate)
     if math.isnan(low) or math.isnan(high):
-        return not_tested("no interval could be formed (an undetermined estimate in some seed)", seeds, level,
-                          estimate)
+        return not_tested("no interval could be formed (an undetermined estimate in some seed)", seeds, level, estimate)
     word = word_of(effect, low, high)
     judgement = Judgement(estimate, low, high, level, seeds, word, "", design, direction_of(effect, low, high))
     return replace(judgement, why=explain(effect, judgement))
@@ -199,26 +210,39 @@ def judge_interval(effect: Effect, estimate: float, low: float, high: float, lev
 
 def explain(effect: Effect, judgement: Judgement) -> str:
     """The reason for a decided or unresolved word, in one sentence."""
-    interval = (f"{percent(judgement.level)} interval ({effect.interval}, {judgement.seeds} seeds) "
-                f"[{_shown(effect, judgement.low)}, {_shown(effect, judgement.high)}]")
+    interval = (
+        f"{percent(judgement.level)} interval ({effect.interval}, {judgement.seeds} seeds) "
+        f"[{_shown(effect, judgement.low)}, {_shown(effect, judgement.high)}]"
+    )
     sesoi = effect.sesoi_text()
     if judgement.verdict == REPRODUCED:
         if effect.margin is not None:
-            return (f"the {interval} stays within the margin {effect.margin:.3g}" if effect.margin_low is None
-                    else f"the {interval} lies {equivalence_region(effect)}")
-        return (f"the {interval} has its near end at or beyond the SESOI {sesoi}: the effect is at least the size "
-                "that matters")
+            return (
+                f"the {interval} stays within the margin {effect.margin:.3g}"
+                if effect.margin_low is None
+                else f"the {interval} lies {equivalence_region(effect)}"
+            )
+        return (
+            f"the {interval} has its near end at or beyond the SESOI {sesoi}: the effect is at least the size "
+            "that matters"
+        )
     if judgement.verdict == CONTRADICTED:
         if effect.margin is not None:
-            return (f"the {interval} lies wholly above the margin {effect.margin:.3g}" if effect.margin_low is None
-                    else f"the {interval} lies wholly outside {equivalence_region(effect)}")
-        return (f"the {interval} falls short of the SESOI {sesoi}: an effect of the size that matters is excluded"
-                + ("; it excludes the null on the paper's side, so the effect is smaller than claimed"
-                   if judgement.direction == AS_PAPER else ""))
+            return (
+                f"the {interval} lies wholly above the margin {effect.margin:.3g}"
+                if effect.margin_low is None
+                else f"the {interval} lies wholly outside {equivalence_region(effect)}"
+            )
+        return f"the {interval} falls short of the SESOI {sesoi}: an effect of the size that matters is excluded" + (
+            "; it excludes the null on the paper's side, so the effect is smaller than claimed"
+            if judgement.direction == AS_PAPER
+            else ""
+        )
     straddles = "an end of " + sesoi if effect.margin is not None else "the SESOI " + sesoi
     design = judgement.design.sentence() if judgement.design else ""
-    return f"the {interval} straddles {straddles}" + (f"; {design}" if design
-                                                      else "; the spread over seeds is unknown, so is the design")
+    return f"the {interval} straddles {straddles}" + (
+        f"; {design}" if design else "; the spread over seeds is unknown, so is the design"
+    )
 
 
 def _shown(effect: Effect, value: float) -> str:
@@ -248,8 +272,11 @@ def design_of(effect: Effect, spread: float, seeds: int, level: float, caveat: s
     reproduce = contradict = None
     if effect.margin is not None and len(edges) == 2:
         if expected is not None:
-            reproduce = (seeds_for_power(lambda n: _region_power(edges, expected, sd, n, level), 2, MAX_SCANNED_SEEDS)
-                         if not median else None)
+            reproduce = (
+                seeds_for_power(lambda n: _region_power(edges, expected, sd, n, level), 2, MAX_SCANNED_SEEDS)
+                if not median
+                else None
+            )
         if not effect.null_in_region():
             contradict = seeds_beyond(null, min(edges, key=lambda edge: abs(edge - null)))
     elif effect.margin is not None:
@@ -279,13 +306,15 @@ def judge_samples(effect: Effect, samples: Sequence[float], level: float, plan: 
     """One value of the effect per seed (a width slope, a paired difference, a log ratio's exponent): the t
     interval on the judged scale; `plan` False skips the design figures."""
     if effect.estimand != "mean":
-        raise ValueError(f"effect {effect.name!r}: judge_samples forms a t interval for a mean, not a "
-                         f"{effect.estimand}")
+        raise ValueError(
+            f"effect {effect.name!r}: judge_samples forms a t interval for a mean, not a {effect.estimand}"
+        )
     values = np.asarray([effect.transform(float(value)) for value in samples], float)
     finite = values[np.isfinite(values)]
     if len(finite) < len(values):
-        return not_tested(f"{len(values) - len(finite)} of {len(values)} seeds have no determined value",
-                          len(values), level)
+        return not_tested(
+            f"{len(values) - len(finite)} of {len(values)} seeds have no determined value", len(values), level
+        )
     mean, se, lo, hi = t_interval(finite, level)
     spread = se * math.sqrt(len(finite)) if math.isfinite(se) else math.nan
     design = design_of(effect, spread, len(finite), level) if plan else None
@@ -303,9 +332,18 @@ def judge_slopes(effect: Effect, trend, level: float, plan: bool = True) -> list
     return judged
 
 
-def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[float], level: float, cap: int,
-                eval_every: int, baseline_name: str = "the baseline", plan: bool = True,
-                variant_cap: Sequence[float] | None = None, paired_with: str | None = None) -> Judgement:
+def judge_steps(
+    effect: Effect,
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    level: float,
+    cap: int,
+    eval_every: int,
+    baseline_name: str = "the baseline",
+    plan: bool = True,
+    variant_cap: Sequence[float] | None = None,
+    paired_with: str | None = None,
+) -> Judgement:
     """Steps to a target, paired by seed, the effect being baseline steps / variant steps (a speed-up), judged as
     interval-censored bounds (`step_bounds`) for the effect's registered estimand (`bounds_interval`: the mean or the
     median of the per-seed log ratios). NaN, None or inf steps are censored: the run did not reach the target by
@@ -318,38 +356,68 @@ def judge_steps(effect: Effect, baseline: Sequence[float], variant: Sequence[flo
     seeds = len(bounds.point)
     neither = int(np.isnan(bounds.point).sum())  # both runs censored: the ratio lies in (0, ∞)
     if seeds < 2 or neither == seeds:
-        return not_tested(f"{seeds - neither} seed(s) where either run reached the target by the {cap:,}-step cap, "
-                          f"of {seeds}: an interval needs 2 seeds and one such seed", seeds, level)
+        return not_tested(
+            f"{seeds - neither} seed(s) where either run reached the target by the {cap:,}-step cap, "
+            f"of {seeds}: an interval needs 2 seeds and one such seed",
+            seeds,
+            level,
+        )
     estimate, low, high = bounds_interval(bounds.lower, bounds.upper, bounds.point, level, effect.estimand)
     b_censored = sum(v is None or not math.isfinite(float(v)) for v in baseline)
     v_censored = sum(v is None or not math.isfinite(float(v)) for v in variant)
-    form_text = ("Student t over per-seed log ratios, the lower end from each seed's lower bound and the upper end "
-                 "from its upper bound (infinite where a seed's bound is)" if effect.estimand == "mean" else
-                 "order-statistic interval for the median of per-seed ratio bounds")
-    stated = replace(effect, interval=f"{form_text}; steps known to {eval_every:,}; censored: {b_censored} of {seeds} "
-                                      f"{baseline_name} runs and {v_censored} of {seeds} variant runs at the {cap:,}-step "
-                                      "cap" + (f" (variant runs at their seed's {paired_with or baseline_name} step: paired caps)"
-                                               if variant_cap is not None else "") + (f"; {neither} seed(s) where both were censored kept, as (0, ∞)"
-                                               if neither else ""))
+    form_text = (
+        "Student t over per-seed log ratios, the lower end from each seed's lower bound and the upper end "
+        "from its upper bound (infinite where a seed's bound is)"
+        if effect.estimand == "mean"
+        else "order-statistic interval for the median of per-seed ratio bounds"
+    )
+    stated = replace(
+        effect,
+        interval=f"{form_text}; steps known to {eval_every:,}; censored: {b_censored} of {seeds} "
+        f"{baseline_name} runs and {v_censored} of {seeds} variant runs at the {cap:,}-step "
+        "cap"
+        + (
+            f" (variant runs at their seed's {paired_with or baseline_name} step: paired caps)"
+            if variant_cap is not None
+            else ""
+        )
+        + (f"; {neither} seed(s) where both were censored kept, as (0, ∞)" if neither else ""),
+    )
     design = None
     if plan:
         measured = bounds.point[np.isfinite(bounds.point)]
         spread = float(measured.std(ddof=1)) if len(measured) >= 2 else math.nan
         left_out = seeds - len(measured)
-        design = design_of(effect, spread, len(measured), level,
-                           f"the spread from the {len(measured)} seeds where both runs reached the target, so at least "
-                           "these" if left_out else "")
+        design = design_of(
+            effect,
+            spread,
+            len(measured),
+            level,
+            f"the spread from the {len(measured)} seeds where both runs reached the target, so at least these"
+            if left_out
+            else "",
+        )
     with np.errstate(over="ignore"):
         values = [float(np.exp(float(value))) for value in (estimate, low, high)]
     judgement = judge_interval(stated, *values, level, seeds, design)
     if effect.estimand == "median" and judgement.verdict == UNRESOLVED and seeds < median_interval_seeds(level):
-        judgement = replace(judgement, why=judgement.why + f"; this interval has no finite end at {percent(level)} "
-                                                           f"below {median_interval_seeds(level)} seeds, whatever their values")
+        judgement = replace(
+            judgement,
+            why=judgement.why + f"; this interval has no finite end at {percent(level)} "
+            f"below {median_interval_seeds(level)} seeds, whatever their values",
+        )
     return judgement
 
 
-def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequence[float], level: float,
-                 effect: Effect, fraction: float, plan: bool = True) -> Judgement:
+def judge_growth(
+    control: Sequence[float],
+    grown: Sequence[float],
+    scratch: Sequence[float],
+    level: float,
+    effect: Effect,
+    fraction: float,
+    plan: bool = True,
+) -> Judgement:
     """P3's grown-vs-scratch claim with its no-growth control (final held-out losses paired by seed): reproduced
     only when the grown model beats the control (the shallow model trained for the same total steps) beyond
     noise, gain = (control − grown)/scratch with its interval above 0, and is within a margin of scratch that is
@@ -369,8 +437,9 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     control, grown, scratch = (np.asarray(values, float) for values in (control, grown, scratch))
     seeds = len(scratch)
     if seeds < 2:
-        return not_tested(f"{seeds} seed(s) with the control, the grown and the scratch model: an interval needs 2",
-                          seeds, level)
+        return not_tested(
+            f"{seeds} seed(s) with the control, the grown and the scratch model: an interval needs 2", seeds, level
+        )
     gain = (control - grown) / scratch
     excess = (grown - scratch - fraction * (control - scratch)) / scratch
     gain_mean, gain_se, gain_low, gain_high = t_interval(gain, level)
@@ -378,24 +447,36 @@ def judge_growth(control: Sequence[float], grown: Sequence[float], scratch: Sequ
     if not all(math.isfinite(v) for v in (gain_low, gain_high, low, high)):
         return not_tested("no interval could be formed (an undetermined loss in some seed)", seeds, level, mean)
     beats, within = gain_low > 0, high <= 0
-    word = (REPRODUCED if beats and within else CONTRADICTED if gain_high <= 0 or low > 0 else UNRESOLVED)
+    word = REPRODUCED if beats and within else CONTRADICTED if gain_high <= 0 or low > 0 else UNRESOLVED
     design = None
     gap = gap_lower_limit((control - scratch) / scratch)
     if plan and gap > 0:
         gain_sd, excess_sd = (spread_upper(value_se * math.sqrt(seeds), seeds) for value_se in (gain_se, se))
-        reproduce = seeds_for_power(lambda n: t_power(gap, gain_sd, 0.0, n, level)
-                                    * t_power(-fraction * gap, excess_sd, 0.0, n, level), 2)
+        reproduce = seeds_for_power(
+            lambda n: t_power(gap, gain_sd, 0.0, n, level) * t_power(-fraction * gap, excess_sd, 0.0, n, level), 2
+        )
         contradict = seeds_for_power(lambda n: t_power((1 - fraction) * gap, excess_sd, 0.0, n, level), 2)
-        design = Design(reproduce, contradict, excess_sd, f"at the control-to-scratch gap's lower "
-                                                          f"{percent(SPREAD_CONFIDENCE)} limit {gap:+.2%}")
+        design = Design(
+            reproduce,
+            contradict,
+            excess_sd,
+            f"at the control-to-scratch gap's lower {percent(SPREAD_CONFIDENCE)} limit {gap:+.2%}",
+        )
     judgement = Judgement(mean, low, high, level, seeds, word, "", design, direction_of(effect, low, high))
-    gain_text = (f"the grown model {'beats' if beats else 'does not beat' if gain_high <= 0 else 'is not shown to beat'} "
-                 f"the no-growth control (gain {gain_mean:+.2%} [{gain_low:+.2%}, {gain_high:+.2%}] of scratch's loss)")
-    within_text = (f"it {'closes' if within else 'misses' if low > 0 else 'is not shown to close'} at least "
-                   f"{1 - fraction:.0%} of the control-to-scratch gap (excess {mean:+.2%} [{low:+.2%}, {high:+.2%}])")
+    gain_text = (
+        f"the grown model {'beats' if beats else 'does not beat' if gain_high <= 0 else 'is not shown to beat'} "
+        f"the no-growth control (gain {gain_mean:+.2%} [{gain_low:+.2%}, {gain_high:+.2%}] of scratch's loss)"
+    )
+    within_text = (
+        f"it {'closes' if within else 'misses' if low > 0 else 'is not shown to close'} at least "
+        f"{1 - fraction:.0%} of the control-to-scratch gap (excess {mean:+.2%} [{low:+.2%}, {high:+.2%}])"
+    )
     tail = design.sentence() if word == UNRESOLVED and design else ""
-    return replace(judgement, why=f"{percent(level)} Student t intervals over {seeds} seeds: {gain_text}; {within_text}"
-                                  + (f"; {tail}" if tail else ""))
+    return replace(
+        judgement,
+        why=f"{percent(level)} Student t intervals over {seeds} seeds: {gain_text}; {within_text}"
+        + (f"; {tail}" if tail else ""),
+    )
 
 
 def gap_lower_limit(gaps: np.ndarray, confidence: float = SPREAD_CONFIDENCE) -> float:

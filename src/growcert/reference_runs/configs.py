@@ -22,8 +22,9 @@ BASE_CONFIG = "config.yaml"  # the Snakefile's configfile, relative to the repos
 
 def _merge(into: dict, other: dict) -> dict:
     for key, value in other.items():
-        into[key] = _merge(into.get(key, {}), value) if isinstance(value, dict) and isinstance(into.get(key), dict) \
-            else value
+        into[key] = (
+            _merge(into.get(key, {}), value) if isinstance(value, dict) and isinstance(into.get(key), dict) else value
+        )
     return into
 
 
@@ -39,5 +40,6 @@ def store_tables(results: Path, config: dict[str, Any], kind: str) -> list[str]:
     """The `kind` table (alignment or misalignment: growcert.pipeline.artifacts.ALIGNMENT, MISALIGNMENT) of the last
     checkpoint of every run `config` trains, as paths under `results`."""
     table = {"alignment": artifacts.ALIGNMENT, "misalignment": artifacts.MISALIGNMENT}[kind]
-    return [table.path(str(results), step=run_steps(config, run)[-1], **run_wildcards(run))
-            for run in training_runs(config)]
+    return [
+        table.path(str(results), step=run_steps(config, run)[-1], **run_wildcards(run)) for run in training_runs(config)
+    ]

@@ -28,24 +28,35 @@ def benchmark_jobs(benchmarks: Path) -> pd.DataFrame:
     rows = []
     for tsv in sorted(benchmarks.rglob("*.tsv")):
         frame = pd.read_csv(tsv, sep="\t")
-        rows.append({"rule": tsv.relative_to(benchmarks).parts[0].removesuffix(".tsv"),
-                     "wall_s": float(frame["s"].iloc[-1]), "cpu_s": float(frame["cpu_time"].iloc[-1])})
+        rows.append(
+            {
+                "rule": tsv.relative_to(benchmarks).parts[0].removesuffix(".tsv"),
+                "wall_s": float(frame["s"].iloc[-1]),
+                "cpu_s": float(frame["cpu_time"].iloc[-1]),
+            }
+        )
     return pd.DataFrame(rows, columns=["rule", "wall_s", "cpu_s"])
 
 
 def disk_samples(folder: Path) -> list[tuple[int, int]]:
     """The (unix time, bytes) samples of `folder`'s disk log; none when it has no log."""
     log = folder / DISK_LOG
-    return [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()] \
-        if log.is_file() else []
+    return (
+        [tuple(map(int, line.split())) for line in log.read_text().splitlines() if line.strip()]
+        if log.is_file()
+        else []
+    )
 
 
 def trained_at(results: Path) -> list[dict[str, Any]]:
     """How many of the run's models each (commit, code hash) trained, from the models' own provenance."""
-    records = [json.loads(path.read_text()).get("provenance", {})
-               for path in MODELS.path(results).rglob(RUN_METRICS.name)]
-    counts = pd.DataFrame([{"commit": r.get("git_commit"), "code_hash": r.get("code_hash")} for r in records],
-                          columns=["commit", "code_hash"]).value_counts(dropna=False)
+    records = [
+        json.loads(path.read_text()).get("provenance", {}) for path in MODELS.path(results).rglob(RUN_METRICS.name)
+    ]
+    counts = pd.DataFrame(
+        [{"commit": r.get("git_commit"), "code_hash": r.get("code_hash")} for r in records],
+        columns=["commit", "code_hash"],
+    ).value_counts(dropna=False)
     return [{"commit": commit, "code_hash": code, "runs": int(n)} for (commit, code), n in counts.items()]
 
 
@@ -55,10 +66,14 @@ def run_cost(results: Path, benchmarks: Path | None = None) -> dict[str, Any]:
     jobs = benchmark_jobs(benchmarks if benchmarks is not None else results / "benchmarks")
     per_rule = jobs.groupby("rule").agg(jobs=("wall_s", "size"), wall_s=("wall_s", "sum"), cpu_s=("cpu_s", "sum"))
     samples = disk_samples(results)
-    return {"jobs": int(len(jobs)), "cpu_hours": round(float(jobs["cpu_s"].sum()) / 3600, 2),
-            "job_wall_hours": round(float(jobs["wall_s"].sum()) / 3600, 2),
-            "peak_disk_gb": round(max(size for _, size in samples) / 1e9, 2) if samples else None,
-            "disk_samples": len(samples),
-            "disk_from": utc(samples[0][0]) if samples else None, "disk_to": utc(samples[-1][0]) if samples else None,
-            "trained_at": trained_at(results),
-            "per_rule": per_rule.round(1).reset_index().to_dict(orient="records")}
+    return {
+        "jobs": int(len(jobs)),
+        "cpu_hours": round(float(jobs["cpu_s"].sum()) / 3600, 2),
+        "job_wall_hours": round(float(jobs["wall_s"].sum()) / 3600, 2),
+        "peak_disk_gb": round(max(size for _, size in samples) / 1e9, 2) if samples else None,
+        "disk_samples": len(samples),
+        "disk_from": utc(samples[0][0]) if samples else None,
+        "disk_to": utc(samples[-1][0]) if samples else None,
+        "trained_at": trained_at(results),
+        "per_rule": per_rule.round(1).reset_index().to_dict(orient="records"),
+    }

@@ -53,8 +53,10 @@ def require(results: Path, sources: list[Path]) -> None:
     """ConfigError naming the first of `sources` (paths in `results`) that the run has not written."""
     missing = [source.relative_to(results) for source in sources if not source.is_file()]
     if missing:
-        raise ConfigError(f"results folder {results}: the run has not finished ({missing[0]} is missing); resume it "
-                          "with the same snakemake command")
+        raise ConfigError(
+            f"results folder {results}: the run has not finished ({missing[0]} is missing); resume it "
+            "with the same snakemake command"
+        )
 
 
 def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any], misalignment: bool = False) -> None:
@@ -112,20 +114,29 @@ def unit_plan(config: dict[str, Any]) -> dict[str, Any]:
     first of adamw.weight_decays) and cap (steps)."""
     settings = dict(stage_settings("grokking", config["grokking"]))
     decay = float(settings["adamw"]["weight_decays"][0])
-    return {"reference": {"weight_decay": decay, "cap": int(settings["steps"]), "settings": settings,
-                          "baseline": baseline_name(decay)}}
+    return {
+        "reference": {
+            "weight_decay": decay,
+            "cap": int(settings["steps"]),
+            "settings": settings,
+            "baseline": baseline_name(decay),
+        }
+    }
 
 
-def snakemake_targets(run: ReferenceRun, results: Path, config_file: str | None = None,
-                      misalignment: bool = False) -> list[str]:
+def snakemake_targets(
+    run: ReferenceRun, results: Path, config_file: str | None = None, misalignment: bool = False
+) -> list[str]:
     """What Snakemake is asked for to make the run's results: its rules, the per-store alignment tables its export
     pools, and with `misalignment` every run's misalignment table (paths under `results`)."""
     config_file = config_file or run.configs[0]
     if config_file not in run.configs:
         raise ConfigError(f"--config {config_file}: not a config of {run.name} ({', '.join(run.configs)})")
     config = merged_config(config_file)
-    stores = [*(store_tables(results, config, "alignment") if run.store_alignment else []),
-              *(store_tables(results, config, "misalignment") if misalignment else [])]
+    stores = [
+        *(store_tables(results, config, "alignment") if run.store_alignment else []),
+        *(store_tables(results, config, "misalignment") if misalignment else []),
+    ]
     return [*(target.format(results=results) for target in run.targets), *stores]
 
 
@@ -134,14 +145,26 @@ def commands(run: ReferenceRun, config_file: str, results: Path, options: str = 
     `growcert reference targets` where they include per-store tables), then the export with its `options`."""
     misalignment = "--misalignment" in options.split()
     if run.store_alignment or misalignment:
-        targets = " ".join(filter(None, [f"$(growcert reference targets {run.name} --results {results}",
-                                         "" if config_file == run.configs[0] else f"--config {config_file}",
-                                         "--misalignment" if misalignment else ""])) + ")"
+        targets = (
+            " ".join(
+                filter(
+                    None,
+                    [
+                        f"$(growcert reference targets {run.name} --results {results}",
+                        "" if config_file == run.configs[0] else f"--config {config_file}",
+                        "--misalignment" if misalignment else "",
+                    ],
+                )
+            )
+            + ")"
+        )
     else:
         targets = " ".join(target.format(results=results) for target in run.targets)
     # the targets first: --configfile and --config take every word after them (argparse nargs)
-    return [f"nice -n 19 snakemake {targets} --cores 2 --configfile {config_file} --config results={results}",
-            " ".join(filter(None, [f"growcert reference export {run.name} --results {results}", options]))]
+    return [
+        f"nice -n 19 snakemake {targets} --cores 2 --configfile {config_file} --config results={results}",
+        " ".join(filter(None, [f"growcert reference export {run.name} --results {results}", options])),
+    ]
 
 
 def unit_numerics(units: Path) -> list[dict[str, Any]]:
@@ -153,24 +176,44 @@ def unit_numerics(units: Path) -> list[dict[str, Any]]:
         made = json.loads(record.read_text()).get("numerics") or NOT_RECORDED
         key = (made["numerics"], made["cpu_model"], made["cpu_capability"])
         groups[key] = groups.get(key, 0) + 1
-    return [{"numerics": mode, "cpu_model": cpu, "cpu_capability": capability, "units": count}
-            for (mode, cpu, capability), count in groups.items()]
+    return [
+        {"numerics": mode, "cpu_model": cpu, "cpu_capability": capability, "units": count}
+        for (mode, cpu, capability), count in groups.items()
+    ]
 
 
 def run_record(run: ReferenceRun, results: Path, config_file: str, options: str) -> dict[str, Any]:
     """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
     versions and machine, what table.csv holds and why the run exists."""
     reproduce = commands(run, config_file, results, options)
-    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-            "command": reproduce[-1], "commands": reproduce, "table": run.table, "why": run.why,
-            "config_file": config_file, "config_files": [config_file],
-            "config": Path(config_file).read_text(encoding="utf-8"), "results": str(results),
-            "cost": run_cost(results), "versions": versions(), "machine": machine_record()}
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "command": reproduce[-1],
+        "commands": reproduce,
+        "table": run.table,
+        "why": run.why,
+        "config_file": config_file,
+        "config_files": [config_file],
+        "config": Path(config_file).read_text(encoding="utf-8"),
+        "results": str(results),
+        "cost": run_cost(results),
+        "versions": versions(),
+        "machine": machine_record(),
+    }
 
 
-def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path | None = None, rtol: float = 0.0,
-           keep: dict[str, list] | None = None, misalignment: bool = False, config_file: str | None = None,
-           options: str = "") -> Path:
+def export(
+    run: ReferenceRun,
+    results: Path,
+    out: Path | None = None,
+    join: Path | None = None,
+    rtol: float = 0.0,
+    keep: dict[str, list] | None = None,
+    misalignment: bool = False,
+    config_file: str | None = None,
+    options: str = "",
+) -> Path:
     """Write `out` (default docs/reference-results/<name>) from the finished results folder `results` of
     `config_file` (default the run's first config); returns it. `options`: the export's options as the reproduce
     command gives them."""
@@ -195,8 +238,14 @@ def export(run: ReferenceRun, results: Path, out: Path | None = None, join: Path
         record = run_record(run, results, config_file, options)
         if misalignment:
             record["misalignment"] = {"reference_mk": list(config["alignment"]["reference_mk"])}
-        record["numerics"] = [{"numerics": config["numerics"], "cpu_model": numerics.cpu_model(),
-                               "cpu_capability": "as each artifact's provenance records", "units": None}]
+        record["numerics"] = [
+            {
+                "numerics": config["numerics"],
+                "cpu_model": numerics.cpu_model(),
+                "cpu_capability": "as each artifact's provenance records",
+                "units": None,
+            }
+        ]
         if run.units:
             copy_units(run, results, out)
             record["plan"] = unit_plan(config)

@@ -44,9 +44,10 @@ def steps_text(steps: pd.Series, stopped: pd.Series | int, changed: pd.Series | 
     seed whose unit was resumed under other numerics (`changed`) marked " †"."""
     stopped = stopped if isinstance(stopped, pd.Series) else pd.Series(stopped, index=steps.index)
     changed = changed if changed is not None else pd.Series(False, index=steps.index)
-    return ", ".join((f"{int(step):,}" if pd.notna(step) else f"> {int(stop):,}")
-                     + (RESUMED_UNDER_OTHER_NUMERICS if mark else "")
-                     for step, stop, mark in zip(steps, stopped, changed))
+    return ", ".join(
+        (f"{int(step):,}" if pd.notna(step) else f"> {int(stop):,}") + (RESUMED_UNDER_OTHER_NUMERICS if mark else "")
+        for step, stop, mark in zip(steps, stopped, changed)
+    )
 
 
 def numerics_changed(frame: pd.DataFrame) -> pd.Series:
@@ -65,9 +66,16 @@ def late_settings(plan: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """grokking-late's grokking settings of its late regime (plan: common, late, arms), at one seed."""
     common, regime = plan["common"], plan["late"]
     model = {**common.get("model", {}), "architecture": regime["architecture"]}
-    return {**{k: v for k, v in common.items() if k != "model"}, **plan["arms"], "p": regime["p"], "seeds": [seed],
-            "train_fraction": regime["train_fraction"], "batch_size": regime["batch_size"], "model": model,
-            "only_arms": None}
+    return {
+        **{k: v for k, v in common.items() if k != "model"},
+        **plan["arms"],
+        "p": regime["p"],
+        "seeds": [seed],
+        "train_fraction": regime["train_fraction"],
+        "batch_size": regime["batch_size"],
+        "model": model,
+        "only_arms": None,
+    }
 
 
 def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: float) -> pd.DataFrame:
@@ -77,20 +85,43 @@ def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: floa
     for (regime, arm), frame in summary.groupby(["regime", "optimizer"], sort=False):
         frame = frame.sort_values("seed")
         steps = pd.to_numeric(frame["step_95"], errors="coerce").astype(float)
-        row = {"regime": regime, "optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
-               "steps_per_seed": steps_text(steps, cap), "median_step_95": format_steps(median_steps(steps), cap),
-               "seconds_per_step": float(frame["seconds"].sum() / steps.fillna(cap).sum()), "cap": cap}
+        row = {
+            "regime": regime,
+            "optimizer": arm,
+            "seeds": len(frame),
+            "reached": int(steps.notna().sum()),
+            "steps_per_seed": steps_text(steps, cap),
+            "median_step_95": format_steps(median_steps(steps), cap),
+            "seconds_per_step": float(frame["seconds"].sum() / steps.fillna(cap).sum()),
+            "cap": cap,
+        }
         baseline = summary[(summary["regime"] == regime) & (summary["optimizer"] == LATE_BASELINE)]
         if arm != LATE_BASELINE and len(baseline):
             paired = baseline.set_index("seed")["step_95"].astype(float)
             mine = frame.set_index("seed")["step_95"].astype(float)
             seeds = paired.index.intersection(mine.index)
-            judged = judge_steps(GROKKING_SPEEDUP, paired[seeds].to_numpy(), mine[seeds].to_numpy(), level, cap,
-                                 eval_every, LATE_BASELINE)
-            row.update({"speedup": judged.estimate, "speedup_low": judged.low, "speedup_high": judged.high,
-                        "level": judged.level, "paired_seeds": judged.seeds, "verdict": judged.verdict,
-                        "seeds_to_reproduce": judged.seeds_to_reproduce,
-                        "seeds_to_contradict": judged.seeds_to_contradict, "why": judged.why})
+            judged = judge_steps(
+                GROKKING_SPEEDUP,
+                paired[seeds].to_numpy(),
+                mine[seeds].to_numpy(),
+                level,
+                cap,
+                eval_every,
+                LATE_BASELINE,
+            )
+            row.update(
+                {
+                    "speedup": judged.estimate,
+                    "speedup_low": judged.low,
+                    "speedup_high": judged.high,
+                    "level": judged.level,
+                    "paired_seeds": judged.seeds,
+                    "verdict": judged.verdict,
+                    "seeds_to_reproduce": judged.seeds_to_reproduce,
+                    "seeds_to_contradict": judged.seeds_to_contradict,
+                    "why": judged.why,
+                }
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -105,8 +136,9 @@ def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
     late_arm_table(summary, cap, eval_every, LEVEL).to_csv(REFERENCE_TABLE.path(folder), index=False)
     late = summary[summary["regime"] == "late"]
     settings = {**settings, "seeds": sorted(late["seed"].unique().tolist()) or [0]}
-    claims = (grokking_claims(late, settings, reference=folder.name) if (late["optimizer"] == LATE_BASELINE).any()
-              else [])
+    claims = (
+        grokking_claims(late, settings, reference=folder.name) if (late["optimizer"] == LATE_BASELINE).any() else []
+    )
     claims = [{**row, "role": "secondary", "claim": row["claim"] + UNCALIBRATED} for row in claims]
     pd.DataFrame(claims, columns=ROW_COLUMNS).to_csv(CLAIM_ROWS.path(folder), index=False)
 
@@ -125,23 +157,43 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
         ran = steps.fillna(stopped)
         per_step = frame["cpu_seconds_per_step"].astype(float)
         arm_per_step = float((per_step * ran).sum() / ran[per_step.notna()].sum())
-        time_to = [("" if pd.notna(s) else "> ") + ("" if pd.notna(unit) else "≈ ") + f"{t:,.0f}"
-                   for s, unit, t in zip(steps, per_step, per_step.fillna(arm_per_step) * ran)]
+        time_to = [
+            ("" if pd.notna(s) else "> ") + ("" if pd.notna(unit) else "≈ ") + f"{t:,.0f}"
+            for s, unit, t in zip(steps, per_step, per_step.fillna(arm_per_step) * ran)
+        ]
         median = median_steps(steps)
-        median_text = (format_steps(median, cap) if math.isfinite(median) or (stopped >= cap).all()
-                       else "not reached in half the seeds (stopped at their seed's AdamW step)")
-        row = {"optimizer": arm, "seeds": len(frame), "reached": int(steps.notna().sum()),
-               "steps_per_seed": steps_text(steps, stopped, numerics_changed(frame)), "median_step_95": median_text,
-               "cpu_seconds_per_step": arm_per_step,
-               "wall_seconds_per_step": float(frame["seconds"].sum() / stopped.sum()),
-               "cpu_seconds_to_95_per_seed": ", ".join(time_to), "cap": cap}
+        median_text = (
+            format_steps(median, cap)
+            if math.isfinite(median) or (stopped >= cap).all()
+            else "not reached in half the seeds (stopped at their seed's AdamW step)"
+        )
+        row = {
+            "optimizer": arm,
+            "seeds": len(frame),
+            "reached": int(steps.notna().sum()),
+            "steps_per_seed": steps_text(steps, stopped, numerics_changed(frame)),
+            "median_step_95": median_text,
+            "cpu_seconds_per_step": arm_per_step,
+            "wall_seconds_per_step": float(frame["seconds"].sum() / stopped.sum()),
+            "cpu_seconds_to_95_per_seed": ", ".join(time_to),
+            "cap": cap,
+        }
         part = claims[claims["claim"].str.endswith(f"({arm})")] if len(claims) else claims
         if len(part):
             judged = part.iloc[0]
-            row.update({"speedup": judged["estimate"], "speedup_low": judged["low"], "speedup_high": judged["high"],
-                        "level": judged["level"], "verdict": judged["verdict"], "direction": judged["direction"],
-                        "seeds_to_reproduce": judged["seeds_to_reproduce"],
-                        "seeds_to_contradict": judged["seeds_to_contradict"], "why": judged["why"]})
+            row.update(
+                {
+                    "speedup": judged["estimate"],
+                    "speedup_low": judged["low"],
+                    "speedup_high": judged["high"],
+                    "level": judged["level"],
+                    "verdict": judged["verdict"],
+                    "direction": judged["direction"],
+                    "seeds_to_reproduce": judged["seeds_to_reproduce"],
+                    "seeds_to_contradict": judged["seeds_to_contradict"],
+                    "why": judged["why"],
+                }
+            )
         rows.append(row)
     table = pd.DataFrame(rows)
     baseline = table.loc[table["optimizer"] == baseline_name(decay), "cpu_seconds_per_step"]
@@ -158,11 +210,14 @@ def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
     claims = pd.DataFrame(columns=ROW_COLUMNS)
     if (summary["optimizer"] == baseline_name(reference["weight_decay"])).any():
-        claims = pd.DataFrame(grokking_claims(summary, settings, reference=folder.name)
-                              + choice_claims(summary, settings), columns=ROW_COLUMNS)
+        claims = pd.DataFrame(
+            grokking_claims(summary, settings, reference=folder.name) + choice_claims(summary, settings),
+            columns=ROW_COLUMNS,
+        )
     claims.to_csv(CLAIM_ROWS.path(folder), index=False)
     calibrated_arm_table(summary, claims, reference["cap"], reference["weight_decay"]).to_csv(
-        REFERENCE_TABLE.path(folder), index=False)
+        REFERENCE_TABLE.path(folder), index=False
+    )
 
 
 def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -180,8 +235,15 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
     summary, curves = (pd.read_csv(table.path(unit)) for table in (SUMMARY, CURVES))
     steps_run = int(curves["step"].max())
     if "cpu_seconds" in summary and summary["cpu_seconds"].notna().all():  # the unit's own, every session part's
-        return (summary.assign(cpu_seconds_per_step=summary["cpu_seconds"] / steps_run, cpu_complete=True,
-                               steps_run=steps_run, regime=regime), curves.assign(regime=regime))
+        return (
+            summary.assign(
+                cpu_seconds_per_step=summary["cpu_seconds"] / steps_run,
+                cpu_complete=True,
+                steps_run=steps_run,
+                regime=regime,
+            ),
+            curves.assign(regime=regime),
+        )
     log = UNIT_CPU_SECONDS.path(unit)
     parts = [float(value) for value in log.read_text().split()] if log.is_file() else []
     sessions = session_logs(unit)
@@ -192,8 +254,13 @@ def unit_rows(unit: Path, benchmark: Path, regime: str = "calibrated") -> tuple[
     # a part lost before the last one, which says nothing of its start: the last part's steps are not known
     known = bool(parts) and steps_run > resumed and (complete or resumed > 0 or not log.is_file())
     per_step = parts[-1] / (steps_run - resumed) if known else math.nan
-    summary = summary.assign(cpu_seconds=sum(parts) if parts else math.nan, cpu_seconds_per_step=per_step,
-                             cpu_complete=complete, steps_run=steps_run, regime=regime)
+    summary = summary.assign(
+        cpu_seconds=sum(parts) if parts else math.nan,
+        cpu_seconds_per_step=per_step,
+        cpu_complete=complete,
+        steps_run=steps_run,
+        regime=regime,
+    )
     return summary, curves.assign(regime=regime)
 
 
@@ -214,16 +281,21 @@ def resumed_step(session: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def collect_units(units: Path, benchmarks: Path, arms: list[str], regime: str = "calibrated"
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect_units(
+    units: Path, benchmarks: Path, arms: list[str], regime: str = "calibrated"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary.csv has
     finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
     benchmark files (<arm>/seed<s>.tsv)."""
-    rows = [unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
-            for summary in units.glob(SUMMARY.under(UNIT_FOLDER).pattern)]
+    rows = [
+        unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
+        for summary in units.glob(SUMMARY.under(UNIT_FOLDER).pattern)
+    ]
     if not rows:
         return pd.DataFrame(), pd.DataFrame()
     order = {arm: index for index, arm in enumerate(arms)}
     rows.sort(key=lambda pair: (order.get(pair[0]["optimizer"].iloc[0], len(order)), int(pair[0]["seed"].iloc[0])))
-    return (pd.concat([summary for summary, _ in rows], ignore_index=True),
-            pd.concat([curves for _, curves in rows], ignore_index=True))
+    return (
+        pd.concat([summary for summary, _ in rows], ignore_index=True),
+        pd.concat([curves for _, curves in rows], ignore_index=True),
+    )

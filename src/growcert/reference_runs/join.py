@@ -54,30 +54,54 @@ def _plain(value: Any) -> Any:
         return value
 
 
-def reproduction_check(new: pd.DataFrame, committed: pd.DataFrame, keys: list[str], run_keys: list[str],
-                       rtol: float = 0.0, not_compared: tuple[str, ...] = ()) -> dict[str, Any]:
+def reproduction_check(
+    new: pd.DataFrame,
+    committed: pd.DataFrame,
+    keys: list[str],
+    run_keys: list[str],
+    rtol: float = 0.0,
+    not_compared: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """Whether the rows of `new` that `committed` also holds (the same `keys`) are the same: `runs` (the retrained
     runs, by `run_keys`), `rows` and `columns` compared (every numeric column both have but those `not_compared`,
     which the check names), `identical` (value for value, NaN equal to NaN; False when no row is shared),
     `differing_columns`, the largest relative difference of each, and `reusable`: identical, or, with `rtol` > 0,
     every value within `rtol` of the committed one."""
     both = new.merge(committed, on=keys, suffixes=("", "_committed"))
-    numeric = [c for c in new.columns if c not in keys and c not in not_compared
-               and pd.api.types.is_numeric_dtype(new[c]) and f"{c}_committed" in both.columns]
+    numeric = [
+        c
+        for c in new.columns
+        if c not in keys
+        and c not in not_compared
+        and pd.api.types.is_numeric_dtype(new[c])
+        and f"{c}_committed" in both.columns
+    ]
     differing = [c for c in numeric if not both[c].equals(both[f"{c}_committed"])]
     largest = {c: _largest_relative_difference(both[c], both[f"{c}_committed"]) for c in differing}
     runs = both[run_keys].drop_duplicates().to_dict(orient="records")
     identical = bool(len(both)) and not differing
     close = bool(len(both)) and all(value <= rtol for value in largest.values())
-    return {"runs": [{k: _plain(v) for k, v in run.items()} for run in runs], "rows": int(len(both)),
-            "columns": len(numeric), "identical": identical, "differing_columns": differing,
-            "largest_relative_difference": largest, "rtol": rtol, "not_compared": list(not_compared),
-            "reusable": identical or (rtol > 0 and close)}
+    return {
+        "runs": [{k: _plain(v) for k, v in run.items()} for run in runs],
+        "rows": int(len(both)),
+        "columns": len(numeric),
+        "identical": identical,
+        "differing_columns": differing,
+        "largest_relative_difference": largest,
+        "rtol": rtol,
+        "not_compared": list(not_compared),
+        "reusable": identical or (rtol > 0 and close),
+    }
 
 
-def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: float = 0.0,
-                keep: dict[str, list] | None = None, decided: dict[str, Any] | None = None
-                ) -> tuple[pd.DataFrame, dict[str, Any]]:
+def joined_rows(
+    new: pd.DataFrame,
+    committed: pd.DataFrame,
+    join: Join,
+    rtol: float = 0.0,
+    keep: dict[str, list] | None = None,
+    decided: dict[str, Any] | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """(the rows to judge, the check): the committed rows within this run's cells (or at the values `keep` gives a
     column) followed by this run's rows without its retrained runs when the retrained runs reproduce the committed
     rows (or, given, the check `decided` of the table this one follows); this run's rows alone otherwise."""
@@ -87,8 +111,11 @@ def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: fl
             committed = committed[committed[column].isin(new[column].unique() if values is None else values)]
     for column in join.up_to:
         committed = committed[committed[column] <= new[column].max()] if len(new) else committed
-    check = decided if decided is not None else reproduction_check(new, committed, list(join.keys),
-                                                                     list(join.run_keys), rtol, join.not_compared)
+    check = (
+        decided
+        if decided is not None
+        else reproduction_check(new, committed, list(join.keys), list(join.run_keys), rtol, join.not_compared)
+    )
     retrained = {tuple(run[key] for key in join.run_keys) for run in check["runs"]}
     own = new[[tuple(map(_plain, run)) not in retrained for run in zip(*(new[key] for key in join.run_keys))]]
     if not check["reusable"]:
@@ -97,8 +124,9 @@ def joined_rows(new: pd.DataFrame, committed: pd.DataFrame, join: Join, rtol: fl
     return pd.concat([committed, own], ignore_index=True) if len(own) else committed.reset_index(drop=True), check
 
 
-def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0,
-                keep: dict[str, list] | None = None) -> dict[str, Any]:
+def join_folder(
+    folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0, keep: dict[str, list] | None = None
+) -> dict[str, Any]:
     """Each table of `joins` that `folder` holds (this run's rows) rewritten as joined with the same table of
     `committed` (where it has none, this run's rows stand alone); returns the record provenance.json keeps (the
     committed folder, each table's check and seeds). A table this run did not make but the committed run has is
@@ -116,12 +144,17 @@ def join_folder(folder: Path, committed: Path, joins: dict[str, Join], rtol: flo
         follows = joins[name].follows
         decided = record["tables"][follows]["reproduction"] if follows in record["tables"] else None
         if old is None:
-            old, decided = new.iloc[0:0], {**(decided or {}), "reusable": False, "runs": (decided or {}).get("runs", [])}
+            old, decided = (
+                new.iloc[0:0],
+                {**(decided or {}), "reusable": False, "runs": (decided or {}).get("runs", [])},
+            )
         rows, check = joined_rows(new, old, joins[name], rtol, keep, decided)
         if len(new) and not len(rows):  # every run of this one was a check of the committed run's, and failed
-            raise ConfigError("--join: the runs this run retrained do not reproduce the committed "
-                              f"{name} (differing: {', '.join(check['differing_columns'])}) and it made "
-                              "no other: export it without --join to judge it alone, or give --rtol")
+            raise ConfigError(
+                "--join: the runs this run retrained do not reproduce the committed "
+                f"{name} (differing: {', '.join(check['differing_columns'])}) and it made "
+                "no other: export it without --join to judge it alone, or give --rtol"
+            )
         rows.to_csv(folder / name, index=False)
         seeds = sorted(int(seed) for seed in rows["seed"].dropna().unique()) if "seed" in rows else []
         record["tables"][name] = {"reproduction": check, "seeds": seeds}

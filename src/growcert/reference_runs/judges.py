@@ -55,12 +55,29 @@ from growcert.report.interventions import claim_cells, intervention_checks, inte
 from growcert.stages.summaries import summarize_regime
 
 # what summarize-regime writes (under a results folder) -> where the reference run keeps it
-REGIME_OUTPUTS = [(REGIME_CELLS, REFERENCE_TABLE), (REGIME_CLAIMS, CLAIM_ROWS), (REGIME_MAP, REFERENCE_REGIME_MAP),
-                  *((REGIME_STATS[part], REFERENCE_REGIME_STATS[part]) for part in REGIME_STATS)]
+REGIME_OUTPUTS = [
+    (REGIME_CELLS, REFERENCE_TABLE),
+    (REGIME_CLAIMS, CLAIM_ROWS),
+    (REGIME_MAP, REFERENCE_REGIME_MAP),
+    *((REGIME_STATS[part], REFERENCE_REGIME_STATS[part]) for part in REGIME_STATS),
+]
 DEFAULT_REFERENCE_MK = (32, 32)  # alignment.reference_mk of config.yaml, for a map that recorded none
 P2_TASKS = ("pinn", "preference", "theory")
-P2_TABLE_COLUMNS = ["task", "claim_id", "claim", "role", "verdict", "estimate", "low", "high", "level", "seeds",
-                    "seeds_to_reproduce", "seeds_to_contradict", "direction"]
+P2_TABLE_COLUMNS = [
+    "task",
+    "claim_id",
+    "claim",
+    "role",
+    "verdict",
+    "estimate",
+    "low",
+    "high",
+    "level",
+    "seeds",
+    "seeds_to_reproduce",
+    "seeds_to_contradict",
+    "direction",
+]
 
 
 def judge_regime(folder: Path, record: dict[str, Any]) -> None:
@@ -74,10 +91,16 @@ def judge_regime(folder: Path, record: dict[str, Any]) -> None:
         TRAINING_TABLE.path(results).parent.mkdir()
         for kept, pooled in ((KEPT_ALIGNMENT, POOLED_ALIGNMENT), (KEPT_TRAINING, TRAINING_TABLE)):
             shutil.copyfile(kept.path(folder), pooled.path(results))
-        summarize_regime(POOLED_ALIGNMENT.path(results), TRAINING_TABLE.path(results),
-                         TRAINING_TABLE.path(results).parent,
-                         REGIME_CELLS.path(results), REGIME_CLAIMS.path(results), REGIME_MAP.path(results),
-                         FIGURES_DIR.path(results), reference=folder.name)
+        summarize_regime(
+            POOLED_ALIGNMENT.path(results),
+            TRAINING_TABLE.path(results),
+            TRAINING_TABLE.path(results).parent,
+            REGIME_CELLS.path(results),
+            REGIME_CLAIMS.path(results),
+            REGIME_MAP.path(results),
+            FIGURES_DIR.path(results),
+            reference=folder.name,
+        )
         for source, target in REGIME_OUTPUTS:
             shutil.copyfile(source.path(results), target.path(folder))
         for figure in sorted(FIGURES_DIR.path(results).glob("p1_regime_*.png")):
@@ -92,8 +115,9 @@ def add_misalignment_claims(folder: Path, reference_mk: tuple[int, int], level: 
         return 0
     rows = misalignment_width_rows(pd.read_csv(KEPT_MISALIGNMENT.path(folder)), tuple(reference_mk), level, folder.name)
     claims = pd.read_csv(CLAIM_ROWS.path(folder), dtype=DESIGN_DTYPES)
-    pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(CLAIM_ROWS.path(folder),
-                                                                                        index=False)
+    pd.concat([claims, pd.DataFrame(rows, columns=ROW_COLUMNS)], ignore_index=True).to_csv(
+        CLAIM_ROWS.path(folder), index=False
+    )
     return len(rows)
 
 
@@ -106,8 +130,10 @@ def judge_bound_claims(folder: Path, record: dict[str, Any], level: float = 0.95
     determined cells) on alignment.csv and misalignment.csv at the contexts the run's config trains: claims.csv (the
     two claim rows), checks.csv (B_exact ≤ B_align in each mode) and table.csv (one line per claim row)."""
     if not KEPT_MISALIGNMENT.path(folder).is_file():
-        raise ConfigError(f"{folder}: no {KEPT_MISALIGNMENT.name}, which p1-bound's claims are judged from: export the run "
-                          "with --misalignment")
+        raise ConfigError(
+            f"{folder}: no {KEPT_MISALIGNMENT.name}, which p1-bound's claims are judged from: export the run "
+            "with --misalignment"
+        )
     contexts = sorted({run.context for run in training_runs(merged_config(record["config_file"]))})
     alignment, misalignment = (pd.read_csv(kept.path(folder)) for kept in (KEPT_ALIGNMENT, KEPT_MISALIGNMENT))
 
@@ -124,8 +150,9 @@ def intervention_seed_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per seed and ε: the median observed / predicted over the (draw, width) cells the claim reads
     (report.interventions.claim_cells), how many cells, and the share whose sign agrees."""
     rows = claim_cells(table).groupby(["seed", "epsilon"])
-    return rows.agg(median_ratio=("ratio", "median"), cells=("ratio", "size"),
-                    sign_agreement=("sign_agree", "mean")).reset_index()
+    return rows.agg(
+        median_ratio=("ratio", "median"), cells=("ratio", "size"), sign_agreement=("sign_agree", "mean")
+    ).reset_index()
 
 
 def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
@@ -133,8 +160,11 @@ def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
     checks.csv (intervention_checks) from interventions.csv."""
     table = pd.read_csv(KEPT_INTERVENTIONS.path(folder))
     intervention_seed_table(table).to_csv(REFERENCE_TABLE.path(folder), index=False)
-    write_rows(intervention_claim(table, reference=folder.name) + intervention_checks(table),
-               claims=CLAIM_ROWS.path(folder), checks=CHECK_ROWS.path(folder))
+    write_rows(
+        intervention_claim(table, reference=folder.name) + intervention_checks(table),
+        claims=CLAIM_ROWS.path(folder),
+        checks=CHECK_ROWS.path(folder),
+    )
 
 
 def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
@@ -160,8 +190,9 @@ def judge_depth(folder: Path, record: dict[str, Any], level: float = 0.95) -> No
     held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
     depth_profile(held_out, level).to_csv(REFERENCE_TABLE.path(folder), index=False)
     recommend_depth(held_out, level=level).to_csv(RECOMMENDED.path(folder), index=False)
-    pd.DataFrame(depth_claims(depth, growth, level, reference=folder.name),
-                 columns=ROW_COLUMNS).to_csv(CLAIM_ROWS.path(folder), index=False)
+    pd.DataFrame(depth_claims(depth, growth, level, reference=folder.name), columns=ROW_COLUMNS).to_csv(
+        CLAIM_ROWS.path(folder), index=False
+    )
 
 
 ADVISE_FIRST_FORM = "first-form"  # advise-check's run at the untuned S and lr (the claim's first form), kept whole

@@ -130,18 +130,35 @@ def choices(table: pd.DataFrame, seed: int, rules: tuple[str, ...] = RULES) -> p
         gains = -part["outcome"].to_numpy(float)
         for rule in rules:
             chosen = pick(part, rule, seed)
-            rows.append({"model": model, "variant": variant, "train_seed": part["train_seed"].iloc[0], "rule": rule,
-                         "point": "" if chosen is None else part["point"].iloc[chosen],
-                         "gain": 0.0 if chosen is None else gains[chosen],
-                         "beat": bool(chosen is not None and part["beat"].iloc[chosen]),
-                         "regret": regret(gains, chosen)})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": variant,
+                    "train_seed": part["train_seed"].iloc[0],
+                    "rule": rule,
+                    "point": "" if chosen is None else part["point"].iloc[chosen],
+                    "gain": 0.0 if chosen is None else gains[chosen],
+                    "beat": bool(chosen is not None and part["beat"].iloc[chosen]),
+                    "regret": regret(gains, chosen),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def _score_row(variant: str, score: str, rule: str, per_seed: pd.Series, points: int, level: float) -> dict:
     estimate, low, high, seeds = per_seed_interval(per_seed.to_numpy(float), level)
-    return {"variant": variant, "score": score, "rule": rule, "estimate": estimate, "low": low, "high": high,
-            "level": level, "seeds": seeds, "points": points, "interval": INTERVAL}
+    return {
+        "variant": variant,
+        "score": score,
+        "rule": rule,
+        "estimate": estimate,
+        "low": low,
+        "high": high,
+        "level": level,
+        "seeds": seeds,
+        "points": points,
+        "interval": INTERVAL,
+    }
 
 
 def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
@@ -154,28 +171,44 @@ def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
         for word in DECISIONS:
             words = part[part["decision"] == word]
             share = words.groupby("train_seed")["beat"].mean().reindex(part["train_seed"].unique())
-            rows.append(_score_row(variant, "precision" if word == GROW else "miss rate", word, share, len(words), level))
+            rows.append(
+                _score_row(variant, "precision" if word == GROW else "miss rate", word, share, len(words), level)
+            )
         mine = picked[picked["variant"] == variant]
         for rule in rules:
             theirs = mine[mine["rule"] == rule]
             per_seed = theirs.groupby("train_seed")
             grown = theirs[theirs["point"] != ""]
-            rows += [_score_row(variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
-                     _score_row(variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
-                     _score_row(variant, "share of picks that beat the control", rule,
-                                grown.groupby("train_seed")["beat"].mean(), len(grown), level)]
+            rows += [
+                _score_row(variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
+                _score_row(variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
+                _score_row(
+                    variant,
+                    "share of picks that beat the control",
+                    rule,
+                    grown.groupby("train_seed")["beat"].mean(),
+                    len(grown),
+                    level,
+                ),
+            ]
     return pd.DataFrame(rows, columns=SCORE_COLUMNS)
 
 
 def reliability_table(table: pd.DataFrame, bins: int) -> pd.DataFrame:
     """Per variant and B_exact bin: the growths, their mean B_exact, the observed share that made held-out loss
     worse."""
-    return pd.DataFrame([{"variant": variant, **row} for variant, part in table.groupby("variant", sort=False)
-                         for row in reliability(part["b_exact"], part["outcome"] > 0, bins)])
+    return pd.DataFrame(
+        [
+            {"variant": variant, **row}
+            for variant, part in table.groupby("variant", sort=False)
+            for row in reliability(part["b_exact"], part["outcome"] > 0, bins)
+        ]
+    )
 
 
-def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str,
-                         reference: str | None = None) -> list[dict]:
+def claim_judgement_rows(
+    table: pd.DataFrame, settings: dict[str, Any], this_run: str, reference: str | None = None
+) -> list[dict]:
     """The claim's primary row (PRIMARY_VARIANT) and a secondary row per other variant: per seed, mean over its
     checkpoints of advise's gain minus largest_value's, at the level of the claim's look in reference run `reference`
     (`growcert.referee.looks.look_level`: a judgement of seeds that the first form judged is a later look)."""
@@ -183,14 +216,27 @@ def claim_judgement_rows(table: pd.DataFrame, settings: dict[str, Any], this_run
     picked = choices(table, settings["seed"])
     rows = []
     for variant in table["variant"].unique():
-        mine = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
-                                                                values="gain").reset_index()
+        mine = (
+            picked[picked["variant"] == variant]
+            .pivot_table(index=["model", "train_seed"], columns="rule", values="gain")
+            .reset_index()
+        )
         per_seed = (mine["advise"] - mine["largest_value"]).groupby(mine["train_seed"]).mean()
         at = look_level(CLAIM, len(per_seed), reference, settings["level"])
         judgement = judge_samples(CLAIMS[CLAIM].effect, per_seed.to_numpy(float), at.level)
-        rows.append(with_note(claim_row(CLAIM, judgement, this_run, f"variant {variant}; {len(mine)} checkpoints",
-                                        scope=f"variant {variant}",
-                                        role="primary" if variant == PRIMARY_VARIANT else "secondary"), at))
+        rows.append(
+            with_note(
+                claim_row(
+                    CLAIM,
+                    judgement,
+                    this_run,
+                    f"variant {variant}; {len(mine)} checkpoints",
+                    scope=f"variant {variant}",
+                    role="primary" if variant == PRIMARY_VARIANT else "secondary",
+                ),
+                at,
+            )
+        )
     return rows
 
 
@@ -213,19 +259,36 @@ def comparison_rows(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFra
     picked = choices(table, settings["seed"], (*RULES, candidate))
     rows = []
     for variant in table["variant"].unique():
-        gains = picked[picked["variant"] == variant].pivot_table(index=["model", "train_seed"], columns="rule",
-                                                                 values="gain").reset_index()
+        gains = (
+            picked[picked["variant"] == variant]
+            .pivot_table(index=["model", "train_seed"], columns="rule", values="gain")
+            .reset_index()
+        )
         for against in RULES:
-            effect = dataclasses.replace(CLAIMS[CLAIM].effect, name=f"{candidate}'s held-out gain minus {against}'s "
-                                                                    "(nats per example)")
+            effect = dataclasses.replace(
+                CLAIMS[CLAIM].effect, name=f"{candidate}'s held-out gain minus {against}'s (nats per example)"
+            )
             per_seed = (gains[candidate] - gains[against]).groupby(gains["train_seed"]).mean()
             judged = judge_samples(effect, per_seed.to_numpy(float), settings["level"])
-            rows.append({"variant": variant, "candidate": candidate, "against": against,
-                         "role": "primary" if variant == PRIMARY_VARIANT and against == "advise" else "secondary",
-                         "effect": effect.name, "sesoi": effect.sesoi, "estimate": judged.estimate, "low": judged.low,
-                         "high": judged.high, "level": judged.level, "seeds": judged.seeds, "checkpoints": len(gains),
-                         "verdict": judged.verdict, "seeds_to_contradict": judged.seeds_to_contradict,
-                         "why": judged.why})
+            rows.append(
+                {
+                    "variant": variant,
+                    "candidate": candidate,
+                    "against": against,
+                    "role": "primary" if variant == PRIMARY_VARIANT and against == "advise" else "secondary",
+                    "effect": effect.name,
+                    "sesoi": effect.sesoi,
+                    "estimate": judged.estimate,
+                    "low": judged.low,
+                    "high": judged.high,
+                    "level": judged.level,
+                    "seeds": judged.seeds,
+                    "checkpoints": len(gains),
+                    "verdict": judged.verdict,
+                    "seeds_to_contradict": judged.seeds_to_contradict,
+                    "why": judged.why,
+                }
+            )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
@@ -236,13 +299,15 @@ def scored_table(table: pd.DataFrame, settings: dict[str, Any]) -> tuple[pd.Data
     tuning = settings["tuning_checkpoint"]
     if tuning is not None:
         is_tuning = is_checkpoint(table["model"], tuning)
-        said.append(f"tuning checkpoint {tuning}: {int(is_tuning.sum())} rows left out" if is_tuning.any() else
-                    f"tuning checkpoint {tuning}: not among these tables")
+        said.append(
+            f"tuning checkpoint {tuning}: {int(is_tuning.sum())} rows left out"
+            if is_tuning.any()
+            else f"tuning checkpoint {tuning}: not among these tables"
+        )
         table = table[~is_tuning]
     if settings["half"] != EVERY_HALF:
         kept = seed_half(table["train_seed"].to_numpy()) == settings["half"]
-        said.append(f"{settings['half']} half ({SPLIT_RULE}): {int((~kept).sum())} rows of "
-                    f"the other half left out")
+        said.append(f"{settings['half']} half ({SPLIT_RULE}): {int((~kept).sum())} rows of the other half left out")
         table = table[kept]
     return table.reset_index(drop=True), said
 
@@ -254,26 +319,45 @@ def plot_reliability(reliable: pd.DataFrame, out_png: str | Path) -> None:
     for variant, part in reliable.dropna(subset=["share_worse"]).groupby("variant", sort=False):
         axis.plot(part["mean_b_exact"], part["share_worse"], marker="o", label=variant)
         for _, row in part.iterrows():
-            axis.annotate(f"{int(row['growths'])}", (row["mean_b_exact"], row["share_worse"]), fontsize=7,
-                          textcoords="offset points", xytext=(3, 3))
-    axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="B_exact (bin mean)", ylabel="share of growths that made loss worse",
-             title="reliability of B_exact (labels: growths per bin)")
+            axis.annotate(
+                f"{int(row['growths'])}",
+                (row["mean_b_exact"], row["share_worse"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(3, 3),
+            )
+    axis.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="B_exact (bin mean)",
+        ylabel="share of growths that made loss worse",
+        title="reliability of B_exact (labels: growths per bin)",
+    )
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
     save_figure(figure, out_png)
 
 
-def write_scores(out: str | Path, table: pd.DataFrame, settings: dict[str, Any],
-                 this_run: str = "advise-check", reference: str | None = None) -> dict[str, Path]:
+def write_scores(
+    out: str | Path,
+    table: pd.DataFrame,
+    settings: dict[str, Any],
+    this_run: str = "advise-check",
+    reference: str | None = None,
+) -> dict[str, Path]:
     """reliability.png, scorecard.csv, reliability.csv, the matched-compute scores when the table carries them
     (`advice_matched.write_matched`: matched_scorecard.csv, calibration.csv, growth_won.csv, the calibration figure),
     claims.csv (the registered claims, decided on every checkpoint: not written for one half; at their looks' levels
     in reference run `reference`), comparison.csv (a candidate advise_rule's, when one is named), and
     advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
     out = Path(out)
-    paths = {"figure": RELIABILITY_FIGURE.path(out), "scorecard": SCORECARD.path(out),
-             "reliability": RELIABILITY.path(out), "table": ADVISE_CHECK_ROWS.path(out)}
+    paths = {
+        "figure": RELIABILITY_FIGURE.path(out),
+        "scorecard": SCORECARD.path(out),
+        "reliability": RELIABILITY.path(out),
+        "table": ADVISE_CHECK_ROWS.path(out),
+    }
     reliable = reliability_table(table, settings["bins"])
     plot_reliability(reliable, paths["figure"])
     write_csv(scorecard(table, settings), paths["scorecard"])
@@ -301,8 +385,10 @@ def score_lines(table: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
         if row["points"] and not math.isnan(row["estimate"]):
             interval = "" if math.isnan(row["low"]) else f" [{row['low']:.3g}, {row['high']:.3g}]"
             counted = "points" if row["score"] == "precision" else "checkpoints"
-            lines.append(f"{row['variant']}: {row['score']} of {row['rule']} = {row['estimate']:.3g}{interval} "
-                         f"({row['points']} {counted}, {row['seeds']} seed{'s' if row['seeds'] != 1 else ''})")
+            lines.append(
+                f"{row['variant']}: {row['score']} of {row['rule']} = {row['estimate']:.3g}{interval} "
+                f"({row['points']} {counted}, {row['seeds']} seed{'s' if row['seeds'] != 1 else ''})"
+            )
     return lines
 
 
@@ -310,17 +396,25 @@ def terminal_summary(table: pd.DataFrame, settings: dict[str, Any]) -> str:
     """Per point and variant: advise's decision and the outcome; then precision and each rule's regret."""
     shown = table.assign(outcome=[f"{o:+.4f} ± {s:.4f}" for o, s in zip(table["outcome"], table["outcome_se"])])
     matched_lines = matched.score_lines(table, settings) if matched.has_matched(table) else []
-    return "\n".join([shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False),
-                      "", *score_lines(table, settings), *matched_lines])
+    return "\n".join(
+        [
+            shown[["point", "variant", "decision", "value", "b_exact", "outcome"]].to_string(index=False),
+            "",
+            *score_lines(table, settings),
+            *matched_lines,
+        ]
+    )
 
 
 def comparison_lines(paths: dict[str, Path]) -> list[str]:
     """One line per row of the comparison.csv in `paths` (none when there is none)."""
     if "comparison" not in paths:
         return []
-    return [f"{row.variant}: {row.candidate} minus {row.against}, gain {row.estimate:+.4g} [{row.low:+.4g}, "
-            f"{row.high:+.4g}] ({row.seeds} seeds, {row.role}): {row.verdict}"
-            for row in pd.read_csv(paths["comparison"]).itertuples()]
+    return [
+        f"{row.variant}: {row.candidate} minus {row.against}, gain {row.estimate:+.4g} [{row.low:+.4g}, "
+        f"{row.high:+.4g}] ({row.seeds} seeds, {row.role}): {row.verdict}"
+        for row in pd.read_csv(paths["comparison"]).itertuples()
+    ]
 
 
 ADVICE_SECTION = ("advice", "Is the advice right?")
@@ -333,27 +427,35 @@ def advice_section(references: Path | None) -> str:
     folder = None if references is None else Path(references) / ADVICE_REFERENCE
     command = "snakemake summarize_advise_check --configfile configs/advise-check.yaml --cores 2"
     if folder is None or not SCORECARD.path(folder).is_file():
-        return (f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2><p>The advise-check reference run '
-                f"(every advise decision scored against actually growing) is not in this report: <code>{command}"
-                f"</code> makes it; <code>growcert advise-check --model M --data D --out DIR</code> checks one model."
-                "</p></section>")
-    parts = [f"<p>Reference run <code>{ADVICE_REFERENCE}</code> (not this pipeline run): every checkpoint advised, then "
-             "grown for real at every insertion point beside its no-growth control on the same batches, scored on "
-             "held-out examples advise never saw; each score with a t interval over training seeds.</p>"]
+        return (
+            f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2><p>The advise-check reference run '
+            f"(every advise decision scored against actually growing) is not in this report: <code>{command}"
+            f"</code> makes it; <code>growcert advise-check --model M --data D --out DIR</code> checks one model."
+            "</p></section>"
+        )
+    parts = [
+        f"<p>Reference run <code>{ADVICE_REFERENCE}</code> (not this pipeline run): every checkpoint advised, then "
+        "grown for real at every insertion point beside its no-growth control on the same batches, scored on "
+        "held-out examples advise never saw; each score with a t interval over training seeds.</p>"
+    ]
     claims = CLAIM_ROWS.path(folder)
     if claims.is_file():
         for row in pd.read_csv(claims).itertuples():
-            parts.append(f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
-                         f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
-                         f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>")
+            parts.append(
+                f"<p><b>{html.escape(str(row.claim))}</b> [{html.escape(str(row.role))}]: "
+                f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
+                f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>"
+            )
     parts += _matched_parts(folder)
     parts.append("<h3>Scorecard of the first-order reading</h3>" + table_html(pd.read_csv(SCORECARD.path(folder))))
     figure = RELIABILITY_FIGURE.path(folder)
     if figure.is_file():
         encoded = base64.b64encode(figure.read_bytes()).decode()
-        parts.append(f'<figure><img alt="reliability of B_exact" src="data:image/png;base64,{encoded}"><figcaption>'
-                     "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
-                     "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>")
+        parts.append(
+            f'<figure><img alt="reliability of B_exact" src="data:image/png;base64,{encoded}"><figcaption>'
+            "<b>Reliability.</b> B_exact (binned) against the observed share of growths that made held-out "
+            "loss worse: a calibrated certificate lies on or above the diagonal.</figcaption></figure>"
+        )
     return f'<section id="{ADVICE_SECTION[0]}"><h2>{ADVICE_SECTION[1]}</h2>{"".join(parts)}</section>'
 
 
@@ -361,17 +463,23 @@ def _matched_parts(folder: Path) -> list[str]:
     """The matched-compute part of the section (when the reference run has it): the scorecard per family, the
     calibration figure and table, and the checkpoints where growth beat training on with advise's word there."""
     if not MATCHED_SCORECARD.path(folder).is_file():
-        return ["<p>This reference run predates the matched-compute scorecard (advise's options against always training "
-                "on, per family): rerun it to see whether advise beats training on.</p>"]
-    parts = ["<h3>At matched compute: advise against always training on, per family</h3><p>Every option (train on, "
-             "grow at each point) trained the same S steps on the same batches; regret is the best option's observed "
-             "gain minus the chosen one's, in each family's own unit (never pooled).</p>",
-             table_html(pd.read_csv(MATCHED_SCORECARD.path(folder)))]
+        return [
+            "<p>This reference run predates the matched-compute scorecard (advise's options against always training "
+            "on, per family): rerun it to see whether advise beats training on.</p>"
+        ]
+    parts = [
+        "<h3>At matched compute: advise against always training on, per family</h3><p>Every option (train on, "
+        "grow at each point) trained the same S steps on the same batches; regret is the best option's observed "
+        "gain minus the chosen one's, in each family's own unit (never pooled).</p>",
+        table_html(pd.read_csv(MATCHED_SCORECARD.path(folder))),
+    ]
     figure = folder / ADVICE_CALIBRATION.file
     if figure.is_file():
         parts.append(page_figure(figure, ADVICE_CALIBRATION.title))
     parts.append("<h3>Calibration</h3>" + table_html(pd.read_csv(CALIBRATION.path(folder))))
     won = pd.read_csv(GROWTH_WON.path(folder))
-    parts.append(f"<h3>Where growth beat training on (by the SESOI or more): {len(won)} checkpoint × procedure "
-                 "rows, with advise's word at each</h3>" + table_html(won))
+    parts.append(
+        f"<h3>Where growth beat training on (by the SESOI or more): {len(won)} checkpoint × procedure "
+        "rows, with advise's word at each</h3>" + table_html(won)
+    )
     return parts

@@ -86,13 +86,22 @@ def option_columns(table: pd.DataFrame) -> pd.DataFrame:
     predicted gain on every row."""
     train_on = table[table["option"] == TRAIN_ON].iloc[0]
     rows = first_order_rows(table)
-    named = {"gain": "predicted_gain", "gain_lo": "predicted_gain_lo", "gain_hi": "predicted_gain_hi",
-             "added": "predicted_added", "added_lo": "predicted_added_lo", "added_hi": "predicted_added_hi",
-             "local": "option_local"}
+    named = {
+        "gain": "predicted_gain",
+        "gain_lo": "predicted_gain_lo",
+        "gain_hi": "predicted_gain_hi",
+        "added": "predicted_added",
+        "added_lo": "predicted_added_lo",
+        "added_hi": "predicted_added_hi",
+        "local": "option_local",
+    }
     return rows.rename(columns=named).assign(
-        advice=str(train_on["decision"]), train_on_predicted=float(train_on["gain"]),
-        train_on_predicted_lo=float(train_on["gain_lo"]), train_on_predicted_hi=float(train_on["gain_hi"]),
-        train_on_local=bool(train_on["local"]))
+        advice=str(train_on["decision"]),
+        train_on_predicted=float(train_on["gain"]),
+        train_on_predicted_lo=float(train_on["gain_lo"]),
+        train_on_predicted_hi=float(train_on["gain_hi"]),
+        train_on_local=bool(train_on["local"]),
+    )
 
 
 def has_matched(table: pd.DataFrame) -> bool:
@@ -116,7 +125,7 @@ def _chosen(part: pd.DataFrame, rule: str, seed: int) -> int:
     if rule == "advise":
         advice = str(part["advice"].iloc[0])
         if advice.startswith(GROW_AT + " "):
-            return 1 + list(part["point"]).index(advice[len(GROW_AT) + 1:])
+            return 1 + list(part["point"]).index(advice[len(GROW_AT) + 1 :])
         return 0  # train on, or no evidence (scored as training on: the module docstring)
     if rule == "always_train_on":
         return 0
@@ -149,13 +158,29 @@ def choices(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
             right = math.nan
             if rule == "advise":
                 trained_on_helped = part["train_on_observed"].iloc[0] > z * part["train_on_observed_se"].iloc[0]
-                right = (bool(beat[chosen - 1]) if word == GROW_AT else
-                         bool(trained_on_helped and not beat.any()) if word == TRAIN_ON else bool(not beat.any()))
-            rows.append({"family": family, "variant": variant, "model": model,
-                         "train_seed": part["train_seed"].iloc[0], "rule": rule, "word": word,
-                         "option": TRAIN_ON if chosen == 0 else f"{GROW_AT} {part['point'].iloc[chosen - 1]}",
-                         "gain": gains[chosen], "regret": option_regret(gains, chosen), "extra_flops": flops[chosen],
-                         "flops_per_step": part["flops_per_step"].iloc[0], "right": right})
+                right = (
+                    bool(beat[chosen - 1])
+                    if word == GROW_AT
+                    else bool(trained_on_helped and not beat.any())
+                    if word == TRAIN_ON
+                    else bool(not beat.any())
+                )
+            rows.append(
+                {
+                    "family": family,
+                    "variant": variant,
+                    "model": model,
+                    "train_seed": part["train_seed"].iloc[0],
+                    "rule": rule,
+                    "word": word,
+                    "option": TRAIN_ON if chosen == 0 else f"{GROW_AT} {part['point'].iloc[chosen - 1]}",
+                    "gain": gains[chosen],
+                    "regret": option_regret(gains, chosen),
+                    "extra_flops": flops[chosen],
+                    "flops_per_step": part["flops_per_step"].iloc[0],
+                    "right": right,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -166,12 +191,24 @@ def loss_unit(table: pd.DataFrame, family: str) -> str:
     return str(units.iloc[0]) if len(units) else "nats per example"
 
 
-def _row(unit: str, family: str, variant: str, score: str, rule: str, per_seed: pd.Series, checkpoints: int,
-         level: float) -> dict[str, Any]:
+def _row(
+    unit: str, family: str, variant: str, score: str, rule: str, per_seed: pd.Series, checkpoints: int, level: float
+) -> dict[str, Any]:
     estimate, low, high, seeds = per_seed_interval(per_seed.to_numpy(float), level)
-    return {"family": family, "unit": unit, "variant": variant, "score": score,
-            "rule": rule, "estimate": estimate, "low": low, "high": high, "level": level, "seeds": seeds,
-            "checkpoints": checkpoints, "interval": INTERVAL}
+    return {
+        "family": family,
+        "unit": unit,
+        "variant": variant,
+        "score": score,
+        "rule": rule,
+        "estimate": estimate,
+        "low": low,
+        "high": high,
+        "level": level,
+        "seeds": seeds,
+        "checkpoints": checkpoints,
+        "interval": INTERVAL,
+    }
 
 
 def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
@@ -183,10 +220,31 @@ def scorecard(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
             theirs = mine[mine["rule"] == rule]
             per_seed = theirs.groupby("train_seed")
             share = (theirs["extra_flops"] / theirs["flops_per_step"]).groupby(theirs["train_seed"]).mean()
-            rows += [_row(loss_unit(table, family), family, variant, "regret", rule, per_seed["regret"].mean(), len(theirs), level),
-                     _row(loss_unit(table, family), family, variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level),
-                     _row(loss_unit(table, family), family, variant, "extra FLOPs per step (share of the ungrown step)", rule, share,
-                          len(theirs), level)]
+            rows += [
+                _row(
+                    loss_unit(table, family),
+                    family,
+                    variant,
+                    "regret",
+                    rule,
+                    per_seed["regret"].mean(),
+                    len(theirs),
+                    level,
+                ),
+                _row(
+                    loss_unit(table, family), family, variant, "gain", rule, per_seed["gain"].mean(), len(theirs), level
+                ),
+                _row(
+                    loss_unit(table, family),
+                    family,
+                    variant,
+                    "extra FLOPs per step (share of the ungrown step)",
+                    rule,
+                    share,
+                    len(theirs),
+                    level,
+                ),
+            ]
         advised = mine[mine["rule"] == "advise"]
         for word in WORDS:
             said = advised[advised["word"] == word]
@@ -200,16 +258,42 @@ def _pairs(table: pd.DataFrame) -> pd.DataFrame:
     predicted, its interval and observed."""
     growth = table.assign(option=GROW_AT + " " + table["point"].astype(str))
     first = table.sort_values("point_index").groupby(["family", "variant", "model"], sort=False).head(1)
-    parts = [first.assign(quantity="gain", option=TRAIN_ON, predicted=first["train_on_predicted"],
-                          predicted_lo=first["train_on_predicted_lo"], predicted_hi=first["train_on_predicted_hi"],
-                          observed=first["train_on_observed"]),
-             growth.assign(quantity="gain", predicted=growth["predicted_gain"], predicted_lo=growth["predicted_gain_lo"],
-                           predicted_hi=growth["predicted_gain_hi"], observed=growth["observed_gain"]),
-             growth.assign(quantity="added", predicted=growth["predicted_added"],
-                           predicted_lo=growth["predicted_added_lo"], predicted_hi=growth["predicted_added_hi"],
-                           observed=-growth["vs_train_on"])]
-    columns = ["family", "variant", "model", "train_seed", "quantity", "option", "predicted", "predicted_lo",
-               "predicted_hi", "observed"]
+    parts = [
+        first.assign(
+            quantity="gain",
+            option=TRAIN_ON,
+            predicted=first["train_on_predicted"],
+            predicted_lo=first["train_on_predicted_lo"],
+            predicted_hi=first["train_on_predicted_hi"],
+            observed=first["train_on_observed"],
+        ),
+        growth.assign(
+            quantity="gain",
+            predicted=growth["predicted_gain"],
+            predicted_lo=growth["predicted_gain_lo"],
+            predicted_hi=growth["predicted_gain_hi"],
+            observed=growth["observed_gain"],
+        ),
+        growth.assign(
+            quantity="added",
+            predicted=growth["predicted_added"],
+            predicted_lo=growth["predicted_added_lo"],
+            predicted_hi=growth["predicted_added_hi"],
+            observed=-growth["vs_train_on"],
+        ),
+    ]
+    columns = [
+        "family",
+        "variant",
+        "model",
+        "train_seed",
+        "quantity",
+        "option",
+        "predicted",
+        "predicted_lo",
+        "predicted_hi",
+        "observed",
+    ]
     return pd.concat([part[columns] for part in parts], ignore_index=True)
 
 
@@ -221,17 +305,32 @@ def calibration(table: pd.DataFrame, settings: dict[str, Any]) -> pd.DataFrame:
     for (family, variant, quantity), mine in pairs.groupby(["family", "variant", "quantity"], sort=False):
         for option, theirs in [*mine.groupby("option", sort=False), ("every option", mine)]:
             seeds = theirs.groupby("train_seed")
-            slope = seeds.apply(lambda seed: calibration_slope(seed["predicted"], seed["observed"]),
-                                include_groups=False)
+            slope = seeds.apply(
+                lambda seed: calibration_slope(seed["predicted"], seed["observed"]), include_groups=False
+            )
             slope_estimate, slope_low, slope_high, _ = per_seed_interval(slope.to_numpy(float), level)
-            coverage, coverage_low, coverage_high, count = per_seed_interval(seeds["inside"].mean().to_numpy(float),
-                                                                             level)
-            rows.append({"family": family, "unit": loss_unit(table, family), "variant": variant,
-                         "quantity": quantity, "option": option, "points": len(theirs),
-                         "mean_predicted": float(theirs["predicted"].mean()),
-                         "mean_observed": float(theirs["observed"].mean()), "slope": slope_estimate,
-                         "slope_low": slope_low, "slope_high": slope_high, "coverage": coverage,
-                         "coverage_low": coverage_low, "coverage_high": coverage_high, "seeds": count})
+            coverage, coverage_low, coverage_high, count = per_seed_interval(
+                seeds["inside"].mean().to_numpy(float), level
+            )
+            rows.append(
+                {
+                    "family": family,
+                    "unit": loss_unit(table, family),
+                    "variant": variant,
+                    "quantity": quantity,
+                    "option": option,
+                    "points": len(theirs),
+                    "mean_predicted": float(theirs["predicted"].mean()),
+                    "mean_observed": float(theirs["observed"].mean()),
+                    "slope": slope_estimate,
+                    "slope_low": slope_low,
+                    "slope_high": slope_high,
+                    "coverage": coverage,
+                    "coverage_low": coverage_low,
+                    "coverage_high": coverage_high,
+                    "seeds": count,
+                }
+            )
     return pd.DataFrame(rows, columns=CALIBRATION_COLUMNS)
 
 
@@ -240,8 +339,9 @@ def growth_won(table: pd.DataFrame, sesoi: float, z: float) -> pd.DataFrame:
     its half of the seed split, whether that was beyond the outcome's noise too, and advise's decision there."""
     won = table[table["vs_train_on"] <= -sesoi].sort_values("vs_train_on")
     won = won.groupby(["family", "variant", "model"], sort=False).head(1).sort_values(["family", "variant", "model"])
-    return won.assign(half=seed_half(won["train_seed"].to_numpy()),
-                      beyond_noise=won["vs_train_on"] < -z * won["vs_train_on_se"])[WON_COLUMNS].reset_index(drop=True)
+    return won.assign(
+        half=seed_half(won["train_seed"].to_numpy()), beyond_noise=won["vs_train_on"] < -z * won["vs_train_on_se"]
+    )[WON_COLUMNS].reset_index(drop=True)
 
 
 def _oriented(picked: pd.DataFrame) -> pd.Series:
@@ -254,8 +354,9 @@ def _oriented(picked: pd.DataFrame) -> pd.Series:
     return difference.groupby(regrets["train_seed"]).mean()
 
 
-def claim_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str,
-               reference: str | None = None) -> list[dict[str, Any]]:
+def claim_rows(
+    table: pd.DataFrame, settings: dict[str, Any], this_run: str, reference: str | None = None
+) -> list[dict[str, Any]]:
     """The claim judged on the confirmation half, per family (parts) and over the families (the primary row, by the
     registered quantifier), on the primary procedure; secondary rows: the exploration half and every other
     procedure, per family."""
@@ -272,23 +373,42 @@ def claim_rows(table: pd.DataFrame, settings: dict[str, Any], this_run: str,
         at = look_level(CLAIM, max(len(values) for values in samples.values()), reference, settings["level"])
 
         def judge(level: float, plan: bool = True) -> dict[str, Judgement]:
-            return {family: judge_samples(effect, values.to_numpy(float), level, plan) for family, values in
-                    samples.items()}
+            return {
+                family: judge_samples(effect, values.to_numpy(float), level, plan) for family, values in samples.items()
+            }
 
         judged = judge_family(CLAIM, judge, at.level, unit="families")
         note = f"procedure {primary}, confirmation half ({CONFIRMATION}: odd training seeds)"
-        rows += [with_note(claim_row(CLAIM, judgement, this_run, f"{note}; {loss_unit(table, family)}",
-                                     scope=f"{family}, procedure {primary}",
-                                     role="part" if len(samples) > 1 else "primary"), at)
-                 for family, judgement in judged.readings.items()]
+        rows += [
+            with_note(
+                claim_row(
+                    CLAIM,
+                    judgement,
+                    this_run,
+                    f"{note}; {loss_unit(table, family)}",
+                    scope=f"{family}, procedure {primary}",
+                    role="part" if len(samples) > 1 else "primary",
+                ),
+                at,
+            )
+            for family, judgement in judged.readings.items()
+        ]
         if len(samples) > 1:
             rows.append(with_note(claim_row(CLAIM, judged.claim, this_run, note, scope=judged.scope("families")), at))
     for (half, variant, family), part in picked.assign(half=halves).groupby(["half", "variant", "family"]):
         if half == CONFIRMATION and variant == primary:
             continue
         judgement = judge_samples(effect, _oriented(part).to_numpy(float), settings["level"])
-        rows.append(claim_row(CLAIM, judgement, this_run, f"{half} half, procedure {variant}", role="secondary",
-                              scope=f"{family}, procedure {variant}, {half} half"))
+        rows.append(
+            claim_row(
+                CLAIM,
+                judgement,
+                this_run,
+                f"{half} half, procedure {variant}",
+                role="secondary",
+                scope=f"{family}, procedure {variant}, {half} half",
+            )
+        )
     return rows
 
 
@@ -301,15 +421,25 @@ def plot_calibration(table: pd.DataFrame, out_png: str | Path) -> None:
     figure, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.4 * max(1, len(panels)), 4.2), squeeze=False)
     for axis, ((family, variant), part) in zip(axes[0], panels):
         for option, theirs in part.groupby("option", sort=True):
-            axis.errorbar(theirs["predicted"], theirs["observed"],
-                          xerr=[theirs["predicted"] - theirs["predicted_lo"], theirs["predicted_hi"] - theirs["predicted"]],
-                          fmt="o", ms=3, lw=0.5, alpha=0.7, label=option)
+            axis.errorbar(
+                theirs["predicted"],
+                theirs["observed"],
+                xerr=[theirs["predicted"] - theirs["predicted_lo"], theirs["predicted_hi"] - theirs["predicted"]],
+                fmt="o",
+                ms=3,
+                lw=0.5,
+                alpha=0.7,
+                label=option,
+            )
         finite = part[["predicted", "observed"]].to_numpy(float)
         finite = finite[np.isfinite(finite)]
         low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
         axis.plot([low, high], [low, high], color="black", lw=0.8, ls="--")
-        axis.set(xlabel=f"predicted gain ({loss_unit(table, family)})",
-                 ylabel="observed gain", title=f"{family}, procedure {variant}")
+        axis.set(
+            xlabel=f"predicted gain ({loss_unit(table, family)})",
+            ylabel="observed gain",
+            title=f"{family}, procedure {variant}",
+        )
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
     figure.tight_layout()
@@ -319,8 +449,12 @@ def plot_calibration(table: pd.DataFrame, out_png: str | Path) -> None:
 def write_matched(out: str | Path, table: pd.DataFrame, settings: dict[str, Any]) -> dict[str, Path]:
     """matched_scorecard.csv, calibration.csv, growth_won.csv and the calibration figure (the registry's stem)."""
     out = Path(out)
-    paths = {"matched_scorecard": MATCHED_SCORECARD.path(out), "calibration": CALIBRATION.path(out),
-             "growth_won": GROWTH_WON.path(out), "calibration_figure": out / ADVICE_CALIBRATION.file}
+    paths = {
+        "matched_scorecard": MATCHED_SCORECARD.path(out),
+        "calibration": CALIBRATION.path(out),
+        "growth_won": GROWTH_WON.path(out),
+        "calibration_figure": out / ADVICE_CALIBRATION.file,
+    }
     plot_calibration(table, paths["calibration_figure"])
     write_csv(scorecard(table, settings), paths["matched_scorecard"])
     write_csv(calibration(table, settings), paths["calibration"])
@@ -331,7 +465,9 @@ def write_matched(out: str | Path, table: pd.DataFrame, settings: dict[str, Any]
 def score_lines(table: pd.DataFrame, settings: dict[str, Any]) -> list[str]:
     """Per family and procedure, each rule's regret, one line each."""
     card = scorecard(table, settings)
-    return [f"{row.family} ({row.unit}), {row.variant}: regret of {row.rule} = {row.estimate:.3g}"
-            + ("" if math.isnan(row.low) else f" [{row.low:.3g}, {row.high:.3g}]") + f" ({row.checkpoints} checkpoints)"
-            for row in card[card["score"] == "regret"].itertuples()]
-
+    return [
+        f"{row.family} ({row.unit}), {row.variant}: regret of {row.rule} = {row.estimate:.3g}"
+        + ("" if math.isnan(row.low) else f" [{row.low:.3g}, {row.high:.3g}]")
+        + f" ({row.checkpoints} checkpoints)"
+        for row in card[card["score"] == "regret"].itertuples()
+    ]

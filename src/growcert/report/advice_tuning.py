@@ -34,8 +34,15 @@ from growcert.errors import ConfigError
 
 GRID_STEPS = (25, 50, 100)
 GRID_LRS = (3e-4, 1e-3, 3e-3)
-TUNING_COLUMNS = ["steps", "lr", "frozen_loss", "control_loss", "improvement", "best_lr_at_steps",
-                  "next_steps_improvement"]
+TUNING_COLUMNS = [
+    "steps",
+    "lr",
+    "frozen_loss",
+    "control_loss",
+    "improvement",
+    "best_lr_at_steps",
+    "next_steps_improvement",
+]
 
 
 @dataclass(frozen=True)
@@ -70,15 +77,26 @@ def tuning_table(table: pd.DataFrame, tuning_checkpoint: str) -> pd.DataFrame:
             control = here.loc[here["control"] == "control", "control_loss"].unique()
             frozen = here.loc[here["control"] == "frozen", "control_loss"].unique()
             if len(control) != 1:
-                raise ConfigError(f"tuning checkpoint {tuning_checkpoint}: steps {steps}, lr {lr:g} has "
-                                  f"{len(control)} trained-control losses, not 1 (run advise-check there with "
-                                  "variant whole)")
+                raise ConfigError(
+                    f"tuning checkpoint {tuning_checkpoint}: steps {steps}, lr {lr:g} has "
+                    f"{len(control)} trained-control losses, not 1 (run advise-check there with "
+                    "variant whole)"
+                )
             if len(frozen) > 1:
-                raise ConfigError(f"tuning checkpoint {tuning_checkpoint}: steps {steps}, lr {lr:g} has "
-                                  f"{len(frozen)} frozen losses, not 1")
+                raise ConfigError(
+                    f"tuning checkpoint {tuning_checkpoint}: steps {steps}, lr {lr:g} has "
+                    f"{len(frozen)} frozen losses, not 1"
+                )
             frozen_loss = float(frozen[0]) if len(frozen) else np.nan
-            grid.append({"steps": steps, "lr": lr, "frozen_loss": frozen_loss, "control_loss": float(control[0]),
-                         "improvement": frozen_loss - float(control[0])})
+            grid.append(
+                {
+                    "steps": steps,
+                    "lr": lr,
+                    "frozen_loss": frozen_loss,
+                    "control_loss": float(control[0]),
+                    "improvement": frozen_loss - float(control[0]),
+                }
+            )
     return pd.DataFrame(grid)
 
 
@@ -91,19 +109,25 @@ def choose_budget(table: pd.DataFrame, tuning_checkpoint: str, sesoi: float) -> 
         here = grid[grid["steps"] == steps].sort_values(["control_loss", "lr"], kind="stable")
         best[steps] = here.iloc[0]  # the lowest control loss; a tie goes to the smaller lr
     grid["best_lr_at_steps"] = [np.isclose(row.lr, best[row.steps]["lr"]) for row in grid.itertuples()]
-    further = {steps: float(best[steps]["control_loss"] - best[larger]["control_loss"])
-               for steps, larger in zip(GRID_STEPS, GRID_STEPS[1:])}
+    further = {
+        steps: float(best[steps]["control_loss"] - best[larger]["control_loss"])
+        for steps, larger in zip(GRID_STEPS, GRID_STEPS[1:])
+    }
     grid["next_steps_improvement"] = grid["steps"].map(further).astype(float)
     for steps in GRID_STEPS[:-1]:
         if further[steps] <= sesoi:
             larger = GRID_STEPS[GRID_STEPS.index(steps) + 1]
-            reason = (f"S = {steps}: the smallest S whose best control ({best[steps]['control_loss']:.4f}) is within "
-                      f"the SESOI {sesoi:g} of S = {larger}'s ({best[larger]['control_loss']:.4f}; "
-                      f"{further[steps]:+.4f} nats per example); lr {best[steps]['lr']:g}: its control's lowest "
-                      f"held-out loss at S = {steps}")
+            reason = (
+                f"S = {steps}: the smallest S whose best control ({best[steps]['control_loss']:.4f}) is within "
+                f"the SESOI {sesoi:g} of S = {larger}'s ({best[larger]['control_loss']:.4f}; "
+                f"{further[steps]:+.4f} nats per example); lr {best[steps]['lr']:g}: its control's lowest "
+                f"held-out loss at S = {steps}"
+            )
             return Budget(int(steps), float(best[steps]["lr"]), reason), grid[TUNING_COLUMNS]
     last = GRID_STEPS[-1]
-    reason = (f"S = {last}: the largest S of the grid; the control still improves by more than the SESOI {sesoi:g} "
-              f"from S = {GRID_STEPS[-2]} to {last} ({further[GRID_STEPS[-2]]:+.4f} nats per example); "
-              f"lr {best[last]['lr']:g}: its control's lowest held-out loss at S = {last}")
+    reason = (
+        f"S = {last}: the largest S of the grid; the control still improves by more than the SESOI {sesoi:g} "
+        f"from S = {GRID_STEPS[-2]} to {last} ({further[GRID_STEPS[-2]]:+.4f} nats per example); "
+        f"lr {best[last]['lr']:g}: its control's lowest held-out loss at S = {last}"
+    )
     return Budget(int(last), float(best[last]["lr"]), reason), grid[TUNING_COLUMNS]

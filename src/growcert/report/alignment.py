@@ -68,19 +68,33 @@ def plot_dalign_vs_width(alignment: pd.DataFrame, out: str | Path) -> None:
     for axis, title, frame in _panels(held_out):
         figure = axis.figure
         determined = frame[frame["d_align"].notna()]
-        for color, (point, series) in zip(sns.color_palette("viridis", frame["point"].nunique()), determined.groupby("point")):
+        for color, (point, series) in zip(
+            sns.color_palette("viridis", frame["point"].nunique()), determined.groupby("point")
+        ):
             series = series.sort_values("width")
-            axis.errorbar(series["width"], series["d_align"],
-                          yerr=[series["d_align"] - series["d_align_lo"].clip(lower=1e-12),
-                                (series["d_align_hi"] - series["d_align"]).replace(np.inf, np.nan).fillna(0)],
-                          marker="o", capsize=2, label=point, color=color)
+            axis.errorbar(
+                series["width"],
+                series["d_align"],
+                yerr=[
+                    series["d_align"] - series["d_align_lo"].clip(lower=1e-12),
+                    (series["d_align_hi"] - series["d_align"]).replace(np.inf, np.nan).fillna(0),
+                ],
+                marker="o",
+                capsize=2,
+                label=point,
+                color=color,
+            )
         undetermined = int(frame["d_align"].isna().sum())
         width_ticks(axis, frame["width"])
         if len(determined):
             # Intervals that reach 0 (or infinity) run off the axis instead of squashing the points.
             axis.set_ylim(determined["d_align"].min() / 20, determined["d_align"].max() * 20)
-        axis.set(yscale="log", xlabel="width", ylabel="d_align (unbiased, held-out pool, 95 % interval)",
-                 title=f"{title}\n{undetermined} of {len(frame)} cells undetermined (not shown)")
+        axis.set(
+            yscale="log",
+            xlabel="width",
+            ylabel="d_align (unbiased, held-out pool, 95 % interval)",
+            title=f"{title}\n{undetermined} of {len(frame)} cells undetermined (not shown)",
+        )
         if len(determined):
             axis.legend(fontsize=7, ncol=2)
         axis.grid(alpha=0.3)
@@ -90,13 +104,19 @@ def plot_dalign_vs_width(alignment: pd.DataFrame, out: str | Path) -> None:
 
 def plot_plugin_vs_unbiased(alignment: pd.DataFrame, out: str | Path) -> None:
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    long = pd.concat([held_out.assign(estimator="unbiased", value=held_out["d_align_raw"]),
-                      held_out.assign(estimator="plug-in", value=held_out["d_align_plugin"])])
+    long = pd.concat(
+        [
+            held_out.assign(estimator="unbiased", value=held_out["d_align_raw"]),
+            held_out.assign(estimator="plug-in", value=held_out["d_align_plugin"]),
+        ]
+    )
     long = long[long["value"] > 0]  # log axis: a negative unbiased estimate is undetermined, counted in the title
     figure = None
     for axis, title, frame in _panels(long):
         figure = axis.figure
-        sns.lineplot(frame, x="width", y="value", hue="point", style="estimator", markers=True, palette="viridis", ax=axis)
+        sns.lineplot(
+            frame, x="width", y="value", hue="point", style="estimator", markers=True, palette="viridis", ax=axis
+        )
         width_ticks(axis, frame["width"])
         axis.set(yscale="log", xlabel="width", ylabel="d_align", title=title)
         axis.legend(fontsize=6, ncol=2)
@@ -126,8 +146,7 @@ def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> int:
         series = series.groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
         below = (series["p_hat"] - series["p_lo"]).clip(lower=0)
         above = (series["p_hi"] - series["p_hat"]).clip(lower=0)
-        axis.errorbar(series[x], series["p_hat"], yerr=[below, above],
-                      marker="o", capsize=2, label=f"p̂ ({mode})")
+        axis.errorbar(series[x], series["p_hat"], yerr=[below, above], marker="o", capsize=2, label=f"p̂ ({mode})")
     iid = frame[frame["mode"] == "iid"].groupby(x, as_index=False).median(numeric_only=True).sort_values(x)
     # Certificates only where the held-out moments are determined (NaN otherwise): a raw bound from a
     # negative estimate is not a probability.
@@ -140,14 +159,19 @@ def _certificate_lines(axis, frame: pd.DataFrame, x: str) -> int:
     return int(iid["b_exact"].isna().sum())
 
 
-def plot_misalignment(misalignment: pd.DataFrame, reference_mk: tuple[int, int], out_width: str | Path,
-                      out_mk: str | Path) -> None:
+def plot_misalignment(
+    misalignment: pd.DataFrame, reference_mk: tuple[int, int], out_width: str | Path, out_mk: str | Path
+) -> None:
     final = deepest_point(last_step(misalignment))
     # One depth per family (the deepest trained), so each line is one model per width.
     final = final[final["depth"] == final.groupby(panel_keys(final), dropna=False)["depth"].transform("max")]
     at_reference = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1])]
-    _certificate_figure(at_reference, "width", out_width,
-                        lambda frame: f"M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}")
+    _certificate_figure(
+        at_reference,
+        "width",
+        out_width,
+        lambda frame: f"M = {reference_mk[0]}, K = {reference_mk[1]}, depth {frame['depth'].max()}",
+    )
     widest = final[final["width"] == final.groupby(panel_keys(final), dropna=False)["width"].transform("max")]
     _certificate_figure(widest[widest["M"] == widest["K"]], "M", out_mk, lambda frame: "widest model")
 
@@ -159,22 +183,51 @@ def _certificate_figure(table: pd.DataFrame, x: str, out: str | Path, describe) 
         figure = axis.figure
         missing = _certificate_lines(axis, frame, x)
         label = "width" if x == "width" else "M = K"
-        axis.set(xlabel=label, title=f"{title}, {describe(frame)}, last point\n"
-                                     f"certificates undetermined at {missing} of {frame[x].nunique()} values of {label}")
+        axis.set(
+            xlabel=label,
+            title=f"{title}, {describe(frame)}, last point\n"
+            f"certificates undetermined at {missing} of {frame[x].nunique()} values of {label}",
+        )
     if figure is not None:
         save_figure(figure, out)
 
 
 def alignment_summary(alignment: pd.DataFrame) -> pd.DataFrame:
     held_out = last_step(alignment[alignment["pool"] == "test"])
-    columns = with_context(["family", "dataset", "step", "reduction", "point", "width", "depth", "n", "dim", "detectability",
-               "d_align", "d_align_lo", "d_align_hi", "d_align_raw", "d_align_plugin", "status"], held_out)
+    columns = with_context(
+        [
+            "family",
+            "dataset",
+            "step",
+            "reduction",
+            "point",
+            "width",
+            "depth",
+            "n",
+            "dim",
+            "detectability",
+            "d_align",
+            "d_align_lo",
+            "d_align_hi",
+            "d_align_raw",
+            "d_align_plugin",
+            "status",
+        ],
+        held_out,
+    )
     return held_out[columns].sort_values(["family", "reduction", "point", "width"])
 
 
-def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: str,
-                log_value: bool = True, no_room: Callable[[pd.DataFrame], str | None] | None = None,
-                reference: str | None = None) -> list[dict[str, Any]]:
+def _slope_rows(
+    key: str,
+    table: pd.DataFrame,
+    value: str,
+    level: float,
+    what: str,
+    log_value: bool = True,
+    no_room: Callable[[pd.DataFrame], str | None] | None = None,
+    reference: str | None = None,
+) -> list[dict[str, Any]]:
     """The claim rows of a width trend over (point, reduction) series, each series' seed-level slope interval
     (width_trend, of log `value` on log width, or of `value` itself with `log_value` False): the primary series
     (claims.p1_primary_cells) decide, with Holm across them when several depths, datasets or contexts have one
@@ -195,35 +248,53 @@ def _slope_rows(key: str, table: pd.DataFrame, value: str, level: float, what: s
         trend = width_trend(rows, "step", value, level=at, cell=series, log_value=log_value)
         labels = [_series_label(row) for _, row in trend.iterrows()]
         judged = dict(zip(labels, judge_slopes(effect, trend, at, plan)))
-        for _, one in (rows.groupby([c for c in series if c in rows.columns], dropna=False)
-                       if no_room is not None and len(rows) else []):
+        for _, one in (
+            rows.groupby([c for c in series if c in rows.columns], dropna=False)
+            if no_room is not None and len(rows)
+            else []
+        ):
             label = _series_label(one.iloc[0])
             if label in judged and (reason := no_room(one)):
                 judged[label] = not_tested(reason, judged[label].seeds, at, judged[label].estimate)
         return judged
 
     others = judge(level, plan=False, rows=table[~p1_primary_cells(table)])
-    listed = "; ".join(f"{label} {j.estimate:+.2f} [{j.low:+.2f}, {j.high:+.2f}] {j.verdict}" for label, j in others.items())
+    listed = "; ".join(
+        f"{label} {j.estimate:+.2f} [{j.low:+.2f}, {j.high:+.2f}] {j.verdict}" for label, j in others.items()
+    )
     plugin = ""
     if value == "d_align":
         plugin_trend = width_trend(table, "step", "d_align_plugin", level=level, cell=series)
-        plugin = (" Plug-in d_align slopes (its finite-n floor moves with width): "
-                  + ", ".join(f"{row.slope:+.2f}" for row in plugin_trend.itertuples()) + ".")
+        plugin = (
+            " Plug-in d_align slopes (its finite-n floor moves with width): "
+            + ", ".join(f"{row.slope:+.2f}" for row in plugin_trend.itertuples())
+            + "."
+        )
     secondary = f" Secondary series (never decide the claim): {listed or 'none'}.{plugin}"
     each = judge(level, plan=False)
     if not each:
-        missing = not_tested(f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with at least two "
-                             "widths", level=level)
-        return [with_note(claim_row(key, missing, this_run=what, note="held-out pool, last checkpoint." + secondary),
-                          at)]
+        missing = not_tested(
+            f"no primary series in this run: {CLAIMS[key].primary.split(';')[0]} with at least two widths", level=level
+        )
+        return [
+            with_note(claim_row(key, missing, this_run=what, note="held-out pool, last checkpoint." + secondary), at)
+        ]
     family = judge_family(key, judge, level, unit="primary series")
     rows = []
     if len(each) > 1:
-        rows += [claim_row(key, judgement, scope=label, role="part", this_run=what, note="primary series, a part.")
-                 for label, judgement in family.readings.items()]
-    rows.append(claim_row(key, family.claim, scope=None if len(each) == 1 else family.scope("primary series"),
-                          this_run=f"{what}; primary: {family.deciding}",
-                          note="held-out pool, last checkpoint." + secondary))
+        rows += [
+            claim_row(key, judgement, scope=label, role="part", this_run=what, note="primary series, a part.")
+            for label, judgement in family.readings.items()
+        ]
+    rows.append(
+        claim_row(
+            key,
+            family.claim,
+            scope=None if len(each) == 1 else family.scope("primary series"),
+            this_run=f"{what}; primary: {family.deciding}",
+            note="held-out pool, last checkpoint." + secondary,
+        )
+    )
     return [with_note(row, at) for row in rows]
 
 
@@ -232,8 +303,9 @@ def _series_label(row: pd.Series) -> str:
     return f"{row['family']}/{row['dataset']}{context} d{row['depth']} {row['point']} {row['reduction']}"
 
 
-def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int, int],
-                            level: float = 0.95, reference: str | None = None) -> list[dict[str, Any]]:
+def misalignment_width_rows(
+    misalignment: pd.DataFrame, reference_mk: tuple[int, int], level: float = 0.95, reference: str | None = None
+) -> list[dict[str, Any]]:
     """The "p̂ falls with width at fixed (M, K)" rows: at each run's last checkpoint, iid mode, (M, K) =
     `reference_mk`, the slope of p̂ itself on log width (the registry's effect, whose SESOI is a fall of p̂ by 0.05
     over a 6× width range: a slope of log p̂ would be on another scale, and would drop every p̂ = 0), per series,
@@ -246,8 +318,9 @@ def misalignment_width_rows(misalignment: pd.DataFrame, reference_mk: tuple[int,
     final = last_step(misalignment)
     cells = final[(final["M"] == reference_mk[0]) & (final["K"] == reference_mk[1]) & (final["mode"] == "iid")]
     what = f"M = {reference_mk[0]}, K = {reference_mk[1]} (iid)"
-    rows = _slope_rows("p1_misalignment_width", cells, "p_hat", level, what, log_value=False, no_room=p_hat_floor,
-                       reference=reference)
+    rows = _slope_rows(
+        "p1_misalignment_width", cells, "p_hat", level, what, log_value=False, no_room=p_hat_floor, reference=reference
+    )
     first = _slope_rows("p1_misalignment_width", cells, "p_hat", level, what, log_value=False)[-1]
     return rows + [as_first_form(first, "p1_misalignment_width")]
 
@@ -264,9 +337,11 @@ def p_hat_floor(series: pd.DataFrame) -> str | None:
     start = float(series.loc[widths == widths.min(), "p_hat"].mean())
     if start >= needed:
         return None
-    return (f"p̂ at its floor: at width {int(widths.min())} it is {start:.3g} (mean over seeds), below the fall of "
-            f"{needed:.3g} the SESOI asks over widths {int(widths.min())}–{int(widths.max())}; p̂ ≥ 0 leaves no "
-            "room to show it")
+    return (
+        f"p̂ at its floor: at width {int(widths.min())} it is {start:.3g} (mean over seeds), below the fall of "
+        f"{needed:.3g} the SESOI asks over widths {int(widths.min())}–{int(widths.max())}; p̂ ≥ 0 leaves no "
+        "room to show it"
+    )
 
 
 # What the certificate rows need of a cell's pools: their sizes, and B_exact's moments with their jackknife errors.
@@ -279,23 +354,34 @@ def bound_cells(cells: pd.DataFrame, alignment: pd.DataFrame, mode: str) -> tupl
     the train n (`n_train`), with the disjoint draws of M and K the pools hold (held-out n in the iid mode; train n
     for M and held-out n for K train → test; stats.intervals.disjoint_draw_count). A sentence saying what is
     missing when the tables lack those columns."""
-    keys = [c for c in ("family", "dataset", "width", "depth", "seed", "step", "context", "point", "reduction")
-            if c in cells.columns and c in alignment.columns]
-    missing = [c for c in BOUND_COLUMNS if c not in alignment.columns] + [c for c in ("replicates",)
-                                                                          if c not in cells.columns]
+    keys = [
+        c
+        for c in ("family", "dataset", "width", "depth", "seed", "step", "context", "point", "reduction")
+        if c in cells.columns and c in alignment.columns
+    ]
+    missing = [c for c in BOUND_COLUMNS if c not in alignment.columns] + [
+        c for c in ("replicates",) if c not in cells.columns
+    ]
     if missing and len(cells):
-        return ("the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge them again "
-                "from stores estimated with this code")
+        return (
+            "the tables lack what B_exact's and p̂'s errors need (" + ", ".join(missing) + "): judge them again "
+            "from stores estimated with this code"
+        )
     if "context" in alignment.columns and "context" not in cells.columns:
         # fixed-context misalignment tables beside a context sweep's alignment rows: only the fixed-context rows match
         alignment = alignment[alignment["context"].isna()]
     held_out = alignment[alignment["pool"] == "test"][keys + list(BOUND_COLUMNS)]
     train = alignment[alignment["pool"] == "train"][keys + ["n"]].rename(columns={"n": "n_train"})
-    joined = (cells.drop(columns=[c for c in (*BOUND_COLUMNS, "n_train") if c in cells.columns])
-              .merge(held_out, on=keys, how="left", validate="many_to_one")
-              .merge(train, on=keys, how="left", validate="many_to_one"))
-    draws = (disjoint_draw_count(joined["M"], joined["K"], joined["n"]) if mode == "iid"
-             else disjoint_draw_count(joined["M"], joined["K"], joined["n_train"], joined["n"]))
+    joined = (
+        cells.drop(columns=[c for c in (*BOUND_COLUMNS, "n_train") if c in cells.columns])
+        .merge(held_out, on=keys, how="left", validate="many_to_one")
+        .merge(train, on=keys, how="left", validate="many_to_one")
+    )
+    draws = (
+        disjoint_draw_count(joined["M"], joined["K"], joined["n"])
+        if mode == "iid"
+        else disjoint_draw_count(joined["M"], joined["K"], joined["n_train"], joined["n"])
+    )
     return joined, np.asarray(draws)
 
 
@@ -309,28 +395,48 @@ def certificate_judgement(cells: pd.DataFrame, alignment: pd.DataFrame, mode: st
     if isinstance(joined, str):
         return not_tested(joined, seeds, level)
     joined, draws = joined
-    return judge_bound(joined["p_hat"], joined["b_exact"],
-                       lambda at: misalignment_interval(joined["p_hat"], joined["replicates"], draws, at),
-                       lambda at: b_exact_interval(joined, joined["M"], joined["K"], at), level, seeds)
+    return judge_bound(
+        joined["p_hat"],
+        joined["b_exact"],
+        lambda at: misalignment_interval(joined["p_hat"], joined["replicates"], draws, at),
+        lambda at: b_exact_interval(joined, joined["M"], joined["K"], at),
+        level,
+        seeds,
+    )
 
 
-def alignment_claims(alignment: pd.DataFrame, misalignment: pd.DataFrame, reference_mk: tuple[int, int],
-                     level: float = 0.95, reference: str | None = None) -> list[dict[str, Any]]:
+def alignment_claims(
+    alignment: pd.DataFrame,
+    misalignment: pd.DataFrame,
+    reference_mk: tuple[int, int],
+    level: float = 0.95,
+    reference: str | None = None,
+) -> list[dict[str, Any]]:
     """The P1 claim rows (d_align and p̂ against width, p̂ ≤ B_exact) and the certificate-order check rows; each
     claim at the level of its look in reference run `reference` (`growcert.referee.looks.look_level`)."""
     held_out = last_step(alignment[alignment["pool"] == "test"])
     undetermined = int(held_out["d_align"].isna().sum())
-    rows = _slope_rows("p1_dalign_width", held_out, "d_align", level,
-                       f"d_align {held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}; {undetermined} of "
-                       f"{len(held_out)} cells undetermined", reference=reference)
+    rows = _slope_rows(
+        "p1_dalign_width",
+        held_out,
+        "d_align",
+        level,
+        f"d_align {held_out['d_align'].min():.3g}–{held_out['d_align'].max():.3g}; {undetermined} of "
+        f"{len(held_out)} cells undetermined",
+        reference=reference,
+    )
     if misalignment.empty:  # every grid sweeps context: no certificates were estimated
         return rows
-    return rows + misalignment_width_rows(misalignment, reference_mk, level, reference) + \
-        certificate_rows(alignment, misalignment, level, reference)
+    return (
+        rows
+        + misalignment_width_rows(misalignment, reference_mk, level, reference)
+        + certificate_rows(alignment, misalignment, level, reference)
+    )
 
 
-def certificate_rows(alignment: pd.DataFrame, misalignment: pd.DataFrame, level: float = 0.95,
-                     reference: str | None = None) -> list[dict[str, Any]]:
+def certificate_rows(
+    alignment: pd.DataFrame, misalignment: pd.DataFrame, level: float = 0.95, reference: str | None = None
+) -> list[dict[str, Any]]:
     """The p̂ ≤ B_exact claim rows of both modes (iid, train → test: `certificate_judgement` over the determined
     cells of each run's last checkpoint) and their B_exact ≤ B_align check rows, each claim at the level of its
     look in reference run `reference`: what `alignment_claims` writes for the bound, and all the p1-bound run
@@ -344,15 +450,28 @@ def certificate_rows(alignment: pd.DataFrame, misalignment: pd.DataFrame, level:
         at = look_level(key, int(cells["seed"].nunique()) if "seed" in cells else 0, reference, level)
         judgement = certificate_judgement(cells, alignment, mode, at.level)
         scope = "; M from the training rows, where independence can fail" if mode == "train_test" else ""
-        rows.append(with_note(claim_row(key, judgement,
-                              this_run=f"p̂ ≤ B_exact in {int((cells['p_hat'] <= cells['b_exact']).sum())} of "
-                                       f"{len(cells)} determined cells; B_exact < 0.5 in "
-                                       f"{int((cells['b_exact'] < 0.5).sum())}",
-                              note=f"{len(every) - len(cells)} cells undetermined (no detectable mean or a negative "
-                                   f"estimate); certificates from held-out moments{scope}"), at))
+        rows.append(
+            with_note(
+                claim_row(
+                    key,
+                    judgement,
+                    this_run=f"p̂ ≤ B_exact in {int((cells['p_hat'] <= cells['b_exact']).sum())} of "
+                    f"{len(cells)} determined cells; B_exact < 0.5 in "
+                    f"{int((cells['b_exact'] < 0.5).sum())}",
+                    note=f"{len(every) - len(cells)} cells undetermined (no detectable mean or a negative "
+                    f"estimate); certificates from held-out moments{scope}",
+                ),
+                at,
+            )
+        )
         ordered = cells["b_exact"] <= cells["b_align"]
-        rows.append(check_row("p1_certificate_order", bool(ordered.all()), scope=mode,
-                              this_run=f"B_exact ≤ B_align in {int(ordered.sum())} of {len(cells)} determined cells",
-                              note="both bounds follow from the same estimated moments, so this can only fail "
-                                   "through a bug"))
+        rows.append(
+            check_row(
+                "p1_certificate_order",
+                bool(ordered.all()),
+                scope=mode,
+                this_run=f"B_exact ≤ B_align in {int(ordered.sum())} of {len(cells)} determined cells",
+                note="both bounds follow from the same estimated moments, so this can only fail through a bug",
+            )
+        )
     return rows

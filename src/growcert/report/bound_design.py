@@ -58,8 +58,13 @@ class CommittedCost:
     @classmethod
     def of(cls, folder: Path, train_pool: int, test_pool: int, replicates: int) -> CommittedCost:
         per_rule = json.loads(PROVENANCE.path(folder).read_text())["cost"]["per_rule"]
-        return cls({r["rule"]: r["cpu_s"] for r in per_rule}, {r["rule"]: r["jobs"] for r in per_rule},
-                   train_pool, test_pool, replicates)
+        return cls(
+            {r["rule"]: r["cpu_s"] for r in per_rule},
+            {r["rule"]: r["jobs"] for r in per_rule},
+            train_pool,
+            test_pool,
+            replicates,
+        )
 
     def per_job(self, rule: str) -> tuple[float, float]:
         """(the job's imports, the rest) in CPU seconds, per job of `rule`."""
@@ -86,14 +91,18 @@ def run_cost(committed: CommittedCost, pool: int, replicates: int, stores: int) 
     def alignment_work(n):
         return ALIGNMENT_LINEAR * n + ALIGNMENT_QUADRATIC * n**2
 
-    alignment_growth = 2 * alignment_work(pool) / (alignment_work(committed.train_pool)
-                                                   + alignment_work(committed.test_pool))
-    misalignment_growth = ((MISALIGNMENT_FIXED + MISALIGNMENT_PER_REPLICATE * replicates)
-                           / (MISALIGNMENT_FIXED + MISALIGNMENT_PER_REPLICATE * committed.replicates))
+    alignment_growth = (
+        2 * alignment_work(pool) / (alignment_work(committed.train_pool) + alignment_work(committed.test_pool))
+    )
+    misalignment_growth = (MISALIGNMENT_FIXED + MISALIGNMENT_PER_REPLICATE * replicates) / (
+        MISALIGNMENT_FIXED + MISALIGNMENT_PER_REPLICATE * committed.replicates
+    )
     seconds = {}
-    for rule, name, growth in (("dump_gradients", "dump", examples),
-                               ("estimate_alignment", "alignment", max(examples, alignment_growth)),
-                               ("estimate_misalignment", "misalignment", max(examples, misalignment_growth))):
+    for rule, name, growth in (
+        ("dump_gradients", "dump", examples),
+        ("estimate_alignment", "alignment", max(examples, alignment_growth)),
+        ("estimate_misalignment", "misalignment", max(examples, misalignment_growth)),
+    ):
         fixed, rest = committed.per_job(rule)
         seconds[name] = (fixed + rest * growth) * stores
     hours = {name: value / 3600 for name, value in seconds.items()}
@@ -107,9 +116,20 @@ def retraining_cpu_hours(committed: CommittedCost, runs: int) -> float:
 
 def cell_of(row, mode: str, train_pool: int | None = None) -> BoundCell:
     """A joined cell row (`report.alignment.bound_cells`) as a `BoundCell` at its committed held-out pool."""
-    return BoundCell(float(row.p_hat), float(row.mu_4), float(row.mu_sigma_mu), float(row.tr_sigma2),
-                     float(row.mu_4_se_jack), float(row.mu_sigma_mu_se_jack), float(row.tr_sigma2_se_jack),
-                     int(row.n), int(row.M), int(row.K), mode, train_pool)
+    return BoundCell(
+        float(row.p_hat),
+        float(row.mu_4),
+        float(row.mu_sigma_mu),
+        float(row.tr_sigma2),
+        float(row.mu_4_se_jack),
+        float(row.mu_sigma_mu_se_jack),
+        float(row.tr_sigma2_se_jack),
+        int(row.n),
+        int(row.M),
+        int(row.K),
+        mode,
+        train_pool,
+    )
 
 
 def design_cells(folder: Path, replicates: int = DESIGN_REPLICATES, level: float = LEVEL) -> pd.DataFrame:
@@ -124,25 +144,43 @@ def design_cells(folder: Path, replicates: int = DESIGN_REPLICATES, level: float
         joined, draws = bound_cells(cells, alignment, mode)
         _, p_high = misalignment_interval(joined["p_hat"], joined["replicates"], draws, level)
         b_low, _ = b_exact_interval(joined, joined["M"], joined["K"], level)
-        joined = joined.assign(mode=mode, p_high=p_high, b_low=b_low, shown=p_high <= b_low,
-                               separation=(joined["b_exact"] - joined["p_hat"])
-                               / ((p_high - joined["p_hat"]) + (joined["b_exact"] - b_low)))
-        joined["pool_for_power"] = [pool_size_for_power(cell_of(row, mode), replicates, level)[0]
-                                    for row in joined.itertuples()]
+        joined = joined.assign(
+            mode=mode,
+            p_high=p_high,
+            b_low=b_low,
+            shown=p_high <= b_low,
+            separation=(joined["b_exact"] - joined["p_hat"])
+            / ((p_high - joined["p_hat"]) + (joined["b_exact"] - b_low)),
+        )
+        joined["pool_for_power"] = [
+            pool_size_for_power(cell_of(row, mode), replicates, level)[0] for row in joined.itertuples()
+        ]
         parts.append(joined)
     return pd.concat(parts, ignore_index=True)
 
 
-def power_at(cells: pd.DataFrame, pool: int, replicates: int = DESIGN_REPLICATES, level: float = LEVEL,
-             committed_train_pool: bool = False) -> np.ndarray:
+def power_at(
+    cells: pd.DataFrame,
+    pool: int,
+    replicates: int = DESIGN_REPLICATES,
+    level: float = LEVEL,
+    committed_train_pool: bool = False,
+) -> np.ndarray:
     """Each cell's probability of showing p ≤ B at `pool` held-out examples, with as many training examples (or,
     `committed_train_pool`, the committed run's own)."""
-    return np.array([shown_probability(cell_of(row, row.mode, int(row.n_train) if committed_train_pool else None),
-                                       pool, replicates, level) for row in cells.itertuples()])
+    return np.array(
+        [
+            shown_probability(
+                cell_of(row, row.mode, int(row.n_train) if committed_train_pool else None), pool, replicates, level
+            )
+            for row in cells.itertuples()
+        ]
+    )
 
 
-def largest_affordable_pool(committed: CommittedCost, stores: int, replicates: int, ceiling: int,
-                            budget: float = BUDGET_CPU_HOURS) -> int:
+def largest_affordable_pool(
+    committed: CommittedCost, stores: int, replicates: int, ceiling: int, budget: float = BUDGET_CPU_HOURS
+) -> int:
     """The largest pool size ≤ `ceiling` (a multiple of 16) whose `run_cost` fits `budget` CPU hours; 0 if none."""
     fits = [n for n in range(16, ceiling + 1, 16) if run_cost(committed, n, replicates, stores)["total"] <= budget]
     return fits[-1] if fits else 0
@@ -152,56 +190,83 @@ def report(folder: Path, stores: int = 64, replicates: int = DESIGN_REPLICATES) 
     """The figures of bound-design.md, as markdown."""
     cells = design_cells(folder, replicates)
     committed = CommittedCost.of(folder, train_pool=128, test_pool=512, replicates=300)
-    lines = [f"Non-vacuous determined cells (last checkpoint, B_exact < {VACUOUS_BOUND}), judged at {LEVEL:.0%} per "
-             f"cell; design replicates R = {replicates:,}; both pools of the design size.", "",
-             "| mode | cells | shown at 512 | median separation | median cell (M, width, point, reduction, seed) "
-             "| its p̂, B_exact | pool for 80 % power there | median over cells of the pool for 80 % power |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Non-vacuous determined cells (last checkpoint, B_exact < {VACUOUS_BOUND}), judged at {LEVEL:.0%} per "
+        f"cell; design replicates R = {replicates:,}; both pools of the design size.",
+        "",
+        "| mode | cells | shown at 512 | median separation | median cell (M, width, point, reduction, seed) "
+        "| its p̂, B_exact | pool for 80 % power there | median over cells of the pool for 80 % power |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     designs = {}
     for mode in MODES:
         part = cells[cells["mode"] == mode]
         middle = part["separation"].median()
         median_cell = part.loc[(part["separation"] - middle).abs().idxmin()]
         designs[mode] = int(median_cell["pool_for_power"])
-        lines.append(f"| {mode} | {len(part)} | {int(part['shown'].sum())} | {middle:.3g} | {int(median_cell['M'])}, "
-                     f"{int(median_cell['width'])}, {median_cell['point']}, {median_cell['reduction']}, "
-                     f"{int(median_cell['seed'])} | {median_cell['p_hat']:.3g}, {median_cell['b_exact']:.3g} | "
-                     f"{designs[mode]:,} | {int(part['pool_for_power'].median()):,} |")
+        lines.append(
+            f"| {mode} | {len(part)} | {int(part['shown'].sum())} | {middle:.3g} | {int(median_cell['M'])}, "
+            f"{int(median_cell['width'])}, {median_cell['point']}, {median_cell['reduction']}, "
+            f"{int(median_cell['seed'])} | {median_cell['p_hat']:.3g}, {median_cell['b_exact']:.3g} | "
+            f"{designs[mode]:,} | {int(part['pool_for_power'].median()):,} |"
+        )
     chosen = max(designs.values())
-    check = {mode: (power_at(cells[cells["mode"] == mode], 512, 300, committed_train_pool=True).sum(),
-                    int(cells[cells["mode"] == mode]["shown"].sum())) for mode in MODES}
-    lines += ["", "The power model at the committed run's own settings (R = 300, 512 held-out and 128 training "
-              "examples), against what its tables show: cells expected shown "
-              + ", ".join(f"{mode} {expected:.1f} (shown: {shown})" for mode, (expected, shown) in check.items())
-              + "."]
+    check = {
+        mode: (
+            power_at(cells[cells["mode"] == mode], 512, 300, committed_train_pool=True).sum(),
+            int(cells[cells["mode"] == mode]["shown"].sum()),
+        )
+        for mode in MODES
+    }
+    lines += [
+        "",
+        "The power model at the committed run's own settings (R = 300, 512 held-out and 128 training "
+        "examples), against what its tables show: cells expected shown "
+        + ", ".join(f"{mode} {expected:.1f} (shown: {shown})" for mode, (expected, shown) in check.items())
+        + ".",
+    ]
     affordable = largest_affordable_pool(committed, stores, replicates, HELD_OUT_WINDOWS)
-    lines += ["", f"Pool size for 80 % power at the median cell of both modes: **{chosen:,}** examples per pool "
-              f"(each of the {stores} stores: {chosen:,} held-out and {chosen:,} training examples).", "",
-              "| pool | CPU hours: dump | alignment | misalignment | total |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Pool size for 80 % power at the median cell of both modes: **{chosen:,}** examples per pool "
+        f"(each of the {stores} stores: {chosen:,} held-out and {chosen:,} training examples).",
+        "",
+        "| pool | CPU hours: dump | alignment | misalignment | total |",
+        "|---|---|---|---|---|",
+    ]
     for pool in sorted({512, affordable, HELD_OUT_WINDOWS, chosen}):
         cost = run_cost(committed, pool, replicates, stores)
-        lines.append(f"| {pool:,} | {cost['dump']:.2f} | {cost['alignment']:.2f} | {cost['misalignment']:.2f} | "
-                     f"{cost['total']:.2f} |")
-    lines += ["", f"Retraining the {stores} models (their checkpoints are not kept): "
-              f"{retraining_cpu_hours(committed, stores):.2f} CPU hours more.", "",
-              "| pool | mode | median cell's power | cells with ≥ 80 % power | cells expected shown | "
-              "P(every cell shown) |", "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {pool:,} | {cost['dump']:.2f} | {cost['alignment']:.2f} | {cost['misalignment']:.2f} | "
+            f"{cost['total']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Retraining the {stores} models (their checkpoints are not kept): "
+        f"{retraining_cpu_hours(committed, stores):.2f} CPU hours more.",
+        "",
+        "| pool | mode | median cell's power | cells with ≥ 80 % power | cells expected shown | P(every cell shown) |",
+        "|---|---|---|---|---|---|",
+    ]
     for pool in sorted({affordable, HELD_OUT_WINDOWS}):
         for mode in MODES:
             part = cells[cells["mode"] == mode]
             power = power_at(part, pool, replicates)
             middle = part["separation"].median()
             median_power = power[int(np.argmin(np.abs(part["separation"].to_numpy() - middle)))]
-            lines.append(f"| {pool:,} | {mode} | {median_power:.3g} | {int((power >= POWER).sum())} of {len(part)} | "
-                         f"{power.sum():.1f} | {math.prod(power):.3g} |")
+            lines.append(
+                f"| {pool:,} | {mode} | {median_power:.3g} | {int((power >= POWER).sum())} of {len(part)} | "
+                f"{power.sum():.1f} | {math.prod(power):.3g} |"
+            )
     by_mk = cells.groupby(["mode", "M"])["pool_for_power"].median().astype(int).rename("median pool for 80 %")
     return "\n".join(lines + ["", by_mk.reset_index().to_markdown(index=False)])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path,
-                        help=f"a committed run's folder ({KEPT_MISALIGNMENT.name}, {KEPT_ALIGNMENT.name})")
+    parser.add_argument(
+        "folder", type=Path, help=f"a committed run's folder ({KEPT_MISALIGNMENT.name}, {KEPT_ALIGNMENT.name})"
+    )
     parser.add_argument("--replicates", type=int, default=DESIGN_REPLICATES)
     arguments = parser.parse_args(argv)
     print(report(arguments.folder, replicates=arguments.replicates))

@@ -30,11 +30,23 @@ def plot_training_grid(table: pd.DataFrame, out: str | Path) -> None:
         at_context = f" at context {int(context[0])}" if context and pd.notna(context[0]) else ""
         for column, metric in enumerate(("test_loss", "test_acc")):
             axis = axes[row, column]
-            sns.lineplot(frame, x="width", y=metric, hue="depth", style="depth", markers=True, dashes=False,
-                         errorbar=("pi", 100), palette="viridis", ax=axis)
+            sns.lineplot(
+                frame,
+                x="width",
+                y=metric,
+                hue="depth",
+                style="depth",
+                markers=True,
+                dashes=False,
+                errorbar=("pi", 100),
+                palette="viridis",
+                ax=axis,
+            )
             axis.set_xscale("log", base=2)
             axis.set_xticks(sorted(frame["width"].unique()), [str(w) for w in sorted(frame["width"].unique())])
-            axis.set_title(f"{family} on {dataset}{at_context}: held-out {metric.split('_')[1]} at step {int(frame['step'].max())}")
+            axis.set_title(
+                f"{family} on {dataset}{at_context}: held-out {metric.split('_')[1]} at step {int(frame['step'].max())}"
+            )
             axis.set_ylabel(f"held-out {'loss (nats)' if metric == 'test_loss' else 'accuracy'}")
             axis.grid(alpha=0.3)
     figure.tight_layout()
@@ -50,11 +62,19 @@ def gate_diagnostics(curves_csv: str | Path, out_png: str | Path, title: str) ->
     gated = curves[curves["optimizer"].str.startswith("poprisk-") & (curves["step"] > 0)]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     if not gated.empty:
-        sns.lineplot(gated, x="step", y="open_fraction", hue="optimizer", errorbar=("pi", 100), ax=axes[0],
-                     legend=False)
+        sns.lineplot(
+            gated, x="step", y="open_fraction", hue="optimizer", errorbar=("pi", 100), ax=axes[0], legend=False
+        )
         ratios = gated.dropna(subset=["variance_ratio"])
-        sns.lineplot(ratios if not ratios.empty else gated, x="step", y="variance_ratio", hue="optimizer",
-                     hue_order=sorted(gated["optimizer"].unique()), errorbar=("pi", 100), ax=axes[1])
+        sns.lineplot(
+            ratios if not ratios.empty else gated,
+            x="step",
+            y="variance_ratio",
+            hue="optimizer",
+            hue_order=sorted(gated["optimizer"].unique()),
+            errorbar=("pi", 100),
+            ax=axes[1],
+        )
         axes[1].set_yscale("log")
         axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[0].set_title("gate open fraction (mean since last evaluation)")

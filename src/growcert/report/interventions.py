@@ -42,31 +42,64 @@ def summarize_interventions(table: pd.DataFrame, tolerance: float = 0.05) -> pd.
             if not abs(ratio - 1) <= tolerance:
                 break
             limit = epsilon
-        rows.append({**dict(zip(keys, key)), "draws": at_smallest["draw"].nunique(), "smallest_epsilon": smallest,
-                     "median_ratio": at_smallest["ratio"].median(),
-                     "sign_agreement": at_smallest["sign_agree"].mean(),
-                     "sign_agreement_all_eps": frame["sign_agree"].mean(), "first_order_limit": limit})
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "draws": at_smallest["draw"].nunique(),
+                "smallest_epsilon": smallest,
+                "median_ratio": at_smallest["ratio"].median(),
+                "sign_agreement": at_smallest["sign_agree"].mean(),
+                "sign_agreement_all_eps": frame["sign_agree"].mean(),
+                "first_order_limit": limit,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def plot_interventions(table: pd.DataFrame, out_png: str | Path) -> None:
     """|observed| vs |predicted| (log-log, identity line) and median ratio vs ε per width."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    shown = table.assign(abs_predicted=table["predicted"].abs(), abs_observed=table["observed"].abs(),
-                         sign=np.where(table["sign_agree"], "sign agrees", "sign differs"))
+    shown = table.assign(
+        abs_predicted=table["predicted"].abs(),
+        abs_observed=table["observed"].abs(),
+        sign=np.where(table["sign_agree"], "sign agrees", "sign differs"),
+    )
     shown = shown[(shown["abs_predicted"] > 0) & (shown["abs_observed"] > 0)]
     sns.scatterplot(shown, x="abs_predicted", y="abs_observed", hue="variant", style="sign", s=18, alpha=0.7, ax=left)
-    low, high = shown[["abs_predicted", "abs_observed"]].min().min(), shown[["abs_predicted", "abs_observed"]].max().max()
+    low, high = (
+        shown[["abs_predicted", "abs_observed"]].min().min(),
+        shown[["abs_predicted", "abs_observed"]].max().max(),
+    )
     left.plot([low, high], [low, high], color="black", lw=1, ls="--", label="observed = predicted")
-    left.set(xscale="log", yscale="log", xlabel="|predicted held-out change| (nats)",
-             ylabel="|observed held-out change| (nats)", title="first-order prediction vs forward passes")
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="|predicted held-out change| (nats)",
+        ylabel="|observed held-out change| (nats)",
+        title="first-order prediction vs forward passes",
+    )
     left.legend(fontsize=7)
-    sns.lineplot(table, x="epsilon", y="ratio", hue="width", style="variant", estimator="median",
-                 errorbar=("pi", 50), markers=True, palette="viridis", ax=right)
+    sns.lineplot(
+        table,
+        x="epsilon",
+        y="ratio",
+        hue="width",
+        style="variant",
+        estimator="median",
+        errorbar=("pi", 50),
+        markers=True,
+        palette="viridis",
+        ax=right,
+    )
     right.axhspan(0.95, 1.05, color="grey", alpha=0.2, lw=0)
     right.axhline(1.0, color="black", lw=1, ls="--")
-    right.set(xscale="log", ylim=(-0.5, 2.0), xlabel="ε (step length relative to the stream)",
-              ylabel="observed / predicted (median over draws, points)", title="where first order stops holding")
+    right.set(
+        xscale="log",
+        ylim=(-0.5, 2.0),
+        xlabel="ε (step length relative to the stream)",
+        ylabel="observed / predicted (median over draws, points)",
+        title="where first order stops holding",
+    )
     right.legend(fontsize=7)
     figure.tight_layout()
     save_figure(figure, out_png)
@@ -84,15 +117,25 @@ def intervention_checks(table: pd.DataFrame, tolerance: float = 0.05) -> list[di
     # Where this run's pooled median ratio sits in the paper's band: the step scale it corresponds to.
     by_epsilon = table.groupby("epsilon")["ratio"].median()
     in_band = by_epsilon[(by_epsilon >= 0.96) & (by_epsilon <= 0.99)].index
-    band = f"median ratio in 96–99 % at ε = {', '.join(f'{e:g}' for e in in_band)}" if len(in_band) else \
-        "no ε of the grid has a median ratio in 96–99 %"
+    band = (
+        f"median ratio in 96–99 % at ε = {', '.join(f'{e:g}' for e in in_band)}"
+        if len(in_band)
+        else "no ε of the grid has a median ratio in 96–99 %"
+    )
     return [
-        check_row("p1_intervention_ratio", bool(abs(median - 1) <= tolerance),
-                  this_run=f"median {median:.1%} (IQR {low:.1%}–{high:.1%})",
-                  note=f"{cells}; passes within {tolerance:.0%} of the first-order prediction. The ratio tends to 100 % "
-                       f"as ε → 0 by construction; the paper's 96–99 % is at its own small step scale ({band})."),
-        check_row("p1_intervention_sign", bool(agree >= 0.95), this_run=f"{agree:.1%} sign agreement",
-                  note=f"{cells}; over every ε of the grid {table['sign_agree'].mean():.1%} (large steps overshoot)."),
+        check_row(
+            "p1_intervention_ratio",
+            bool(abs(median - 1) <= tolerance),
+            this_run=f"median {median:.1%} (IQR {low:.1%}–{high:.1%})",
+            note=f"{cells}; passes within {tolerance:.0%} of the first-order prediction. The ratio tends to 100 % "
+            f"as ε → 0 by construction; the paper's 96–99 % is at its own small step scale ({band}).",
+        ),
+        check_row(
+            "p1_intervention_sign",
+            bool(agree >= 0.95),
+            this_run=f"{agree:.1%} sign agreement",
+            note=f"{cells}; over every ε of the grid {table['sign_agree'].mean():.1%} (large steps overshoot).",
+        ),
     ]
 
 
@@ -106,8 +149,9 @@ def claim_cells(table: pd.DataFrame) -> pd.DataFrame:
     return table[last_point & last_step & (table["variant"] == "shared")]
 
 
-def first_order_reach(per_seed: pd.DataFrame, effect: Effect, level: float = LEVEL
-                      ) -> tuple[float | None, dict[float, Judgement]]:
+def first_order_reach(
+    per_seed: pd.DataFrame, effect: Effect, level: float = LEVEL
+) -> tuple[float | None, dict[float, Judgement]]:
     """Where first order stops holding: the largest ε of the grid up to which every ε, from the smallest on, has
     its interval over seeds inside the claim's region [0.9, 1.1] (judge_samples on the per-seed medians, a
     `per_seed` column per ε), with the judgement at each ε tested; None when the smallest ε already fails.
@@ -127,8 +171,7 @@ def first_order_reach(per_seed: pd.DataFrame, effect: Effect, level: float = LEV
     return reach, judged
 
 
-def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str | None = None
-                       ) -> list[dict[str, Any]]:
+def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str | None = None) -> list[dict[str, Any]]:
     """P1's "observed change is 96–99 % of the predicted one at small step scales" (claims.CLAIMS
     p1_intervention_scale): the primary row at its pre-registered primary analysis (variant shared, each model's last
     point and last checkpoint, ε = INTERVENTION_EPSILON; per seed the median ratio over draws and widths; a t
@@ -146,18 +189,28 @@ def intervention_claim(table: pd.DataFrame, level: float = LEVEL, reference: str
     primary = [e for e in per_seed.columns if np.isclose(e, INTERVENTION_EPSILON)]
     grid = ", ".join(f"{e:g}" for e in sorted(table["epsilon"].unique()))
     if not primary:
-        judgement = not_tested(f"no shared-variant row at ε = {INTERVENTION_EPSILON:g} (this run's ε grid: {grid})",
-                               int(table["seed"].nunique()), level)
+        judgement = not_tested(
+            f"no shared-variant row at ε = {INTERVENTION_EPSILON:g} (this run's ε grid: {grid})",
+            int(table["seed"].nunique()),
+            level,
+        )
         this_run = "no primary cell"
     else:
         at_primary = per_seed[primary[0]].dropna()
         judgement = judge_samples(effect, at_primary.to_numpy(float), level)
-        this_run = (f"median observed / predicted at ε = {INTERVENTION_EPSILON:g}: "
-                    + ", ".join(f"seed {seed} {ratio:.1%}" for seed, ratio in at_primary.items()))
+        this_run = f"median observed / predicted at ε = {INTERVENTION_EPSILON:g}: " + ", ".join(
+            f"seed {seed} {ratio:.1%}" for seed, ratio in at_primary.items()
+        )
     by_epsilon = table[table["variant"] == "shared"].groupby("epsilon")["ratio"].median()
-    rows = [claim_row("p1_intervention_scale", judgement, this_run=this_run,
-                      note="shared variant, last point, last checkpoint; median ratio per ε of the grid: "
-                           + ", ".join(f"{e:g}: {r:.1%}" for e, r in by_epsilon.items()))]
+    rows = [
+        claim_row(
+            "p1_intervention_scale",
+            judgement,
+            this_run=this_run,
+            note="shared variant, last point, last checkpoint; median ratio per ε of the grid: "
+            + ", ".join(f"{e:g}: {r:.1%}" for e, r in by_epsilon.items()),
+        )
+    ]
     if not per_seed.empty:
         rows.append(first_order_row(per_seed, effect, level))
     return [with_note(row, at) for row in rows]
@@ -167,8 +220,11 @@ def first_order_row(per_seed: pd.DataFrame, effect: Effect, level: float) -> dic
     """The secondary row of the intervention claim: where first order stops holding (`first_order_reach`)."""
     reach, judged = first_order_reach(per_seed, effect, level)
     region = equivalence_region(effect)
-    shown = replace(effect, name=f"observed / predicted held-out loss change at the largest ε of the grid up to which "
-                                 f"every ε has its interval {region}")
+    shown = replace(
+        effect,
+        name=f"observed / predicted held-out loss change at the largest ε of the grid up to which "
+        f"every ε has its interval {region}",
+    )
 
     def values(epsilon: float) -> str:
         one = judged[epsilon]
@@ -179,22 +235,41 @@ def first_order_row(per_seed: pd.DataFrame, effect: Effect, level: float) -> dic
 
     stopped = [epsilon for epsilon in judged if epsilon != reach and judged[epsilon].verdict != REPRODUCED]
     past = f"; the next ε of the grid, {text(stopped[0])}" if stopped else "; every ε of the grid holds"
-    agreement = ("agreement as ε → 0 follows from differentiability alone, so the informative number is the "
-                 "largest ε that agrees")
+    agreement = (
+        "agreement as ε → 0 follows from differentiability alone, so the informative number is the "
+        "largest ε that agrees"
+    )
     never = "secondary: never decides the claim, whose primary reading stays ε = " + f"{INTERVENTION_EPSILON:g}"
     if reach is None:
         first = min(judged)
-        judgement = replace(judge_samples(shown, per_seed[first].dropna().to_numpy(float), level, plan=False),
-                            why=f"first order fails already at the smallest ε of the grid: {text(first)}; {agreement}")
-        return claim_row("p1_intervention_scale", judgement, role="secondary", effect=shown,
-                         scope="the paper's reading: where first order stops holding: below the grid",
-                         this_run=f"no ε of the grid holds ({text(first)})", note=f"{never}.")
+        judgement = replace(
+            judge_samples(shown, per_seed[first].dropna().to_numpy(float), level, plan=False),
+            why=f"first order fails already at the smallest ε of the grid: {text(first)}; {agreement}",
+        )
+        return claim_row(
+            "p1_intervention_scale",
+            judgement,
+            role="secondary",
+            effect=shown,
+            scope="the paper's reading: where first order stops holding: below the grid",
+            this_run=f"no ε of the grid holds ({text(first)})",
+            note=f"{never}.",
+        )
     judgement = judged[reach]
-    judgement = replace(judgement, why=(
-        f"first order holds up to ε = {reach:g} (every ε from the smallest to it has its {percent(level)} interval "
-        f"{region}, tested in order, smallest first: a fixed-sequence test, no correction){past}; at ε = {reach:g} "
-        f"the word is reproduced by the choice of ε itself; {agreement}"))
-    return claim_row("p1_intervention_scale", judgement, role="secondary", effect=shown,
-                     scope=f"the paper's reading: where first order stops holding: ε = {reach:g}",
-                     this_run=f"first order holds up to ε = {reach:g}, {values(reach)} there{past}",
-                     note=f"{never}; per seed the median over draws and widths at each ε, as the primary reading.")
+    judgement = replace(
+        judgement,
+        why=(
+            f"first order holds up to ε = {reach:g} (every ε from the smallest to it has its {percent(level)} interval "
+            f"{region}, tested in order, smallest first: a fixed-sequence test, no correction){past}; at ε = {reach:g} "
+            f"the word is reproduced by the choice of ε itself; {agreement}"
+        ),
+    )
+    return claim_row(
+        "p1_intervention_scale",
+        judgement,
+        role="secondary",
+        effect=shown,
+        scope=f"the paper's reading: where first order stops holding: ε = {reach:g}",
+        this_run=f"first order holds up to ε = {reach:g}, {values(reach)} there{past}",
+        note=f"{never}; per seed the median over draws and widths at each ε, as the primary reading.",
+    )

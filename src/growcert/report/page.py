@@ -115,9 +115,11 @@ def figure(path: Path, title: str, shows: str = "") -> str:
     """An embedded figure with its caption (what is plotted, how to read it) and what this run shows."""
     encoded = base64.b64encode(path.read_bytes()).decode()
     shown = f'<div class="shows"><b>This run:</b> {shows}</div>' if shows else ""
-    return (f'<figure id="{anchor("fig", path.stem)}"><img alt="{html.escape(title)}" '
-            f'src="data:image/png;base64,{encoded}"><figcaption><b>{html.escape(title)}.</b> {caption(path.stem)}'
-            f"{shown}</figcaption></figure>")
+    return (
+        f'<figure id="{anchor("fig", path.stem)}"><img alt="{html.escape(title)}" '
+        f'src="data:image/png;base64,{encoded}"><figcaption><b>{html.escape(title)}.</b> {caption(path.stem)}'
+        f"{shown}</figcaption></figure>"
+    )
 
 
 def _cell(value) -> str:
@@ -129,8 +131,9 @@ def _cell(value) -> str:
 def table_html(table: pd.DataFrame, sortable: bool = True) -> str:
     """`table` as an HTML table inside its own scrolling box."""
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in table.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{_cell(value)}</td>" for value in row) + "</tr>"
-                   for row in table.itertuples(index=False))
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_cell(value)}</td>" for value in row) + "</tr>" for row in table.itertuples(index=False)
+    )
     css = ' class="sortable"' if sortable else ""
     return f'<div class="scroll"><table{css}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
 
@@ -144,9 +147,11 @@ def collapsed_table(path: Path, title: str, report_dir: Path, open_: bool = Fals
     shown = table.head(MAX_TABLE_ROWS)
     more = f", first {MAX_TABLE_ROWS} shown" if len(table) > MAX_TABLE_ROWS else ""
     link = os.path.relpath(path, report_dir)
-    return (f'<details id="{anchor("table", path.stem)}"{" open" if open_ else ""}><summary>{html.escape(title)} '
-            f'({len(table)} rows{more}) · <a href="{html.escape(link)}">full CSV</a></summary>'
-            f"{table_html(shown)}</details>")
+    return (
+        f'<details id="{anchor("table", path.stem)}"{" open" if open_ else ""}><summary>{html.escape(title)} '
+        f'({len(table)} rows{more}) · <a href="{html.escape(link)}">full CSV</a></summary>'
+        f"{table_html(shown)}</details>"
+    )
 
 
 def first_screen(report: str | Path, out: str | Path, width: int = 1280, height: int = 900) -> str:
@@ -160,9 +165,21 @@ def first_screen(report: str | Path, out: str | Path, width: int = 1280, height:
     if browser is None:
         return "no chromium on PATH: first-screen screenshot skipped (apt-get install chromium)"
     temporary = Path(out).with_name(f".{Path(out).name}.partial.png")
-    result = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                             f"--window-size={width},{height}", f"--screenshot={temporary.resolve()}",
-                             Path(report).resolve().as_uri()], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={width},{height}",
+            f"--screenshot={temporary.resolve()}",
+            Path(report).resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if result.returncode != 0 or not temporary.is_file():
         return f"chromium could not take the screenshot (exit {result.returncode}); skipped"
     temporary.replace(out)

@@ -34,8 +34,11 @@ def reference_folders(root: Path | None) -> list[Path]:
     """Sub-folders of `root` that hold a reference run (provenance.json and table.csv); none when root is None."""
     if root is None or not root.is_dir():
         return []
-    return sorted(folder for folder in root.iterdir()
-                  if PROVENANCE.path(folder).is_file() and REFERENCE_TABLE.path(folder).is_file())
+    return sorted(
+        folder
+        for folder in root.iterdir()
+        if PROVENANCE.path(folder).is_file() and REFERENCE_TABLE.path(folder).is_file()
+    )
 
 
 def _verdicts(readme: Path) -> tuple[str, list[str]]:
@@ -45,7 +48,7 @@ def _verdicts(readme: Path) -> tuple[str, list[str]]:
     lines = readme.read_text(encoding="utf-8").splitlines()
     last = max((index for index, line in enumerate(lines) if line.startswith("#")), default=-1)
     heading = lines[last].lstrip("#").strip() if last >= 0 else ""
-    return heading, [line[2:] for line in lines[last + 1:] if line.startswith("- ")]
+    return heading, [line[2:] for line in lines[last + 1 :] if line.startswith("- ")]
 
 
 def reference_section(folder: Path, report_dir: Path) -> str:
@@ -54,15 +57,21 @@ def reference_section(folder: Path, report_dir: Path) -> str:
     date, commit = record.get("date", "undated"), record.get("commit") or "no commit recorded"
     question, lines = _verdicts(README.path(folder))
     verdicts = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    parts = [f'<h3 id="reference-{html.escape(folder.name)}">Reference run: {html.escape(folder.name)}</h3>',
-             f'<p class="reference"><b>A reference run, not this pipeline run</b>: run on {html.escape(date)} at '
-             f"git commit <code>{html.escape(commit)}</code>, kept in <code>{html.escape(str(folder.name))}/"
-             f"</code> of {REFERENCE_RUNS.template}. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
-             f" {html.escape(record['why'])}." if record.get("why") else "", "</p>"]
+    parts = [
+        f'<h3 id="reference-{html.escape(folder.name)}">Reference run: {html.escape(folder.name)}</h3>',
+        f'<p class="reference"><b>A reference run, not this pipeline run</b>: run on {html.escape(date)} at '
+        f"git commit <code>{html.escape(commit)}</code>, kept in <code>{html.escape(str(folder.name))}/"
+        f"</code> of {REFERENCE_RUNS.template}. Command: <code>{html.escape(record.get('command', '?'))}</code>.",
+        f" {html.escape(record['why'])}." if record.get("why") else "",
+        "</p>",
+    ]
     if verdicts:
         parts.append(f"<p>{html.escape(question)}</p><ul>{verdicts}</ul>")
-    parts.append(page.collapsed_table(REFERENCE_TABLE.path(folder), f"{folder.name}: {record.get('table', 'results')}",
-                                      report_dir, open_=True))
+    parts.append(
+        page.collapsed_table(
+            REFERENCE_TABLE.path(folder), f"{folder.name}: {record.get('table', 'results')}", report_dir, open_=True
+        )
+    )
     if CALIBRATION.path(folder).is_file():
         parts.append(page.collapsed_table(CALIBRATION.path(folder), f"{folder.name}: calibration", report_dir))
     for image in sorted(folder.glob("*.png")):
@@ -108,9 +117,11 @@ def references_html(root: Path | None, report_dir: Path) -> str:
     """Every reference run under `root`, or a line saying there is none."""
     folders = reference_folders(root)
     if root is None:
-        return ("<p>No reference runs: this report was built without a reference-results folder "
-                f"(<code>growcert report --references</code>; the repository keeps them in "
-                f"{REFERENCE_RUNS.template}).</p>")
+        return (
+            "<p>No reference runs: this report was built without a reference-results folder "
+            f"(<code>growcert report --references</code>; the repository keeps them in "
+            f"{REFERENCE_RUNS.template}).</p>"
+        )
     if not folders:
         return f"<p>No reference runs under <code>{html.escape(str(root))}</code>.</p>"
     return "".join(reference_section(folder, report_dir) for folder in folders)

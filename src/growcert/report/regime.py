@@ -50,8 +50,9 @@ LOSS_LEVELS = 4  # held-out loss levels per panel at matched loss
 # what a growth step shared across positions sees (docs/science.md, "Reducing q to one vector per example")
 FIGURE_REDUCTION = "sum_positions"
 # The figures' stems by the axis each needs more than one of (the figure registry's REGIME_FIGURES)
-WIDTH_FIGURES, CONTEXT_FIGURES, SEED_FIGURES = ([figure.stem for figure in REGIME_FIGURES[axis]]
-                                                for axis in ("widths", "contexts", "seeds"))
+WIDTH_FIGURES, CONTEXT_FIGURES, SEED_FIGURES = (
+    [figure.stem for figure in REGIME_FIGURES[axis]] for axis in ("widths", "contexts", "seeds")
+)
 # The whole regime map (configs/p1-regime.yaml): fewer of any axis is a slice of it.
 FULL_MAP = {"contexts": 4, "widths": 4, "seeds": 3, "checkpoints": 4}
 
@@ -67,8 +68,12 @@ def regime_table(alignment: pd.DataFrame, training: pd.DataFrame) -> pd.DataFram
 
 
 def axes_of(table: pd.DataFrame) -> dict[str, list[int]]:
-    return {"contexts": sorted(table["context"].unique()), "widths": sorted(table["width"].unique()),
-            "seeds": sorted(table["seed"].unique()), "checkpoints": sorted(table["step"].unique())}
+    return {
+        "contexts": sorted(table["context"].unique()),
+        "widths": sorted(table["width"].unique()),
+        "seeds": sorted(table["seed"].unique()),
+        "checkpoints": sorted(table["step"].unique()),
+    }
 
 
 def coverage(table: pd.DataFrame) -> str:
@@ -78,8 +83,9 @@ def coverage(table: pd.DataFrame) -> str:
     axes = axes_of(table)
     whole = all(len(axes[name]) >= size for name, size in FULL_MAP.items())
     listed = "; ".join(f"{name} {', '.join(str(int(v)) for v in values)}" for name, values in axes.items())
-    return (("the whole map" if whole else "a slice of the map (configs/p1-regime.yaml holds the whole map)")
-            + f": {listed}")
+    return (
+        "the whole map" if whole else "a slice of the map (configs/p1-regime.yaml holds the whole map)"
+    ) + f": {listed}"
 
 
 def drawable(table: pd.DataFrame) -> dict[str, str]:
@@ -90,8 +96,11 @@ def drawable(table: pd.DataFrame) -> dict[str, str]:
     no_contexts = "" if contexts > 1 else f"needs more than one context; the map has {contexts}"
     seeds = table["seed"].nunique() if len(table) else 0
     no_seeds = "" if seeds > 1 else f"needs more than one seed; the map has {seeds}"
-    return {**{stem: no_widths for stem in WIDTH_FIGURES}, **{stem: no_contexts for stem in CONTEXT_FIGURES},
-            **{stem: no_seeds for stem in SEED_FIGURES}}
+    return {
+        **{stem: no_widths for stem in WIDTH_FIGURES},
+        **{stem: no_contexts for stem in CONTEXT_FIGURES},
+        **{stem: no_seeds for stem in SEED_FIGURES},
+    }
 
 
 def regime_tables(table: pd.DataFrame, levels: int = LOSS_LEVELS) -> dict[str, pd.DataFrame]:
@@ -121,22 +130,43 @@ def cells_table(tables: dict[str, pd.DataFrame], level: float = 0.95) -> pd.Data
         trend = tables["budget" if column == "step" else "loss"]
         if len(trend):
             primary = p1_primary_cells(trend) & primary_progress(trend, column)
-            frames.append(trend.assign(primary=primary.to_numpy()).rename(columns={column: "progress"})
-                          .assign(comparison=name))
+            frames.append(
+                trend.assign(primary=primary.to_numpy()).rename(columns={column: "progress"}).assign(comparison=name)
+            )
     if not frames:
         return pd.DataFrame(columns=["comparison", "context", "progress", "reduction", "point", "primary", "verdict"])
     cells = pd.concat(frames, ignore_index=True)
     judged = judge_slopes(CLAIMS["p1_regime_budget"].effect, cells, level)
-    cells = cells.assign(verdict=[j.verdict for j in judged], direction=[j.direction for j in judged],
-                         seeds_to_reproduce=[j.seeds_to_reproduce for j in judged],
-                         seeds_to_contradict=[j.seeds_to_contradict for j in judged], why=[j.why for j in judged])
-    first = ["comparison", "context", "progress", "reduction", "point", "primary", "verdict", "direction", "slope",
-             "slope_lo", "slope_hi", "seeds", "seeds_to_reproduce", "seeds_to_contradict", "trend"]
+    cells = cells.assign(
+        verdict=[j.verdict for j in judged],
+        direction=[j.direction for j in judged],
+        seeds_to_reproduce=[j.seeds_to_reproduce for j in judged],
+        seeds_to_contradict=[j.seeds_to_contradict for j in judged],
+        why=[j.why for j in judged],
+    )
+    first = [
+        "comparison",
+        "context",
+        "progress",
+        "reduction",
+        "point",
+        "primary",
+        "verdict",
+        "direction",
+        "slope",
+        "slope_lo",
+        "slope_hi",
+        "seeds",
+        "seeds_to_reproduce",
+        "seeds_to_contradict",
+        "trend",
+    ]
     return cells[first + [c for c in cells.columns if c not in first]]
 
 
-def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95,
-                  reference: str | None = None) -> list[dict[str, Any]]:
+def regime_claims(
+    table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: float = 0.95, reference: str | None = None
+) -> list[dict[str, Any]]:
     """Per comparison: one part per context (its primary cell: the last checkpoint or the lowest common loss
     level, the last point, sum_positions) and the claim's primary row with Holm across the contexts. Every other
     cell is judged in `cells_table` and never decides the claim. In reference run `reference`, a claim judged at a
@@ -149,11 +179,13 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
         if trend.empty:
             continue
         primary = trend[(p1_primary_cells(trend) & primary_progress(trend, progress)).to_numpy()]
-        comparison = ("matched budget: widths at the same step and tokens per step" if name == "budget" else
-                      f"matched held-out loss: d_align interpolated at {LOSS_LEVELS} loss levels every width and "
-                      "seed of a context reaches, log-linear between the bracketing checkpoints")
-        source = (table if name == "budget" else
-                  tables["matched"][tables["matched"]["reached"].astype(bool)])
+        comparison = (
+            "matched budget: widths at the same step and tokens per step"
+            if name == "budget"
+            else f"matched held-out loss: d_align interpolated at {LOSS_LEVELS} loss levels every width and "
+            "seed of a context reaches, log-linear between the bracketing checkpoints"
+        )
+        source = table if name == "budget" else tables["matched"][tables["matched"]["reached"].astype(bool)]
         cells = {f"context {int(row.context)}": row for row in primary.itertuples()}
         if not cells:
             continue
@@ -163,11 +195,18 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
             for label, row in cells.items():
                 value = getattr(row, progress)
                 at_progress = source[progress] == value if progress == "step" else np.isclose(source[progress], value)
-                part = source[(source["context"] == row.context) & (source["point"] == row.point)
-                              & (source["reduction"] == row.reduction) & at_progress]
+                part = source[
+                    (source["context"] == row.context)
+                    & (source["point"] == row.point)
+                    & (source["reduction"] == row.reduction)
+                    & at_progress
+                ]
                 trend = width_trend(part, progress, level=at)
-                judged[label] = judge_slopes(CLAIMS[key].effect, trend, at, plan)[0] if len(trend) else \
-                    not_tested("no width trend at the primary cell", level=at)
+                judged[label] = (
+                    judge_slopes(CLAIMS[key].effect, trend, at, plan)[0]
+                    if len(trend)
+                    else not_tested("no width trend at the primary cell", level=at)
+                )
             return judged
 
         seeds = max(int(source.loc[source["context"] == row.context, "seed"].nunique()) for row in cells.values())
@@ -176,24 +215,45 @@ def regime_claims(table: pd.DataFrame, tables: dict[str, pd.DataFrame], level: f
         summary = regime_summary(trend, progress)
         for label, judgement in family.readings.items():
             row = cells[label]
-            rows.append(with_note(claim_row(key, judgement, scope=f"{label}, primary cell",
-                                            role="part" if len(cells) > 1 else "primary",
-                                            this_run=f"{progress} {getattr(row, progress):.4g}, {row.point}, "
-                                                     f"{row.reduction}; {summary['this_run']}",
-                                            note=f"{comparison}; held-out pool; every other cell: the regime cells "
-                                                 f"table; {scope}"), at))
+            rows.append(
+                with_note(
+                    claim_row(
+                        key,
+                        judgement,
+                        scope=f"{label}, primary cell",
+                        role="part" if len(cells) > 1 else "primary",
+                        this_run=f"{progress} {getattr(row, progress):.4g}, {row.point}, "
+                        f"{row.reduction}; {summary['this_run']}",
+                        note=f"{comparison}; held-out pool; every other cell: the regime cells table; {scope}",
+                    ),
+                    at,
+                )
+            )
         if len(cells) > 1:
-            rows.append(with_note(claim_row(key, family.claim, scope=family.scope("contexts"),
-                                            this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
-                                            note=f"{comparison}; {scope}"), at))
+            rows.append(
+                with_note(
+                    claim_row(
+                        key,
+                        family.claim,
+                        scope=family.scope("contexts"),
+                        this_run=f"{len(cells)} contexts' primary cells; {summary['this_run']}",
+                        note=f"{comparison}; {scope}",
+                    ),
+                    at,
+                )
+            )
     return rows
 
 
 def _seed_mean(table: pd.DataFrame, keys: list[str], value: str) -> pd.DataFrame:
     """Geometric mean over seeds of the determined (finite, > 0) `value`."""
     determined = table[np.isfinite(table[value]) & (table[value] > 0)]
-    return (determined.assign(log=np.log(determined[value])).groupby(keys, as_index=False)["log"].mean()
-            .assign(**{value: lambda frame: np.exp(frame["log"])}))
+    return (
+        determined.assign(log=np.log(determined[value]))
+        .groupby(keys, as_index=False)["log"]
+        .mean()
+        .assign(**{value: lambda frame: np.exp(frame["log"])})
+    )
 
 
 def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -221,12 +281,17 @@ def plot_dalign_vs_width(table: pd.DataFrame, matched: pd.DataFrame, out: str | 
     contexts = sorted(shown["context"].unique())
     figure, axes = plt.subplots(len(contexts), 2, figsize=(10.4, 3.4 * len(contexts)), squeeze=False)
     for row, context in enumerate(contexts):
-        budget, loss = shown[shown["context"] == context], levels[levels["context"] == context] if len(levels) else levels
+        budget, loss = (
+            shown[shown["context"] == context],
+            levels[levels["context"] == context] if len(levels) else levels,
+        )
         _lines(axes[row, 0], budget, "width", "step", "d_align", lambda step: f"step {int(step)}")
         axes[row, 0].set(title=f"context {context}: matched budget", ylabel="d_align (unbiased)")
         if len(loss):
             _lines(axes[row, 1], loss, "width", LOSS, "d_align", lambda level: f"loss {level:.3f}")
-        axes[row, 1].set(title=f"context {context}: matched held-out loss" + ("" if len(loss) else " (no common range)"))
+        axes[row, 1].set(
+            title=f"context {context}: matched held-out loss" + ("" if len(loss) else " (no common range)")
+        )
         for axis in axes[row]:
             width_ticks(axis, shown["width"])
             axis.set_xlabel("width")
@@ -241,7 +306,11 @@ def plot_dalign_vs_context(table: pd.DataFrame, out: str | Path) -> None:
     figure, axis = plt.subplots(figsize=(5.6, 3.8))
     _lines(axis, widest, "context", "step", "d_align", lambda step: f"step {int(step)}")
     width_ticks(axis, widest["context"])
-    axis.set(xlabel="context (tokens)", ylabel="d_align (unbiased)", title=f"width {int(widest['width'].max())}: matched budget")
+    axis.set(
+        xlabel="context (tokens)",
+        ylabel="d_align (unbiased)",
+        title=f"width {int(widest['width'].max())}: matched budget",
+    )
     save_figure(figure, out)
 
 
@@ -265,12 +334,16 @@ def plot_plugin_vs_unbiased(table: pd.DataFrame, out: str | Path) -> None:
     shown = figure_rows(table)
     final = shown[shown["step"] == shown["step"].max()]
     figure, axis = plt.subplots(figsize=(6.4, 4.0))
-    for color, (context, frame) in zip(sns.color_palette("viridis", final["context"].nunique()), final.groupby("context")):
+    for color, (context, frame) in zip(
+        sns.color_palette("viridis", final["context"].nunique()), final.groupby("context")
+    ):
         for value, style, name in (("d_align", "-", "unbiased"), ("d_align_plugin", "--", "plug-in")):
             curve = _seed_mean(frame, ["width"], value).sort_values("width")
             axis.plot(curve["width"], curve[value], style, marker="o", color=color, label=f"context {context}, {name}")
     width_ticks(axis, final["width"])
-    axis.set(yscale="log", xlabel="width", ylabel="d_align", title=f"step {int(final['step'].max())}: plug-in vs unbiased")
+    axis.set(
+        yscale="log", xlabel="width", ylabel="d_align", title=f"step {int(final['step'].max())}: plug-in vs unbiased"
+    )
     axis.grid(alpha=0.3)
     axis.legend(fontsize=6)
     save_figure(figure, out)
@@ -281,18 +354,24 @@ def plot_seed_spread(spread: pd.DataFrame, out: str | Path) -> None:
     per context; above the diagonal the training run, not the sampling of examples, dominates."""
     shown = spread[np.isfinite(spread["between_sd"]) & np.isfinite(spread["within_sd"])]
     figure, axis = plt.subplots(figsize=(6.0, 4.6))
-    for color, (context, frame) in zip(sns.color_palette("viridis", max(shown["context"].nunique(), 1)),
-                                       shown.groupby("context")):
+    for color, (context, frame) in zip(
+        sns.color_palette("viridis", max(shown["context"].nunique(), 1)), shown.groupby("context")
+    ):
         axis.scatter(frame["within_sd"], frame["between_sd"], s=12, alpha=0.7, color=color, label=f"context {context}")
     if len(shown):
-        ends = [min(shown["within_sd"].min(), shown["between_sd"].min()), max(shown["within_sd"].max(),
-                                                                              shown["between_sd"].max())]
+        ends = [
+            min(shown["within_sd"].min(), shown["between_sd"].min()),
+            max(shown["within_sd"].max(), shown["between_sd"].max()),
+        ]
         axis.plot(ends, ends, color="grey", linewidth=0.8, linestyle="--", label="equal spread")
         axis.set(xscale="log", yscale="log")
         axis.legend(fontsize=7)
     above = int((shown["ratio"] > 1).sum())
-    axis.set(xlabel="within-store SE of log d_align (jackknife)", ylabel="between-seed SD of log d_align",
-             title=f"between seeds vs within a store: {above} of {len(shown)} cells above the diagonal")
+    axis.set(
+        xlabel="within-store SE of log d_align (jackknife)",
+        ylabel="between-seed SD of log d_align",
+        title=f"between seeds vs within a store: {above} of {len(shown)} cells above the diagonal",
+    )
     axis.grid(alpha=0.3)
     save_figure(figure, out)
 
@@ -301,21 +380,27 @@ def spread_summary(spread: pd.DataFrame) -> dict[str, Any]:
     """Counts for the docs and the map's json: cells with both spreads, how many have between > within,
     and the median ratio."""
     both = spread[np.isfinite(spread["ratio"].astype(float))]
-    return {"cells": int(len(both)), "between_dominates": int((both["ratio"] > 1).sum()),
-            "median_ratio": float(both["ratio"].median()) if len(both) else None}
+    return {
+        "cells": int(len(both)),
+        "between_dominates": int((both["ratio"] > 1).sum()),
+        "median_ratio": float(both["ratio"].median()) if len(both) else None,
+    }
 
 
-def draw_figures(table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path,
-                 spread: pd.DataFrame | None = None) -> dict[str, str]:
+def draw_figures(
+    table: pd.DataFrame, matched: pd.DataFrame, folder: str | Path, spread: pd.DataFrame | None = None
+) -> dict[str, str]:
     """Draw every figure `table` allows into `folder`; returns `drawable` (stem -> why not, or "")."""
     folder = Path(folder)
     reasons = drawable(table)
     spread = seed_spread(table) if spread is None else spread
-    painters = {REGIME_DALIGN_VS_WIDTH.stem: lambda out: plot_dalign_vs_width(table, matched, out),
-                REGIME_DIMS_VS_WIDTH.stem: lambda out: plot_dims_vs_width(table, out),
-                REGIME_PLUGIN_VS_UNBIASED.stem: lambda out: plot_plugin_vs_unbiased(table, out),
-                REGIME_DALIGN_VS_CONTEXT.stem: lambda out: plot_dalign_vs_context(table, out),
-                REGIME_SPREAD.stem: lambda out: plot_seed_spread(spread, out)}
+    painters = {
+        REGIME_DALIGN_VS_WIDTH.stem: lambda out: plot_dalign_vs_width(table, matched, out),
+        REGIME_DIMS_VS_WIDTH.stem: lambda out: plot_dims_vs_width(table, out),
+        REGIME_PLUGIN_VS_UNBIASED.stem: lambda out: plot_plugin_vs_unbiased(table, out),
+        REGIME_DALIGN_VS_CONTEXT.stem: lambda out: plot_dalign_vs_context(table, out),
+        REGIME_SPREAD.stem: lambda out: plot_seed_spread(spread, out),
+    }
     for stem, reason in reasons.items():
         if not reason:
             painters[stem](folder / f"{stem}.png")

@@ -9,8 +9,21 @@ import pandas as pd
 
 from growcert.pipeline.artifacts import RUN_METRICS
 
-TRAINING_COLUMNS = ["family", "dataset", "width", "depth", "seed", "num_parameters", "step",
-                    "train_loss", "train_acc", "test_loss", "test_acc", "seconds_per_step", "code_hash"]
+TRAINING_COLUMNS = [
+    "family",
+    "dataset",
+    "width",
+    "depth",
+    "seed",
+    "num_parameters",
+    "step",
+    "train_loss",
+    "train_acc",
+    "test_loss",
+    "test_acc",
+    "seconds_per_step",
+    "code_hash",
+]
 
 
 def training_table(run_dirs: list[str | Path]) -> pd.DataFrame:
@@ -23,10 +36,17 @@ def training_table(run_dirs: list[str | Path]) -> pd.DataFrame:
             raise FileNotFoundError(f"run {run_dir}: no {RUN_METRICS.name} (the run did not finish)")
         metrics = json.loads(path.read_text())
         for entry in metrics["history"]:
-            rows.append({**{key: metrics[key] for key in ("family", "dataset", "width", "depth", "seed",
-                                                          "num_parameters", "seconds_per_step")},
-                         **({"context": metrics["context"]} if "context" in metrics else {}),
-                         **entry, "code_hash": metrics["provenance"]["code_hash"]})
+            rows.append(
+                {
+                    **{
+                        key: metrics[key]
+                        for key in ("family", "dataset", "width", "depth", "seed", "num_parameters", "seconds_per_step")
+                    },
+                    **({"context": metrics["context"]} if "context" in metrics else {}),
+                    **entry,
+                    "code_hash": metrics["provenance"]["code_hash"],
+                }
+            )
     table = pd.DataFrame(rows)
     return table[with_context(TRAINING_COLUMNS, table)]
 

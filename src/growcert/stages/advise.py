@@ -68,11 +68,13 @@ class AdviceInputs:
 
     model: Path
     data_path: Path
-    text_file: bool           # data is a plain text file, prepared into the work folder before the dump
+    text_file: bool  # data is a plain text file, prepared into the work folder before the dump
     family: str
-    context: int | None       # tokens per example (None for images)
-    width: int                # the narrowest stream of the model's insertion points (features)
-    hf: dict[str, Any] | None  # settings of a Hugging Face model (stage pretrained_model), None for a growcert checkpoint
+    context: int | None  # tokens per example (None for images)
+    width: int  # the narrowest stream of the model's insertion points (features)
+    hf: (
+        dict[str, Any] | None
+    )  # settings of a Hugging Face model (stage pretrained_model), None for a growcert checkpoint
     advise: dict[str, Any]
     dump: dict[str, Any]
     alignment: dict[str, Any]
@@ -88,20 +90,33 @@ def _load(model: Path, hf: dict[str, Any] | None):
     return load_pretrained(model, hf)
 
 
-def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
-                  examples: int | None = None, growth_dims: int | None = None,
-                  budget_steps: int | None = None) -> AdviceInputs:
+def advice_inputs(
+    model: str | Path,
+    data: str | Path,
+    settings: dict[str, Any],
+    examples: int | None = None,
+    growth_dims: int | None = None,
+    budget_steps: int | None = None,
+) -> AdviceInputs:
     """The checked inputs (see the module docstring); `examples`, `growth_dims` and `budget_steps` override the
     settings."""
-    advise = stage_settings("advise", {**settings, "model": str(model), "data": str(data),
-                                       **({"train_examples": examples, "test_examples": examples}
-                                          if examples is not None else {}),
-                                       **({"growth_dims": growth_dims} if growth_dims is not None else {}),
-                                       **({"budget_steps": budget_steps} if budget_steps is not None else {})})
+    advise = stage_settings(
+        "advise",
+        {
+            **settings,
+            "model": str(model),
+            "data": str(data),
+            **({"train_examples": examples, "test_examples": examples} if examples is not None else {}),
+            **({"growth_dims": growth_dims} if growth_dims is not None else {}),
+            **({"budget_steps": budget_steps} if budget_steps is not None else {}),
+        },
+    )
     model, data = Path(model), Path(data)
     if not model.exists():
-        raise CheckpointError(f"--model {model}: no such file or folder (a growcert checkpoint step*.pt, or a "
-                              f"Hugging Face causal-LM folder with its {HF_CONFIG.name})")
+        raise CheckpointError(
+            f"--model {model}: no such file or folder (a growcert checkpoint step*.pt, or a "
+            f"Hugging Face causal-LM folder with its {HF_CONFIG.name})"
+        )
     hf = None
     if model.is_dir():
         hf = stage_settings("pretrained_model", {} if advise["context"] is None else {"context": advise["context"]})
@@ -111,16 +126,21 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
     del network
     kind = family_of(family).data_kind
     if not data.exists():
-        raise DatasetError(f"--data {data}: no such file or folder (a prepared dataset folder, or a text file for a "
-                           "language model)")
+        raise DatasetError(
+            f"--data {data}: no such file or folder (a prepared dataset folder, or a text file for a language model)"
+        )
     text_file = data.is_file()
     if text_file and kind != "text":
-        raise DatasetError(f"--data {data}: a text file, but the model {model} ({family}) reads {kind}s; give the "
-                           "prepared dataset folder it was trained on")
+        raise DatasetError(
+            f"--data {data}: a text file, but the model {model} ({family}) reads {kind}s; give the "
+            "prepared dataset folder it was trained on"
+        )
     if not text_file:
         info = _prepared_kind(data)
         if info != kind:
-            raise DatasetError(f"--data {data}: a prepared {info} dataset, but the model {model} ({family}) reads {kind}")
+            raise DatasetError(
+                f"--data {data}: a prepared {info} dataset, but the model {model} ({family}) reads {kind}"
+            )
     context = (hf or metadata["model_options"]).get("context") if kind == "text" else None
     if text_file:
         _check_text_length(data, context)
@@ -129,26 +149,32 @@ def advice_inputs(model: str | Path, data: str | Path, settings: dict[str, Any],
     M = advise["growth_dims"] or M
     # The reference (M, K) is the paper's sample sizes and fits any model; a proposed growth must fit the stream.
     if advise["growth_dims"] is not None and M > width:
-        raise ConfigError(f"--growth-dims {M}: more new directions than the stream's width of {width} features "
-                          f"in {model} (advise.growth_dims must be at most {width})")
-    dump = stage_settings("dump", {key: advise[key] for key in ("train_examples", "test_examples", "batch_size",
-                                                                 "max_batch_mb", "seed")})
+        raise ConfigError(
+            f"--growth-dims {M}: more new directions than the stream's width of {width} features "
+            f"in {model} (advise.growth_dims must be at most {width})"
+        )
+    dump = stage_settings(
+        "dump", {key: advise[key] for key in ("train_examples", "test_examples", "batch_size", "max_batch_mb", "seed")}
+    )
     depth = stage_settings("depth", {"pools": ["test"]})
     return AdviceInputs(model, data, text_file, family, context, width, hf, advise, dump, alignment, depth, M, K)
 
 
-def _check_gradient_memory(model: Path, parameters: int, train_count: int, held_count: int,
-                           advise: dict[str, Any]) -> None:
+def _check_gradient_memory(
+    model: Path, parameters: int, train_count: int, held_count: int, advise: dict[str, Any]
+) -> None:
     """The predictions hold every parameter's per-example gradient for every dumped example, the held-out ones twice
     (`option_predictions`), in float32: refused above advise.max_gradient_mb. Checked once the dump has drawn its
     examples (a split smaller than the settings' count gives fewer), before any gradient is computed."""
     rows = train_count + 2 * held_count
     megabytes = rows * parameters * 4 / 2**20
     if megabytes > advise["max_gradient_mb"]:
-        raise ConfigError(f"advise.max_gradient_mb: the predictions need {megabytes:,.0f} MiB of per-example gradients "
-                          f"({train_count} training and {held_count} held-out examples, the held-out twice, x "
-                          f"{parameters:,} parameters of {model}), above its {advise['max_gradient_mb']:g}; lower "
-                          "advise.train_examples and test_examples")
+        raise ConfigError(
+            f"advise.max_gradient_mb: the predictions need {megabytes:,.0f} MiB of per-example gradients "
+            f"({train_count} training and {held_count} held-out examples, the held-out twice, x "
+            f"{parameters:,} parameters of {model}), above its {advise['max_gradient_mb']:g}; lower "
+            "advise.train_examples and test_examples"
+        )
 
 
 def _prepared_kind(folder: Path) -> str:
@@ -156,8 +182,10 @@ def _prepared_kind(folder: Path) -> str:
     try:
         return json.loads(INFO.path(folder).read_text())["kind"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise DatasetError(f"--data {folder}: not a prepared dataset folder (no readable {INFO.name}; prepare it "
-                           "with `growcert prepare`, or give a text file for a language model)") from None
+        raise DatasetError(
+            f"--data {folder}: not a prepared dataset folder (no readable {INFO.name}; prepare it "
+            "with `growcert prepare`, or give a text file for a language model)"
+        ) from None
 
 
 def _check_text_length(path: Path, context: int) -> None:
@@ -165,8 +193,10 @@ def _check_text_length(path: Path, context: int) -> None:
     the most tokens it can hold (a tokenizer's tokens cover at least a byte each), so shorter is refused here."""
     size = path.stat().st_size
     if size < 2 * (context + 1):
-        raise DatasetError(f"--data {path}: {size} bytes of text, shorter than one context of {context} tokens "
-                           f"(+1 target) on each of the training and held-out sides ({2 * (context + 1)} bytes at least)")
+        raise DatasetError(
+            f"--data {path}: {size} bytes of text, shorter than one context of {context} tokens "
+            f"(+1 target) on each of the training and held-out sides ({2 * (context + 1)} bytes at least)"
+        )
 
 
 def prepared_data(inputs: AdviceInputs, work: Path):
@@ -175,19 +205,27 @@ def prepared_data(inputs: AdviceInputs, work: Path):
     if not inputs.text_file:
         return load_prepared(inputs.data_path)
     size = inputs.data_path.stat().st_size
-    settings = {"path": str(inputs.data_path), "test_fraction": inputs.advise["text_test_fraction"],
-                "chunk_bytes": max(1, min(inputs.advise["text_chunk_bytes"], size // 4))}
+    settings = {
+        "path": str(inputs.data_path),
+        "test_fraction": inputs.advise["text_test_fraction"],
+        "chunk_bytes": max(1, min(inputs.advise["text_chunk_bytes"], size // 4)),
+    }
     try:
         prepare_dataset("text", work / "text", settings)
     except DatasetError as error:
         raise DatasetError(f"--data {inputs.data_path}: {error}") from None
     data = load_prepared(work / "text")
     # The estimators need 4 examples of a pool (stats.moments); tokens can only be fewer than bytes.
-    short = [split for split, stream in (("training", data.train_x), ("held-out", data.test_x))
-             if window_count(stream, inputs.context) < 4]
+    short = [
+        split
+        for split, stream in (("training", data.train_x), ("held-out", data.test_x))
+        if window_count(stream, inputs.context) < 4
+    ]
     if short:
-        raise DatasetError(f"--data {inputs.data_path}: its {short[0]} side holds fewer than 4 contexts of "
-                           f"{inputs.context} tokens (+1 target), the fewest the estimators take; give more text")
+        raise DatasetError(
+            f"--data {inputs.data_path}: its {short[0]} side holds fewer than 4 contexts of "
+            f"{inputs.context} tokens (+1 target), the fewest the estimators take; give more text"
+        )
     return data
 
 
@@ -211,48 +249,85 @@ def work_folder(out: str | Path) -> Iterator[Path]:
 def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
     """What advice.md and provenance.json say was measured: model, data, sample, reduction, (M, K), level."""
     attrs = store_attrs(store)
-    return {"model": str(inputs.model), "data": str(inputs.data_path), "family": inputs.family,
-            "n_train": int(attrs["n_train"]), "n_test": int(attrs["n_test"]), "seed": inputs.dump["seed"],
-            "reduction": inputs.advise["reduction"], "M": inputs.M, "K": inputs.K, "level": inputs.depth["level"],
-            "context": inputs.context, "stream_width": inputs.width,
-            **{key: inputs.advise[key] for key in ("budget_steps", "budget_lr", "budget_batch_size", "local_reach",
-                                                   "growth_procedure")}}
+    return {
+        "model": str(inputs.model),
+        "data": str(inputs.data_path),
+        "family": inputs.family,
+        "n_train": int(attrs["n_train"]),
+        "n_test": int(attrs["n_test"]),
+        "seed": inputs.dump["seed"],
+        "reduction": inputs.advise["reduction"],
+        "M": inputs.M,
+        "K": inputs.K,
+        "level": inputs.depth["level"],
+        "context": inputs.context,
+        "stream_width": inputs.width,
+        **{
+            key: inputs.advise[key]
+            for key in ("budget_steps", "budget_lr", "budget_batch_size", "local_reach", "growth_procedure")
+        },
+    }
 
 
-def advise(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,
-           examples: int | None = None, growth_dims: int | None = None, budget_steps: int | None = None,
-           threads: int = 1, device: str, progress=lambda done, total: None) -> str:
+def advise(
+    model: str | Path,
+    data: str | Path,
+    settings: dict[str, Any],
+    out: str | Path,
+    *,
+    examples: int | None = None,
+    growth_dims: int | None = None,
+    budget_steps: int | None = None,
+    threads: int = 1,
+    device: str,
+    progress=lambda done, total: None,
+) -> str:
     """Dump a sample of `model` on `data`, estimate every point, predict every option and decide: writes advice.csv,
     advice.md, advice.png and provenance.json into `out`; returns the terminal summary (the table and the decision)."""
     inputs = advice_inputs(model, data, settings, examples, growth_dims, budget_steps)
     with work_folder(out) as work:
-        table, store = decide(inputs, prepared_data(inputs, work), work, threads=threads, device=device,
-                              progress=progress)
+        table, store = decide(
+            inputs, prepared_data(inputs, work), work, threads=threads, device=device, progress=progress
+        )
         line = advice.recommendation(table)
         advice.write_advice(out, table, line, describe(inputs, store), provenance(inputs.advise, inputs.dump["seed"]))
     return f"{advice.terminal_table(table)}\n\n{line}\n-> {ADVICE_PAGE.path(out)}"
 
 
-def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str,
-           progress=lambda done, total: None):
+def decide(inputs: AdviceInputs, data, work: Path, *, threads: int = 1, device: str, progress=lambda done, total: None):
     """(advise's options table, the store it was read from): the dump of `data` (as `prepared_data` gives it) into
     `work`, estimate-alignment and estimate-depth on that store (the per-point first-order reading), every option's
     predicted gain (`option_predictions`), and the rule of `growcert.report.advice`."""
     quiet = lambda _: None  # noqa: E731 (the stages' log, unused here)
-    store = dump_gradients(inputs.model, data, ADVISE_STORE.path(work), inputs.dump, threads=threads, log=quiet,
-                           hf=inputs.hf, device=device, progress=progress)
+    store = dump_gradients(
+        inputs.model,
+        data,
+        ADVISE_STORE.path(work),
+        inputs.dump,
+        threads=threads,
+        log=quiet,
+        hf=inputs.hf,
+        device=device,
+        progress=progress,
+    )
     # numpy's BLAS takes every core unless told: the job's threads, as torch's (on this busy 2-core machine the
     # (m, P) × (P, n) product of `gain_parts` took 10-50 s with two BLAS threads and 5 s with one)
     with threadpool_limits(threads):
-        points = advice.advice_table(estimate_alignment(store, inputs.alignment, log=quiet),
-                                     estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
-                                     inputs.M, inputs.K, inputs.depth["level"], inputs.alignment["detect_threshold"])
+        points = advice.advice_table(
+            estimate_alignment(store, inputs.alignment, log=quiet),
+            estimate_depth(store, inputs.depth, log=quiet, threads=threads, device=device),
+            inputs.M,
+            inputs.K,
+            inputs.depth["level"],
+            inputs.alignment["detect_threshold"],
+        )
         predictions = option_predictions(inputs, data, store, list(points["point"]), threads=threads, device=device)
     return advice.options_table(points, predictions, inputs.advise["local_reach"]), store
 
 
-def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str], *, threads: int = 1,
-                       device: str) -> pd.DataFrame:
+def option_predictions(
+    inputs: AdviceInputs, data, store: Path, points: list[str], *, threads: int = 1, device: str
+) -> pd.DataFrame:
     """One row per option, train on first, then grow at each of `points`: the predicted held-out gain of
     advise.budget_steps AdamW steps (budget_lr, budget_batch_size) with its interval (`stats.update_gain`), and for
     a growth the gain it adds beyond training on (a paired interval: the same examples).
@@ -265,67 +340,110 @@ def option_predictions(inputs: AdviceInputs, data, store: Path, points: list[str
     insertion W_out = 0, so the base parameters' gradients are unchanged and W_in has none (docs/science.md,
     "advise: options with predictions")."""
     budget = inputs.advise
-    options = {"lr": budget["budget_lr"], "steps": budget["budget_steps"], "batch_size": budget["budget_batch_size"],
-               "groups": budget["jackknife_groups"], "level": inputs.depth["level"]}
+    options = {
+        "lr": budget["budget_lr"],
+        "steps": budget["budget_steps"],
+        "batch_size": budget["budget_batch_size"],
+        "groups": budget["jackknife_groups"],
+        "level": inputs.depth["level"],
+    }
     with torch_runtime(threads, device=device) as runtime, threadpool_limits(threads):  # BLAS: see `decide`
         model, metadata, data = load_model(inputs.model, data, inputs.hf)
         model = model.to(runtime.device).eval()
         examples, split = dump_examples(data, inputs.dump, text_context(data, metadata["model_options"]))
         train = slice(0, int((split == "train").sum()))  # dump_examples puts the training rows first: views
         held_out = slice(train.stop, len(split))
-        _check_gradient_memory(inputs.model, sum(parameter.numel() for parameter in model.parameters()), train.stop,
-                               held_out.stop - held_out.start, budget)
+        _check_gradient_memory(
+            inputs.model,
+            sum(parameter.numel() for parameter in model.parameters()),
+            train.stop,
+            held_out.stop - held_out.start,
+            budget,
+        )
         for parameter in model.parameters():
             parameter.requires_grad_(True)  # every parameter trains in the S steps (a pretrained model's too)
         features, targets = (to_device(tensor, runtime.device) for tensor in (examples.inputs, examples.targets))
         held_features = features[held_out]
         drawn = model_drawn_targets(model, held_features, inputs.dump["seed"])
         rows = gradient_rows(model, features, targets)
-        base = gain_parts(rows[train], rows[held_out], gradient_rows(model, held_features, drawn),
-                          options["batch_size"], options["groups"])
+        base = gain_parts(
+            rows[train],
+            rows[held_out],
+            gradient_rows(model, held_features, drawn),
+            options["batch_size"],
+            options["groups"],
+        )
         del rows
         curvature = _block_curvature_rows(model, held_features, drawn, points, inputs, runtime.device)
         blocks = {}
         for point in points:
             arrays, _ = point_arrays(store, point, inputs.family, inputs.depth, runtime.device)
             stored = split_of(open_group(store, point))
-            blocks[point] = gain_parts(arrays.g[stored == "train"], arrays.g[stored == "test"], curvature[point],
-                                       options["batch_size"], options["groups"])
+            blocks[point] = gain_parts(
+                arrays.g[stored == "train"],
+                arrays.g[stored == "test"],
+                curvature[point],
+                options["batch_size"],
+                options["groups"],
+            )
     return predictions_table(base, blocks, options, budget["local_reach"])
 
 
-def predictions_table(base: GainParts, blocks: dict[str, GainParts], options: dict[str, Any],
-                      local_reach: float) -> pd.DataFrame:
+def predictions_table(
+    base: GainParts, blocks: dict[str, GainParts], options: dict[str, Any], local_reach: float
+) -> pd.DataFrame:
     """The options' rows from the base model's gain parts and each point's new-block parts (`stats.update_gain`):
     train on, then grow at each point of `blocks` in order, with gain, reach, local_steps and (growths) the gain
     added beyond training on. `options`: predicted_gain's lr, steps, batch_size, groups and level."""
     trained_on = predicted_gain(base, **options)
-    table = [{"option": advice.TRAIN_ON, "point": "", **_gain_columns(trained_on),
-              **_reach_columns(trained_on, options["lr"], local_reach)}]
+    table = [
+        {
+            "option": advice.TRAIN_ON,
+            "point": "",
+            **_gain_columns(trained_on),
+            **_reach_columns(trained_on, options["lr"], local_reach),
+        }
+    ]
     for point, block in blocks.items():
         grown = base + block
         grown_gain = predicted_gain(grown, **options)
-        table.append({"option": advice.grow_at(point), "point": point, **_gain_columns(grown_gain),
-                      **_reach_columns(grown_gain, options["lr"], local_reach),
-                      **_gain_columns(predicted_gain(grown, **options, baseline=base), "added")})
+        table.append(
+            {
+                "option": advice.grow_at(point),
+                "point": point,
+                **_gain_columns(grown_gain),
+                **_reach_columns(grown_gain, options["lr"], local_reach),
+                **_gain_columns(predicted_gain(grown, **options, baseline=base), "added"),
+            }
+        )
     return pd.DataFrame(table)
 
 
-def _block_curvature_rows(model, features, drawn, points: list[str], inputs: AdviceInputs,
-                          device) -> dict[str, np.ndarray]:
+def _block_curvature_rows(
+    model, features, drawn, points: list[str], inputs: AdviceInputs, device
+) -> dict[str, np.ndarray]:
     """Per point, the zero-output block's per-example W_out gradients Σ_t q_t h_tᵀ at the drawn labels (m, D·H),
     float32: q captured at those labels, h from the block the depth stage scores (depth's block_hidden and seed)."""
     rows = {point: [] for point in points}
     blocks = {}
     for start in range(0, len(features), inputs.dump["batch_size"]):
-        captured = capture_batch(model, features[start:start + inputs.dump["batch_size"]],
-                                 drawn[start:start + inputs.dump["batch_size"]], tuple(points))
+        captured = capture_batch(
+            model,
+            features[start : start + inputs.dump["batch_size"]],
+            drawn[start : start + inputs.dump["batch_size"]],
+            tuple(points),
+        )
         for point in points:
             z = captured.z[point].double()
             if point not in blocks:
-                blocks[point] = make_block(inputs.family, z.shape[family_of(inputs.family).channel_dim], point,
-                                           hidden=inputs.depth["block_hidden"], seed=inputs.depth["seed"],
-                                           dtype=torch.float64).to(device)
+                blocks[point] = make_block(
+                    inputs.family,
+                    z.shape[family_of(inputs.family).channel_dim],
+                    point,
+                    hidden=inputs.depth["block_hidden"],
+                    seed=inputs.depth["seed"],
+                    dtype=torch.float64,
+                ).to(device)
             gradients, _, _ = block_features(blocks[point], z, captured.q[point].double())
             rows[point].append(gradients.reshape(len(z), -1).float().cpu().numpy())
     return {point: np.concatenate(parts) for point, parts in rows.items()}
@@ -333,8 +451,14 @@ def _block_curvature_rows(model, features, drawn, points: list[str], inputs: Adv
 
 def _gain_columns(gain, prefix: str = "gain") -> dict[str, float]:
     """A `stats.update_gain.Gain` as table columns: <prefix>, _se, _lo, _hi, _first_order, _cost."""
-    return {prefix: gain.estimate, f"{prefix}_se": gain.se, f"{prefix}_lo": gain.low, f"{prefix}_hi": gain.high,
-            f"{prefix}_first_order": gain.first_order, f"{prefix}_cost": gain.cost}
+    return {
+        prefix: gain.estimate,
+        f"{prefix}_se": gain.se,
+        f"{prefix}_lo": gain.low,
+        f"{prefix}_hi": gain.high,
+        f"{prefix}_first_order": gain.first_order,
+        f"{prefix}_cost": gain.cost,
+    }
 
 
 def _reach_columns(gain, lr: float, bound: float) -> dict[str, float]:

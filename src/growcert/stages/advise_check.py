@@ -90,8 +90,17 @@ PROCEDURES: dict[str, Procedure] = {
     "whole": Procedure(base=True, gate=False, counterpart=CONTROL),
     "whole_gated": Procedure(base=True, gate=True, counterpart=CONTROL),
 }
-ADVICE_COLUMNS = ["point", "point_index", "decision", "value", "value_se", "value_lo", "scaled_value", "detectability",
-                  "b_exact"]
+ADVICE_COLUMNS = [
+    "point",
+    "point_index",
+    "decision",
+    "value",
+    "value_se",
+    "value_lo",
+    "scaled_value",
+    "detectability",
+    "b_exact",
+]
 
 
 def outcome_examples(data: PreparedDataset, inputs: AdviceInputs, settings: dict[str, Any]) -> Examples:
@@ -101,8 +110,10 @@ def outcome_examples(data: PreparedDataset, inputs: AdviceInputs, settings: dict
     seen = seen // context if context else seen
     free = np.setdiff1d(np.arange(split_size(data, "test", context)), seen)
     if len(free) < 4:  # a standard error needs pairs; 4 is the fewest the estimators take anywhere
-        raise DatasetError(f"--data {inputs.data_path}: {len(free)} held-out examples remain beside advise's "
-                           f"{len(seen)}, fewer than 4 to measure the outcome on; lower advise.test_examples")
+        raise DatasetError(
+            f"--data {inputs.data_path}: {len(free)} held-out examples remain beside advise's "
+            f"{len(seen)}, fewer than 4 to measure the outcome on; lower advise.test_examples"
+        )
     rng = np.random.default_rng(settings["seed"] + OUTCOME_SEED_OFFSET)
     chosen = np.sort(rng.choice(free, min(settings["outcome_examples"], len(free)), replace=False))
     return examples_at(data, "test", chosen, context)
@@ -122,7 +133,9 @@ def digest(positions: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(positions, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
-def optimizers(model: nn.Module, block: nn.Module | None, procedure: Procedure, lr: float) -> list[torch.optim.Optimizer]:
+def optimizers(
+    model: nn.Module, block: nn.Module | None, procedure: Procedure, lr: float
+) -> list[torch.optim.Optimizer]:
     """The optimizers of one arm, constant lr, no decay: AdamW on what trains, but the new block's parameters through
     PopulationRiskAdam (gate "update", streaming variance: the package's defaults) when the procedure gates them.
     `block` None: the ungrown control (every parameter, AdamW)."""
@@ -132,16 +145,26 @@ def optimizers(model: nn.Module, block: nn.Module | None, procedure: Procedure, 
     base = [parameter for parameter in model.parameters() if id(parameter) not in new] if procedure.base else []
     chosen = [torch.optim.AdamW(base, lr=lr, weight_decay=0.0)] if base else []
     if procedure.block:
-        chosen.append(PopulationRiskAdam(list(block.parameters()), lr=lr, weight_decay=0.0) if procedure.gate else
-                      torch.optim.AdamW(list(block.parameters()), lr=lr, weight_decay=0.0))
+        chosen.append(
+            PopulationRiskAdam(list(block.parameters()), lr=lr, weight_decay=0.0)
+            if procedure.gate
+            else torch.optim.AdamW(list(block.parameters()), lr=lr, weight_decay=0.0)
+        )
     return chosen
 
 
-def train_on(model: nn.Module, optimizers: list[torch.optim.Optimizer], order: np.ndarray, data: PreparedDataset,
-             context: int | None, training_mode: bool) -> np.ndarray:
+def train_on(
+    model: nn.Module,
+    optimizers: list[torch.optim.Optimizer],
+    order: np.ndarray,
+    data: PreparedDataset,
+    context: int | None,
+    training_mode: bool,
+) -> np.ndarray:
     """One step of every optimizer per row of `order` (only their parameters train); returns the positions fed."""
-    trained = {id(parameter) for optimizer in optimizers for group in optimizer.param_groups
-               for parameter in group["params"]}
+    trained = {
+        id(parameter) for optimizer in optimizers for group in optimizer.param_groups for parameter in group["params"]
+    }
     for parameter in model.parameters():
         parameter.requires_grad_(id(parameter) in trained)
     device = next(model.parameters()).device
@@ -165,8 +188,12 @@ def per_example_losses(model: nn.Module, examples: Examples, batch_size: int = 2
     """Each example's held-out loss (float64), the model in eval mode."""
     model.eval()
     device = next(model.parameters()).device
-    return np.concatenate([model.per_example_loss(model(to_device(inputs, device)), to_device(targets, device))
-                           .double().cpu().numpy() for inputs, targets in examples.batches(batch_size)])
+    return np.concatenate(
+        [
+            model.per_example_loss(model(to_device(inputs, device)), to_device(targets, device)).double().cpu().numpy()
+            for inputs, targets in examples.batches(batch_size)
+        ]
+    )
 
 
 def step_flops(model: nn.Module, data: PreparedDataset, positions: np.ndarray, context: int | None) -> int:
@@ -177,14 +204,24 @@ def step_flops(model: nn.Module, data: PreparedDataset, positions: np.ndarray, c
     device = next(model.parameters()).device
     batch = examples_at(data, "train", positions, context)
     with FlopCounterMode(display=False) as counter:
-        model.per_example_loss(model(to_device(batch.inputs, device)), to_device(batch.targets, device)).mean().backward()
+        model.per_example_loss(
+            model(to_device(batch.inputs, device)), to_device(batch.targets, device)
+        ).mean().backward()
     model.zero_grad(set_to_none=True)
     return int(counter.get_total_flops())
 
 
-def grow_every_point(base: nn.Module, points: list[str], data: PreparedDataset, context: int | None,
-                     outcome: Examples, settings: dict[str, Any], block: dict[str, Any], variants: list[str],
-                     progress=lambda done, total: None) -> pd.DataFrame:
+def grow_every_point(
+    base: nn.Module,
+    points: list[str],
+    data: PreparedDataset,
+    context: int | None,
+    outcome: Examples,
+    settings: dict[str, Any],
+    block: dict[str, Any],
+    variants: list[str],
+    progress=lambda done, total: None,
+) -> pd.DataFrame:
     """One row per point × procedure (`variants`): the grown model's and its control's held-out loss, the paired
     outcome and its SE, the grown model against training on (vs_train_on), the observed gains over the checkpoint
     of the arm and of training on (frozen minus arm, paired), the FLOPs per step beyond the ungrown model's, and
@@ -193,8 +230,14 @@ def grow_every_point(base: nn.Module, points: list[str], data: PreparedDataset, 
     total, done = 1 + len(points) * len(variants), 0
     base_flops = step_flops(copy.deepcopy(base), data, order[0], context)
     control = copy.deepcopy(base)
-    fed = {FROZEN: "", CONTROL: digest(train_on(control, optimizers(control, None, PROCEDURES["whole"], settings["lr"]),
-                                                order, data, context, True))}
+    fed = {
+        FROZEN: "",
+        CONTROL: digest(
+            train_on(
+                control, optimizers(control, None, PROCEDURES["whole"], settings["lr"]), order, data, context, True
+            )
+        ),
+    }
     progress(done := done + 1, total)
     losses = {FROZEN: per_example_losses(base, outcome), CONTROL: per_example_losses(control, outcome)}
     del control
@@ -206,35 +249,65 @@ def grow_every_point(base: nn.Module, points: list[str], data: PreparedDataset, 
             grown = copy.deepcopy(base)
             new_block = insert_block(grown, point, hidden=block["hidden"], seed=block["seed"], trainable=True)
             flops = step_flops(copy.deepcopy(grown), data, order[0], context)
-            seen = train_on(grown, optimizers(grown, new_block, procedure, settings["lr"]), order, data, context,
-                            procedure.base)
+            seen = train_on(
+                grown, optimizers(grown, new_block, procedure, settings["lr"]), order, data, context, procedure.base
+            )
             grown_losses = per_example_losses(grown, outcome)
             counterpart = procedure.counterpart
             mean, se = paired_outcome(grown_losses, losses[counterpart])
             against, against_se = paired_outcome(grown_losses, losses[CONTROL])
             gained, gained_se = paired_outcome(losses[FROZEN], grown_losses)
-            rows.append({"point": point, "variant": variant, "control": counterpart, "outcome": mean,
-                         "outcome_se": se, "n_outcome": len(outcome), "grown_loss": float(grown_losses.mean()),
-                         "control_loss": float(losses[counterpart].mean()), "batches": digest(seen),
-                         "control_batches": fed[counterpart], "vs_train_on": against, "vs_train_on_se": against_se,
-                         "observed_gain": gained, "observed_gain_se": gained_se, "train_on_observed": trained_on,
-                         "train_on_observed_se": trained_on_se, "flops_per_step": base_flops,
-                         "extra_flops_per_step": flops - base_flops})
+            rows.append(
+                {
+                    "point": point,
+                    "variant": variant,
+                    "control": counterpart,
+                    "outcome": mean,
+                    "outcome_se": se,
+                    "n_outcome": len(outcome),
+                    "grown_loss": float(grown_losses.mean()),
+                    "control_loss": float(losses[counterpart].mean()),
+                    "batches": digest(seen),
+                    "control_batches": fed[counterpart],
+                    "vs_train_on": against,
+                    "vs_train_on_se": against_se,
+                    "observed_gain": gained,
+                    "observed_gain_se": gained_se,
+                    "train_on_observed": trained_on,
+                    "train_on_observed_se": trained_on_se,
+                    "flops_per_step": base_flops,
+                    "extra_flops_per_step": flops - base_flops,
+                }
+            )
             progress(done := done + 1, total)
     return pd.DataFrame(rows)
 
 
-def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], out: str | Path, *,
-                 examples: int | None = None, threads: int = 1, device: str,
-                 progress=lambda done, total: None, grow_progress=lambda done, total: None) -> str:
+def advise_check(
+    model: str | Path,
+    data: str | Path,
+    settings: dict[str, Any],
+    out: str | Path,
+    *,
+    examples: int | None = None,
+    threads: int = 1,
+    device: str,
+    progress=lambda done, total: None,
+    grow_progress=lambda done, total: None,
+) -> str:
     """advise on `model`, then every point grown for real (see the module docstring); returns the terminal summary."""
     settings = stage_settings("advise_check", settings)
     if Path(model).is_dir():
-        raise CheckpointError(f"--model {model}: a folder (a Hugging Face model?); advise-check grows growcert "
-                              "checkpoints (step*.pt) only (`growcert advise` reads both)")
+        raise CheckpointError(
+            f"--model {model}: a folder (a Hugging Face model?); advise-check grows growcert "
+            "checkpoints (step*.pt) only (`growcert advise` reads both)"
+        )
     # advise predicts its options over the very steps, lr and batch size the arms train with (matched compute)
-    budget = {"budget_steps": settings["steps"], "budget_lr": settings["lr"],
-              "budget_batch_size": settings["batch_size"]}
+    budget = {
+        "budget_steps": settings["steps"],
+        "budget_lr": settings["lr"],
+        "budget_batch_size": settings["batch_size"],
+    }
     inputs = advice_inputs(model, data, {**settings["advise"], **budget}, examples)
     out = Path(out)
     with work_folder(out) as work:
@@ -245,27 +318,52 @@ def advise_check(model: str | Path, data: str | Path, settings: dict[str, Any], 
         about = describe(inputs, store)
         base, metadata = load_checkpoint(inputs.model)
         with torch_runtime(threads, flush_denormal=True, device=device) as runtime:
-            grown = grow_every_point(base.to(runtime.device), list(points["point"]), prepared, inputs.context, outcome,
-                                     settings, {"hidden": inputs.depth["block_hidden"], "seed": inputs.depth["seed"]},
-                                     settings["variants"], grow_progress)
-    about = {**about, "train_seed": metadata["provenance"]["seed"], "step": metadata["step"],
-             "width": metadata["width"], "depth": metadata["depth"]}
+            grown = grow_every_point(
+                base.to(runtime.device),
+                list(points["point"]),
+                prepared,
+                inputs.context,
+                outcome,
+                settings,
+                {"hidden": inputs.depth["block_hidden"], "seed": inputs.depth["seed"]},
+                settings["variants"],
+                grow_progress,
+            )
+    about = {
+        **about,
+        "train_seed": metadata["provenance"]["seed"],
+        "step": metadata["step"],
+        "width": metadata["width"],
+        "depth": metadata["depth"],
+    }
     checked = checked_table(points, grown, about, settings)
     line = advice.recommendation(table)
     advice.write_advice(out / "advice", table, line, about, provenance(inputs.advise, inputs.dump["seed"]))
-    write_text(PROVENANCE.path(out), json.dumps({**provenance(settings, settings["seed"]), "advise_check": about},
-                                                   indent=1, default=str))
+    write_text(
+        PROVENANCE.path(out),
+        json.dumps({**provenance(settings, settings["seed"]), "advise_check": about}, indent=1, default=str),
+    )
     paths = scores.write_scores(out, checked, settings)  # advise_check.csv last: the file a rule waits for
     return f"{scores.terminal_summary(checked, settings)}\n\nadvise: {line}\n-> {paths['table']}"
 
 
-def checked_table(table: pd.DataFrame, grown: pd.DataFrame, about: dict[str, Any],
-                  settings: dict[str, Any]) -> pd.DataFrame:
+def checked_table(
+    table: pd.DataFrame, grown: pd.DataFrame, about: dict[str, Any], settings: dict[str, Any]
+) -> pd.DataFrame:
     """advise's first-order reading and its options' predictions per point (`table`:
     `advice_matched.option_columns`) beside each procedure's outcome, with the checkpoint's identity on every row."""
-    merged = grown.merge(table[ADVICE_COLUMNS + advice_matched.OPTION_COLUMNS], on="point", how="left",
-                         validate="many_to_one")
-    identity = {"model": about["model"], "family": about["family"], "width": about["width"], "depth": about["depth"],
-                "train_seed": about["train_seed"], "step": about["step"], "steps": settings["steps"],
-                "lr": settings["lr"], "loss_unit": family_of(about["family"]).loss_unit}
+    merged = grown.merge(
+        table[ADVICE_COLUMNS + advice_matched.OPTION_COLUMNS], on="point", how="left", validate="many_to_one"
+    )
+    identity = {
+        "model": about["model"],
+        "family": about["family"],
+        "width": about["width"],
+        "depth": about["depth"],
+        "train_seed": about["train_seed"],
+        "step": about["step"],
+        "steps": settings["steps"],
+        "lr": settings["lr"],
+        "loss_unit": family_of(about["family"]).loss_unit,
+    }
     return merged.assign(**identity)[scores.COLUMNS + advice_matched.MATCHED_COLUMNS]

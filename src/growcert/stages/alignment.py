@@ -35,8 +35,7 @@ def reduced_pools(path: str | Path, point: str, reduction: str):
     group = open_group(path, point)
     split = split_of(group)
     reduced = reduce_examples(group["q"], reduction)
-    return (reduced.isel(sample=np.flatnonzero(split == "train")),
-            reduced.isel(sample=np.flatnonzero(split == "test")))
+    return (reduced.isel(sample=np.flatnonzero(split == "train")), reduced.isel(sample=np.flatnonzero(split == "test")))
 
 
 def estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callable[[str], None] = print) -> pd.DataFrame:
@@ -55,13 +54,16 @@ def _estimate_alignment(path: str | Path, settings: dict[str, Any], log: Callabl
             for pool, values in (("test", test), ("train", train)):
                 row = alignment_row(values, detect_threshold=settings["detect_threshold"], level=settings["level"])
                 rows.append({**identity, "point": point, "reduction": reduction, "pool": pool, **row})
-                log(f"{point} {reduction} {pool}: n={row['n']} N={row['dim']} ‖μ‖²/SE={row['detectability']:.2f} "
-                    f"d_align={row['d_align_raw']:.4g} ({row['status']})")
+                log(
+                    f"{point} {reduction} {pool}: n={row['n']} N={row['dim']} ‖μ‖²/SE={row['detectability']:.2f} "
+                    f"d_align={row['d_align_raw']:.4g} ({row['status']})"
+                )
     return pd.DataFrame(rows)
 
 
-def estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: dict[str, Any],
-                          log: Callable[[str], None] = print) -> pd.DataFrame:
+def estimate_misalignment(
+    path: str | Path, alignment: pd.DataFrame, settings: dict[str, Any], log: Callable[[str], None] = print
+) -> pd.DataFrame:
     """One row per point x reduction x (M, K) x mode: p̂ with its Wilson interval, and the
     certificates B_exact, B_align from the held-out moments of `alignment` (no second moment pass)."""
     settings = stage_settings("alignment", settings)
@@ -69,8 +71,9 @@ def estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: d
         return _estimate_misalignment(path, alignment, settings, log)
 
 
-def _estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: dict[str, Any],
-                           log: Callable[[str], None]) -> pd.DataFrame:
+def _estimate_misalignment(
+    path: str | Path, alignment: pd.DataFrame, settings: dict[str, Any], log: Callable[[str], None]
+) -> pd.DataFrame:
     identity = store_identity(path)
     held_out_rows = alignment[alignment["pool"] == "test"].set_index(["point", "reduction"])
     rows = []
@@ -83,12 +86,29 @@ def _estimate_misalignment(path: str | Path, alignment: pd.DataFrame, settings: 
                 p_hat = low = high = np.nan
                 if available:
                     first, second = (test, None) if mode == "iid" else (train, test)
-                    p_hat, low, high = misalignment(first, second, M, K, settings["replicates"], settings["seed"],
-                                                      level=settings["level"])
-                rows.append({**identity, "point": point, "reduction": reduction, "mode": mode, "M": M, "K": K,
-                             "replicates": settings["replicates"] if available else 0,
-                             "p_hat": p_hat, "p_lo": low, "p_hi": high, "status": held_out["status"],
-                             **{key: certificate[key] for key in ("n_eff", "b_exact", "b_align", "b_exact_raw", "b_align_raw")},
-                             "detectability": held_out["detectability"], "d_align_raw": held_out["d_align_raw"]})
+                    p_hat, low, high = misalignment(
+                        first, second, M, K, settings["replicates"], settings["seed"], level=settings["level"]
+                    )
+                rows.append(
+                    {
+                        **identity,
+                        "point": point,
+                        "reduction": reduction,
+                        "mode": mode,
+                        "M": M,
+                        "K": K,
+                        "replicates": settings["replicates"] if available else 0,
+                        "p_hat": p_hat,
+                        "p_lo": low,
+                        "p_hi": high,
+                        "status": held_out["status"],
+                        **{
+                            key: certificate[key]
+                            for key in ("n_eff", "b_exact", "b_align", "b_exact_raw", "b_align_raw")
+                        },
+                        "detectability": held_out["detectability"],
+                        "d_align_raw": held_out["d_align_raw"],
+                    }
+                )
         log(f"{point} {reduction}: misalignment over {len(settings['MK'])} (M, K) x {len(settings['modes'])} modes")
     return pd.DataFrame(rows)

@@ -50,37 +50,80 @@ from growcert.store import (
 )
 from growcert.training import to_device
 
-COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "point_index", "pool", "n",
-           "features", "hidden", "positions", "value", "value_se", "value_lo", "value_hi", "value_plugin",
-           "value_detectability", "scaled_value", "scaled_value_se", "scaled_value_lo", "scaled_value_hi",
-           "explained_fraction", "grad_norm_sq", "grad_norm_sq_se", "grad_sq_mean", "mean_z_sq", "mean_h_sq",
-           "level", "status"]
+COLUMNS = [
+    "family",
+    "dataset",
+    "width",
+    "depth",
+    "seed",
+    "step",
+    "point",
+    "point_index",
+    "pool",
+    "n",
+    "features",
+    "hidden",
+    "positions",
+    "value",
+    "value_se",
+    "value_lo",
+    "value_hi",
+    "value_plugin",
+    "value_detectability",
+    "scaled_value",
+    "scaled_value_se",
+    "scaled_value_lo",
+    "scaled_value_hi",
+    "explained_fraction",
+    "grad_norm_sq",
+    "grad_norm_sq_se",
+    "grad_sq_mean",
+    "mean_z_sq",
+    "mean_h_sq",
+    "level",
+    "status",
+]
 
 
-def point_arrays(store: str | Path, point: str, family: str, settings: dict[str, Any],
-                 device: torch.device) -> tuple[PointArrays, Any]:
+def point_arrays(
+    store: str | Path, point: str, family: str, settings: dict[str, Any], device: torch.device
+) -> tuple[PointArrays, Any]:
     """Read one point chunk by chunk and build its PointArrays with the family's block (float64), whose
     features are computed on `device` (the block is drawn on the CPU, then moved: the same W_in anywhere)."""
     group = open_group(store, point)
     split = split_of(group)
     features = group["z"].shape[family_of(family).channel_dim]
-    block = make_block(family, features, point, hidden=settings["block_hidden"], seed=settings["seed"],
-                       dtype=torch.float64).to(device)
+    block = make_block(
+        family, features, point, hidden=settings["block_hidden"], seed=settings["seed"], dtype=torch.float64
+    ).to(device)
     hidden = block.w_in.shape[0]
     megabytes = len(split) * features * hidden * 4 / 2**20
     if megabytes > settings["max_feature_mb"]:
-        raise ConfigError(f"depth: {point} of {store} needs {megabytes:.0f} MB of per-example block gradients "
-                          f"(n={len(split)}, features={features}, hidden={hidden}), above depth.max_feature_mb="
-                          f"{settings['max_feature_mb']}; lower depth.block_hidden or the dumped examples")
+        raise ConfigError(
+            f"depth: {point} of {store} needs {megabytes:.0f} MB of per-example block gradients "
+            f"(n={len(split)}, features={features}, hidden={hidden}), above depth.max_feature_mb="
+            f"{settings['max_feature_mb']}; lower depth.block_hidden or the dumped examples"
+        )
     arrays = PointArrays(len(split), features, hidden)
     for (start, z), (_, q) in zip(iter_sample_chunks(store, point, "z"), iter_sample_chunks(store, point, "q")):
-        arrays.add(start, block, to_device(torch.from_numpy(z), device).double(),
-                   to_device(torch.from_numpy(q), device).double(), split[start:start + len(z)])
+        arrays.add(
+            start,
+            block,
+            to_device(torch.from_numpy(z), device).double(),
+            to_device(torch.from_numpy(q), device).double(),
+            split[start : start + len(z)],
+        )
     return arrays, block
 
 
-def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = None,
-                   log: Callable[[str], None] = print, threads: int = 1, *, device: str) -> pd.DataFrame:
+def estimate_depth(
+    store_path: str | Path,
+    settings: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+    threads: int = 1,
+    *,
+    device: str,
+) -> pd.DataFrame:
     """One row per insertion point × pool: first-order value, scaled value, explained fraction, norms. The
     block's features are computed on `device` (a `device` setting); the estimators run on the CPU."""
     settings = stage_settings("depth", settings)
@@ -88,8 +131,9 @@ def estimate_depth(store_path: str | Path, settings: dict[str, Any] | None = Non
         return _estimate_depth(store_path, settings, log, runtime.device)
 
 
-def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Callable[[str], None],
-                    device: torch.device) -> pd.DataFrame:
+def _estimate_depth(
+    store_path: str | Path, settings: dict[str, Any], log: Callable[[str], None], device: torch.device
+) -> pd.DataFrame:
     identity = store_identity(store_path)
     log(f"depth of {store_path}: block features on {device}")
     require_variable(store_path, "z", "estimate-depth (the inserted block reads the activations)")
@@ -106,20 +150,40 @@ def _estimate_depth(store_path: str | Path, settings: dict[str, Any], log: Calla
                 log(f"{point} {pool}: {members.sum()} examples, fewer than the 4 the estimators need; skipped")
                 continue
             value = stats.first_order_value(arrays.g[members], settings["level"], settings["detect_threshold"])
-            scaled = stats.scaled_value(value["value"], value["value_se"], arrays.z_sq[members],
-                                        arrays.h_sq[members], settings["level"])
+            scaled = stats.scaled_value(
+                value["value"], value["value_se"], arrays.z_sq[members], arrays.h_sq[members], settings["level"]
+            )
             explained = np.nan
             if (split == other).sum() > 0:
                 explained = stats.held_out_explained(
-                    arrays.cross(split == other, features), arrays.hidden_gram[other],
-                    arrays.cross(members, features), arrays.hidden_gram[pool], arrays.q_sq[members].sum(),
-                    settings["ridge"])
-            rows.append({**identity, "point": point, "point_index": point_index(point), "pool": pool,
-                         "features": features, "hidden": hidden, "positions": arrays.positions, **value, **scaled,
-                         "explained_fraction": explained, **stats.gradient_norm(arrays.position_sum[members]),
-                         "grad_sq_mean": float(arrays.q_sq[members].mean()), "level": settings["level"]})
+                    arrays.cross(split == other, features),
+                    arrays.hidden_gram[other],
+                    arrays.cross(members, features),
+                    arrays.hidden_gram[pool],
+                    arrays.q_sq[members].sum(),
+                    settings["ridge"],
+                )
+            rows.append(
+                {
+                    **identity,
+                    "point": point,
+                    "point_index": point_index(point),
+                    "pool": pool,
+                    "features": features,
+                    "hidden": hidden,
+                    "positions": arrays.positions,
+                    **value,
+                    **scaled,
+                    "explained_fraction": explained,
+                    **stats.gradient_norm(arrays.position_sum[members]),
+                    "grad_sq_mean": float(arrays.q_sq[members].mean()),
+                    "level": settings["level"],
+                }
+            )
             row = rows[-1]
-            log(f"{point} {pool}: n={row['n']} value={row['value']:.4g}±{row['value_se']:.2g} "
+            log(
+                f"{point} {pool}: n={row['n']} value={row['value']:.4g}±{row['value_se']:.2g} "
                 f"(plug-in {row['value_plugin']:.4g}) scaled={row['scaled_value']:.4g} "
-                f"explained={explained:.3f} ({row['status']})")
+                f"explained={explained:.3f} ({row['status']})"
+            )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -56,9 +56,18 @@ class ChunkBuffer:
         return [(self.group, start, {key: array[:count] for key, array in joined.items()})]
 
 
-def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Path, settings: dict[str, Any],
-                   threads: int = 1, log: Callable[[str], None] = print, hf: dict[str, Any] | None = None,
-                   *, device: str, progress: Callable[[int, int], None] | None = None) -> Path:
+def dump_gradients(
+    checkpoint: str | Path,
+    data: PreparedDataset,
+    out: str | Path,
+    settings: dict[str, Any],
+    threads: int = 1,
+    log: Callable[[str], None] = print,
+    hf: dict[str, Any] | None = None,
+    *,
+    device: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> Path:
     """Write the gradient store of `checkpoint` to `out`, capturing on `device`; returns the store path.
     q, z and the losses are captured in the checkpoint's fp32 and copied to the host before they are stored.
     `progress(captured, total)`, if given, is called after every batch (a progress bar's feed).
@@ -70,13 +79,22 @@ def dump_gradients(checkpoint: str | Path, data: PreparedDataset, out: str | Pat
     # The template's writes run in zarr's thread pool and the chunks' compression on the store's own workers:
     # as many as the job's cores (zarr's default would take every core of a shared node).
     with torch_runtime(threads, device=device) as runtime, zarr.config.set({"threading.max_workers": threads}):
-        return _dump(checkpoint, data, Path(out), settings, log, hf, runtime.device, progress or (lambda *_: None),
-                     threads)
+        return _dump(
+            checkpoint, data, Path(out), settings, log, hf, runtime.device, progress or (lambda *_: None), threads
+        )
 
 
-def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: dict[str, Any],
-          log: Callable[[str], None], hf: dict[str, Any] | None, device,
-          progress: Callable[[int, int], None], workers: int) -> Path:
+def _dump(
+    checkpoint: str | Path,
+    data: PreparedDataset,
+    out: Path,
+    settings: dict[str, Any],
+    log: Callable[[str], None],
+    hf: dict[str, Any] | None,
+    device,
+    progress: Callable[[int, int], None],
+    workers: int,
+) -> Path:
     model, meta, data = load_model(checkpoint, data, hf)
     model = model.to(device)
     family = meta["family"]
@@ -91,32 +109,53 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
     group_attrs = {spec.name: {"native_dims": list(spec.dims)} for spec in specs}
     options = StoreOptions.from_settings(settings)
     chunks = {spec.name: sample_chunk(spec, len(examples), itemsize=options.itemsize) for spec in specs}
-    log(f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
+    log(
+        f"dumping {len(examples)} examples ({attrs['n_train']} train, {attrs['n_test']} test) at {len(points)} points "
         f"of {checkpoint} -> {out} (chunks of {min(chunks.values())}-{max(chunks.values())} samples; "
-        f"{'+'.join(options.variables)} as {options.dtype}, shards of {options.shards or 1} chunks)")
+        f"{'+'.join(options.variables)} as {options.dtype}, shards of {options.shards or 1} chunks)"
+    )
     # Buffers hand out whole chunks, the writer's alignment rule (also when sharded).
     buffers = {name: ChunkBuffer(name, chunks[name]) for name in points}
     started = time.perf_counter()
-    writer = _BackgroundWriter(out, specs, split, examples.index, labels, attrs, group_attrs, options=options,
-                               workers=workers, loss_description=rules.loss_description)
+    writer = _BackgroundWriter(
+        out,
+        specs,
+        split,
+        examples.index,
+        labels,
+        attrs,
+        group_attrs,
+        options=options,
+        workers=workers,
+        loss_description=rules.loss_description,
+    )
     # q and z of every stored point, float32, are what one batch captures on the device
     captured_bytes = sum(2 * 4 * int(np.prod(spec.shape)) for spec in specs)
     batch_size = capped_batch_size(settings["batch_size"], captured_bytes, settings["max_batch_mb"])
-    log(f"capturing on {device} in batches of {batch_size} (dump.batch_size {settings['batch_size']}, "
-        f"max_batch_mb {settings['max_batch_mb']}: {captured_bytes * batch_size / 2**20:.1f} MiB of q and z)")
+    log(
+        f"capturing on {device} in batches of {batch_size} (dump.batch_size {settings['batch_size']}, "
+        f"max_batch_mb {settings['max_batch_mb']}: {captured_bytes * batch_size / 2**20:.1f} MiB of q and z)"
+    )
     total_batches = -(-len(examples) // batch_size)
     try:
         for number, (inputs, targets) in enumerate(examples.batches(batch_size), start=1):
             captured = capture_batch(model, to_device(inputs, device), to_device(targets, device), points)
             _check_finite(captured, points, out, (number - 1) * batch_size)
             # point by point, so that one point's host copy is in its buffer before the next is made
-            writer.submit([item for name in points
-                           for item in buffers[name].add(_point_arrays(captured, name, options.variables))])
+            writer.submit(
+                [
+                    item
+                    for name in points
+                    for item in buffers[name].add(_point_arrays(captured, name, options.variables))
+                ]
+            )
             progress(min(number * batch_size, len(examples)), len(examples))
             if number % max(1, total_batches // 10) == 0 or number == total_batches:
                 captured_so_far = number * batch_size if number < total_batches else len(examples)
-                log(f"batch {number}/{total_batches}: {captured_so_far} examples captured, "
-                    f"{time.perf_counter() - started:.1f}s")
+                log(
+                    f"batch {number}/{total_batches}: {captured_so_far} examples captured, "
+                    f"{time.perf_counter() - started:.1f}s"
+                )
         # The last chunks of every group: no more capturing, so its core takes a writer too.
         writer.submit([item for name in points for item in buffers[name].drain()], workers + 1)
         path = writer.finish()
@@ -128,9 +167,18 @@ def _dump(checkpoint: str | Path, data: PreparedDataset, out: Path, settings: di
 
 def _group_specs(model, examples, points: tuple[str, ...], family: str, rules, device) -> list[GroupSpec]:
     """The store's group of each point, its shape from one example captured on `device`."""
-    probe = capture_batch(model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points)
-    return [GroupSpec(name, native_dims(family, tuple(probe.z[name].shape[1:])), tuple(probe.z[name].shape[1:]),
-                      rules.position_dims) for name in points]
+    probe = capture_batch(
+        model, to_device(examples.inputs[:1], device), to_device(examples.targets[:1], device), points
+    )
+    return [
+        GroupSpec(
+            name,
+            native_dims(family, tuple(probe.z[name].shape[1:])),
+            tuple(probe.z[name].shape[1:]),
+            rules.position_dims,
+        )
+        for name in points
+    ]
 
 
 def _point_arrays(captured, name: str, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -169,17 +217,37 @@ class _BackgroundWriter:
         self.background.shutdown(wait=True, cancel_futures=True)
 
 
-def _store_attrs(meta: dict[str, Any], data: PreparedDataset, rules, model, checkpoint: str | Path, split: np.ndarray,
-                 settings: dict[str, Any], device) -> dict[str, Any]:
+def _store_attrs(
+    meta: dict[str, Any],
+    data: PreparedDataset,
+    rules,
+    model,
+    checkpoint: str | Path,
+    split: np.ndarray,
+    settings: dict[str, Any],
+    device,
+) -> dict[str, Any]:
     """The store's root attributes: the model, data and checkpoint it was dumped from, and the run's provenance."""
     attrs = {
-        "family": meta["family"], "width": meta["width"], "depth": meta["depth"], "seed": meta["provenance"]["seed"],
-        "step": meta["step"], "dataset": data.name, "data_sha256": data.info.get("sha256"),
-        "loss_function": rules.loss_name, "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
-        "checkpoint": str(checkpoint), "training_config_hash": meta["provenance"]["config_hash"],
-        "n_train": int((split == "train").sum()), "n_test": int((split == "test").sum()),
-        "provenance": {**provenance(settings, settings["seed"]), **device_record(device), "zarr": zarr.__version__,
-                       "xarray": xr.__version__},
+        "family": meta["family"],
+        "width": meta["width"],
+        "depth": meta["depth"],
+        "seed": meta["provenance"]["seed"],
+        "step": meta["step"],
+        "dataset": data.name,
+        "data_sha256": data.info.get("sha256"),
+        "loss_function": rules.loss_name,
+        "model_dtype": str(next(model.parameters()).dtype).replace("torch.", ""),
+        "checkpoint": str(checkpoint),
+        "training_config_hash": meta["provenance"]["config_hash"],
+        "n_train": int((split == "train").sum()),
+        "n_test": int((split == "test").sum()),
+        "provenance": {
+            **provenance(settings, settings["seed"]),
+            **device_record(device),
+            "zarr": zarr.__version__,
+            "xarray": xr.__version__,
+        },
         **meta.get("store_attrs", {}),  # hf: model name, source folder, architecture, tokenizer
     }
     swept = meta["provenance"].get("settings", {}).get("context")
@@ -202,5 +270,7 @@ def _check_finite(captured, points: tuple[str, ...], out: Path, first: int) -> N
         bad = ~torch.isfinite(values.reshape(len(values), -1)).all(dim=1)
         if bad.any():
             rows = bad.nonzero().flatten() + first
-            raise NumericalError(f"store {out}: non-finite {name} for examples {rows[:5].tolist()} (of "
-                                 f"{int(bad.sum())} in this batch); nothing stored. Check the checkpoint")
+            raise NumericalError(
+                f"store {out}: non-finite {name} for examples {rows[:5].tolist()} (of "
+                f"{int(bad.sum())} in this batch); nothing stored. Check the checkpoint"
+            )

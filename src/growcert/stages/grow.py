@@ -53,9 +53,26 @@ from growcert.stats import depth as stats
 from growcert.training import EVAL_SEED_OFFSET, Trainer, evaluate, evaluation_sets, text_context, to_device
 
 SELECT_SEED_OFFSET = 20_011  # selection examples: a seed stream of their own
-COLUMNS = ["family", "dataset", "width", "seed", "arm", "base_depth", "depth", "blocks", "points", "grown_at",
-           "num_parameters", "step", "examples_seen", "train_loss", "train_acc", "test_loss", "test_acc",
-           "insert_max_abs_change"]
+COLUMNS = [
+    "family",
+    "dataset",
+    "width",
+    "seed",
+    "arm",
+    "base_depth",
+    "depth",
+    "blocks",
+    "points",
+    "grown_at",
+    "num_parameters",
+    "step",
+    "examples_seen",
+    "train_loss",
+    "train_acc",
+    "test_loss",
+    "test_acc",
+    "insert_max_abs_change",
+]
 
 
 def evenly_spaced(points: list[str], count: int) -> list[str]:
@@ -72,14 +89,15 @@ def selection_examples(data: PreparedDataset, settings: dict[str, Any], seed: in
     used = evaluation.index // context if context else evaluation.index
     free = np.setdiff1d(np.arange(split_size(data, "test", context)), used)
     if len(free) < count:
-        raise ConfigError(f"grow: {len(free)} held-out examples remain beside the evaluation set, fewer than "
-                          f"select_examples={count}; lower train.eval_examples or select_examples")
+        raise ConfigError(
+            f"grow: {len(free)} held-out examples remain beside the evaluation set, fewer than "
+            f"select_examples={count}; lower train.eval_examples or select_examples"
+        )
     chosen = np.sort(np.random.default_rng(seed + SELECT_SEED_OFFSET).choice(free, count, replace=False))
     return examples_at(data, "test", chosen, context)
 
 
-def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, seed: int,
-                       level: float) -> pd.DataFrame:
+def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, seed: int, level: float) -> pd.DataFrame:
     """Unbiased value and scaled value of the family's block at every point, from one batch."""
     model.eval()
     device = next(model.parameters()).device
@@ -97,31 +115,50 @@ def first_order_scores(model: nn.Module, inputs, targets, hidden: int | None, se
     return pd.DataFrame(rows)
 
 
-def choose_points(base: GrowthArm, data: PreparedDataset, settings: dict[str, Any], seed: int,
-                  context: int | None, log: Callable[[str], None]) -> tuple[dict[str, list[str]], pd.DataFrame]:
+def choose_points(
+    base: GrowthArm,
+    data: PreparedDataset,
+    settings: dict[str, Any],
+    seed: int,
+    context: int | None,
+    log: Callable[[str], None],
+) -> tuple[dict[str, list[str]], pd.DataFrame]:
     """Where grown_value and grown_uniform insert their blocks, and the selection table behind the choice."""
     probe = selection_examples(data, settings, seed, context)
-    scores = first_order_scores(base.model, probe.inputs, probe.targets, settings["block_hidden"], seed,
-                                settings["level"])
+    scores = first_order_scores(
+        base.model, probe.inputs, probe.targets, settings["block_hidden"], seed, settings["level"]
+    )
     points = list(base.model.points)
     if settings["blocks"] > len(points):
         raise ConfigError(f"grow.blocks={settings['blocks']} exceeds the {len(points)} insertion points of the base")
     ranked = scores.sort_values(settings["select_by"], ascending=False)["point"].tolist()
-    chosen = {"grown_value": ranked[:settings["blocks"]], "grown_uniform": evenly_spaced(points, settings["blocks"])}
-    selection = scores.assign(seed=seed, rank=[ranked.index(p) for p in scores["point"]],
-                              grown_value=scores["point"].isin(chosen["grown_value"]),
-                              grown_uniform=scores["point"].isin(chosen["grown_uniform"]))
-    log(f"seed {seed}: {settings['select_by']} by point "
+    chosen = {"grown_value": ranked[: settings["blocks"]], "grown_uniform": evenly_spaced(points, settings["blocks"])}
+    selection = scores.assign(
+        seed=seed,
+        rank=[ranked.index(p) for p in scores["point"]],
+        grown_value=scores["point"].isin(chosen["grown_value"]),
+        grown_uniform=scores["point"].isin(chosen["grown_uniform"]),
+    )
+    log(
+        f"seed {seed}: {settings['select_by']} by point "
         + ", ".join(f"{p} {v:.3g}" for p, v in zip(scores["point"], scores[settings["select_by"]]))
-        + f"; grow at {chosen['grown_value']} (uniform control {chosen['grown_uniform']})")
+        + f"; grow at {chosen['grown_value']} (uniform control {chosen['grown_uniform']})"
+    )
     return chosen, selection
 
 
 class GrowthArm:
     """One arm being trained: a `Trainer` (model, optimiser, its own copy of the batch stream) and its blocks."""
 
-    def __init__(self, arm: str, model: nn.Module, settings: dict[str, Any], data: PreparedDataset, seed: int,
-                 context: int | None):
+    def __init__(
+        self,
+        arm: str,
+        model: nn.Module,
+        settings: dict[str, Any],
+        data: PreparedDataset,
+        seed: int,
+        context: int | None,
+    ):
         self.arm, self.model, self.settings, self.train = arm, model, settings, settings["train"]
         self.trainer = Trainer(model, self.train, data, seed, context, label=f"grow {arm}")
         self.points: list[str] = []
@@ -137,19 +174,33 @@ class GrowthArm:
         with torch.no_grad():
             self.change = float((self.model(probe) - before).abs().max())
         self.model.train()
-        self.trainer.optimizer.add_param_group({"params": [p for b in blocks for p in b.parameters()],
-                                                "weight_decay": self.train["weight_decay"]})
+        self.trainer.optimizer.add_param_group(
+            {"params": [p for b in blocks for p in b.parameters()], "weight_decay": self.train["weight_decay"]}
+        )
         self.points, self.grown_at = list(points), step
 
-    def fit(self, first: int, last: int, evaluate_at: set[int], record: Callable[[GrowthArm, int], None],
-            tick: Callable[[int], None] = lambda step: None) -> None:
+    def fit(
+        self,
+        first: int,
+        last: int,
+        evaluate_at: set[int],
+        record: Callable[[GrowthArm, int], None],
+        tick: Callable[[int], None] = lambda step: None,
+    ) -> None:
         """Steps first..last through the training loop `growcert train` uses (`Trainer.fit`), recording at the
         evaluation steps and ticking the unit's resume state after every step."""
         self.trainer.fit(first, last, evaluate_at, lambda step: record(self, step), lambda step, loss: tick(step))
 
 
-def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path,
-                     log: Callable[[str], None] = print, threads: int = 1, *, device: str) -> pd.DataFrame:
+def grow_and_compare(
+    settings: dict[str, Any],
+    data: PreparedDataset | str | Path,
+    out_dir: str | Path,
+    log: Callable[[str], None] = print,
+    threads: int = 1,
+    *,
+    device: str,
+) -> pd.DataFrame:
     """Run every arm for every seed on `device` (a `device` setting) on `data` (a prepared dataset, or its folder,
     read once the settings are checked); write growth.csv and selection.csv to out_dir; return the growth table."""
     settings = stage_settings("grow", settings)
@@ -161,8 +212,9 @@ def grow_and_compare(settings: dict[str, Any], data: PreparedDataset | str | Pat
         return _grow_and_compare(settings, data, Path(out_dir), log, runtime.device)
 
 
-def _grow_and_compare(settings: dict[str, Any], data: PreparedDataset, out_dir: Path,
-                      log: Callable[[str], None], device: torch.device) -> pd.DataFrame:
+def _grow_and_compare(
+    settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: Callable[[str], None], device: torch.device
+) -> pd.DataFrame:
     """Per seed, six units in a fixed order, each resumable: the shared base phase (then the selection), the
     shallow, grown_value and grown_uniform continuations from the fork at grown_at, scratch, deeper."""
     train = settings["train"]
@@ -191,15 +243,26 @@ class SeedGrowth:
 
     SHARED_ARMS = ("shallow", "grown_value", "grown_uniform")  # the base phase is recorded for each of these
 
-    def __init__(self, settings: dict[str, Any], data: PreparedDataset, seed: int, seed_index: int, grown_at: int,
-                 resume: UnitResume, stop, device: torch.device):
+    def __init__(
+        self,
+        settings: dict[str, Any],
+        data: PreparedDataset,
+        seed: int,
+        seed_index: int,
+        grown_at: int,
+        resume: UnitResume,
+        stop,
+        device: torch.device,
+    ):
         self.settings, self.data, self.seed, self.seed_index = settings, data, seed, seed_index
         self.grown_at, self.resume, self.stop, self.device = grown_at, resume, stop, device
         train = settings["train"]
         self.steps = train["steps"]
         self.context = text_context(data, settings["model"])
         self.evaluate_at = {s for s in range(train["eval_every"], self.steps + 1, train["eval_every"])} | {
-            grown_at, self.steps}
+            grown_at,
+            self.steps,
+        }
         self.evaluation = evaluation_sets(data, train, seed, self.context)
 
     def record(self, run: GrowthArm, step: int, into: list[dict], arms: tuple[str, ...] | None = None) -> None:
@@ -207,19 +270,35 @@ class SeedGrowth:
         train_loss, train_acc = evaluate(run.model, self.evaluation["train"])
         test_loss, test_acc = evaluate(run.model, self.evaluation["test"])
         for arm in arms or (run.arm,):
-            into.append({"family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
-                         "seed": self.seed, "arm": arm, "base_depth": settings["base_depth"],
-                         "depth": run.model.config.depth, "blocks": len(run.points),
-                         "points": ";".join(run.points), "grown_at": run.grown_at,
-                         "num_parameters": sum(p.numel() for p in run.model.parameters()), "step": step,
-                         "examples_seen": step * settings["train"]["batch_size"], "train_loss": train_loss,
-                         "train_acc": train_acc, "test_loss": test_loss, "test_acc": test_acc,
-                         "insert_max_abs_change": run.change})
+            into.append(
+                {
+                    "family": settings["family"],
+                    "dataset": settings["dataset"],
+                    "width": settings["width"],
+                    "seed": self.seed,
+                    "arm": arm,
+                    "base_depth": settings["base_depth"],
+                    "depth": run.model.config.depth,
+                    "blocks": len(run.points),
+                    "points": ";".join(run.points),
+                    "grown_at": run.grown_at,
+                    "num_parameters": sum(p.numel() for p in run.model.parameters()),
+                    "step": step,
+                    "examples_seen": step * settings["train"]["batch_size"],
+                    "train_loss": train_loss,
+                    "train_acc": train_acc,
+                    "test_loss": test_loss,
+                    "test_acc": test_acc,
+                    "insert_max_abs_change": run.change,
+                }
+            )
 
     def model(self, depth: int) -> nn.Module:
         torch.manual_seed(self.seed)  # every arm's base weights are the same draw, on the CPU, then moved
         settings = self.settings
-        return build_model(settings["family"], settings["width"], depth, self.data.info, settings["model"]).to(self.device)
+        return build_model(settings["family"], settings["width"], depth, self.data.info, settings["model"]).to(
+            self.device
+        )
 
     def arm(self, name: str, depth: int) -> GrowthArm:
         return GrowthArm(name, self.model(depth), self.settings, self.data, self.seed, self.context)
@@ -235,9 +314,15 @@ class SeedGrowth:
             run.trainer.load_state_dict(snapshot["trainer"])
             unit_rows, first = snapshot["rows"], snapshot["step"] + 1
         last = self.grown_at if index == 0 else self.steps
-        run.fit(first, last, self.evaluate_at, lambda arm, step: self.record(arm, step, unit_rows, labels),
-                lambda step: self.resume.tick(step, lambda: {"trainer": run.trainer.state_dict(),
-                                                             "rows": unit_rows, "step": step}))
+        run.fit(
+            first,
+            last,
+            self.evaluate_at,
+            lambda arm, step: self.record(arm, step, unit_rows, labels),
+            lambda step: self.resume.tick(
+                step, lambda: {"trainer": run.trainer.state_dict(), "rows": unit_rows, "step": step}
+            ),
+        )
         return unit_rows
 
     def run(self, log: Callable[[str], None]) -> tuple[list[dict], pd.DataFrame]:
@@ -253,8 +338,12 @@ class SeedGrowth:
             resume.finished((fork, chosen, selection, rows))
         rows = list(rows)  # this seed's rows grow below; the base phase's record stays as it was
         probe = selection_examples(self.data, settings, seed, self.context)
-        arms = [("shallow", None), ("grown_value", chosen["grown_value"]), ("grown_uniform", chosen["grown_uniform"]),
-                ("scratch", chosen["grown_value"])] + ([("deeper", None)] if settings["deeper_depth"] else [])
+        arms = [
+            ("shallow", None),
+            ("grown_value", chosen["grown_value"]),
+            ("grown_uniform", chosen["grown_uniform"]),
+            ("scratch", chosen["grown_value"]),
+        ] + ([("deeper", None)] if settings["deeper_depth"] else [])
         for index, (arm, points) in enumerate(arms, start=1):
             if resume.done((self.seed_index, index)):
                 rows += resume.result((self.seed_index, index))

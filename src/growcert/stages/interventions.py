@@ -49,9 +49,28 @@ from growcert.training import to_device
 
 VARIANTS = ("shared", "per_position", "block")
 REDUCTION = {"shared": "sum_positions", "per_position": "flatten", "block": "block_features"}
-COLUMNS = ["family", "dataset", "width", "depth", "seed", "step", "point", "variant", "draw", "M", "K",
-           "epsilon", "predicted", "observed", "ratio", "sign_agree",
-           "reduction", "alignment", "step_length", "base_loss"]
+COLUMNS = [
+    "family",
+    "dataset",
+    "width",
+    "depth",
+    "seed",
+    "step",
+    "point",
+    "variant",
+    "draw",
+    "M",
+    "K",
+    "epsilon",
+    "predicted",
+    "observed",
+    "ratio",
+    "sign_agree",
+    "reduction",
+    "alignment",
+    "step_length",
+    "base_loss",
+]
 
 
 def spaced_points(groups: list[str], count: int) -> list[str]:
@@ -65,11 +84,13 @@ def disjoint_draws(split: np.ndarray, M: int, K: int, draws: int, seed: int) -> 
     train, test = np.flatnonzero(split == "train"), np.flatnonzero(split == "test")
     for name, size, rows in (("M", M, train), ("K", K, test)):
         if draws * size > len(rows):
-            raise ConfigError(f"config key 'intervene.draws': draws × {name} = {draws} × {size} exceeds the {len(rows)} "
-                             f"{'train' if name == 'M' else 'test'} rows of the store; lower them or dump more examples")
+            raise ConfigError(
+                f"config key 'intervene.draws': draws × {name} = {draws} × {size} exceeds the {len(rows)} "
+                f"{'train' if name == 'M' else 'test'} rows of the store; lower them or dump more examples"
+            )
     rng = np.random.default_rng(seed)
     train, test = rng.permutation(train), rng.permutation(test)
-    return [(np.sort(train[d * M:(d + 1) * M]), np.sort(test[d * K:(d + 1) * K])) for d in range(draws)]
+    return [(np.sort(train[d * M : (d + 1) * M]), np.sort(test[d * K : (d + 1) * K])) for d in range(draws)]
 
 
 @dataclass
@@ -80,8 +101,8 @@ class Intervention:
     variant: str
     module: nn.Module
     train_gradient: torch.Tensor  # D_M: mean ∂ℓ/∂weight over the M training examples (float64)
-    test_gradient: torch.Tensor   # D_K: the same over the K held-out examples
-    unit: float                   # ‖step‖ per unit ε (see the module docstring)
+    test_gradient: torch.Tensor  # D_K: the same over the K held-out examples
+    unit: float  # ‖step‖ per unit ε (see the module docstring)
 
     @property
     def alignment(self) -> float:
@@ -98,9 +119,16 @@ def _stored(group: xr.Dataset, variable: str, rows: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.asarray(group[variable].isel(sample=rows).values, dtype=np.float64))
 
 
-def prepare_intervention(group: xr.Dataset, family: str, point: str, variant: str, train_rows: np.ndarray,
-                         test_rows: np.ndarray, settings: dict[str, Any],
-                         dtype: torch.dtype = torch.float64) -> Intervention:
+def prepare_intervention(
+    group: xr.Dataset,
+    family: str,
+    point: str,
+    variant: str,
+    train_rows: np.ndarray,
+    test_rows: np.ndarray,
+    settings: dict[str, Any],
+    dtype: torch.dtype = torch.float64,
+) -> Intervention:
     """Build the zero-weight module of `variant` for `point` and its D_M, D_K, unit from the store."""
     channel_dim = family_of(family).channel_dim
     z_train = _stored(group, "z", train_rows)
@@ -110,18 +138,24 @@ def prepare_intervention(group: xr.Dataset, family: str, point: str, variant: st
     stream_rms = float((z_train.square().sum() / (len(train_rows) * positions)).sqrt())
     if variant in ("shared", "per_position"):
         how = REDUCTION[variant]
-        mean = {name: np.asarray(reduce_examples(group["q"].isel(sample=rows), how).values, np.float64).mean(axis=0)
-                for name, rows in (("train", train_rows), ("test", test_rows))}
-        shape = tuple(z_train.shape[1:]) if variant == "per_position" else \
-            ((features, 1, 1) if channel_dim == -3 else (features,))
+        mean = {
+            name: np.asarray(reduce_examples(group["q"].isel(sample=rows), how).values, np.float64).mean(axis=0)
+            for name, rows in (("train", train_rows), ("test", test_rows))
+        }
+        shape = (
+            tuple(z_train.shape[1:])
+            if variant == "per_position"
+            else ((features, 1, 1) if channel_dim == -3 else (features,))
+        )
         module = ResidualParameter(shape, dtype=dtype)
         unit = stream_rms * (np.sqrt(positions) if variant == "per_position" else 1.0)
         train_gradient, test_gradient = (torch.from_numpy(mean[name]).reshape(shape) for name in ("train", "test"))
     else:
         # The P3 block itself (models/blocks.py), built in float64 so the store side (D_M, D_K, u) is
         # computed at full precision, then cast.
-        module = make_block(family, features, point, hidden=settings["block_hidden"], seed=settings["seed"],
-                            dtype=torch.float64)
+        module = make_block(
+            family, features, point, hidden=settings["block_hidden"], seed=settings["seed"], dtype=torch.float64
+        )
         train_gradient = module.weight_gradient(z_train, _stored(group, "q", train_rows))
         test_gradient = module.weight_gradient(_stored(group, "z", test_rows), _stored(group, "q", test_rows))
         feature_rms = float((module.hidden(z_train).square().sum() / (len(train_rows) * positions)).sqrt())
@@ -170,15 +204,20 @@ def stored_examples(data: PreparedDataset, meta: dict[str, Any], group: xr.Datas
     return examples
 
 
-def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any], attrs: dict[str, Any],
-                  data: PreparedDataset) -> None:
+def check_pairing(
+    checkpoint: str | Path, store: str | Path, meta: dict[str, Any], attrs: dict[str, Any], data: PreparedDataset
+) -> None:
     """Refuse a store that was not dumped from this checkpoint and this prepared dataset."""
     for key in ("family", "width", "depth", "step"):
         if attrs.get(key) != meta[key]:
-            raise StoreError(f"store {store} has {key}={attrs.get(key)!r} but checkpoint {checkpoint} has {meta[key]!r}")
+            raise StoreError(
+                f"store {store} has {key}={attrs.get(key)!r} but checkpoint {checkpoint} has {meta[key]!r}"
+            )
     if attrs.get("dataset") != data.name or attrs.get("data_sha256") != data.info.get("sha256"):
-        raise StoreError(f"store {store} was dumped from dataset {attrs.get('dataset')!r} "
-                         f"(sha256 {attrs.get('data_sha256')}), not from the given {data.name!r}")
+        raise StoreError(
+            f"store {store} was dumped from dataset {attrs.get('dataset')!r} "
+            f"(sha256 {attrs.get('data_sha256')}), not from the given {data.name!r}"
+        )
     dump_settings = (attrs.get("provenance") or {}).get("settings") or {}
     if {"train_examples", "test_examples", "seed"} <= set(dump_settings):
         # Re-derive the dump's examples: the stored index must be exactly what dump chose.
@@ -189,9 +228,17 @@ def check_pairing(checkpoint: str | Path, store: str | Path, meta: dict[str, Any
             raise StoreError(f"store {store}: its sample index is not what its dump settings select from {data.name}")
 
 
-def run_interventions(checkpoint: str | Path, store: str | Path, data: PreparedDataset,
-                      settings: dict[str, Any] | None = None, log: Callable[[str], None] = print,
-                      hf: dict[str, Any] | None = None, threads: int = 1, *, device: str) -> pd.DataFrame:
+def run_interventions(
+    checkpoint: str | Path,
+    store: str | Path,
+    data: PreparedDataset,
+    settings: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+    hf: dict[str, Any] | None = None,
+    threads: int = 1,
+    *,
+    device: str,
+) -> pd.DataFrame:
     """Predicted vs observed held-out loss change for every point × variant × draw × ε (tidy table).
 
     With `hf` settings, `checkpoint` is a pretrained Hugging Face causal LM (`models.checkpoint.load_model`).
@@ -222,8 +269,10 @@ def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch
     first = open_group(store, points[0])
     draws = disjoint_draws(split_of(first), settings["M"], settings["K"], settings["draws"], settings["seed"])
     batch_size = forward_batch_size(store, settings)
-    log(f"intervening at {points} of {checkpoint} on {device_record(device)['device']}: forward batches of "
-        f"{batch_size} (intervene.batch_size {settings['batch_size']}, max_batch_mb {settings['max_batch_mb']})")
+    log(
+        f"intervening at {points} of {checkpoint} on {device_record(device)['device']}: forward batches of "
+        f"{batch_size} (intervene.batch_size {settings['batch_size']}, max_batch_mb {settings['max_batch_mb']})"
+    )
 
     held_out, base = [], []
     for _, test_rows in draws:
@@ -233,8 +282,10 @@ def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch
         # The stored losses came from the float32 dump of this checkpoint: a mismatch means the
         # store, the checkpoint or the rebuilt examples do not belong together.
         if not np.allclose(losses.numpy(), stored, rtol=1e-3, atol=1e-5):
-            raise StoreError(f"store {store}: recomputed held-out losses differ from the stored ones by up to "
-                             f"{np.abs(losses.numpy() - stored).max():.3g}; it was not dumped from {checkpoint}")
+            raise StoreError(
+                f"store {store}: recomputed held-out losses differ from the stored ones by up to "
+                f"{np.abs(losses.numpy() - stored).max():.3g}; it was not dumped from {checkpoint}"
+            )
         held_out.append(examples)
         base.append(float(losses.mean()))
 
@@ -244,23 +295,38 @@ def _run_interventions(checkpoint, store, data, settings, log, hf, device: torch
         group = open_group(store, point)
         for variant in settings["variants"]:
             for draw, (train_rows, test_rows) in enumerate(draws):
-                intervention = prepare_intervention(group, attrs["family"], point, variant, train_rows, test_rows,
-                                                    settings, dtype=dtype)
+                intervention = prepare_intervention(
+                    group, attrs["family"], point, variant, train_rows, test_rows, settings, dtype=dtype
+                )
                 with inserted(model, point, intervention.module.to(device)) as module:
                     for epsilon in map(float, settings["epsilons"]):
                         with torch.no_grad():
                             module.weight.copy_(intervention.step(epsilon))
                         observed = float(example_losses(model, held_out[draw], batch_size).mean()) - base[draw]
                         predicted = intervention.predicted(epsilon)
-                        rows.append({**identity, "point": point, "variant": variant, "draw": draw,
-                                     "M": len(train_rows), "K": len(test_rows), "epsilon": epsilon,
-                                     "predicted": predicted, "observed": observed,
-                                     "ratio": observed / predicted if predicted else np.nan,
-                                     "sign_agree": bool(np.sign(observed) == np.sign(predicted) != 0),
-                                     "reduction": REDUCTION[variant], "alignment": intervention.alignment,
-                                     "step_length": epsilon * intervention.unit, "base_loss": base[draw]})
-        done = pd.DataFrame(rows[-len(settings["variants"]) * len(draws) * len(settings["epsilons"]):])
+                        rows.append(
+                            {
+                                **identity,
+                                "point": point,
+                                "variant": variant,
+                                "draw": draw,
+                                "M": len(train_rows),
+                                "K": len(test_rows),
+                                "epsilon": epsilon,
+                                "predicted": predicted,
+                                "observed": observed,
+                                "ratio": observed / predicted if predicted else np.nan,
+                                "sign_agree": bool(np.sign(observed) == np.sign(predicted) != 0),
+                                "reduction": REDUCTION[variant],
+                                "alignment": intervention.alignment,
+                                "step_length": epsilon * intervention.unit,
+                                "base_loss": base[draw],
+                            }
+                        )
+        done = pd.DataFrame(rows[-len(settings["variants"]) * len(draws) * len(settings["epsilons"]) :])
         smallest = done[done.epsilon == done.epsilon.min()]
-        log(f"{point}: median observed/predicted at ε={smallest.epsilon.iloc[0]:g}: "
-            + ", ".join(f"{v} {g.ratio.median():.4f}" for v, g in smallest.groupby("variant", sort=False)))
+        log(
+            f"{point}: median observed/predicted at ε={smallest.epsilon.iloc[0]:g}: "
+            + ", ".join(f"{v} {g.ratio.median():.4f}" for v, g in smallest.groupby("variant", sort=False))
+        )
     return pd.DataFrame(rows, columns=COLUMNS)

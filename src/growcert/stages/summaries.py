@@ -31,23 +31,39 @@ from growcert.report import depth as p3
 from growcert.stats.regime import seed_spread
 
 
-def summarize_intervention_tables(tables: list[str | Path], out_table: str | Path, out_summary: str | Path,
-                                  out_checks: str | Path, out_claims: str | Path, figure: str | Path) -> str:
+def summarize_intervention_tables(
+    tables: list[str | Path],
+    out_table: str | Path,
+    out_summary: str | Path,
+    out_checks: str | Path,
+    out_claims: str | Path,
+    figure: str | Path,
+) -> str:
     """`growcert summarize-interventions`: the pooled table, its summary, the check rows, the claim row and the
     figure."""
     table = read_csvs(tables)
     write_csv(table, out_table)
     write_csv(interventions.summarize_interventions(table), out_summary)
-    write_rows(interventions.intervention_checks(table) + interventions.intervention_claim(table), claims=out_claims,
-               checks=out_checks)
+    write_rows(
+        interventions.intervention_checks(table) + interventions.intervention_claim(table),
+        claims=out_claims,
+        checks=out_checks,
+    )
     interventions.plot_interventions(table, figure)
     return f"{len(table)} intervention rows -> {out_table}, {out_summary}, {out_checks}, {out_claims}"
 
 
-def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables: list[str | Path],
-                        settings: dict[str, Any], out_alignment: str | Path, out_misalignment: str | Path,
-                        out_summary: str | Path, out_claims: str | Path, out_checks: str | Path,
-                        figures: str | Path) -> str:
+def summarize_alignment(
+    alignment_tables: list[str | Path],
+    misalignment_tables: list[str | Path],
+    settings: dict[str, Any],
+    out_alignment: str | Path,
+    out_misalignment: str | Path,
+    out_summary: str | Path,
+    out_claims: str | Path,
+    out_checks: str | Path,
+    figures: str | Path,
+) -> str:
     """`growcert summarize-alignment`: the pooled tables, the summary, the claim and check rows and the P1
     figures (the misalignment ones only when a fixed-context run gave misalignment tables); a log line."""
     reference_mk = tuple(settings["reference_mk"])
@@ -60,14 +76,23 @@ def summarize_alignment(alignment_tables: list[str | Path], misalignment_tables:
     p1.plot_dalign_vs_width(alignment, figures / DALIGN_VS_WIDTH.file)
     p1.plot_plugin_vs_unbiased(alignment, figures / PLUGIN_VS_UNBIASED.file)
     if len(misalignment):
-        p1.plot_misalignment(misalignment, reference_mk, figures / MISALIGNMENT_VS_WIDTH.file,
-                          figures / MISALIGNMENT_VS_MK.file)
+        p1.plot_misalignment(
+            misalignment, reference_mk, figures / MISALIGNMENT_VS_WIDTH.file, figures / MISALIGNMENT_VS_MK.file
+        )
     return f"{len(alignment)} alignment rows, {len(misalignment)} misalignment rows -> {out_alignment}, {out_claims}"
 
 
-def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str | Path, out_cells: str | Path,
-                     out_claims: str | Path, out_map: str | Path, figures: str | Path, level: float = 0.95,
-                     reference: str | None = None) -> str:
+def summarize_regime(
+    alignment: str | Path,
+    training: str | Path,
+    out_stats: str | Path,
+    out_cells: str | Path,
+    out_claims: str | Path,
+    out_map: str | Path,
+    figures: str | Path,
+    level: float = 0.95,
+    reference: str | None = None,
+) -> str:
     """`growcert summarize-regime`: every table, figure and claim row of the map; returns a log line. `reference`
     names the reference run being judged (docs/reference-results/<name>), whose registered looks set the level of
     a claim judged at a later look (`report.regime.regime_claims`)."""
@@ -80,25 +105,37 @@ def summarize_regime(alignment: str | Path, training: str | Path, out_stats: str
     write_csv(regime.cells_table(tables, level), out_cells)
     write_rows(regime.regime_claims(table, tables, level, reference), out_claims)
     reasons = regime.draw_figures(table, tables["matched"], figures, spread)
-    write_text(out_map, json.dumps({"coverage": regime.coverage(table), "figures": reasons,
-                                    "spread": regime.spread_summary(spread)}, indent=1))
+    write_text(
+        out_map,
+        json.dumps(
+            {"coverage": regime.coverage(table), "figures": reasons, "spread": regime.spread_summary(spread)}, indent=1
+        ),
+    )
     missing = [stem for stem, reason in reasons.items() if reason]
     return f"regime map: {regime.coverage(table)}; {len(table)} held-out rows; figures not drawn: {missing or 'none'}"
 
 
-def summarize_depth(tables: list[str | Path], settings: dict[str, Any], out_table: str | Path,
-                    out_decision: str | Path, figure: str | Path) -> str:
+def summarize_depth(
+    tables: list[str | Path],
+    settings: dict[str, Any],
+    out_table: str | Path,
+    out_decision: str | Path,
+    figure: str | Path,
+) -> str:
     """`growcert summarize-depth`: the pooled depth table, the saturation decision and the depth figure."""
     table = read_csvs(tables)
     write_csv(table, out_table)
-    decision = p3.recommend_depth(table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"])
+    decision = p3.recommend_depth(
+        table, level=settings["level"], draws=settings["saturation_draws"], seed=settings["seed"]
+    )
     write_csv(decision, out_decision)
     p3.plot_depth(table, figure)
     return f"{len(table)} depth rows, {len(decision)} decisions -> {out_table}, {out_decision}"
 
 
-def summarize_growth(runs: list[str | Path], depth_table: str | Path, out_table: str | Path, out_claims: str | Path,
-                     figure: str | Path) -> str:
+def summarize_growth(
+    runs: list[str | Path], depth_table: str | Path, out_table: str | Path, out_claims: str | Path, figure: str | Path
+) -> str:
     """`growcert summarize-growth`: the pooled growth table, the P3 claim rows (with the pooled depth table)
     and the growth figure."""
     growth = read_csvs([GROWTH_RUN_TABLE.path(Path(folder)) for folder in runs])
@@ -121,9 +158,15 @@ def summarize_advise_check(tables: list[str | Path], settings: dict[str, Any], o
         raise ConfigError(f"no rows left to score in {len(tables)} tables: {'; '.join(left_out)}")
     paths = advice_check.write_scores(out, table, settings)
     checkpoints = table["model"].nunique()
-    return "\n".join([*left_out, f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
-                      *advice_check.score_lines(table, settings), *advice_check.comparison_lines(paths),
-                      f"-> {paths['scorecard']}"])
+    return "\n".join(
+        [
+            *left_out,
+            f"{checkpoints} checkpoints, {table['train_seed'].nunique()} seeds, {len(table)} rows",
+            *advice_check.score_lines(table, settings),
+            *advice_check.comparison_lines(paths),
+            f"-> {paths['scorecard']}",
+        ]
+    )
 
 
 def tune_advise_check(tables: list[str | Path], settings: dict[str, Any], out: str | Path) -> str:
@@ -137,6 +180,18 @@ def tune_advise_check(tables: list[str | Path], settings: dict[str, Any], out: s
     budget, grid = advice_tuning.choose_budget(read_csvs(tables), settings["tuning_checkpoint"], sesoi)
     out = Path(out)
     write_csv(grid, TUNING.path(out))
-    write_csv(pd.DataFrame([{"tuning_checkpoint": settings["tuning_checkpoint"], "steps": budget.steps,
-                             "lr": budget.lr, "sesoi": sesoi, "reason": budget.reason}]), TUNING_CHOICE.path(out))
+    write_csv(
+        pd.DataFrame(
+            [
+                {
+                    "tuning_checkpoint": settings["tuning_checkpoint"],
+                    "steps": budget.steps,
+                    "lr": budget.lr,
+                    "sesoi": sesoi,
+                    "reason": budget.reason,
+                }
+            ]
+        ),
+        TUNING_CHOICE.path(out),
+    )
     return f"{grid.to_string(index=False)}\n\nchosen: {budget.reason}\n-> {TUNING_CHOICE.path(out)}"

@@ -36,8 +36,15 @@ from growcert.runtime import device_record, torch_runtime
 from growcert.training import Trainer, evaluate, evaluation_sets, text_context
 
 
-def train_model(settings: dict[str, Any], data: PreparedDataset | str | Path, out_dir: str | Path, threads: int = 1,
-                log: Callable[[str], None] = print, *, device: str) -> dict[str, Any]:
+def train_model(
+    settings: dict[str, Any],
+    data: PreparedDataset | str | Path,
+    out_dir: str | Path,
+    threads: int = 1,
+    log: Callable[[str], None] = print,
+    *,
+    device: str,
+) -> dict[str, Any]:
     """Train one run described by `settings` (stage `train` of `growcert.config.stage_settings`) on `data` (a
     prepared dataset, or its folder, read once the settings are checked) into `out_dir`, on `device` (a `device`
     setting: auto, cpu, cuda, cuda:N)."""
@@ -46,13 +53,19 @@ def train_model(settings: dict[str, Any], data: PreparedDataset | str | Path, ou
     data = data if isinstance(data, PreparedDataset) else load_prepared(data)
     # flush denormals: small or zero weight decay drives Adam moments into denormals on CPU, which slows
     # steps without changing results (growcert.runtime)
-    with torch_runtime(threads, seed=settings["seed"], flush_denormal=True, device=device,
-                       allow_tf32=settings["train"]["precision"] == "bf16") as runtime:
+    with torch_runtime(
+        threads,
+        seed=settings["seed"],
+        flush_denormal=True,
+        device=device,
+        allow_tf32=settings["train"]["precision"] == "bf16",
+    ) as runtime:
         return _train(settings, data, Path(out_dir), log, runtime.device)
 
 
-def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: Callable[[str], None],
-           device: torch.device) -> dict[str, Any]:
+def _train(
+    settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: Callable[[str], None], device: torch.device
+) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     train, seed = settings["train"], settings["seed"]
     context = text_context(data, settings["model"])
@@ -64,9 +77,11 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     eval_sets = evaluation_sets(data, train, seed, context)
     record = provenance(settings, seed) | device_record(device)
     checkpoints = sorted(train["save_steps"])
-    log(f"training {settings['family']} on {settings['dataset']} width={settings['width']} "
+    log(
+        f"training {settings['family']} on {settings['dataset']} width={settings['width']} "
         f"depth={settings['depth']} seed={seed}: {sum(p.numel() for p in model.parameters()):,} parameters, "
-        f"{train['steps']} steps of batch {train['batch_size']}, checkpoints at {checkpoints}")
+        f"{train['steps']} steps of batch {train['batch_size']}, checkpoints at {checkpoints}"
+    )
 
     history: list[dict[str, float]] = []
     resume = ResumeFolder(out_dir, settings, log)
@@ -87,25 +102,32 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
 
     def evaluation(step: int) -> None:
         row = record_evaluation(step, time.perf_counter() - started)
-        log(f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
-            f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}")
+        log(
+            f"step {step:>6}/{train['steps']}  train loss {row['train_loss']:.4f} acc {row['train_acc']:.3f}  "
+            f"test loss {row['test_loss']:.4f} acc {row['test_acc']:.3f}"
+        )
 
     resume.path.mkdir(parents=True, exist_ok=True)
     with termination_requests() as stop:
+
         def after_step(step: int, loss: torch.Tensor) -> None:
             """A progress line between evaluations, the checkpoint due, the resume state (always on SIGTERM)."""
             if step not in evaluate_at and step % max(1, train["steps"] // 20) == 0:
                 elapsed = time.perf_counter() - started
-                log(f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, "
-                    f"~{elapsed / step * (train['steps'] - step):.0f}s left")
+                log(
+                    f"step {step:>6}/{train['steps']}  batch loss {loss.item():.4f}  {elapsed:.1f}s elapsed, "
+                    f"~{elapsed / step * (train['steps'] - step):.0f}s left"
+                )
             if step in checkpoints:
                 _save_checkpoint(CHECKPOINT.path(resume.path, step=step), model, settings, data, step, record)
             if stop.requested or (step % train["resume_every"] == 0 and step < train["steps"]):
                 elapsed = time.perf_counter() - started
                 resume.save({"trainer": trainer.state_dict(), "history": history, "step": step, "elapsed": elapsed})
             if stop.requested:
-                raise Interrupted(f"train {run}: stopped by SIGTERM after step {step}; resume state saved to "
-                                  f"{resume.state_file}, a rerun continues from it")
+                raise Interrupted(
+                    f"train {run}: stopped by SIGTERM after step {step}; resume state saved to "
+                    f"{resume.state_file}, a rerun continues from it"
+                )
 
         trainer.fit(first, train["steps"], evaluate_at, evaluation, after_step)
     for step in checkpoints:
@@ -119,32 +141,66 @@ def _train(settings: dict[str, Any], data: PreparedDataset, out_dir: Path, log: 
     return metrics
 
 
-def _evaluation_row(model: torch.nn.Module, eval_sets: dict[str, Any], lr: float, step: int,
-                    elapsed: float) -> dict[str, float]:
+def _evaluation_row(
+    model: torch.nn.Module, eval_sets: dict[str, Any], lr: float, step: int, elapsed: float
+) -> dict[str, float]:
     """A run's history row at `step`: loss and accuracy on the train and test evaluation sets, the lr, the time."""
     train_loss, train_acc = evaluate(model, eval_sets["train"])
     test_loss, test_acc = evaluate(model, eval_sets["test"])
-    return {"step": step, "train_loss": train_loss, "train_acc": train_acc, "test_loss": test_loss,
-            "test_acc": test_acc, "lr": lr, "elapsed_s": round(elapsed, 3)}
+    return {
+        "step": step,
+        "train_loss": train_loss,
+        "train_acc": train_acc,
+        "test_loss": test_loss,
+        "test_acc": test_acc,
+        "lr": lr,
+        "elapsed_s": round(elapsed, 3),
+    }
 
 
-def _save_checkpoint(path: Path, model: torch.nn.Module, settings: dict[str, Any], data: PreparedDataset, step: int,
-                     record: dict[str, Any]) -> None:
+def _save_checkpoint(
+    path: Path,
+    model: torch.nn.Module,
+    settings: dict[str, Any],
+    data: PreparedDataset,
+    step: int,
+    record: dict[str, Any],
+) -> None:
     """The run's checkpoint at `step`, with what a later stage rebuilds the model from."""
-    save_checkpoint(path, model, family=settings["family"], width=settings["width"], depth=settings["depth"],
-                    data_info=data.info, model_options=settings["model"], step=step, provenance=record)
+    save_checkpoint(
+        path,
+        model,
+        family=settings["family"],
+        width=settings["width"],
+        depth=settings["depth"],
+        data_info=data.info,
+        model_options=settings["model"],
+        step=step,
+        provenance=record,
+    )
 
 
-def _run_metrics(settings: dict[str, Any], model: torch.nn.Module, seconds: float, out_dir: Path,
-                 history: list[dict[str, float]], record: dict[str, Any]) -> dict[str, Any]:
+def _run_metrics(
+    settings: dict[str, Any],
+    model: torch.nn.Module,
+    seconds: float,
+    out_dir: Path,
+    history: list[dict[str, float]],
+    record: dict[str, Any],
+) -> dict[str, Any]:
     """A finished run's metrics.json: its grid cell, size, time, checkpoints, history and provenance."""
     checkpoints = sorted(settings["train"]["save_steps"])
     return {
-        "family": settings["family"], "dataset": settings["dataset"], "width": settings["width"],
-        "depth": settings["depth"], "seed": settings["seed"],
+        "family": settings["family"],
+        "dataset": settings["dataset"],
+        "width": settings["width"],
+        "depth": settings["depth"],
+        "seed": settings["seed"],
         **({"context": settings["context"]} if "context" in settings else {}),  # a context sweep's axis
         "num_parameters": sum(p.numel() for p in model.parameters()),
-        "seconds": round(seconds, 3), "seconds_per_step": round(seconds / settings["train"]["steps"], 5),
+        "seconds": round(seconds, 3),
+        "seconds_per_step": round(seconds / settings["train"]["steps"], 5),
         "checkpoints": {str(step): CHECKPOINT.path(out_dir, step=step).name for step in checkpoints},
-        "history": history, "provenance": record,
+        "history": history,
+        "provenance": record,
     }

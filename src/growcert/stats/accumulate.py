@@ -232,8 +232,9 @@ def choose_method(n: int, dim: int, method: str = "auto") -> str:
     return COVARIANCE if dim <= n else GRAM
 
 
-def accumulate(blocks: SampleBlocks, method: str = "auto", per_example: bool = False,
-               products: str = "auto") -> tuple[PowerSums, PerExample | None]:
+def accumulate(
+    blocks: SampleBlocks, method: str = "auto", per_example: bool = False, products: str = "auto"
+) -> tuple[PowerSums, PerExample | None]:
     """The power sums (and optionally the per-example terms) of all examples in `blocks`.
 
     products: "auto" (the rule in the module docstring), "float64", or "float32" (covariance path
@@ -256,7 +257,8 @@ def _float32_candidate(blocks: SampleBlocks, products: str) -> bool:
         return False
     first_rows = blocks.bounds[0][1] - blocks.bounds[0][0] if len(blocks) else 0
     return products == FLOAT32 or (
-        len(blocks) > 1 and first_rows >= MIN_CHECK_ROWS and blocks.n * blocks.dim**2 >= FLOAT32_MIN_PRODUCTS)
+        len(blocks) > 1 and first_rows >= MIN_CHECK_ROWS and blocks.n * blocks.dim**2 >= FLOAT32_MIN_PRODUCTS
+    )
 
 
 @dataclass(frozen=True)
@@ -269,8 +271,7 @@ class Float32Check:
     products: str
 
 
-def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, units: float,
-                    estimates) -> Float32Check:
+def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, units: float, estimates) -> Float32Check:
     """float32 or float64 products (module docstring, "float32 products").
 
     c, s: C and s of all n examples (or their extrapolation from the checked rows); error: the checked
@@ -285,8 +286,13 @@ def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, uni
         rows = slice(start, start + chunk)
         part = error[rows].astype(np.float64)
         weighted, part_sq = c[rows] * part, part * part
-        sums += (weighted.sum(), np.vdot(weighted, weighted), part_sq.sum(), (part @ s) @ s[rows],
-                 (part_sq @ s_sq) @ s_sq[rows])
+        sums += (
+            weighted.sum(),
+            np.vdot(weighted, weighted),
+            part_sq.sum(),
+            (part @ s) @ s[rows],
+            (part_sq @ s_sq) @ s_sq[rows],
+        )
     delta_f = units * max(abs(2.0 * sums[0]), 2.0 * np.sqrt(sums[1])) + units**2 * sums[2]
     delta_r = units * max(abs(sums[3]), np.sqrt(sums[4]))
     n2 = n * (n - 1.0)
@@ -294,8 +300,7 @@ def choose_products(n: int, c: np.ndarray, s: np.ndarray, error: np.ndarray, uni
     mu_4 = (4.0 * delta_r + 2.0 * delta_f) / n4
     predicted = (mu_4, (delta_r + delta_f) / n3 + mu_4, (delta_f + 2.0 * delta_r / (n - 2.0)) / (n * (n - 3.0)))
     values = (float(estimates.mu_4), float(estimates.mu_sigma_mu), float(estimates.tr_sigma2))
-    holds = all(FLOAT32_SAFETY * change <= FLOAT32_TOLERANCE * abs(value)
-                for change, value in zip(predicted, values))
+    holds = all(FLOAT32_SAFETY * change <= FLOAT32_TOLERANCE * abs(value) for change, value in zip(predicted, values))
     return Float32Check(tuple(float(v) for v in predicted), values, FLOAT32 if holds else FLOAT64)
 
 
@@ -312,8 +317,17 @@ class _CovariancePass:
     def power_sums(self, n: int, **attrs) -> PowerSums:
         """The sums of the finished pass over `n` examples (`attrs`: the method and products, where stated)."""
         c, s, w = self.c, self.s, self.w
-        return PowerSums(n=n, dim=len(s), s_sq=float(s @ s), a2=self.a2, a4=self.a4, c_frob_sq=float(np.vdot(c, c)),
-                         s_c_s=float(s @ (c @ s)), w_s=float(w @ s), **attrs)
+        return PowerSums(
+            n=n,
+            dim=len(s),
+            s_sq=float(s @ s),
+            a2=self.a2,
+            a4=self.a4,
+            c_frob_sq=float(np.vdot(c, c)),
+            s_c_s=float(s @ (c @ s)),
+            w_s=float(w @ s),
+            **attrs,
+        )
 
 
 def _check_sample(x: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, PowerSums, np.ndarray]:
@@ -326,9 +340,16 @@ def _check_sample(x: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, Power
     np.subtract(error, product, out=error, casting="same_kind")
     norms = row_norms_sq(x)
     sample_sum = x.sum(axis=0)
-    sums = PowerSums(n=len(x), dim=dim, s_sq=float(sample_sum @ sample_sum), a2=float(norms.sum()),
-                     a4=float(norms @ norms), c_frob_sq=float(np.vdot(product, product)),
-                     s_c_s=float(sample_sum @ product @ sample_sum), w_s=float((norms @ x) @ sample_sum))
+    sums = PowerSums(
+        n=len(x),
+        dim=dim,
+        s_sq=float(sample_sum @ sample_sum),
+        a2=float(norms.sum()),
+        a4=float(norms @ norms),
+        c_frob_sq=float(np.vdot(product, product)),
+        s_c_s=float(sample_sum @ product @ sample_sum),
+        w_s=float((norms @ x) @ sample_sum),
+    )
     return error, sums, sample_sum
 
 
@@ -355,8 +376,9 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
         if check and k == 0:  # the first rows' product in both precisions (module docstring)
             error, sample, sample_sum = _check_sample(x[: max(MIN_CHECK_ROWS, len(x) // CHECK_FRACTION)], product)
             units = blocks.n / sample.n  # the check's rows, scaled to all n examples
-            checks.append(choose_products(blocks.n, units * product, units * sample_sum, error, units,
-                                          unbiased_moments(sample)))
+            checks.append(
+                choose_products(blocks.n, units * product, units * sample_sum, error, units, unbiased_moments(sample))
+            )
             if checks[-1].products == FLOAT64:
                 error = None
             else:
@@ -383,8 +405,10 @@ def _covariance_pass(blocks: SampleBlocks, float32: bool, check: bool) -> _Covar
         # check samples as its rows, Σ‖x_i‖² and Σ‖x_i‖⁴ say (a block's product error grows with its
         # length and entries, its share of ‖C‖_F² with their fourth powers): heavy-tailed rows count.
         estimates = unbiased_moments(result.power_sums(blocks.n))
-        units = sum(max(rows_b / sample.n, a2_b / sample.a2, a4_b / sample.a4) if sample.a4 > 0 else rows_b / sample.n
-                    for rows_b, a2_b, a4_b in block_powers)
+        units = sum(
+            max(rows_b / sample.n, a2_b / sample.a2, a4_b / sample.a4) if sample.a4 > 0 else rows_b / sample.n
+            for rows_b, a2_b, a4_b in block_powers
+        )
         checks.append(choose_products(blocks.n, c, s, error, units, estimates))
         result.products = checks[-1].products
     return result
@@ -432,9 +456,17 @@ def _gram_path(blocks: SampleBlocks, per_example: bool):
                 g_d[b0:b1] += d_a @ g_ab
                 g_sq[b0:b1] += sq.sum(axis=0)
             del xb, g_ab, sq
-    sums = PowerSums(n=n, dim=blocks.dim, s_sq=float(row_sum.sum()), a2=float(d.sum()),
-                     a4=float(d @ d), c_frob_sq=float(g_sq.sum()), s_c_s=float(row_sum @ row_sum),
-                     w_s=float(d @ row_sum), method=GRAM)
+    sums = PowerSums(
+        n=n,
+        dim=blocks.dim,
+        s_sq=float(row_sum.sum()),
+        a2=float(d.sum()),
+        a4=float(d @ d),
+        c_frob_sq=float(g_sq.sum()),
+        s_c_s=float(row_sum @ row_sum),
+        w_s=float(d @ row_sum),
+        method=GRAM,
+    )
     if not per_example:
         return sums, None
     # x_iᵀ C s = (G G 1)_i needs the finished row sums: C s = Σ_j (G1)_j x_j, then x_i·(C s).

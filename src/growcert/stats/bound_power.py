@@ -76,12 +76,16 @@ class BoundCell:
             raise ValueError(f"mode {self.mode!r}: one of {IID}, {TRAIN_TEST}")
 
 
-def effective_trials(n: int, M: int, K: int, replicates: float, mode: str = IID,
-                     train_pool: int | None = None) -> float:
+def effective_trials(
+    n: int, M: int, K: int, replicates: float, mode: str = IID, train_pool: int | None = None
+) -> float:
     """T = 1/(1/R + 1/k): the trials p's interval counts at held-out pool size n (train → test: a training pool of
     `train_pool`, or of n when None); 0 when the pools hold no disjoint draw. `replicates` may be math.inf (T = k)."""
-    draws = int(disjoint_draw_count(M, K, n) if mode == IID
-                else disjoint_draw_count(M, K, n if train_pool is None else train_pool, n))
+    draws = int(
+        disjoint_draw_count(M, K, n)
+        if mode == IID
+        else disjoint_draw_count(M, K, n if train_pool is None else train_pool, n)
+    )
     if draws < 1:
         return 0.0
     return 1.0 / (1.0 / replicates + 1.0 / draws)
@@ -97,8 +101,9 @@ def bound_lower_probability(cell: BoundCell, n: int, thresholds, level: float, c
     se_4, se_msm, se_tr = (cell.mu_4_se * scale, cell.mu_sigma_mu_se * scale, cell.tr_sigma2_se * scale)
     directional, energy = (float(w) for w in variance_weights(cell.M, cell.K))
     z = float(moment_box_quantile(level))
-    mean = ((1 - c) * (directional * (cell.mu_sigma_mu - z * se_msm) + energy * (cell.tr_sigma2 - z * se_tr))
-            - c * (cell.mu_4 + z * se_4))
+    mean = (1 - c) * (directional * (cell.mu_sigma_mu - z * se_msm) + energy * (cell.tr_sigma2 - z * se_tr)) - c * (
+        cell.mu_4 + z * se_4
+    )
     terms = ((1 - c) * directional * se_msm, (1 - c) * energy * se_tr, c * se_4)
     spread = sum(terms) if correlation == "worst" else np.sqrt(sum(t * t for t in terms))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -121,12 +126,22 @@ def shown_probability(cell: BoundCell, n: int, replicates: float, level: float, 
     return float(np.sum(binomial.pmf(counts) * bound_lower_probability(cell, n, p_high, level, correlation)))
 
 
-def pool_size_for_power(cell: BoundCell, replicates: float, level: float, target: float = POWER,
-                        correlation: str = "worst", limit: int = MAX_POOL) -> tuple[int, bool]:
+def pool_size_for_power(
+    cell: BoundCell,
+    replicates: float,
+    level: float,
+    target: float = POWER,
+    correlation: str = "worst",
+    limit: int = MAX_POOL,
+) -> tuple[int, bool]:
     """(n, more): the smallest pool size n (in steps of M + K, where the draws k change in the iid mode) at which
     `shown_probability` reaches `target`; (limit, True) when even `limit` falls short. Power rises with n up to
     the floor in k, so the doubling-then-bisection search of `seeds_for_power` applies to the steps."""
     step = cell.M + cell.K if cell.mode == IID else max(cell.M, cell.K)
-    steps, more = seeds_for_power(lambda s: shown_probability(cell, s * step, replicates, level, correlation),
-                                  start=1, limit=max(1, limit // step), target=target)
+    steps, more = seeds_for_power(
+        lambda s: shown_probability(cell, s * step, replicates, level, correlation),
+        start=1,
+        limit=max(1, limit // step),
+        target=target,
+    )
     return steps * step, more

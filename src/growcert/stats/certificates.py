@@ -118,8 +118,9 @@ def b_exact_interval(row, M, K, level=0.95) -> tuple[np.ndarray, np.ndarray]:
         value, se = np.asarray(row[name], float), np.asarray(row[f"{name}_se_jack"], float)
         return np.maximum(value - z * se, 0.0), np.maximum(value + z * se, 0.0)
 
-    (mu_4_low, mu_4_high), (msm_low, msm_high), (tr_low, tr_high) = (ends(name) for name in
-                                                                      ("mu_4", "mu_sigma_mu", "tr_sigma2"))
+    (mu_4_low, mu_4_high), (msm_low, msm_high), (tr_low, tr_high) = (
+        ends(name) for name in ("mu_4", "mu_sigma_mu", "tr_sigma2")
+    )
     directional, energy = variance_weights(M, K)
     v_low = directional * msm_low + energy * tr_low
     v_high = directional * msm_high + energy * tr_high
@@ -139,8 +140,7 @@ def detectability(m: Moments) -> tuple[float, float]:
     "not detectable".  Both are NaN when even that is zero (no usable scale).
     """
     n = m.n
-    variance = (4.0 * max(float(m.mu_sigma_mu), 0.0) / n
-                + 2.0 * max(float(m.tr_sigma2), 0.0) / (n * (n - 1)))
+    variance = 4.0 * max(float(m.mu_sigma_mu), 0.0) / n + 2.0 * max(float(m.tr_sigma2), 0.0) / (n * (n - 1))
     if not variance > 0:
         return math.nan, math.nan
     se = math.sqrt(variance)
@@ -172,9 +172,16 @@ def alignment_status(m: Moments, z: float, detect_threshold: float = DEFAULT_DET
     return STATUS_OK
 
 
-def alignment_row(x, *, M: int | None = None, K: int | None = None,
-                  detect_threshold: float = DEFAULT_DETECTION_THRESHOLD, level: float = 0.95,
-                  method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES) -> dict:
+def alignment_row(
+    x,
+    *,
+    M: int | None = None,
+    K: int | None = None,
+    detect_threshold: float = DEFAULT_DETECTION_THRESHOLD,
+    level: float = 0.95,
+    method: str = "auto",
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> dict:
     """One result row (a flat dict) for a pool of reduced activation gradients `x`.
 
     Two passes over `x` (sums, then per-example terms for the jackknife).
@@ -201,8 +208,15 @@ def alignment_row(x, *, M: int | None = None, K: int | None = None,
     z, se = detectability(m)
     status = alignment_status(m, z, detect_threshold)
     present = status == STATUS_OK
-    row: dict = {"n": int(sums.n), "dim": int(sums.dim), "method": sums.method, "products": sums.products,
-                 "level": level, "detect_threshold": detect_threshold, "status": status}
+    row: dict = {
+        "n": int(sums.n),
+        "dim": int(sums.dim),
+        "method": sums.method,
+        "products": sums.products,
+        "level": level,
+        "detect_threshold": detect_threshold,
+        "status": status,
+    }
     for name in ("mu_sq", "mu_4", "mu_sigma_mu", "tr_sigma2"):
         row[name] = float(getattr(m, name))
     row["mu_sq_se"], row["detectability"] = se, z
@@ -226,11 +240,22 @@ def certificate_columns(row: dict, M: int, K: int) -> dict:
     For tables with several (M, K) per pool: the row's estimates and status decide,
     as in alignment_row (presented certificates are NaN unless status is "ok").
     """
-    m = Moments(n=row["n"], mu_sq=row["mu_sq"], mu_4=row["mu_4"], mu_sigma_mu=row["mu_sigma_mu"],
-                tr_sigma2=row["tr_sigma2"], dim=row["dim"])
+    m = Moments(
+        n=row["n"],
+        mu_sq=row["mu_sq"],
+        mu_4=row["mu_4"],
+        mu_sigma_mu=row["mu_sigma_mu"],
+        tr_sigma2=row["tr_sigma2"],
+        dim=row["dim"],
+    )
     b_exact, b_align, effective = certificates(m, M, K)
     present = row["status"] == STATUS_OK
-    return {"M": int(M), "K": int(K), "n_eff": effective, "b_exact_raw": b_exact,
-            "b_align_raw": b_align, "b_exact": b_exact if present else math.nan,
-            "b_align": b_align if present else math.nan}
-
+    return {
+        "M": int(M),
+        "K": int(K),
+        "n_eff": effective,
+        "b_exact_raw": b_exact,
+        "b_align_raw": b_align,
+        "b_exact": b_exact if present else math.nan,
+        "b_align": b_align if present else math.nan,
+    }

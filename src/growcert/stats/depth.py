@@ -77,10 +77,16 @@ def first_order_value(features, level: float = 0.95, detect_threshold: float = 2
     m = unbiased_moments(sums)
     detect, se = detectability(m)
     value = float(m.mu_sq)
-    return {"n": int(sums.n), "value": value, "value_se": se, "value_lo": value - z * se,
-            "value_hi": value + z * se, "value_plugin": float(plugin_from_sums(sums).mu_sq),
-            "value_detectability": detect,
-            "status": STATUS_OK if detect >= detect_threshold else STATUS_NULL}
+    return {
+        "n": int(sums.n),
+        "value": value,
+        "value_se": se,
+        "value_lo": value - z * se,
+        "value_hi": value + z * se,
+        "value_plugin": float(plugin_from_sums(sums).mu_sq),
+        "value_detectability": detect,
+        "status": STATUS_OK if detect >= detect_threshold else STATUS_NULL,
+    }
 
 
 def scaled_value(value: float, value_se: float, z_sq, h_sq, level: float = 0.95) -> dict:
@@ -93,8 +99,14 @@ def scaled_value(value: float, value_se: float, z_sq, h_sq, level: float = 0.95)
     ratio_se = math.sqrt(np.var(z_sq - ratio * h_sq, ddof=1) / n) / h_sq.mean() if n > 1 else math.nan
     scaled = value * ratio
     se = math.sqrt((ratio * value_se) ** 2 + (value * ratio_se) ** 2)
-    return {"mean_z_sq": float(z_sq.mean()), "mean_h_sq": float(h_sq.mean()), "scaled_value": scaled,
-            "scaled_value_se": se, "scaled_value_lo": scaled - z * se, "scaled_value_hi": scaled + z * se}
+    return {
+        "mean_z_sq": float(z_sq.mean()),
+        "mean_h_sq": float(h_sq.mean()),
+        "scaled_value": scaled,
+        "scaled_value_se": se,
+        "scaled_value_lo": scaled - z * se,
+        "scaled_value_hi": scaled + z * se,
+    }
 
 
 def gradient_norm(position_sums) -> dict:
@@ -103,8 +115,7 @@ def gradient_norm(position_sums) -> dict:
     return {"grad_norm_sq": float(m.mu_sq), "grad_norm_sq_se": detectability(m)[1]}
 
 
-def held_out_explained(cross_fit, gram_fit, cross_eval, gram_eval, target_sq_eval: float,
-                       ridge: float = 1e-3) -> float:
+def held_out_explained(cross_fit, gram_fit, cross_eval, gram_eval, target_sq_eval: float, ridge: float = 1e-3) -> float:
     """Held-out R² of q on the block's features h (see the module docstring).
 
     cross_*: C = Σ q hᵀ (D × H); gram_*: S = Σ h hᵀ (H × H); target_sq_eval: Σ ‖q_t‖² on the eval split.
@@ -130,7 +141,7 @@ def saturated_levels(values, ses, level: float = 0.95) -> tuple[np.ndarray, np.n
     zero = np.flip(np.logical_and.accumulate(np.flip(near_zero)))
     plateau = np.zeros(K, dtype=bool)
     for k in range(K - 1):
-        plateau[k] = bool(np.all(np.abs(v[k + 1:] - v[k]) <= z * np.sqrt(s[k + 1:] ** 2 + s[k] ** 2)))
+        plateau[k] = bool(np.all(np.abs(v[k + 1 :] - v[k]) <= z * np.sqrt(s[k + 1 :] ** 2 + s[k] ** 2)))
     return zero, plateau
 
 
@@ -163,7 +174,12 @@ def saturation(levels, values, ses, level: float = 0.95, draws: int = 2000, seed
     tail = (1.0 - level) / 2.0
     decided = len(chosen) / draws if draws else math.nan
     # inverted_cdf: the bounds are levels of the grid, not interpolations between depths
-    lo, hi = (np.quantile(chosen, [tail, 1.0 - tail], method="inverted_cdf") if chosen else (math.nan, math.nan))
-    return {"recommended": float(levels[index]) if index is not None else math.nan, "status": status,
-            "recommended_lo": float(lo), "recommended_hi": float(hi), "decided_fraction": decided,
-            "plateau_value": float(v[index]) if index is not None else math.nan}
+    lo, hi = np.quantile(chosen, [tail, 1.0 - tail], method="inverted_cdf") if chosen else (math.nan, math.nan)
+    return {
+        "recommended": float(levels[index]) if index is not None else math.nan,
+        "status": status,
+        "recommended_lo": float(lo),
+        "recommended_hi": float(hi),
+        "decided_fraction": decided,
+        "plateau_value": float(v[index]) if index is not None else math.nan,
+    }

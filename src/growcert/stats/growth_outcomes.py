@@ -111,9 +111,15 @@ def reliability(b_exact: Sequence[float], worse: Sequence[bool], bins: int) -> l
     for k in range(bins):
         inside = index == k
         count = int(inside.sum())
-        rows.append({"b_low": k / bins, "b_high": (k + 1) / bins, "growths": count,
-                     "mean_b_exact": float(b_exact[known][inside].mean()) if count else math.nan,
-                     "share_worse": float(worse[known][inside].mean()) if count else math.nan})
+        rows.append(
+            {
+                "b_low": k / bins,
+                "b_high": (k + 1) / bins,
+                "growths": count,
+                "mean_b_exact": float(b_exact[known][inside].mean()) if count else math.nan,
+                "share_worse": float(worse[known][inside].mean()) if count else math.nan,
+            }
+        )
     return rows
 
 

@@ -109,8 +109,9 @@ def jackknife_covariance(loo: np.ndarray) -> np.ndarray:
     return (n - 1) / n * (centred.T @ centred)
 
 
-def fieller_interval(a: float, b: float, var_a: float, var_b: float, cov_ab: float,
-                     level: float = 0.95) -> tuple[float, float]:
+def fieller_interval(
+    a: float, b: float, var_a: float, var_b: float, cov_ab: float, level: float = 0.95
+) -> tuple[float, float]:
     """Fieller confidence set for a/b, as its hull within [0, ∞] (hi = inf when unbounded).
 
     Solves q(r) = (b² − z²v_b) r² − 2(ab − z²c) r + (a² − z²v_a) ≤ 0.  Returns
@@ -154,7 +155,8 @@ def dimension_intervals(sums: PowerSums, per: PerExample, level: float = 0.95) -
     names = ("mu_sq", "mu_4", "mu_sigma_mu", "tr_sigma2")
     if sums.n < 5:
         return {f"{k}_{e}": math.nan for k in ("d_par", "d_2", "d_align") for e in ("lo", "hi")} | {
-            f"{k}_se_jack": math.nan for k in names}
+            f"{k}_se_jack": math.nan for k in names
+        }
     full = unbiased_moments(sums)
     loo_moments = unbiased_moments(leave_one_out(sums, per))
     loo = np.column_stack([getattr(loo_moments, k) for k in names])
@@ -162,8 +164,16 @@ def dimension_intervals(sums: PowerSums, per: PerExample, level: float = 0.95) -
     i_mu4, i_msm, i_tr = 1, 2, 3
 
     def ratio(den: int, lvl: float) -> tuple[float, float]:
-        return _floats(fieller_interval(float(full.mu_4), float(getattr(full, names[den])),
-                                cov[i_mu4, i_mu4], cov[den, den], cov[i_mu4, den], lvl))
+        return _floats(
+            fieller_interval(
+                float(full.mu_4),
+                float(getattr(full, names[den])),
+                cov[i_mu4, i_mu4],
+                cov[den, den],
+                cov[i_mu4, den],
+                lvl,
+            )
+        )
 
     out: dict[str, float] = {}
     out["d_par_lo"], out["d_par_hi"] = ratio(i_msm, level)

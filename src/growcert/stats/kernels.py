@@ -89,8 +89,9 @@ def truncated_lstsq(targets: np.ndarray, regressors: np.ndarray, rank_tol: float
     return targets @ np.linalg.pinv(regressors, rtol=rank_tol)
 
 
-def coupling_residual(test_transfer: np.ndarray, train_transfer: np.ndarray, output_gradient: np.ndarray,
-                      rank_tol: float = RANK_TOL) -> dict[str, float]:
+def coupling_residual(
+    test_transfer: np.ndarray, train_transfer: np.ndarray, output_gradient: np.ndarray, rank_tol: float = RANK_TOL
+) -> dict[str, float]:
     """Fit A° = ΔG_Q ΔG_S⁺ (least squares over every direction of the output gradient) and measure
     R_⊥ = ΔG_Q − A° ΔG_S: as an operator (relative to ‖ΔG_Q‖) and on the realised output gradient
     g (relative to the realised test displacement ‖ΔG_Q g‖)."""
@@ -99,13 +100,17 @@ def coupling_residual(test_transfer: np.ndarray, train_transfer: np.ndarray, out
     displacement = float(np.linalg.norm(test_transfer @ output_gradient))
     operator_norm = float(np.linalg.norm(test_transfer, 2))
     sigma_max = float(np.linalg.norm(train_transfer, 2))
-    return {"relative": float(np.linalg.norm(residual @ output_gradient)) / displacement if displacement else 0.0,
-            "operator_relative": float(np.linalg.norm(residual, 2)) / operator_norm if operator_norm else 0.0,
-            "operator_norm": operator_norm, "train_sigma_max": sigma_max}
+    return {
+        "relative": float(np.linalg.norm(residual @ output_gradient)) / displacement if displacement else 0.0,
+        "operator_relative": float(np.linalg.norm(residual, 2)) / operator_norm if operator_norm else 0.0,
+        "operator_norm": operator_norm,
+        "train_sigma_max": sigma_max,
+    }
 
 
-def coupling_bound(test_energy: float, train_sigma_max: float, step_sharpness: float,
-                   rank_tol: float = RANK_TOL) -> float:
+def coupling_bound(
+    test_energy: float, train_sigma_max: float, step_sharpness: float, rank_tol: float = RANK_TOL
+) -> float:
     """Squared loss only: ‖R_⊥‖ ≤ √(2 E_Q · rank_tol · σ_max(ΔG_S) / (2 − c)), c = max_k η λ_max(K_k)/n
     (derivation in growcert.experiments.theory_dynamics); infinite when c ≥ 2, where the steps stop contracting."""
     if step_sharpness >= 2.0:

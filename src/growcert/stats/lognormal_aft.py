@@ -52,8 +52,9 @@ class AFTFit:
             return tuple(float(np.exp(value)) for value in (self.log_ratio, self.low, self.high))
 
 
-def step_intervals(steps: Sequence[float], eval_every: int, stopped: Sequence[float] | float
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def step_intervals(
+    steps: Sequence[float], eval_every: int, stopped: Sequence[float] | float
+) -> tuple[np.ndarray, np.ndarray]:
     """Each run's (lower, upper] bounds on its time from steps to a target evaluated every `eval_every` steps: a
     reached step s gives (max(s − eval_every, 0), s]; a run that did not reach it (NaN, None or inf) gives
     (stopped, inf), `stopped` being the step it stopped at (per run, or one cap for all)."""
@@ -65,8 +66,9 @@ def step_intervals(steps: Sequence[float], eval_every: int, stopped: Sequence[fl
     return lower, upper
 
 
-def _log_probability(lower: np.ndarray, upper: np.ndarray, location: float, scale: float
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _log_probability(
+    lower: np.ndarray, upper: np.ndarray, location: float, scale: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """log P(lower < T ≤ upper) for log T ~ N(location, scale²), an exact time (lower == upper) as its log density
     on the log scale, with its derivatives in the location and in log scale; stable in both tails (Φ(b) − Φ(a) is
     formed on the side where both are small)."""
@@ -80,27 +82,31 @@ def _log_probability(lower: np.ndarray, upper: np.ndarray, location: float, scal
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         interval = big + np.log1p(-np.exp(small - big))
         # φ(z)/P and z φ(z)/P at each end, 0 at an infinite end
-        density_high = np.where(np.isfinite(z_high), np.exp(-z_high ** 2 / 2 - LOG_ROOT_2PI - interval), 0.0)
-        density_low = np.where(np.isfinite(z_low), np.exp(-z_low ** 2 / 2 - LOG_ROOT_2PI - interval), 0.0)
+        density_high = np.where(np.isfinite(z_high), np.exp(-(z_high**2) / 2 - LOG_ROOT_2PI - interval), 0.0)
+        density_low = np.where(np.isfinite(z_low), np.exp(-(z_low**2) / 2 - LOG_ROOT_2PI - interval), 0.0)
         moment_high = np.where(np.isfinite(z_high), z_high * density_high, 0.0)
         moment_low = np.where(np.isfinite(z_low), z_low * density_low, 0.0)
         # an exact time's branch leaves the interval's terms undefined (P = 0): np.where keeps the density's
-        log_probability = np.where(exact, -z_high ** 2 / 2 - LOG_ROOT_2PI - math.log(scale), interval)
+        log_probability = np.where(exact, -(z_high**2) / 2 - LOG_ROOT_2PI - math.log(scale), interval)
         by_location = np.where(exact, z_high / scale, -(density_high - density_low) / scale)
-        by_log_scale = np.where(exact, z_high ** 2 - 1, -(moment_high - moment_low))
+        by_log_scale = np.where(exact, z_high**2 - 1, -(moment_high - moment_low))
     return log_probability, by_location, by_log_scale
 
 
-def _negative_log_likelihood(arms: list[tuple[np.ndarray, np.ndarray]], delta: float, second_location: float,
-                             log_scale: float) -> tuple[float, np.ndarray]:
+def _negative_log_likelihood(
+    arms: list[tuple[np.ndarray, np.ndarray]], delta: float, second_location: float, log_scale: float
+) -> tuple[float, np.ndarray]:
     """−log L at (δ, μ_second, log σ), μ_first = μ_second + δ, and its gradient in those three."""
     scale = math.exp(log_scale)
     total, gradient = 0.0, np.zeros(3)
     for index, ((lower, upper), location) in enumerate(zip(arms, (second_location + delta, second_location))):
         log_probability, by_location, by_log_scale = _log_probability(lower, upper, location, scale)
         total += float(log_probability.sum())
-        gradient += [float(by_location.sum()) if index == 0 else 0.0, float(by_location.sum()),
-                     float(by_log_scale.sum())]
+        gradient += [
+            float(by_location.sum()) if index == 0 else 0.0,
+            float(by_location.sum()),
+            float(by_log_scale.sum()),
+        ]
     if not math.isfinite(total) or not np.isfinite(gradient).all():
         return 1e300, np.zeros(3)
     return -total, -gradient
@@ -111,7 +117,7 @@ def _start(arms: list[tuple[np.ndarray, np.ndarray]]) -> tuple[list[float], floa
     beyond its bound), and the spread of those points (at least a small positive scale)."""
     points = [np.log(np.where(np.isfinite(upper), (lower + upper) / 2, lower * 1.5)) for lower, upper in arms]
     centred = np.concatenate([p - p.mean() for p in points])
-    spread = float(np.sqrt(np.mean(centred ** 2))) if len(centred) > 2 else 0.0
+    spread = float(np.sqrt(np.mean(centred**2))) if len(centred) > 2 else 0.0
     return [float(p.mean()) for p in points], math.log(max(spread, 0.1))
 
 
@@ -122,13 +128,18 @@ def _maximize(objective, start: np.ndarray) -> optimize.OptimizeResult:
     fine = optimize.minimize(objective, start, jac=True, method="BFGS", options={"gtol": 1e-8})
     if fine.success or np.max(np.abs(fine.jac)) < STATIONARY:  # BFGS's "precision loss" at a stationary point
         return fine
-    coarse = optimize.minimize(lambda x: objective(x)[0], fine.x, method="Nelder-Mead",
-                               options={"xatol": 1e-9, "fatol": 1e-11, "maxiter": 20_000, "maxfev": 40_000})
+    coarse = optimize.minimize(
+        lambda x: objective(x)[0],
+        fine.x,
+        method="Nelder-Mead",
+        options={"xatol": 1e-9, "fatol": 1e-11, "maxiter": 20_000, "maxfev": 40_000},
+    )
     return coarse if coarse.fun < fine.fun else fine
 
 
-def fit_lognormal_aft(first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray],
-                      level: float = 0.95) -> AFTFit:
+def fit_lognormal_aft(
+    first: tuple[np.ndarray, np.ndarray], second: tuple[np.ndarray, np.ndarray], level: float = 0.95
+) -> AFTFit:
     """Fit the two-arm interval-censored log-normal AFT model (module docstring) to `first` and `second`, each a
     (lower, upper) pair of arrays of its runs' bounds (`step_intervals`), and the profile-likelihood interval at
     `level` for the log ratio of their median times, μ_first − μ_second. ValueError when an arm has no run or
@@ -150,6 +161,7 @@ def fit_lognormal_aft(first: tuple[np.ndarray, np.ndarray], second: tuple[np.nda
 
     def profile_drop(at: float) -> float:
         """How far the profile log likelihood at δ = `at` lies below the maximum, less the cut (a root at an end)."""
+
         def nuisance_only(nuisance: np.ndarray) -> tuple[float, np.ndarray]:
             value, gradient = negative(np.array([at, *nuisance]))
             return value, gradient[1:]
@@ -167,5 +179,13 @@ def fit_lognormal_aft(first: tuple[np.ndarray, np.ndarray], second: tuple[np.nda
                 return optimize.brentq(profile_drop, min(previous, candidate), max(previous, candidate), xtol=1e-8)
             previous, step = candidate, step * 2
 
-    return AFTFit((float(second_location + delta), float(second_location)), float(math.exp(log_sigma)), float(delta),
-                  float(end(-1)), float(end(+1)), level, float(maximum), (len(arms[0][0]), len(arms[1][0])))
+    return AFTFit(
+        (float(second_location + delta), float(second_location)),
+        float(math.exp(log_sigma)),
+        float(delta),
+        float(end(-1)),
+        float(end(+1)),
+        level,
+        float(maximum),
+        (len(arms[0][0]), len(arms[1][0])),
+    )

@@ -45,16 +45,21 @@ from growcert.stats.u_statistics import (  # noqa: F401 (the public API)
 )
 
 
-def power_sums(x, *, method: str = "auto", per_example: bool = False,
-               block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto") -> tuple[PowerSums, PerExample | None]:
+def power_sums(
+    x,
+    *,
+    method: str = "auto",
+    per_example: bool = False,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    products: str = "auto",
+) -> tuple[PowerSums, PerExample | None]:
     """One streaming pass over `x` (two with per_example=True): see accumulate.py."""
     blocks = SampleBlocks(x, block_bytes)
     check_n(blocks.n)
     return accumulate(blocks, method=method, per_example=per_example, products=products)
 
 
-def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
-            products: str = "auto") -> Moments:
+def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto") -> Moments:
     """Unbiased ‖μ‖², ‖μ‖⁴, μᵀΣμ, tr(Σ²) of the examples in `x`, in one streaming pass.
 
     x: (n, ...) array-like (numpy, torch tensor, zarr/dask array) or an
@@ -67,8 +72,9 @@ def moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
     return unbiased_moments(power_sums(x, method=method, block_bytes=block_bytes, products=products)[0])
 
 
-def plugin_moments(x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES,
-                   products: str = "auto") -> Moments:
+def plugin_moments(
+    x, *, method: str = "auto", block_bytes: int = DEFAULT_BLOCK_BYTES, products: str = "auto"
+) -> Moments:
     """Plug-in (biased) counterparts of `moments`, for the plug-in-vs-unbiased comparison."""
     return plugin_from_sums(power_sums(x, method=method, block_bytes=block_bytes, products=products)[0])
 
@@ -78,6 +84,12 @@ def population_moments(mean, covariance) -> Moments:
     mean = np.asarray(mean, dtype=np.float64)
     covariance = np.asarray(covariance, dtype=np.float64)
     mu_sq = float(mean @ mean)
-    return Moments(n=None, mu_sq=mu_sq, mu_4=mu_sq**2, mu_sigma_mu=float(mean @ covariance @ mean),
-                   tr_sigma2=float(np.vdot(covariance, covariance)), dim=mean.size,
-                   kind="population")
+    return Moments(
+        n=None,
+        mu_sq=mu_sq,
+        mu_4=mu_sq**2,
+        mu_sigma_mu=float(mean @ covariance @ mean),
+        tr_sigma2=float(np.vdot(covariance, covariance)),
+        dim=mean.size,
+        kind="population",
+    )

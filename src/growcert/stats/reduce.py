@@ -97,8 +97,13 @@ def _reduce_dataarray(x: xr.DataArray, how: str) -> xr.DataArray:
         # Reshape the underlying array: with chunks along `sample` only, dask
         # reshapes chunk by chunk, so the result stays lazy and sample-chunked.
         data = x.data.reshape(x.shape[0], -1)
-        return xr.DataArray(data, dims=(SAMPLE_DIM, COMPONENT_DIM), coords=sample_coords,
-                            name=x.name, attrs={**x.attrs, "reduction": how})
+        return xr.DataArray(
+            data,
+            dims=(SAMPLE_DIM, COMPONENT_DIM),
+            coords=sample_coords,
+            name=x.name,
+            attrs={**x.attrs, "reduction": how},
+        )
     unknown = [d for d in others if d not in POSITION_DIMS + FEATURE_DIMS]
     if unknown:
         raise ValueError(
@@ -111,5 +116,6 @@ def _reduce_dataarray(x: xr.DataArray, how: str) -> xr.DataArray:
     kept = [d for d in reduced.dims if d != SAMPLE_DIM]
     name = kept[0] if len(kept) == 1 else COMPONENT_DIM  # several feature dims: one vector
     data = reduced.data.reshape(x.shape[0], -1)
-    return xr.DataArray(data, dims=(SAMPLE_DIM, name), coords=sample_coords,
-                        name=x.name, attrs={**x.attrs, "reduction": how})
+    return xr.DataArray(
+        data, dims=(SAMPLE_DIM, name), coords=sample_coords, name=x.name, attrs={**x.attrs, "reduction": how}
+    )

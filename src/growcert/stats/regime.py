@@ -40,8 +40,18 @@ CURVE_KEYS = ["family", "dataset", "context", "depth", "width", "seed", "reducti
 CELL_KEYS = ["family", "dataset", "context", "depth", "reduction", "point", "pool"]
 # Held-out loss is a property of the model, not of a point or reduction: one loss grid per panel.
 PANEL_KEYS = ["family", "dataset", "context", "depth"]
-DIMENSION_COLUMNS = ["d_align", "d_align_lo", "d_align_hi", "d_par", "d_par_lo", "d_par_hi",
-                     "d_2", "d_2_lo", "d_2_hi", "d_align_plugin"]
+DIMENSION_COLUMNS = [
+    "d_align",
+    "d_align_lo",
+    "d_align_hi",
+    "d_par",
+    "d_par_lo",
+    "d_par_hi",
+    "d_2",
+    "d_2_lo",
+    "d_2_hi",
+    "d_align_plugin",
+]
 RISES, FALLS, FLAT, UNDETERMINED = "rises", "falls", "flat", "undetermined"
 
 
@@ -50,8 +60,9 @@ def present(keys: Sequence[str], table: pd.DataFrame) -> list[str]:
     return [key for key in keys if key in table.columns]
 
 
-def common_loss_grid(table: pd.DataFrame, count: int = 5, loss: str = LOSS,
-                     panel: Sequence[str] = PANEL_KEYS) -> pd.DataFrame:
+def common_loss_grid(
+    table: pd.DataFrame, count: int = 5, loss: str = LOSS, panel: Sequence[str] = PANEL_KEYS
+) -> pd.DataFrame:
     """`count` evenly spaced held-out loss levels that every width and seed of a panel reaches.
 
     A curve's checkpoints bracket every level between its lowest and highest loss (the piecewise
@@ -90,12 +101,19 @@ def first_crossing(losses: np.ndarray, level: float) -> tuple[int, float] | None
 
 
 def _levels_for(levels: pd.DataFrame, on: list[str], loss: str) -> dict[tuple, np.ndarray]:
-    return {(key if isinstance(key, tuple) else (key,)): frame[loss].to_numpy(float)
-            for key, frame in (levels.groupby(on) if on else [((), levels)])}
+    return {
+        (key if isinstance(key, tuple) else (key,)): frame[loss].to_numpy(float)
+        for key, frame in (levels.groupby(on) if on else [((), levels)])
+    }
 
 
-def matched_loss(table: pd.DataFrame, levels: pd.DataFrame | Sequence[float], loss: str = LOSS,
-                 curve: Sequence[str] = CURVE_KEYS, values: Sequence[str] | None = None) -> pd.DataFrame:
+def matched_loss(
+    table: pd.DataFrame,
+    levels: pd.DataFrame | Sequence[float],
+    loss: str = LOSS,
+    curve: Sequence[str] = CURVE_KEYS,
+    values: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """d_align (and its interval, d_∥, d_2 where present) of each curve at given held-out losses.
 
     Between the two checkpoints that first bracket a level (first_crossing), log d is linear in
@@ -131,21 +149,38 @@ def matched_loss(table: pd.DataFrame, levels: pd.DataFrame | Sequence[float], lo
             crossing = first_crossing(losses, level)
             row = {**identity, loss: level, "reached": crossing is not None}
             if crossing is None:
-                row.update({"step": math.nan, "step_before": math.nan, "step_after": math.nan,
-                            **{name: math.nan for name in values}})
+                row.update(
+                    {
+                        "step": math.nan,
+                        "step_before": math.nan,
+                        "step_after": math.nan,
+                        **{name: math.nan for name in values},
+                    }
+                )
             else:
                 i, f = crossing
                 j = min(i + 1, len(steps) - 1)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     interpolated = np.power(measured[i], 1.0 - f) * np.power(measured[j], f)
-                row.update({"step": (1.0 - f) * steps[i] + f * steps[j], "step_before": steps[i],
-                            "step_after": steps[j], **dict(zip(values, interpolated))})
+                row.update(
+                    {
+                        "step": (1.0 - f) * steps[i] + f * steps[j],
+                        "step_before": steps[i],
+                        "step_after": steps[j],
+                        **dict(zip(values, interpolated)),
+                    }
+                )
             rows.append(row)
     return pd.DataFrame(rows, columns=curve + [loss, "reached", "step", "step_before", "step_after"] + values)
 
 
-def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_align",
-                 cell: Sequence[str] = CELL_KEYS, log_value: bool = True) -> pd.DataFrame:
+def width_slopes(
+    table: pd.DataFrame,
+    progress: str = "step",
+    value: str = "d_align",
+    cell: Sequence[str] = CELL_KEYS,
+    log_value: bool = True,
+) -> pd.DataFrame:
     """Per (cell, progress, seed): the OLS slope of log `value` on log width (of `value` itself with `log_value`
     False: a probability such as p̂, whose claim is a fall in p̂, and which may be 0).
 
@@ -156,16 +191,19 @@ def width_slopes(table: pd.DataFrame, progress: str = "step", value: str = "d_al
     keys = present(cell, table) + [progress]
     data = table[keys + ["seed", "width", value]]
     if data.duplicated(subset=keys + ["seed", "width"]).any():
-        raise ValueError("two rows share a cell, seed and width: filter the table (e.g. one pool) "
-                         "or name the missing key in `cell`")
+        raise ValueError(
+            "two rows share a cell, seed and width: filter the table (e.g. one pool) or name the missing key in `cell`"
+        )
     data = data[np.isfinite(data[value]) & ((data[value] > 0) if log_value else True)]
     data = data.assign(x=np.log(data["width"].astype(float)), y=np.log(data[value]) if log_value else data[value])
     groups = data.groupby(keys + ["seed"])
     centred_x = data["x"] - groups["x"].transform("mean")
     centred_y = data["y"] - groups["y"].transform("mean")
-    sums = data.assign(sxx=centred_x ** 2, sxy=centred_x * centred_y).groupby(keys + ["seed"])
+    sums = data.assign(sxx=centred_x**2, sxy=centred_x * centred_y).groupby(keys + ["seed"])
     out = sums.agg(widths=("width", "nunique"), sxx=("sxx", "sum"), sxy=("sxy", "sum")).reset_index()
-    out["slope"] = np.where((out["widths"] >= 2) & (out["sxx"] > 0), out["sxy"] / out["sxx"].where(out["sxx"] > 0), np.nan)
+    out["slope"] = np.where(
+        (out["widths"] >= 2) & (out["sxx"] > 0), out["sxy"] / out["sxx"].where(out["sxx"] > 0), np.nan
+    )
     return out.drop(columns=["sxx", "sxy"])
 
 
@@ -183,8 +221,15 @@ def _by(frame: pd.DataFrame, keys: list[str]):
         yield (key if isinstance(key, tuple) else (key,)), group
 
 
-def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_align", level: float = 0.95,
-                magnitude: float = 1.0, cell: Sequence[str] = CELL_KEYS, log_value: bool = True) -> pd.DataFrame:
+def width_trend(
+    table: pd.DataFrame,
+    progress: str = "step",
+    value: str = "d_align",
+    level: float = 0.95,
+    magnitude: float = 1.0,
+    cell: Sequence[str] = CELL_KEYS,
+    log_value: bool = True,
+) -> pd.DataFrame:
     """Per (cell, progress): the width slope of log `value` (of `value` itself with `log_value` False) with a
     seed-level interval and its direction, and `value` at the cell's widest width against the paper's magnitude.
 
@@ -206,13 +251,27 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1); got {level}")
     keys = present(cell, table) + [progress]
-    columns = keys + ["seeds", "slope", "slope_se", "slope_lo", "slope_hi", "trend", "widest", "seeds_at_widest",
-                      f"{value}_widest", f"{value}_widest_lo", f"{value}_widest_hi", "magnitude_reached",
-                      "magnitude_clear"]
+    columns = keys + [
+        "seeds",
+        "slope",
+        "slope_se",
+        "slope_lo",
+        "slope_hi",
+        "trend",
+        "widest",
+        "seeds_at_widest",
+        f"{value}_widest",
+        f"{value}_widest_lo",
+        f"{value}_widest_hi",
+        "magnitude_reached",
+        "magnitude_clear",
+    ]
     if table.empty:  # no sweep: the table still says what it would hold
         return pd.DataFrame(columns=columns)
-    slopes = {key: group["slope"].to_numpy(float)
-              for key, group in _by(width_slopes(table, progress, value, cell, log_value), keys)}
+    slopes = {
+        key: group["slope"].to_numpy(float)
+        for key, group in _by(width_slopes(table, progress, value, cell, log_value), keys)
+    }
     rows = []
     for key, frame in _by(table, keys):
         mean, se, lo, hi = t_interval(slopes.get(key, np.array([])), level)
@@ -222,12 +281,24 @@ def width_trend(table: pd.DataFrame, progress: str = "step", value: str = "d_ali
         log_mean, _, log_lo, log_hi = t_interval(np.log(at_widest), level)
         with np.errstate(over="ignore"):  # a high level on two seeds can reach beyond float range: inf
             geometric_mean, geometric_lo, geometric_hi = (float(np.exp(v)) for v in (log_mean, log_lo, log_hi))
-        rows.append({**dict(zip(keys, key)), "seeds": int(np.isfinite(slopes.get(key, [])).sum()), "slope": mean,
-                     "slope_se": se, "slope_lo": lo, "slope_hi": hi, "trend": trend_direction(lo, hi),
-                     "widest": widest, "seeds_at_widest": len(at_widest), f"{value}_widest": geometric_mean,
-                     f"{value}_widest_lo": geometric_lo, f"{value}_widest_hi": geometric_hi,
-                     "magnitude_reached": bool(geometric_mean >= magnitude),  # False when NaN
-                     "magnitude_clear": bool(geometric_lo >= magnitude)})
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "seeds": int(np.isfinite(slopes.get(key, [])).sum()),
+                "slope": mean,
+                "slope_se": se,
+                "slope_lo": lo,
+                "slope_hi": hi,
+                "trend": trend_direction(lo, hi),
+                "widest": widest,
+                "seeds_at_widest": len(at_widest),
+                f"{value}_widest": geometric_mean,
+                f"{value}_widest_lo": geometric_lo,
+                f"{value}_widest_hi": geometric_hi,
+                "magnitude_reached": bool(geometric_mean >= magnitude),  # False when NaN
+                "magnitude_clear": bool(geometric_lo >= magnitude),
+            }
+        )
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -242,22 +313,30 @@ def regime_summary(trend: pd.DataFrame, progress: str = "step") -> dict:
     counts = trend["trend"].value_counts()
     varying = [c for c in present(CELL_KEYS, trend) + [progress] if trend[c].nunique() > 1]
     reached = trend[trend["magnitude_reached"]]
-    labels = [", ".join(f"{c}={row[c]:.4g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in varying)
-              for _, row in reached.iterrows()]
-    summary = {"cells": len(trend), **{name: int(counts.get(name, 0)) for name in (RISES, FALLS, FLAT, UNDETERMINED)},
-               "magnitude": len(reached), "magnitude_clear": int(trend["magnitude_clear"].sum()),
-               "magnitude_cells": labels}
+    labels = [
+        ", ".join(f"{c}={row[c]:.4g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in varying)
+        for _, row in reached.iterrows()
+    ]
+    summary = {
+        "cells": len(trend),
+        **{name: int(counts.get(name, 0)) for name in (RISES, FALLS, FLAT, UNDETERMINED)},
+        "magnitude": len(reached),
+        "magnitude_clear": int(trend["magnitude_clear"].sum()),
+        "magnitude_cells": labels,
+    }
     judged = summary["cells"] - summary[UNDETERMINED]
-    summary["this_run"] = (f"rises with width in {summary[RISES]} of {judged} judged cells, falls in {summary[FALLS]}, "
-                           f"flat in {summary[FLAT]} ({summary[UNDETERMINED]} undetermined; seed-level t interval "
-                           f"on the slope of log d vs log width); ≥ 1 at the widest width in {summary['magnitude']} "
-                           f"cells ({summary['magnitude_clear']} with the interval above)"
-                           + (f": {'; '.join(labels)}" if labels else ""))
+    summary["this_run"] = (
+        f"rises with width in {summary[RISES]} of {judged} judged cells, falls in {summary[FALLS]}, "
+        f"flat in {summary[FLAT]} ({summary[UNDETERMINED]} undetermined; seed-level t interval "
+        f"on the slope of log d vs log width); ≥ 1 at the widest width in {summary['magnitude']} "
+        f"cells ({summary['magnitude_clear']} with the interval above)" + (f": {'; '.join(labels)}" if labels else "")
+    )
     return summary
 
 
-def seed_spread(table: pd.DataFrame, value: str = "d_align", level: float = 0.95,
-                cell: Sequence[str] = CELL_KEYS) -> pd.DataFrame:
+def seed_spread(
+    table: pd.DataFrame, value: str = "d_align", level: float = 0.95, cell: Sequence[str] = CELL_KEYS
+) -> pd.DataFrame:
     """Per (cell, width, step): how much log `value` varies between training seeds against how much it
     varies within one store.
 
@@ -281,8 +360,15 @@ def seed_spread(table: pd.DataFrame, value: str = "d_align", level: float = 0.95
         usable = np.isfinite(low) & np.isfinite(high) & (low > 0) & (high > 0)
         within = (np.log(high[usable]) - np.log(low[usable])) / (2.0 * z)
         between = float(np.std(np.log(determined), ddof=1)) if len(determined) >= 2 else math.nan
-        within_sd = float(np.sqrt(np.mean(within ** 2))) if len(within) else math.nan
-        rows.append({**dict(zip(keys, key)), "seeds": len(frame), "determined": len(determined),
-                     "between_sd": between, "within_sd": within_sd,
-                     "ratio": between / within_sd if within_sd and math.isfinite(within_sd) else math.nan})
+        within_sd = float(np.sqrt(np.mean(within**2))) if len(within) else math.nan
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "seeds": len(frame),
+                "determined": len(determined),
+                "between_sd": between,
+                "within_sd": within_sd,
+                "ratio": between / within_sd if within_sd and math.isfinite(within_sd) else math.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=columns)

@@ -98,8 +98,17 @@ def _gamma(k: int, unit_roundoff: float) -> float:
     return k * unit_roundoff / (1.0 - k * unit_roundoff)
 
 
-def _choose_path(n_train: int, n_test: int, dim: int, M: int, K: int, replicates: int,
-                 max_bytes: int, method: str, symmetric: bool = False) -> str:
+def _choose_path(
+    n_train: int,
+    n_test: int,
+    dim: int,
+    M: int,
+    K: int,
+    replicates: int,
+    max_bytes: int,
+    method: str,
+    symmetric: bool = False,
+) -> str:
     gram_bytes, feature_bytes = 8 * n_train * n_test, 12 * (n_train + n_test) * dim
     if method == "auto":
         gather = _NS_PER_CACHED_GATHER * max(1.0, (gram_bytes / _CACHED_GRAM_BYTES) ** 0.46)
@@ -133,15 +142,18 @@ class _Pool:
 
     def __init__(self, blocks: SampleBlocks, panel_width: int):
         self.exact = _load(blocks.stored())
-        in_range = self.exact.dtype == np.float32 or not self.exact.size or (
-            max(-self.exact.min(), self.exact.max()) < np.finfo(np.float32).max)
+        in_range = (
+            self.exact.dtype == np.float32
+            or not self.exact.size
+            or (max(-self.exact.min(), self.exact.max()) < np.finfo(np.float32).max)
+        )
         dtype = np.float32 if in_range else np.float64
         # (panels, n, width), the last panel zero-padded: zeros add nothing to a sum or a dot
         count = -(-blocks.dim // panel_width)
         self.panels = _loops().cache_aligned_zeros((count, len(self.exact), panel_width), dtype)
         for p in range(count):
-            part = self.exact[:, p * panel_width:(p + 1) * panel_width]
-            self.panels[p, :, :part.shape[1]] = part
+            part = self.exact[:, p * panel_width : (p + 1) * panel_width]
+            self.panels[p, :, : part.shape[1]] = part
         self.norms = np.sqrt(row_norms_sq(self.exact))
         self.unit_roundoff = UNIT_ROUNDOFF if in_range else UNIT_ROUNDOFF_64
         rounded = self.exact.dtype != dtype
@@ -169,11 +181,21 @@ def _feature_dots(first: _Pool, second: _Pool, pick_m: np.ndarray, pick_k: np.nd
     return dots
 
 
-def misalignment(train, test, M: int, K: int, replicates: int,
-                 seed: int = 0, *, iid: bool | None = None, level: float = 0.95,
-                 method: str = "auto", batch_bytes: int = DEFAULT_BATCH_BYTES,
-                 max_bytes: int = DEFAULT_MAX_BYTES,
-                 block_bytes: int = DEFAULT_BLOCK_BYTES) -> tuple[float, float, float]:
+def misalignment(
+    train,
+    test,
+    M: int,
+    K: int,
+    replicates: int,
+    seed: int = 0,
+    *,
+    iid: bool | None = None,
+    level: float = 0.95,
+    method: str = "auto",
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> tuple[float, float, float]:
     """(p_hat, lo, hi): frequency of μ_M·g_K ≤ 0 over `replicates` draws, Wilson interval at `level`.
 
     train, test: reduced gradients (anything moments() accepts).  iid mode

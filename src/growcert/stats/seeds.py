@@ -135,8 +135,9 @@ def spread_upper(spread: float, seeds: int, confidence: float = SPREAD_CONFIDENC
     return spread * math.sqrt((seeds - 1) / float(scipy_stats.chi2.ppf(1.0 - confidence, seeds - 1)))
 
 
-def seeds_for_power(power: Callable[[int], float], start: int, limit: int = MAX_SEEDS,
-                    target: float = POWER, monotone: bool = True) -> tuple[int, bool]:
+def seeds_for_power(
+    power: Callable[[int], float], start: int, limit: int = MAX_SEEDS, target: float = POWER, monotone: bool = True
+) -> tuple[int, bool]:
     """(n, more): the fewest seeds n ≥ `start` with power(n) ≥ `target`, found by doubling then bisection when power is
     nondecreasing in n (`monotone`), else by a scan (an order-statistic interval's rank moves in steps, so its power
     saw-tooths); (limit, True) when even `limit` seeds fall short ("more than limit")."""
@@ -169,10 +170,16 @@ class StepBounds:
     upper: np.ndarray
 
 
-def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float, eval_every: float,
-                variant_cap: Sequence[float] | None = None) -> StepBounds:
+def step_bounds(
+    baseline: Sequence[float],
+    variant: Sequence[float],
+    cap: float,
+    eval_every: float,
+    variant_cap: Sequence[float] | None = None,
+) -> StepBounds:
     """The seeds' `StepBounds` (NaN, None or inf steps are censored at `cap`; a variant's at its seed's entry of
     `variant_cap` when given: paired caps, each variant run stopped at its own seed's step)."""
+
     def parse(values, censored_at):
         steps = np.asarray([math.inf if v is None or not math.isfinite(float(v)) else float(v) for v in values], float)
         censored = np.isinf(steps)
@@ -188,8 +195,9 @@ def step_bounds(baseline: Sequence[float], variant: Sequence[float], cap: float,
         return StepBounds(np.log(b) - np.log(v), np.log(b_low) - np.log(v_high), np.log(b_high) - np.log(v_low))
 
 
-def bounds_interval(lower: np.ndarray, upper: np.ndarray, point: np.ndarray, level: float,
-                    estimand: str = "median") -> tuple[float, float, float]:
+def bounds_interval(
+    lower: np.ndarray, upper: np.ndarray, point: np.ndarray, level: float, estimand: str = "median"
+) -> tuple[float, float, float]:
     """(estimate, low, high) on the log scale for seeds' interval-valued ratios, for the claim's registered `estimand`
     (never switched by the data):
 
@@ -209,15 +217,19 @@ def bounds_interval(lower: np.ndarray, upper: np.ndarray, point: np.ndarray, lev
         quantile = t_quantile(level, seeds)
         ends = []
         for bounds, sign in ((lower, -1.0), (upper, 1.0)):
-            ends.append(float(bounds.mean() + sign * quantile * bounds.std(ddof=1) / math.sqrt(seeds))
-                        if np.isfinite(bounds).all() else sign * math.inf)
+            ends.append(
+                float(bounds.mean() + sign * quantile * bounds.std(ddof=1) / math.sqrt(seeds))
+                if np.isfinite(bounds).all()
+                else sign * math.inf
+            )
         estimate = float(point.mean()) if np.isfinite(point).all() else math.nan
         return estimate, ends[0], ends[1]
     if estimand != "median":
         raise ValueError(f"estimand {estimand!r}: one of mean, median")
     with np.errstate(invalid="ignore"):
-        low_point, high_point = (float(np.median(np.where(np.isnan(point), fill, point)))
-                                 for fill in (-math.inf, math.inf))
+        low_point, high_point = (
+            float(np.median(np.where(np.isnan(point), fill, point))) for fill in (-math.inf, math.inf)
+        )
     # a censored seed's point value is only a bound (±inf): a median that lands on one, or that a seed with both runs
     # censored could move, is undetermined
     estimate = low_point if low_point == high_point and math.isfinite(low_point) else math.nan

@@ -45,8 +45,7 @@ def pocock_spending(t: np.ndarray, alpha: float) -> np.ndarray:
     return alpha * np.log1p((math.e - 1) * np.asarray(t, float))
 
 
-SPENDING: dict[str, Callable[..., np.ndarray]] = {"obrien_fleming": obrien_fleming_spending,
-                                                   "pocock": pocock_spending}
+SPENDING: dict[str, Callable[..., np.ndarray]] = {"obrien_fleming": obrien_fleming_spending, "pocock": pocock_spending}
 NAMES = {"obrien_fleming": "O'Brien–Fleming", "pocock": "Pocock"}
 
 
@@ -119,8 +118,14 @@ def _check(alpha: float, sides: int) -> None:
         raise ValueError(f"sides {sides}: 1 or 2")
 
 
-def _boundary(fractions: tuple[float, ...], critical: list[float], alpha: float, sides: int, design: str,
-              analyses: tuple[int, ...] | None = None) -> Boundary:
+def _boundary(
+    fractions: tuple[float, ...],
+    critical: list[float],
+    alpha: float,
+    sides: int,
+    design: str,
+    analyses: tuple[int, ...] | None = None,
+) -> Boundary:
     recursion, spent, total = _Recursion(sides), [], 0.0
     for t, c, count in zip(fractions, critical, analyses or (1,) * len(fractions)):
         total += count * recursion.crossing(t, c) if math.isfinite(c) else 0.0  # a union bound over the analyses
@@ -130,8 +135,13 @@ def _boundary(fractions: tuple[float, ...], critical: list[float], alpha: float,
     return Boundary(fractions, tuple(critical), nominal, tuple(spent), alpha, sides, design)
 
 
-def spending_boundary(fractions: Sequence[float], alpha: float = 0.05, spending: str = "obrien_fleming",
-                      sides: int = 2, analyses: Sequence[int] | None = None) -> Boundary:
+def spending_boundary(
+    fractions: Sequence[float],
+    alpha: float = 0.05,
+    spending: str = "obrien_fleming",
+    sides: int = 2,
+    analyses: Sequence[int] | None = None,
+) -> Boundary:
     """Lan–DeMets boundary of `spending` (a key of SPENDING) at looks `fractions` (0 < t_1 < … < t_K = 1): each
     look's critical z solves P(no earlier crossing, crossing now) = α(t_k) − α(t_{k−1}). A look whose share is
     nothing (two looks at one fraction cannot occur: fractions strictly increase) gets an infinite value.

@@ -37,7 +37,7 @@ def cache_aligned_zeros(shape: tuple[int, ...], dtype, align: int = 64) -> np.nd
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.zeros(size + align, np.uint8)
     start = -raw.ctypes.data % align
-    return raw[start:start + size].view(dtype).reshape(shape)
+    return raw[start : start + size].view(dtype).reshape(shape)
 
 
 @numba.njit(**_COMPILE)

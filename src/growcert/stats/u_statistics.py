@@ -89,9 +89,16 @@ def unbiased_moments(sums: PowerSums) -> Moments:
     n4 = n3 * (n - 3.0)
     mu_4 = t4 / n4
     tr_sigma2 = (f + t1 * t1 / ((n - 1.0) * (n - 2.0)) - 2.0 * r / (n - 2.0)) / (n * (n - 3.0))
-    return Moments(n=sums.n, mu_sq=_value(t1 / n2), mu_4=_value(mu_4),
-                   mu_sigma_mu=_value(t3 / n3 - mu_4), tr_sigma2=_value(tr_sigma2), dim=sums.dim,
-                   kind="unbiased", products=sums.products)
+    return Moments(
+        n=sums.n,
+        mu_sq=_value(t1 / n2),
+        mu_4=_value(mu_4),
+        mu_sigma_mu=_value(t3 / n3 - mu_4),
+        tr_sigma2=_value(tr_sigma2),
+        dim=sums.dim,
+        kind="unbiased",
+        products=sums.products,
+    )
 
 
 def plugin_from_sums(sums: PowerSums) -> Moments:
@@ -100,9 +107,16 @@ def plugin_from_sums(sums: PowerSums) -> Moments:
     mean_sq = sums.s_sq / n**2
     mean_sigma_mean = (sums.s_c_s / n**2 - sums.s_sq**2 / n**3) / (n - 1.0)
     sigma_frob_sq = (sums.c_frob_sq - 2.0 * sums.s_c_s / n + sums.s_sq**2 / n**2) / (n - 1.0) ** 2
-    return Moments(n=sums.n, mu_sq=_value(mean_sq), mu_4=_value(mean_sq**2),
-                   mu_sigma_mu=_value(mean_sigma_mean), tr_sigma2=_value(sigma_frob_sq), dim=sums.dim,
-                   kind="plugin", products=sums.products)
+    return Moments(
+        n=sums.n,
+        mu_sq=_value(mean_sq),
+        mu_4=_value(mean_sq**2),
+        mu_sigma_mu=_value(mean_sigma_mean),
+        tr_sigma2=_value(sigma_frob_sq),
+        dim=sums.dim,
+        kind="plugin",
+        products=sums.products,
+    )
 
 
 def leave_one_out(sums: PowerSums, per: PerExample) -> PowerSums:
@@ -128,5 +142,3 @@ def leave_one_out(sums: PowerSums, per: PerExample) -> PowerSums:
         method=sums.method,
         products=sums.products,
     )
-
-

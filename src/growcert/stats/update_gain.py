@@ -57,7 +57,7 @@ import numpy as np
 from growcert.stats.intervals import jackknife_covariance, normal_quantile
 
 ADAM_EPS = 1e-8  # Adam's ε: a coordinate with no gradient at all does not move
-ROW_CHUNK = 32   # rows per float64 cast and per product: bounded temporaries
+ROW_CHUNK = 32  # rows per float64 cast and per product: bounded temporaries
 
 
 def unbiased_second_moment(sums: np.ndarray, squares: np.ndarray, n: int, batch_size: int) -> np.ndarray:
@@ -95,38 +95,45 @@ class GainParts:
     noise: np.ndarray
 
     def __add__(self, other: GainParts) -> GainParts:
-        return GainParts(*(getattr(self, name) + getattr(other, name) for name in
-                           ("drift", "drift_minus", "curvature", "curvature_minus", "noise")))
+        return GainParts(
+            *(
+                getattr(self, name) + getattr(other, name)
+                for name in ("drift", "drift_minus", "curvature", "curvature_minus", "noise")
+            )
+        )
 
 
 def _column_sums(rows: np.ndarray, chunk: int = ROW_CHUNK) -> tuple[np.ndarray, np.ndarray]:
     """(Σ_i row_i, Σ_i row_i²) in float64, a chunk of rows at a time (no float64 copy of the whole matrix)."""
     sums, squares = np.zeros(rows.shape[1]), np.zeros(rows.shape[1])
     for start in range(0, len(rows), chunk):
-        block = rows[start:start + chunk].astype(np.float64)
+        block = rows[start : start + chunk].astype(np.float64)
         sums += block.sum(axis=0)
         squares += np.einsum("ij,ij->j", block, block)
     return sums, squares
 
 
-def gain_parts(train_rows: np.ndarray, held_out_rows: np.ndarray, curvature_rows: np.ndarray, batch_size: int,
-               groups: int) -> GainParts:
+def gain_parts(
+    train_rows: np.ndarray, held_out_rows: np.ndarray, curvature_rows: np.ndarray, batch_size: int, groups: int
+) -> GainParts:
     """The parts of one parameter group from its per-example gradient rows: training g_j (n, P), held-out h_i
     (m, P) and held-out f_i (m, P) at labels drawn from the model (the curvature rows, same examples as h_i)."""
     train, held_out, curvature = np.asarray(train_rows), np.asarray(held_out_rows), np.asarray(curvature_rows)
     n = len(train)
     if n < 4 or len(held_out) < 4:
-        raise ValueError(f"a predicted gain needs at least 4 training and 4 held-out examples; got {n} and "
-                         f"{len(held_out)}")
+        raise ValueError(
+            f"a predicted gain needs at least 4 training and 4 held-out examples; got {n} and {len(held_out)}"
+        )
     if curvature.shape != held_out.shape:
         raise ValueError(f"curvature rows {curvature.shape} must match the held-out rows {held_out.shape}")
     count = min(groups, n)  # example_groups' interleaved groups: group g is rows g, g + count, ... (a view)
     group_sums = [_column_sums(train[group::count]) for group in range(count)]
     sums, squares = (np.sum([part[k] for part in group_sums], axis=0) for k in (0, 1))
     direction, scale = adam_direction(sums, squares, n, batch_size)
-    directions = [direction] + [adam_direction(sums - part_sums, squares - part_squares,
-                                               n - len(range(group, n, count)), batch_size)[0]
-                                for group, (part_sums, part_squares) in enumerate(group_sums)]
+    directions = [direction] + [
+        adam_direction(sums - part_sums, squares - part_squares, n - len(range(group, n, count)), batch_size)[0]
+        for group, (part_sums, part_squares) in enumerate(group_sums)
+    ]
     # float32 products like the rows (the sums above are float64, where cancellation would bite)
     directions = np.stack(directions, axis=1).astype(np.float32)  # (P, 1 + groups)
     scale = scale.astype(np.float32)
@@ -138,8 +145,13 @@ def gain_parts(train_rows: np.ndarray, held_out_rows: np.ndarray, curvature_rows
         curvatures[rows] = curvature[rows] @ directions
         # one (m, P) × (P, n) product: the cost of the whole prediction; train.T is a view BLAS reads as it is
         noise[rows] = (curvature[rows] * scale) @ train.T
-    return GainParts(drifts[:, 0], np.ascontiguousarray(drifts[:, 1:].T), curvatures[:, 0],
-                     np.ascontiguousarray(curvatures[:, 1:].T), noise)
+    return GainParts(
+        drifts[:, 0],
+        np.ascontiguousarray(drifts[:, 1:].T),
+        curvatures[:, 0],
+        np.ascontiguousarray(curvatures[:, 1:].T),
+        noise,
+    )
 
 
 @dataclass
@@ -166,8 +178,9 @@ def local_steps(gain: Gain, lr: float, bound: float) -> float:
     return (-c + np.sqrt(c * c + 4 * a * target)) / (2 * a)
 
 
-def _gain(drift: np.ndarray, curvature: np.ndarray, noise: np.ndarray, lr: float, steps: int,
-          batch_size: int) -> tuple[float, float]:
+def _gain(
+    drift: np.ndarray, curvature: np.ndarray, noise: np.ndarray, lr: float, steps: int, batch_size: int
+) -> tuple[float, float]:
     """(first_order, cost) of the gain from the parts' drift and curvature (m,) and noise (m, n) of the examples
     kept."""
     first_order = steps * lr * drift.mean()
@@ -175,8 +188,15 @@ def _gain(drift: np.ndarray, curvature: np.ndarray, noise: np.ndarray, lr: float
     return float(first_order), float(0.5 * steps * lr**2 * (np.mean(curvature**2) + spread))
 
 
-def predicted_gain(parts: GainParts, lr: float, steps: int, batch_size: int, groups: int, level: float,
-                   baseline: GainParts | None = None) -> Gain:
+def predicted_gain(
+    parts: GainParts,
+    lr: float,
+    steps: int,
+    batch_size: int,
+    groups: int,
+    level: float,
+    baseline: GainParts | None = None,
+) -> Gain:
     """The gain of `steps` Adam steps at `lr` with batch `batch_size`, from summed parts (see the module docstring);
     with `baseline`, the gain minus the baseline's, jackknifed as one paired statistic (same examples); the reach
     is always that of `parts` (the steps taken)."""
@@ -189,8 +209,16 @@ def predicted_gain(parts: GainParts, lr: float, steps: int, batch_size: int, gro
                 continue
             drift = source.drift if left_out is None else source.drift_minus[left_out]
             curvature = source.curvature if left_out is None else source.curvature_minus[left_out]
-            total += sign * np.array(_gain(drift[keep_held], curvature[keep_held],
-                                           source.noise[np.ix_(keep_held, keep_train)], lr, steps, batch_size))
+            total += sign * np.array(
+                _gain(
+                    drift[keep_held],
+                    curvature[keep_held],
+                    source.noise[np.ix_(keep_held, keep_train)],
+                    lr,
+                    steps,
+                    batch_size,
+                )
+            )
         return float(total[0]), float(total[1])
 
     m, n = parts.noise.shape
@@ -200,11 +228,14 @@ def predicted_gain(parts: GainParts, lr: float, steps: int, batch_size: int, gro
     curvature_noise = float(parts.noise.var(axis=1, ddof=1).mean() / batch_size)
     reach = float(lr * np.sqrt(steps**2 * curvature_drift + steps * curvature_noise))
     train_member, held_member = example_groups(n, groups), example_groups(m, groups)
-    replicates = [[np.subtract(*components(train_member != g, every_held, g)) for g in range(train_member.max() + 1)],
-                  [np.subtract(*components(every_train, held_member != g, None)) for g in range(held_member.max() + 1)]]
+    replicates = [
+        [np.subtract(*components(train_member != g, every_held, g)) for g in range(train_member.max() + 1)],
+        [np.subtract(*components(every_train, held_member != g, None)) for g in range(held_member.max() + 1)],
+    ]
     variance = sum(float(jackknife_covariance(np.asarray(values)[:, None])[0, 0]) for values in replicates)
     se = float(np.sqrt(variance))
     z = normal_quantile(level)
     estimate = first - cost
-    return Gain(estimate, se, estimate - z * se, estimate + z * se, first, cost, reach, curvature_drift,
-                curvature_noise)
+    return Gain(
+        estimate, se, estimate - z * se, estimate + z * se, first, cost, reach, curvature_drift, curvature_noise
+    )

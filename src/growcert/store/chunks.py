@@ -65,16 +65,23 @@ class ArrayChunks:
         codecs = tuple(metadata.codecs)
         if len(codecs) == 1 and isinstance(codecs[0], ShardingCodec):
             sharding = codecs[0]
-            if (sharding.index_location != ShardingCodecIndexLocation.end
-                    or [type(c) for c in sharding.index_codecs] != [BytesCodec, Crc32cCodec]
-                    or tuple(sharding.chunk_shape[1:]) != self.shape[1:]):
+            if (
+                sharding.index_location != ShardingCodecIndexLocation.end
+                or [type(c) for c in sharding.index_codecs] != [BytesCodec, Crc32cCodec]
+                or tuple(sharding.chunk_shape[1:]) != self.shape[1:]
+            ):
                 raise ValueError(f"{folder}: unsupported shard layout {sharding}")
             self.chunk, self.sharded, codecs = sharding.chunk_shape[0], True, tuple(sharding.codecs)
         if [type(c) for c in codecs] != [BytesCodec, BloscCodec, Crc32cCodec]:
             raise ValueError(f"{folder}: unsupported codecs {codecs}")
         blosc = codecs[1]
-        self.blosc = Blosc(cname=blosc.cname.value, clevel=blosc.clevel, shuffle=_SHUFFLE[blosc.shuffle.value],
-                           blocksize=blosc.blocksize, typesize=blosc.typesize)
+        self.blosc = Blosc(
+            cname=blosc.cname.value,
+            clevel=blosc.clevel,
+            shuffle=_SHUFFLE[blosc.shuffle.value],
+            blocksize=blosc.blocksize,
+            typesize=blosc.typesize,
+        )
 
     def write(self, start: int, values: np.ndarray) -> None:
         """Samples [start, start + len(values)): whole chunks, the last one may end at the array's end."""
@@ -83,7 +90,7 @@ class ArrayChunks:
             raise ValueError(f"write of [{start}, {start + len(values)}) is not aligned to chunks of {size}")
         for offset in range(0, len(values), size):
             first = start + offset
-            encoded = self._chunk(values[offset:offset + size])
+            encoded = self._chunk(values[offset : offset + size])
             if not self.sharded:
                 self._write_file(first // size, encoded)
                 continue
@@ -98,7 +105,7 @@ class ArrayChunks:
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if len(values) < self.chunk:  # past the array's end: the fill value, as zarr pads
             padded = np.empty((self.chunk, *self.shape[1:]), self.dtype)
-            padded[:len(values)], padded[len(values):] = values, self.fill_value
+            padded[: len(values)], padded[len(values) :] = values, self.fill_value
             values = padded
         return _with_crc32c(self.blosc.encode(values.reshape(-1).view(np.uint8)))
 

@@ -32,6 +32,7 @@ SKIPPED_FOLDERS = ("benchmarks", "logs")
 @dataclass
 class Comparison:
     """What compared equal, what differed (with a reason), and what exists in one folder only."""
+
     identical: list[str] = field(default_factory=list)
     differ: list[tuple[str, str]] = field(default_factory=list)
     only_in_one: list[str] = field(default_factory=list)
@@ -52,8 +53,11 @@ def _artifacts(root: Path) -> dict[str, set[str]]:
     inside = lambda path: any(store in path.parents for store in stores)  # noqa: E731
     found = {"tables": set(), "stores": {str(path.relative_to(root)) for path in stores}, "checkpoints": set()}
     for suffix, kind in ((".csv", "tables"), (".pt", "checkpoints")):
-        found[kind] = {str(path.relative_to(root)) for path in root.rglob(f"*{suffix}")
-                       if path.is_file() and _visible(path, root) and not inside(path)}
+        found[kind] = {
+            str(path.relative_to(root))
+            for path in root.rglob(f"*{suffix}")
+            if path.is_file() and _visible(path, root) and not inside(path)
+        }
     return found
 
 
@@ -90,9 +94,12 @@ def compare_stores(a: Path, b: Path) -> str | None:
     left, right = dict(_arrays(zarr.open_group(a, mode="r"))), dict(_arrays(zarr.open_group(b, mode="r")))
     if left.keys() != right.keys():
         return f"arrays differ: {sorted(set(left) ^ set(right))}"
-    changed = [name for name in sorted(left)
-               if left[name].shape != right[name].shape
-               or not np.array_equal(left[name][...], right[name][...], equal_nan=left[name].dtype.kind in "fc")]
+    changed = [
+        name
+        for name in sorted(left)
+        if left[name].shape != right[name].shape
+        or not np.array_equal(left[name][...], right[name][...], equal_nan=left[name].dtype.kind in "fc")
+    ]
     return f"values differ in {', '.join(changed)}" if changed else None
 
 
@@ -104,9 +111,16 @@ def compare_checkpoints(a: Path, b: Path) -> str | None:
     left, right = x["state_dict"], y["state_dict"]
     if left.keys() != right.keys():
         return f"weights differ in name: {sorted(set(left) ^ set(right))[:5]}"
-    changed = [name for name in left if not (torch.is_tensor(left[name]) and torch.is_tensor(right[name])
-                                            and left[name].shape == right[name].shape
-                                            and torch.equal(left[name], right[name]))]
+    changed = [
+        name
+        for name in left
+        if not (
+            torch.is_tensor(left[name])
+            and torch.is_tensor(right[name])
+            and left[name].shape == right[name].shape
+            and torch.equal(left[name], right[name])
+        )
+    ]
     return f"{len(changed)} tensor(s) differ, first {changed[0]}" if changed else None
 
 
@@ -134,8 +148,10 @@ def compare_results(a: str | Path, b: str | Path) -> Comparison:
 
 def comparison_lines(comparison: Comparison, a: str | Path, b: str | Path) -> list[str]:
     """The report `growcert compare-results` prints: a count line, then one line per difference."""
-    lines = [f"{a} vs {b}: {len(comparison.identical)} identical, {len(comparison.differ)} differ, "
-             f"{len(comparison.only_in_one)} in one folder only"]
+    lines = [
+        f"{a} vs {b}: {len(comparison.identical)} identical, {len(comparison.differ)} differ, "
+        f"{len(comparison.only_in_one)} in one folder only"
+    ]
     lines += [f"differs: {name}: {reason}" for name, reason in comparison.differ]
     lines += [f"only in one: {name}" for name in comparison.only_in_one]
     return lines

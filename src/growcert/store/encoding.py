@@ -107,8 +107,11 @@ def decode_dataset(dataset: xr.Dataset) -> xr.Dataset:
         if variable.attrs.get(ENCODING_ATTR) != BFLOAT16:
             continue
         data = variable.data
-        decoded = (data.map_blocks(bfloat16_bits_to_float32, dtype=np.float32) if hasattr(data, "map_blocks")
-                   else bfloat16_bits_to_float32(np.asarray(data)))
+        decoded = (
+            data.map_blocks(bfloat16_bits_to_float32, dtype=np.float32)
+            if hasattr(data, "map_blocks")
+            else bfloat16_bits_to_float32(np.asarray(data))
+        )
         attrs = {key: value for key, value in variable.attrs.items() if key != ENCODING_ATTR}
         dataset[name] = xr.Variable(variable.dims, decoded, attrs)
     return dataset

@@ -53,8 +53,11 @@ MIN_CHUNK_BYTES = 1 << 20
 SAMPLE_VARIABLES = ("split", "index", "label", "loss")
 ARRAY_VARIABLES = ("q", "z")
 # What a position coordinate's values are, by dim name (another dim's are "position along <dim>").
-POSITION_NAMES = {"token": "position in the context window", "height": "row of the feature map",
-                  "width": "column of the feature map"}
+POSITION_NAMES = {
+    "token": "position in the context window",
+    "height": "row of the feature map",
+    "width": "column of the feature map",
+}
 
 
 def variable_attrs(loss_description: str) -> dict[str, dict[str, str]]:
@@ -62,21 +65,38 @@ def variable_attrs(loss_description: str) -> dict[str, dict[str, str]]:
     and plots by. `loss_description` is the family's (`Family.loss_description`): the loss's reduction and the
     factor it puts in q."""
     return {
-        "q": {"long_name": "activation gradient", "units": "1",
-              "description": "dℓ_i/dz: the gradient of example i's own loss ℓ_i (coordinate loss) with respect to "
-                             f"its activation z at this insertion point; ℓ_i is {loss_description}"},
-        "z": {"long_name": "activation", "units": "1",
-              "description": "z: example i's residual stream at this insertion point (block0: after the stem or "
-                             "embedding; blockk: after residual block k), the model in eval mode"},
-        "loss": {"long_name": "per-example loss", "units": "1",
-                 "description": f"ℓ_i, the example's own loss: {loss_description}"},
-        "split": {"long_name": "split", "units": "1",
-                  "description": "train: a row the model was fit on; test: a held-out row"},
-        "index": {"long_name": "index in the prepared split", "units": "1",
-                  "description": "the example's row in its prepared split (images) or the byte offset of its "
-                                 "window (text)"},
-        "label": {"long_name": "class label", "units": "1",
-                  "description": "the example's class (images); -1 where the targets are the next tokens (text)"},
+        "q": {
+            "long_name": "activation gradient",
+            "units": "1",
+            "description": "dℓ_i/dz: the gradient of example i's own loss ℓ_i (coordinate loss) with respect to "
+            f"its activation z at this insertion point; ℓ_i is {loss_description}",
+        },
+        "z": {
+            "long_name": "activation",
+            "units": "1",
+            "description": "z: example i's residual stream at this insertion point (block0: after the stem or "
+            "embedding; blockk: after residual block k), the model in eval mode",
+        },
+        "loss": {
+            "long_name": "per-example loss",
+            "units": "1",
+            "description": f"ℓ_i, the example's own loss: {loss_description}",
+        },
+        "split": {
+            "long_name": "split",
+            "units": "1",
+            "description": "train: a row the model was fit on; test: a held-out row",
+        },
+        "index": {
+            "long_name": "index in the prepared split",
+            "units": "1",
+            "description": "the example's row in its prepared split (images) or the byte offset of its window (text)",
+        },
+        "label": {
+            "long_name": "class label",
+            "units": "1",
+            "description": "the example's class (images); -1 where the targets are the next tokens (text)",
+        },
     }
 
 
@@ -111,7 +131,6 @@ def compressors() -> list:
     # A CRC32C of every chunk after it: a few flipped bytes would otherwise decompress into silent garbage
     # (blosc checks no data); with it, any damaged chunk fails to read and is reported by name.
     return [BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"), Crc32cCodec()]
-
 
 
 # The attrs that name the model a store was dumped from: the identity columns of every per-store table.

@@ -43,13 +43,16 @@ def _open_root(path: str | Path) -> zarr.Group:
         version = written.removeprefix(f"{FORMAT_NAME}-")
         if version == written:
             raise StoreError(f"store {path}: format {attrs.get('format')!r}, not a growcert gradient store ({FORMAT})")
-        raise StoreError(f"store {path} is of store version {version} ({written}); this growcert reads version "
-                         f"{FORMAT_VERSION} only: dump it again with `growcert dump --checkpoint "
-                         f"{attrs.get('checkpoint', 'CHECKPOINT')} --data DATA --out {path}` (DATA: the prepared "
-                         f"{attrs.get('dataset', 'dataset')} folder), or delete it and rerun the pipeline")
+        raise StoreError(
+            f"store {path} is of store version {version} ({written}); this growcert reads version "
+            f"{FORMAT_VERSION} only: dump it again with `growcert dump --checkpoint "
+            f"{attrs.get('checkpoint', 'CHECKPOINT')} --data DATA --out {path}` (DATA: the prepared "
+            f"{attrs.get('dataset', 'dataset')} folder), or delete it and rerun the pipeline"
+        )
     if attrs.get("complete") is not True:
-        raise StoreError(f"store {path}: incomplete (no complete=true; its writer was interrupted), delete it and "
-                         "dump again")
+        raise StoreError(
+            f"store {path}: incomplete (no complete=true; its writer was interrupted), delete it and dump again"
+        )
     return root
 
 
@@ -112,8 +115,9 @@ def _coordinates_in_memory(path: str | Path, group: str, dataset: xr.Dataset) ->
     """`dataset` with its per-sample coordinates read (one chunk each, in one trip to zarr), so that a mask of them
     selects samples of a dask-backed q."""
     loaded = sync(_read_whole(Path(path) / group, SAMPLE_VARIABLES))
-    return dataset.assign_coords({name: ("sample", values, dataset.variables[name].attrs)
-                                  for name, values in zip(SAMPLE_VARIABLES, loaded)})
+    return dataset.assign_coords(
+        {name: ("sample", values, dataset.variables[name].attrs) for name, values in zip(SAMPLE_VARIABLES, loaded)}
+    )
 
 
 async def _read_whole(group: Path, names: tuple[str, ...]) -> list[np.ndarray]:
@@ -132,8 +136,10 @@ def require_variable(path: str | Path, variable: str, needed_by: str) -> None:
     """Fail in one line when a stage needs a variable the store was dumped without (dump.variables)."""
     kept = stored_variables(store_attrs(path))
     if variable not in kept:
-        raise StoreError(f"store {path}: holds no {variable} (dumped with dump.variables {list(kept)}), which "
-                         f"{needed_by} needs; dump it again with dump.variables [q, z]")
+        raise StoreError(
+            f"store {path}: holds no {variable} (dumped with dump.variables {list(kept)}), which "
+            f"{needed_by} needs; dump it again with dump.variables [q, z]"
+        )
 
 
 def split_of(dataset: xr.Dataset) -> np.ndarray:
@@ -141,8 +147,12 @@ def split_of(dataset: xr.Dataset) -> np.ndarray:
     return np.asarray(dataset["split"].values).astype(object)
 
 
-def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.ndarray | None = None,
-                       ) -> Iterator[tuple[int, np.ndarray]]:
+def iter_sample_chunks(
+    path: str | Path,
+    group: str,
+    variable: str,
+    samples: np.ndarray | None = None,
+) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (start, block) over the sample chunks of one variable, one chunk in memory at a time.
 
     With `samples` (sorted positions), only those rows are yielded, chunk by chunk. A corrupted
@@ -168,8 +178,10 @@ def iter_sample_chunks(path: str | Path, group: str, variable: str, samples: np.
         try:
             block = array[start:stop]
         except Exception as error:
-            raise StoreError(f"store {path}: {group}/{variable} samples [{start}, {stop}) unreadable "
-                             f"({type(error).__name__}); the store is damaged, dump it again") from None
+            raise StoreError(
+                f"store {path}: {group}/{variable} samples [{start}, {stop}) unreadable "
+                f"({type(error).__name__}); the store is damaged, dump it again"
+            ) from None
         block = decode_block(block, array.attrs)
         if samples is not None:
             block = block[wanted - start]

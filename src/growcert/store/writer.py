@@ -49,10 +49,20 @@ from growcert.store.format import (
 class StoreWriter:
     """Write one store: the template on construction, then `write` chunk-aligned sample ranges, `finish`."""
 
-    def __init__(self, path: str | Path, specs: list[GroupSpec], split: np.ndarray, index: np.ndarray,
-                 label: np.ndarray, attrs: dict[str, Any], group_attrs: dict[str, dict[str, Any]] | None = None,
-                 min_chunk_bytes: int = MIN_CHUNK_BYTES, options: StoreOptions | None = None, workers: int = 1,
-                 loss_description: str = "the loss of the example alone (root attr loss_function)"):
+    def __init__(
+        self,
+        path: str | Path,
+        specs: list[GroupSpec],
+        split: np.ndarray,
+        index: np.ndarray,
+        label: np.ndarray,
+        attrs: dict[str, Any],
+        group_attrs: dict[str, dict[str, Any]] | None = None,
+        min_chunk_bytes: int = MIN_CHUNK_BYTES,
+        options: StoreOptions | None = None,
+        workers: int = 1,
+        loss_description: str = "the loss of the example alone (root attr loss_function)",
+    ):
         """workers: threads that encode and write the chunks of one `write_many` (the job's cores);
         loss_description: the family's (`Family.loss_description`), for the variables' descriptions."""
         self.path, self.workers = Path(path), workers
@@ -77,12 +87,20 @@ class StoreWriter:
         arrays = sync(self._template(split, index, label))
         # q, z and loss are written chunk by chunk (or shard by shard) into their folders, as zarr would write
         # them but without its per-chunk machinery (store.chunks).
-        self.arrays = {name: {variable: ArrayChunks(array.metadata, self.partial / name / variable)
-                              for variable, array in group.items()}
-                       for name, group in arrays.items()}
+        self.arrays = {
+            name: {
+                variable: ArrayChunks(array.metadata, self.partial / name / variable)
+                for variable, array in group.items()
+            }
+            for name, group in arrays.items()
+        }
 
-    async def _template(self, split: np.ndarray, index: np.ndarray, label: np.ndarray,
-                        ) -> dict[str, dict[str, zarr.AsyncArray]]:
+    async def _template(
+        self,
+        split: np.ndarray,
+        index: np.ndarray,
+        label: np.ndarray,
+    ) -> dict[str, dict[str, zarr.AsyncArray]]:
         """Build the template in memory, in one call to zarr's event loop, and write it into the folder;
         returns each group's q/z/loss arrays (bound to the MemoryStore)."""
         template = MemoryStore()
@@ -95,31 +113,63 @@ class StoreWriter:
             chunk, options = self.chunks[name], self.options
             # A shard is `options.shards` chunks along sample (the whole group when that is more).
             shard = (self.shards[name], *spec.shape) if options.shards else None
-            group = await root.create_group(name, attributes={**self.group_attrs.get(name, {}),
-                                                              "insertion_point": name, "complete": False})
+            group = await root.create_group(
+                name, attributes={**self.group_attrs.get(name, {}), "insertion_point": name, "complete": False}
+            )
             self.groups[name] = group.metadata
             # Zarr v3 `dimension_names` are what xarray reads as dims; `coordinates` (CF) names the per-sample
             # coordinates; NaN fill marks unwritten samples.
-            arrays[name] = {variable: await group.create_array(
-                variable, shape=(n, *spec.shape), chunks=(chunk, *spec.shape), shards=shard,
-                dtype=options.zarr_dtype, fill_value=options.fill_value, compressors=compressors(),
-                dimension_names=("sample", *spec.dims),
-                attributes={**described[variable], "coordinates": " ".join(SAMPLE_VARIABLES), **options.array_attrs})
-                for variable in options.variables}
+            arrays[name] = {
+                variable: await group.create_array(
+                    variable,
+                    shape=(n, *spec.shape),
+                    chunks=(chunk, *spec.shape),
+                    shards=shard,
+                    dtype=options.zarr_dtype,
+                    fill_value=options.fill_value,
+                    compressors=compressors(),
+                    dimension_names=("sample", *spec.dims),
+                    attributes={
+                        **described[variable],
+                        "coordinates": " ".join(SAMPLE_VARIABLES),
+                        **options.array_attrs,
+                    },
+                )
+                for variable in options.variables
+            }
             arrays[name]["loss"] = await group.create_array(
-                "loss", shape=(n,), chunks=(n,), dtype="float32", fill_value=np.nan, compressors=compressors(),
-                dimension_names=("sample",), attributes=described["loss"])
+                "loss",
+                shape=(n,),
+                chunks=(n,),
+                dtype="float32",
+                fill_value=np.nan,
+                compressors=compressors(),
+                dimension_names=("sample",),
+                attributes=described["loss"],
+            )
             coordinates = (("split", split, str), ("index", index, "int64"), ("label", label, "int64"))
             for variable, values, dtype in coordinates:
-                small = await group.create_array(variable, shape=(n,), chunks=(n,), dtype=dtype,
-                                                 compressors=compressors(), dimension_names=("sample",),
-                                                 attributes=described[variable])
+                small = await group.create_array(
+                    variable,
+                    shape=(n,),
+                    chunks=(n,),
+                    dtype=dtype,
+                    compressors=compressors(),
+                    dimension_names=("sample",),
+                    attributes=described[variable],
+                )
                 await small.setitem(slice(None), values.astype(object) if dtype is str else values)
             for dim in spec.positions:
                 size = spec.shape[spec.dims.index(dim)]
-                position = await group.create_array(dim, shape=(size,), chunks=(size,), dtype="int64",
-                                                    compressors=compressors(), dimension_names=(dim,),
-                                                    attributes=position_attrs(dim))
+                position = await group.create_array(
+                    dim,
+                    shape=(size,),
+                    chunks=(size,),
+                    dtype="int64",
+                    compressors=compressors(),
+                    dimension_names=(dim,),
+                    attributes=position_attrs(dim),
+                )
                 await position.setitem(slice(None), np.arange(size, dtype=np.int64))
         await _copy_keys(template, self.store)
         return arrays
@@ -142,17 +192,23 @@ class StoreWriter:
             chunk = self.chunks[group]
             stop = start + len(next(iter(values.values())))
             if not chunk_aligned(start, stop, chunk, self.n):
-                raise ValueError(f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks "
-                                 f"of {chunk}")
+                raise ValueError(
+                    f"store {self.path}: write [{start}, {stop}) of {group} is not aligned to chunks of {chunk}"
+                )
             ranges.append((group, start, stop, values))
-        writes = [(self.arrays[group][variable], start, values[variable], True) for group, start, stop, values in ranges
-                  for variable in values if variable in self.arrays[group] and variable != "loss"]
+        writes = [
+            (self.arrays[group][variable], start, values[variable], True)
+            for group, start, stop, values in ranges
+            for variable in values
+            if variable in self.arrays[group] and variable != "loss"
+        ]
         for group, start, stop, values in ranges:
             if "loss" in values:
                 self.losses[group][start:stop] = values["loss"]
 
         def write(chunks: ArrayChunks, start: int, array: np.ndarray, encoded: bool) -> None:
             chunks.write(start, self.options.encode(array) if encoded else array)
+
         workers = workers or self.workers
         if workers > 1:
             with ThreadPoolExecutor(workers, thread_name_prefix="growcert-store") as pool:
@@ -170,8 +226,12 @@ class StoreWriter:
         if short:
             name, count = next(iter(short.items()))
             raise StoreError(f"store {self.path}: only {count} of {self.n} samples written to {name}")
-        unwritten = [f"{name}/{variable}" for name, group in self.arrays.items()
-                     for variable, chunks in group.items() if chunks.pending]
+        unwritten = [
+            f"{name}/{variable}"
+            for name, group in self.arrays.items()
+            for variable, chunks in group.items()
+            if chunks.pending
+        ]
         if unwritten:  # cannot happen once every sample is written; a bug here must not pass as a store
             raise StoreError(f"store {self.path}: shards of {', '.join(unwritten)} not written")
         for name, losses in self.losses.items():
@@ -192,9 +252,11 @@ async def _copy_keys(source: MemoryStore, target: LocalStore) -> None:
 
 async def _mark_complete(store: LocalStore, groups: dict[str, Any]) -> None:
     """`complete = true` in every group's attrs, then (only once they are all written) in the root's."""
+
     def mark(path: str):
         return zarr.AsyncGroup(metadata=groups[path], store_path=StorePath(store, path)).update_attributes(
-            {"complete": True})
+            {"complete": True}
+        )
+
     await asyncio.gather(*(mark(name) for name in groups if name))
     await mark("")
-
