@@ -124,6 +124,43 @@ def chunk_split(
     return train_chunks, test_chunks, byte_is_test
 
 
+def byte_text_info(
+    *,
+    corpus_bytes: int,
+    corpus_sha256: str,
+    source: Any,
+    sha256: str,
+    chunk_bytes: int,
+    n_chunks: int,
+    train_chunks: np.ndarray,
+    test_chunks: np.ndarray,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """info.json of a byte-level text dataset split into contiguous chunks (Shakespeare and any local corpus):
+    tokens are UTF-8 bytes, and the split is `chunk_split`'s."""
+    return {
+        "kind": "text",
+        "vocab_size": 256,
+        "encoding": "UTF-8 bytes; token = byte value",
+        "corpus_bytes": corpus_bytes,
+        "corpus_sha256": corpus_sha256,
+        "source": source,
+        "sha256": sha256,
+        "split": {
+            "method": "contiguous_chunks",
+            "chunk_bytes": chunk_bytes,
+            "n_chunks": n_chunks,
+            "n_train_chunks": int(train_chunks.size),
+            "n_test_chunks": int(test_chunks.size),
+            "test_fraction": settings["test_fraction"],
+            "seed": settings["seed"],
+            "separator": SEPARATOR.decode("ascii"),
+            "index": "chunk id; chunk i is corpus bytes [i*chunk_bytes, (i+1)*chunk_bytes), "
+            "each stream is its chunks in corpus order",
+        },
+    }
+
+
 def build(settings: dict[str, Any]) -> BuiltDataset:
     corpus, source, digest = read_corpus(settings["edition"])
     stream = np.frombuffer(corpus, dtype=np.uint8)
@@ -140,25 +177,15 @@ def build(settings: dict[str, Any]) -> BuiltDataset:
         "train_index": train_chunks,
         "test_index": test_chunks,
     }
-    info = {
-        "kind": "text",
-        "vocab_size": 256,
-        "encoding": "UTF-8 bytes; token = byte value",
-        "corpus_bytes": int(stream.size),
-        "corpus_sha256": bytes_sha256(corpus),
-        "source": source,
-        "sha256": digest,
-        "split": {
-            "method": "contiguous_chunks",
-            "chunk_bytes": chunk_bytes,
-            "n_chunks": int(train_chunks.size + test_chunks.size),
-            "n_train_chunks": int(train_chunks.size),
-            "n_test_chunks": int(test_chunks.size),
-            "test_fraction": settings["test_fraction"],
-            "seed": settings["seed"],
-            "separator": SEPARATOR.decode("ascii"),
-            "index": "chunk id; chunk i is corpus bytes [i*chunk_bytes, (i+1)*chunk_bytes), "
-            "each stream is its chunks in corpus order",
-        },
-    }
+    info = byte_text_info(
+        corpus_bytes=int(stream.size),
+        corpus_sha256=bytes_sha256(corpus),
+        source=source,
+        sha256=digest,
+        chunk_bytes=chunk_bytes,
+        n_chunks=int(train_chunks.size + test_chunks.size),
+        train_chunks=train_chunks,
+        test_chunks=test_chunks,
+        settings=settings,
+    )
     return BuiltDataset(arrays=arrays, info=info)

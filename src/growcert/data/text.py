@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from growcert.data.common import BuiltDataset, DatasetError, Setting, combined_sha256
-from growcert.data.shakespeare import chunk_split
+from growcert.data.shakespeare import SEPARATOR, byte_text_info, chunk_split  # documents joined as the plays are
 
 SETTINGS = {
     "path": Setting(
@@ -51,7 +51,6 @@ SETTINGS = {
         None, "optional_positive_int", "train tokens the corpus must hold without repeating one (null: no check)"
     ),
 }
-SEPARATOR = b"\n\n"
 _BLOCK = 1 << 24  # bytes streamed at a time: 16 MB of text, plus a 16 MB routing mask
 
 
@@ -235,27 +234,17 @@ def build(settings: dict[str, Any], out_dir: Path) -> BuiltDataset:
         "train_index": train_chunks,
         "test_index": test_chunks,
     }
-    info = {
-        "kind": "text",
-        "vocab_size": 256,
-        "encoding": "UTF-8 bytes; token = byte value",
-        "corpus_bytes": int(total),
-        "corpus_sha256": corpus_sha256,
-        "source": {"path": settings["path"], "format": type(source).__name__.strip("_"), "files": records},
-        "sha256": combined_sha256(digests),
-        "split": {
-            "method": "contiguous_chunks",
-            "chunk_bytes": chunk_bytes,
-            "n_chunks": int(chunk_is_test.size),
-            "n_train_chunks": int(train_chunks.size),
-            "n_test_chunks": int(test_chunks.size),
-            "test_fraction": settings["test_fraction"],
-            "seed": settings["seed"],
-            "separator": SEPARATOR.decode("ascii"),
-            "index": "chunk id; chunk i is corpus bytes [i*chunk_bytes, (i+1)*chunk_bytes), "
-            "each stream is its chunks in corpus order",
-        },
-    }
+    info = byte_text_info(
+        corpus_bytes=int(total),
+        corpus_sha256=corpus_sha256,
+        source={"path": settings["path"], "format": type(source).__name__.strip("_"), "files": records},
+        sha256=combined_sha256(digests),
+        chunk_bytes=chunk_bytes,
+        n_chunks=int(chunk_is_test.size),
+        train_chunks=train_chunks,
+        test_chunks=test_chunks,
+        settings=settings,
+    )
     return BuiltDataset(arrays=arrays, info=info, files=files)
 
 
