@@ -3,6 +3,8 @@ on the path): exactness checks against single-example autograd, a toy module add
 
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -213,3 +215,27 @@ def assert_tables_match(got, want, name: str = "table") -> None:
     for column in want.columns:
         for row, (a, b) in enumerate(zip(cells(got, column), cells(want, column))):
             assert _same_cell(a, b), f"{name}: column {column!r}, row {row}: {a!r} != {b!r}"
+
+
+def ci_dry_run(tmp_path: Path, environment: dict[str, str], *configfiles: str) -> subprocess.CompletedProcess:
+    """`snakemake --dry-run` of configs/ci.yaml (and `configfiles` over it) from the repository, its results and
+    prepared data under `tmp_path`, in `environment` (a PYTHONPATH that puts a test's own package or task first)."""
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "snakemake"),
+            "--cores",
+            "1",
+            "--dry-run",
+            "--configfile",
+            "configs/ci.yaml",
+            *configfiles,
+            "--config",
+            f"results={tmp_path}/results",
+            f"prepared_data={tmp_path}/prepared",
+        ],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )

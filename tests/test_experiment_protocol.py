@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import toy_site
+from helpers import ci_dry_run, toy_site
 
 import growcert.experiments as experiments
 from growcert import cli
 from growcert.report.html import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 TOY_TASK = '''"""Toy P2 task: the mean of a few seeded normal draws, judged against 0."""
 
@@ -130,24 +129,7 @@ def test_a_toy_task_is_a_job_of_the_ci_dag_and_an_input_of_the_report(toy, tmp_p
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(toy), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
-    result = subprocess.run(
-        [
-            SNAKEMAKE,
-            "--cores",
-            "1",
-            "--dry-run",
-            "--configfile",
-            "configs/ci.yaml",
-            "--config",
-            f"results={tmp_path}/results",
-            f"prepared_data={tmp_path}/prepared",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
+    result = ci_dry_run(tmp_path, environment)
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert planned_jobs(output)["p2_ungated"] == 2  # theory and the toy

@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import ci_dry_run
+
 from growcert.experiments import EXPERIMENTS
 from growcert.pipeline import artifacts as figure_registry
 from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure, task_table
@@ -27,7 +29,6 @@ from growcert.referee.claims import CHECKS, CLAIMS
 from growcert.report.html import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
 
 
@@ -136,24 +137,7 @@ def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment)
     assert result.returncode == 0, result.stderr[-3000:]
-    result = subprocess.run(
-        [
-            SNAKEMAKE,
-            "--cores",
-            "1",
-            "--dry-run",
-            "--configfile",
-            "configs/ci.yaml",
-            "--config",
-            f"results={tmp_path}/results",
-            f"prepared_data={tmp_path}/prepared",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
+    result = ci_dry_run(tmp_path, environment)
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert f"{tmp_path}/results/figures/p1_renamed.png" in output and "p1_dalign_vs_width.png" not in output

@@ -16,13 +16,11 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import toy_site
+from helpers import ci_dry_run, toy_site
 
 from growcert import models
 from growcert.models import FAMILIES, family_of, pretrained_family, trained_families
@@ -30,7 +28,6 @@ from growcert.pipeline import artifacts
 from growcert.schema import load_schema
 
 ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 ARTIFACTS = Path(artifacts.__file__).resolve()
 
 
@@ -289,25 +286,7 @@ def test_a_toy_family_is_one_module_and_one_registry_line_and_gets_its_jobs(toy_
         "PYTHONPATH": os.pathsep.join([str(toy_family), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
     }
     results = tmp_path / "results"
-    result = subprocess.run(
-        [
-            SNAKEMAKE,
-            "--cores",
-            "1",
-            "--dry-run",
-            "--configfile",
-            "configs/ci.yaml",
-            str(tmp_path / "toy.yaml"),
-            "--config",
-            f"results={results}",
-            f"prepared_data={tmp_path}/prepared",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
+    result = ci_dry_run(tmp_path, environment, str(tmp_path / "toy.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert planned_jobs(output)["train_model"] == 14  # the ci grids' 13 runs and the toy's one

@@ -320,9 +320,9 @@ def test_sigkill_during_a_dump_then_rerun_writes_the_same_store(text, uninterrup
     from growcert.store import open_store
 
     settings = {"train_examples": 256, "test_examples": 256, "batch_size": 8}
-    reference = tmp_path / "reference.zarr"
-    subprocess.run(
-        [
+
+    def dump_command(out) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "growcert.cli",
@@ -334,26 +334,13 @@ def test_sigkill_during_a_dump_then_rerun_writes_the_same_store(text, uninterrup
             "--settings",
             json.dumps(settings),
             "--out",
-            str(reference),
-        ],
-        check=True,
-        capture_output=True,
-    )
+            str(out),
+        ]
+
+    reference = tmp_path / "reference.zarr"
+    subprocess.run(dump_command(reference), check=True, capture_output=True)
     store = tmp_path / "killed.zarr"
-    command = [
-        sys.executable,
-        "-m",
-        "growcert.cli",
-        "dump",
-        "--checkpoint",
-        str(uninterrupted / "step400.pt"),
-        "--data",
-        str(text),
-        "--settings",
-        json.dumps(settings),
-        "--out",
-        str(store),
-    ]
+    command = dump_command(store)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     partial = store.with_name(store.name + ".partial")
     while not (partial / "block0").exists() and process.poll() is None:
