@@ -437,7 +437,6 @@ UNIT_JOB_LOG, UNIT_BENCHMARK = LOG.at(job=UNIT_JOB), BENCHMARK.at(job=UNIT_JOB)
 # besides the tables it keeps (named as the pooled tables: POOLED_ALIGNMENT.name, ...)
 REFERENCE_RUNS = Place("docs/reference-results")
 REFERENCE_RUN = Place("{run}").under(REFERENCE_RUNS)
-REFERENCE_BENCHMARKS = Place("benchmarks")  # and their benchmark files, as under a results folder
 README = Place("README.md")
 CLAIM_ROWS = Place("claims.csv")  # a folder's claim rows (growcert.referee.rows.ROW_COLUMNS)
 CHECK_ROWS = Place("checks.csv")

@@ -20,7 +20,6 @@ from growcert.config import check_budget
 from growcert.data.text import grid_budget_problem
 from growcert.errors import ConfigError
 from growcert.models import check_context_family, check_family, check_model
-from growcert.pipeline.artifacts import RUN, fill
 
 
 def check_contexts(where: str, grid: dict[str, Any]) -> None:
@@ -125,11 +124,6 @@ def run_of(wildcards: Any) -> Run:
         int(wildcards.seed),
         context_of_tag(wildcards.context_tag),
     )
-
-
-def run_name(run: Run) -> str:
-    """family/dataset/w<width>_d<depth>_s<seed><context_tag>: where a run's files lie in each folder of results."""
-    return fill(RUN, **run_wildcards(run))
 
 
 def training_runs(config: dict[str, Any]) -> list[Run]:

@@ -56,8 +56,6 @@ GROW, NO_EVIDENCE, SATURATED = "grow here", "no evidence", "saturated"
 DECISIONS = (GROW, NO_EVIDENCE, SATURATED)
 # the decision's words: train on, grow at <point>, or NO_EVIDENCE
 TRAIN_ON, GROW_AT = "train on", "grow at"
-GAIN_COLUMNS = ["gain", "gain_se", "gain_lo", "gain_hi", "gain_first_order", "gain_cost"]
-ADDED_COLUMNS = ["added", "added_se", "added_lo", "added_hi", "added_first_order", "added_cost"]
 ALIGNMENT_COLUMNS = [
     "n",
     "detectability",
