@@ -496,8 +496,9 @@ def test_init_setting_draws_the_packages_weights_or_torchs_defaults(architecture
 
 def test_the_aft_reading_is_a_named_secondary_row_that_never_decides(monkeypatch):
     """On grokking-calibrated's committed units every reading gets a secondary row from the interval-censored
-    log-normal AFT (docs/science.md, "Verdicts"): update-microbatch is unresolved on the primary order-statistic
-    interval and contradicted on the AFT; whatever the AFT says, the primary and part rows stay the same."""
+    log-normal AFT (docs/science.md, "Verdicts"): update-exact is unresolved on the primary order-statistic
+    interval and contradicted on the AFT (16 seeds; at the second look's 8 it was update-microbatch); whatever
+    the AFT says, the primary and part rows stay the same."""
     from pathlib import Path
 
     from growcert.experiments import grokking_report
@@ -512,12 +513,13 @@ def test_the_aft_reading_is_a_named_secondary_row_that_never_decides(monkeypatch
     }
     parts = {row["claim"].rsplit("(", 1)[1].rstrip(")"): row for row in rows if row["role"] == "part"}
     assert set(aft) == set(parts) and all(row["role"] == "secondary" for row in aft.values())
-    microbatch = "poprisk-update-microbatch-wd0.15"
-    assert parts[microbatch]["verdict"] == UNRESOLVED and aft[microbatch]["verdict"] == CONTRADICTED
-    assert aft[microbatch]["high"] < 2.22 < parts[microbatch]["high"] and "log-normal" in aft[microbatch]["why"]
+    reading = "poprisk-update-exact-wd0.15"
+    assert parts[reading]["verdict"] == UNRESOLVED and aft[reading]["verdict"] == CONTRADICTED
+    assert aft[reading]["high"] < 2.22 < parts[reading]["high"] and "log-normal" in aft[reading]["why"]
     decided = [row for row in rows if row["role"] in ("primary", "part")]
     committed = pd.read_csv(folder / "claims.csv")
-    assert [row["verdict"] for row in decided] == committed[committed["role"] != "secondary"]["verdict"].tolist()
+    headline = committed[(committed["claim_id"] == "p2_grokking") & (committed["role"] != "secondary")]
+    assert [row["verdict"] for row in decided] == headline["verdict"].tolist()
     always = grokking_report.Judgement(9.0, 8.0, 10.0, 0.95, 8, REPRODUCED, "forced")
     monkeypatch.setattr(grokking_report, "aft_judgement", lambda *args: always)
     forced = grokking_claims(summary, settings, reference="grokking-calibrated")
