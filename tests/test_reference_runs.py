@@ -365,6 +365,9 @@ def test_grokking_late_exports_its_units_joined_to_the_committed_rows_no_config_
     assert cli.main(["reference", "export", "grokking-late", "--results", str(results), "--out", str(out), *join]) == 0
     for table in ("summary.csv", "curves.csv", "table.csv", "claims.csv"):
         assert_tables_match(read_table(out / table), read_table(committed("grokking-late") / table), table)
+    # the figures are drawn from the pooled units, whatever the results folder drew (here: nothing)
+    assert not (results / "figures").exists()
+    assert all((out / figure).stat().st_size > 10_000 for figure in ("p2_grokking.png", "p2_grokking_gate.png"))
     record = json.loads((out / "provenance.json").read_text())
     check = record["joined"]["tables"]["summary.csv"]["reproduction"]
     assert check["identical"] and check["rows"] == 27 and check["not_compared"] == ["seconds", "cpu_seconds"]

@@ -20,6 +20,7 @@ from typing import Any
 from growcert import numerics
 from growcert.config import stage_settings
 from growcert.errors import ConfigError
+from growcert.experiments import task
 from growcert.experiments.grokking import optimizer_arms
 from growcert.files import read_csvs
 from growcert.pipeline.artifacts import (
@@ -36,6 +37,8 @@ from growcert.pipeline.artifacts import (
     UNIT_JOB_LOG,
     UNIT_LOG_FILE,
     UNITS,
+    gate_figure,
+    task_figure,
 )
 from growcert.provenance import git_commit, machine_record, versions
 from growcert.reference_runs.configs import merged_config, store_tables
@@ -106,7 +109,20 @@ def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
         raise ConfigError(f"results folder {results}: no finished unit under {units}")
     summary.to_csv(SUMMARY.path(out), index=False)
     curves.to_csv(CURVES.path(out), index=False)
+    draw_unit_figures(run, out)
     return len(summary)
+
+
+def draw_unit_figures(run: ReferenceRun, out: Path) -> None:
+    """The task's figure and gate diagnostics drawn again from `out`'s pooled curves.csv, so that they show every
+    unit `out` holds (the results folder's were drawn from its own aggregate, which pools only units written in
+    one summary format)."""
+    from growcert.report.figures import gate_diagnostics
+
+    module = task(run.units)
+    module.figures(out, out / task_figure(run.units).file)
+    if getattr(module, "GATE_TITLE", None):
+        gate_diagnostics(CURVES.path(out), out / gate_figure(run.units).file, module.GATE_TITLE)
 
 
 def unit_plan(config: dict[str, Any]) -> dict[str, Any]:
