@@ -13,7 +13,8 @@ from growcert.errors import ConfigError
 from growcert.models import FAMILIES, trained_families
 from growcert.pipeline import artifacts
 from growcert.pipeline.rules import (input_checkpoint, input_folder, input_store, output_folder, output_store,
-                                     report_marks, results_subfolder)
+                                     results_subfolder)
+from growcert.report.labels import report_marks
 from growcert.plan import PREFERENCE_DATASET, Plan, family_pattern, per_attempt, validate_config
 from growcert.runtime import resolve_device, wants_gpu
 from growcert.schema import load_schema

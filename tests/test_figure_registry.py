@@ -27,6 +27,7 @@ from growcert.pipeline import artifacts as figure_registry
 from growcert.pipeline.artifacts import CLAIMS_FILES, FIGURES, TABLES, gate_figure, task_claims, task_figure, task_table
 from growcert.referee.claims import CHECKS, CLAIMS
 from growcert.report.html import SECTIONS
+from growcert.report.labels import SHOWN, caption_stem, shown
 
 ROOT = Path(__file__).resolve().parents[1]
 CAPTIONS = ROOT / "src" / "growcert" / "resources" / "report"
@@ -80,10 +81,10 @@ def test_every_figure_has_its_caption_file_and_every_figure_caption_is_registere
         *[task_table(name) for name in EXPERIMENTS],
         *[task_claims(name) for name in EXPERIMENTS],
     ]
-    tables = {artifact.caption for artifact in marked}
-    figures = {figure.caption for figure in FIGURES.values()} | {
-        task_figure("{task}").caption,
-        gate_figure("{task}").caption,
+    tables = {caption_stem(artifact) for artifact in marked}
+    figures = {caption_stem(figure) for figure in FIGURES.values()} | {
+        caption_stem(task_figure("{task}")),
+        caption_stem(gate_figure("{task}")),
     }
     assert all((CAPTIONS / f"{caption}.rst").is_file() for caption in figures | tables)
     assert not figures & tables
@@ -110,13 +111,17 @@ def test_the_report_and_the_claims_read_the_registry():
 
 
 def test_a_p2_task_figure_is_p2_task_as_the_wildcard_rules_derive_it():
-    for name, figure in figure_registry.TASK_FIGURES.items():
-        assert figure.stem == task_figure("{task}").stem.replace("{task}", name), name
-    for name, figure in figure_registry.GATE_FIGURES.items():
-        assert figure.stem == gate_figure("{task}").stem.replace("{task}", name), name
-    assert set(figure_registry.TASK_FIGURES) == set(EXPERIMENTS)
-    toy = task_figure("toy")  # a task that is not registered gets a generic figure
-    assert (toy.stem, toy.caption, gate_figure("toy").stem) == ("p2_toy", "p2_experiment_figure", "p2_toy_gate")
+    for name in EXPERIMENTS:  # every registered task's figure is a registered figure, shown under its own name
+        figure = task_figure(name)
+        assert figure.stem == task_figure("{task}").stem.replace("{task}", name) and figure in FIGURES.values(), name
+        assert figure in SHOWN and shown(figure).subcategory == name, name
+    for figure in FIGURES.values():  # and so is every gate figure
+        if figure.stem.endswith(figure_registry.GATE_SUFFIX):
+            name = figure.stem.removeprefix("p2_").removesuffix(figure_registry.GATE_SUFFIX)
+            assert figure == gate_figure(name) and shown(figure).subcategory == name, figure
+    toy = task_figure("toy")  # a task that is not registered is shown under its name, with the task captions
+    assert (toy.stem, caption_stem(toy), gate_figure("toy").stem) == ("p2_toy", "p2_experiment_figure", "p2_toy_gate")
+    assert (shown(toy).title, caption_stem(gate_figure("toy"))) == ("P2 toy", "p2_gate")
 
 
 def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
@@ -141,3 +146,14 @@ def test_renaming_a_figure_is_one_line_in_the_registry(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert f"{tmp_path}/results/figures/p1_renamed.png" in output and "p1_dalign_vs_width.png" not in output
+
+
+def test_the_records_name_files_and_the_report_says_how_each_is_shown():
+    """An artifact's record is its file and report section; its title, label and caption are report.labels' (a
+    registered figure without a title there, or a title back in a record, fails)."""
+    import dataclasses
+
+    for kind in (figure_registry.Figure, figure_registry.Table, figure_registry.Claims, figure_registry.Checks):
+        assert [field.name for field in dataclasses.fields(kind)] == ["stem", "section"], kind
+    assert all(shown(figure).title and shown(figure).label for figure in FIGURES.values())
+    assert all(shown(artifact).label for artifact in [*TABLES, *CLAIMS_FILES])

@@ -105,8 +105,8 @@ def name_occurrences(stem: str, text: str) -> int:
         *artifacts.TABLES,
         *artifacts.CLAIMS_FILES,
         *artifacts.CHECKS_FILES,
-        *artifacts.TASK_TABLES.values(),
-        *artifacts.TASK_CLAIMS.values(),
+        artifacts.task_table("preference"),  # a P2 task's (p2_<task>; most are also their task's claim keys)
+        artifacts.task_claims("preference"),
     ],
     ids=lambda artifact: f"{artifact.kind}:{artifact.stem}",
 )

@@ -1,20 +1,16 @@
 """Every artifact the pipeline writes, named once: figures, tables, claims and checks files, the per-run
 and per-store files, the run folder, logs and benchmarks.
 
-Figures. A `Figure` is a PNG under results/figures/<stem>.png with the title the HTML report gives it, the
-label and the category/subcategory `snakemake --report` files it under, and its caption file,
-src/growcert/resources/report/<caption>.rst (default: the stem's own; the P2 task figures share one file
-with a branch per task, the gate figures another). The section (`training`, `p1`, `p2`, `p3`) is where
-the HTML report shows it, and gives its paper and its `snakemake --report` category. Renaming a figure is
-its one line here, and its caption file when that is the stem's own. A P2 task's figure is p2_<task> (and
-p2_<task>_gate): the wildcard rules derive the path from the task name, so the registered ones follow that
-pattern, and a task that is not registered (a test's toy task) gets a generic Figure from `task_figure` /
-`gate_figure`.
+Figures. A `Figure` is a PNG under results/figures/<stem>.png and the report section (`training`, `p1`, `p2`,
+`p3`, `advice`) that shows it; how it is shown (its title, its `snakemake --report` label and caption file) is
+growcert.report.labels'. Renaming a figure is its one line here, and its caption file when that is the stem's
+own. A P2 task's figure is p2_<task> (and p2_<task>_gate): the wildcard rules derive the path from the task
+name (`task_figure`, `gate_figure`), so the registered ones follow that pattern.
 
 Tables, claims and checks. A `Table` is results/tables/<stem>.csv (shown collapsed in its report section),
 a `Claims` file results/claims/<stem>.csv (claim rows, `growcert.referee.claims`), a `Checks` file
 results/checks/<stem>.csv (implementation checks). Tables and claims are also marked for `snakemake
---report`, with a caption file and a label like figures. A P2 task's are p2_<task> (`task_table`, ...).
+--report`, shown as growcert.report.labels says. A P2 task's are p2_<task> (`task_table`, ...).
 
 Every other file and folder is a `Place`: a template relative to the folder it lies in (a results folder
 unless its comment names another: a run's, a P2 task's or unit's, a reference run's), reached one way,
@@ -25,7 +21,7 @@ stats/alignment/, ...), step{step} in it. `LOG` and `BENCHMARK` give every rule'
 
 Every consumer reads the constants or the lookups below: the stages that draw a figure (the file name),
 the claims registry (a claim's figure and table evidence), the HTML report (its sections' figures in reading
-order, the titles, the captions, the folders) and the rules (paths, `snakemake --report` entries).
+order, the folders) and the rules (paths, and through growcert.report.labels their `snakemake --report` entries).
 Light on purpose: the Snakefile imports it, so it imports nothing beyond the standard library.
 """
 
@@ -39,17 +35,7 @@ from typing import ClassVar, TypeVar
 
 Root = TypeVar("Root", str, PurePath)
 
-# snakemake --report category and paper of each report section
-CATEGORIES = {
-    "training": "Training",
-    "p1": "P1 width and alignment",
-    "p2": "P2 population-risk training",
-    "p3": "P3 depth sufficiency",
-    "advice": "Is the advice right?",
-}
-PAPERS = {"training": None, "p1": "P1", "p2": "P2", "p3": "P3", "advice": None}
-TASK_CAPTION = "p2_experiment_figure"  # the P2 task figures' caption, a branch per task
-GATE_CAPTION = "p2_gate"  # every gate diagnostics figure's caption
+GATE_SUFFIX = "_gate"  # a P2 task's gate diagnostics figure: p2_<task>_gate
 
 
 class _Wildcards(dict):
@@ -106,22 +92,14 @@ REPORT = Place("report.html")
 
 
 class Artifact:
-    """A file of a results folder, <folder>/<stem><suffix>. One with a section is marked for `snakemake
-    --report`: filed under that section's category and its `subcategory`, labelled "<kind>: <label>" and
-    captioned by resources/report/<caption>.rst (default: the stem's own)."""
+    """A file of a results folder, <folder>/<stem><suffix>, shown in report section `section` (none: not shown;
+    how it is shown, its title, label and caption, is growcert.report.labels')."""
 
     folder: ClassVar[str]
     suffix: ClassVar[str] = ".csv"
     kind: ClassVar[str]
     stem: str
     section: str | None
-    label: str
-    subcategory: str
-    caption: str
-
-    def __post_init__(self) -> None:
-        if not self.caption:
-            object.__setattr__(self, "caption", self.stem)
 
     @property
     def file(self) -> str:
@@ -131,33 +109,16 @@ class Artifact:
         """Where it lies in results folder `results`."""
         return _join(results, f"{self.folder}/{self.file}")
 
-    @property
-    def paper(self) -> str | None:
-        return PAPERS[self.section] if self.section else None
-
-    @property
-    def category(self) -> str:
-        return CATEGORIES[self.section]
-
-    @property
-    def report_label(self) -> str:
-        """Its `snakemake --report` label."""
-        return f"{self.kind}: {self.label}"
-
 
 @dataclass(frozen=True)
 class Figure(Artifact):
-    """One figure: file stem, report section, HTML title, snakemake --report label and subcategory, caption."""
+    """One figure, results/figures/<stem>.png, and the report section that shows it."""
 
     folder: ClassVar[str] = FIGURES_DIR.template
     suffix: ClassVar[str] = ".png"
     kind: ClassVar[str] = "figure"
     stem: str
-    section: str  # training, p1, p2, p3 (CATEGORIES)
-    title: str  # its title in results/report.html
-    label: str  # snakemake --report: "figure: <label>"
-    subcategory: str  # snakemake --report subcategory (the stage)
-    caption: str = ""  # the caption file's stem under resources/report; "" for the figure's own stem
+    section: str  # training, p1, p2, p3, advice (growcert.report.labels.CATEGORIES)
 
 
 @dataclass(frozen=True)
@@ -168,9 +129,6 @@ class Table(Artifact):
     kind: ClassVar[str] = "table"
     stem: str
     section: str | None = None
-    label: str = ""
-    subcategory: str = ""
-    caption: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,99 +147,82 @@ class Checks(Table):
     kind: ClassVar[str] = "checks"
 
 
-# Hand-laid records read as a table (ruff format would put each record's arguments one per line)
-# fmt: off
-TRAINING_GRID = Figure("training_grid", "training",
-                       "Held-out loss and accuracy at the end of training, against width",
-                       "held-out loss and accuracy vs width", "training grid")
-DALIGN_VS_WIDTH = Figure("p1_dalign_vs_width", "p1",
-                         "d_align against width, per insertion point (unbiased, with intervals)",
-                         "d_align vs width", "alignment")
-PLUGIN_VS_UNBIASED = Figure("p1_plugin_vs_unbiased", "p1", "Plug-in against unbiased d_align",
-                            "plug-in vs unbiased d_align", "alignment")
-MISALIGNMENT_VS_WIDTH = Figure("p1_misalignment_vs_width", "p1",
-                               "Empirical misalignment and both certificates against width",
-                               "misalignment vs width", "alignment")
-MISALIGNMENT_VS_MK = Figure("p1_misalignment_vs_MK", "p1", "Empirical misalignment against the sample sizes (M, K)",
-                            "misalignment vs M = K", "alignment")
-INTERVENTIONS = Figure("p1_interventions", "p1", "Residual interventions: observed against predicted held-out change",
-                       "observed vs predicted loss change", "interventions")
-REGIME_DALIGN_VS_WIDTH = Figure(
-    "p1_regime_dalign_vs_width", "p1",
-    "Regime map: d_align against width per context, at matched budget and matched loss",
-    "d_align vs width per context, matched budget and matched loss", "regime map")
-REGIME_DALIGN_VS_CONTEXT = Figure("p1_regime_dalign_vs_context", "p1",
-                                  "Regime map: d_align against context at the widest width",
-                                  "d_align vs context at the widest width", "regime map")
-REGIME_DIMS_VS_WIDTH = Figure("p1_regime_dims_vs_width", "p1", "Regime map: d_∥ and d_2 against width per context",
-                              "d_par and d_2 vs width per context", "regime map")
-REGIME_PLUGIN_VS_UNBIASED = Figure("p1_regime_plugin_vs_unbiased", "p1",
-                                   "Regime map: plug-in beside unbiased d_align",
-                                   "plug-in vs unbiased d_align per context", "regime map")
-REGIME_SPREAD = Figure("p1_regime_spread", "p1",
-                       "Regime map: d_align's spread between training seeds against within one store",
-                       "between-seed vs within-store spread of d_align", "regime map")
-GROKKING = Figure("p2_grokking", "p2", "Grokking a/b mod p: accuracy along training per optimizer",
-                  "grokking", "grokking", TASK_CAPTION)
-GROKKING_GATE = Figure("p2_grokking_gate", "p2",
-                       "Grokking: gate open fraction and variance ratio per PopulationRiskAdam variant",
-                       "grokking gate diagnostics", "grokking", GATE_CAPTION)
-PINN = Figure("p2_pinn", "p2", "Noisy-IC advection PINN: test ℓ2 along training per optimizer and learning rate",
-              "pinn", "pinn", TASK_CAPTION)
-PINN_GATE = Figure("p2_pinn_gate", "p2", "PINN: gate open fraction and variance ratio per PopulationRiskAdam variant",
-                   "pinn gate diagnostics", "pinn", GATE_CAPTION)
-PREFERENCE = Figure("p2_preference", "p2", "Noisy-label DPO: held-out reward accuracy and drift along training",
-                    "noisy-label DPO curves", "preference")
-PREFERENCE_GATE = Figure("p2_preference_gate", "p2",
-                         "Noisy-label DPO: gate open fraction and variance ratio per PopulationRiskAdam variant",
-                         "preference gate diagnostics", "preference", GATE_CAPTION)
-THEORY = Figure("p2_theory", "p2", "Signal channel and reservoir, coupling and drift–diffusion",
-                "theory", "theory", TASK_CAPTION)
-DEPTH = Figure("p3_depth", "p3", "First-order value of an inserted block against depth",
-               "value of a new block vs depth", "depth")
-GROWTH = Figure("p3_growth", "p3", "Grown networks against networks trained from scratch", "grown vs scratch",
-                "growth")
+TRAINING_GRID = Figure("training_grid", "training")
+DALIGN_VS_WIDTH = Figure("p1_dalign_vs_width", "p1")
+PLUGIN_VS_UNBIASED = Figure("p1_plugin_vs_unbiased", "p1")
+MISALIGNMENT_VS_WIDTH = Figure("p1_misalignment_vs_width", "p1")
+MISALIGNMENT_VS_MK = Figure("p1_misalignment_vs_MK", "p1")
+INTERVENTIONS = Figure("p1_interventions", "p1")
+REGIME_DALIGN_VS_WIDTH = Figure("p1_regime_dalign_vs_width", "p1")
+REGIME_DALIGN_VS_CONTEXT = Figure("p1_regime_dalign_vs_context", "p1")
+REGIME_DIMS_VS_WIDTH = Figure("p1_regime_dims_vs_width", "p1")
+REGIME_PLUGIN_VS_UNBIASED = Figure("p1_regime_plugin_vs_unbiased", "p1")
+REGIME_SPREAD = Figure("p1_regime_spread", "p1")
+GROKKING = Figure("p2_grokking", "p2")
+GROKKING_GATE = Figure("p2_grokking_gate", "p2")
+PINN = Figure("p2_pinn", "p2")
+PINN_GATE = Figure("p2_pinn_gate", "p2")
+PREFERENCE = Figure("p2_preference", "p2")
+PREFERENCE_GATE = Figure("p2_preference_gate", "p2")
+THEORY = Figure("p2_theory", "p2")
+DEPTH = Figure("p3_depth", "p3")
+GROWTH = Figure("p3_growth", "p3")
 # advise-check's (drawn into its scores folder, shown from the advise-check reference run)
-ADVICE_CALIBRATION = Figure("advice_calibration", "advice",
-                            "advise's predicted against observed gain per option, per family and growth procedure",
-                            "advise calibration", "advise-check")
+ADVICE_CALIBRATION = Figure("advice_calibration", "advice")
 
 # Every figure, in the HTML report's reading order within each section.
-FIGURES: dict[str, Figure] = {figure.stem: figure for figure in [
-    TRAINING_GRID,
-    DALIGN_VS_WIDTH, PLUGIN_VS_UNBIASED, MISALIGNMENT_VS_WIDTH, MISALIGNMENT_VS_MK, INTERVENTIONS,
-    REGIME_DALIGN_VS_WIDTH, REGIME_DALIGN_VS_CONTEXT, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED, REGIME_SPREAD,
-    GROKKING, GROKKING_GATE, PINN, PINN_GATE, PREFERENCE, PREFERENCE_GATE, THEORY,
-    DEPTH, GROWTH,
-    ADVICE_CALIBRATION,
-]}
+FIGURES: dict[str, Figure] = {
+    figure.stem: figure
+    for figure in [
+        TRAINING_GRID,
+        DALIGN_VS_WIDTH,
+        PLUGIN_VS_UNBIASED,
+        MISALIGNMENT_VS_WIDTH,
+        MISALIGNMENT_VS_MK,
+        INTERVENTIONS,
+        REGIME_DALIGN_VS_WIDTH,
+        REGIME_DALIGN_VS_CONTEXT,
+        REGIME_DIMS_VS_WIDTH,
+        REGIME_PLUGIN_VS_UNBIASED,
+        REGIME_SPREAD,
+        GROKKING,
+        GROKKING_GATE,
+        PINN,
+        PINN_GATE,
+        PREFERENCE,
+        PREFERENCE_GATE,
+        THEORY,
+        DEPTH,
+        GROWTH,
+        ADVICE_CALIBRATION,
+    ]
+}
 
 # summarize-alignment's figures: d_align ones always, misalignment ones when a fixed-context run gave tables
 P1_DALIGN_FIGURES = (DALIGN_VS_WIDTH, PLUGIN_VS_UNBIASED)
 P1_MISALIGNMENT_FIGURES = (MISALIGNMENT_VS_WIDTH, MISALIGNMENT_VS_MK)
 # summarize-regime's figures by the axis of the map each needs more than one of (growcert.report.regime.drawable)
-REGIME_FIGURES = {"widths": (REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED),
-                  "contexts": (REGIME_DALIGN_VS_CONTEXT,), "seeds": (REGIME_SPREAD,)}
-TASK_FIGURES = {figure.subcategory: figure for figure in (GROKKING, PINN, PREFERENCE, THEORY)}
-GATE_FIGURES = {figure.subcategory: figure for figure in (GROKKING_GATE, PINN_GATE, PREFERENCE_GATE)}
+REGIME_FIGURES = {
+    "widths": (REGIME_DALIGN_VS_WIDTH, REGIME_DIMS_VS_WIDTH, REGIME_PLUGIN_VS_UNBIASED),
+    "contexts": (REGIME_DALIGN_VS_CONTEXT,),
+    "seeds": (REGIME_SPREAD,),
+}
 
 # The report tables, claims and checks files of the summarising stages (the P2 tasks': task_table, ...).
-ALIGNMENT_SUMMARY = Table("p1_alignment_summary", "p1", "d_align per cell", "alignment")
-INTERVENTIONS_SUMMARY = Table("p1_interventions_summary", "p1", "first-order accuracy per cell", "interventions")
-REGIME_CELLS = Table("p1_regime_cells", "p1", "width trend per (context, progress) cell", "regime map")
-RECOMMENDED_DEPTH = Table("p3_recommended_depth", "p3", "saturation decision", "depth")
-GROWTH_TABLE = Table("p3_growth", "p3", "held-out loss per arm and step", "growth", "p3_growth_table")
+ALIGNMENT_SUMMARY = Table("p1_alignment_summary", "p1")
+INTERVENTIONS_SUMMARY = Table("p1_interventions_summary", "p1")
+REGIME_CELLS = Table("p1_regime_cells", "p1")
+RECOMMENDED_DEPTH = Table("p3_recommended_depth", "p3")
+GROWTH_TABLE = Table("p3_growth", "p3")
 TABLES = (INTERVENTIONS_SUMMARY, ALIGNMENT_SUMMARY, REGIME_CELLS, RECOMMENDED_DEPTH, GROWTH_TABLE)
-ALIGNMENT_CLAIMS = Claims("p1_alignment", "p1", "width trends and certificates", "alignment", "p1_alignment_claims")
-INTERVENTIONS_CLAIMS = Claims("p1_interventions", "p1", "observed / predicted at the paper's step scale",
-                              "interventions", "p1_interventions_claims")
-REGIME_CLAIMS = Claims("p1_regime", "p1", "width trend on the regime map", "regime map", "p1_regime_claims")
-DEPTH_CLAIMS = Claims("p3_depth", "p3", "depth plateau and grown vs scratch", "growth", "p3_depth_claims")
+ALIGNMENT_CLAIMS = Claims("p1_alignment", "p1")
+INTERVENTIONS_CLAIMS = Claims("p1_interventions", "p1")
+REGIME_CLAIMS = Claims("p1_regime", "p1")
+DEPTH_CLAIMS = Claims("p3_depth", "p3")
 CLAIMS_FILES = (ALIGNMENT_CLAIMS, INTERVENTIONS_CLAIMS, REGIME_CLAIMS, DEPTH_CLAIMS)
 INTERVENTIONS_CHECKS = Checks("p1_interventions")
 ALIGNMENT_CHECKS = Checks("p1_alignment")
 CHECKS_FILES = (INTERVENTIONS_CHECKS, ALIGNMENT_CHECKS)
-# fmt: on
 # The pooled tables under results/stats/ of the summarising stages (what the report, the regime map and the
 # growth summary read besides results/tables/)
 TRAINING_TABLE = Place(f"{STATS_FOLDER}/training.csv")
@@ -306,41 +247,23 @@ def task_stem(task: str) -> str:
 
 
 def task_figure(task: str) -> Figure:
-    """The figure of P2 task `task` (a name, or the rules' "{task}" wildcard): registered, or a generic one."""
-    return TASK_FIGURES.get(task) or Figure(task_stem(task), "p2", f"P2 {task}", task, task, TASK_CAPTION)
+    """The figure of P2 task `task` (a name, or the rules' "{task}" wildcard)."""
+    return Figure(task_stem(task), "p2")
 
 
 def gate_figure(task: str) -> Figure:
-    """The gate diagnostics figure of P2 task `task` (a name, or "{task}"): registered, or a generic one."""
-    return GATE_FIGURES.get(task) or Figure(
-        f"{task_figure(task).stem}_gate",
-        "p2",
-        f"P2 {task}: gate diagnostics",
-        f"{task} gate diagnostics",
-        task,
-        GATE_CAPTION,
-    )
-
-
-# A task whose table and claims have captions of their own (the others share one file with a branch per task)
-TASK_TABLES = {
-    "preference": Table(task_stem("preference"), "p2", "medians per optimizer", "preference", "p2_preference_table")
-}
-TASK_CLAIMS = {
-    "preference": Claims(
-        task_stem("preference"), "p2", "reward accuracy and drift", "preference", "p2_preference_claims"
-    )
-}
+    """The gate diagnostics figure of P2 task `task` (a name, or "{task}")."""
+    return Figure(f"{task_stem(task)}{GATE_SUFFIX}", "p2")
 
 
 def task_table(task: str) -> Table:
     """The report table of P2 task `task` (a name, or "{task}")."""
-    return TASK_TABLES.get(task) or Table(task_stem(task), "p2", task, task, "p2_experiment_table")
+    return Table(task_stem(task), "p2")
 
 
 def task_claims(task: str) -> Claims:
     """The claim rows of P2 task `task` (a name, or "{task}")."""
-    return TASK_CLAIMS.get(task) or Claims(task_stem(task), "p2", task, task, "p2_experiment_claims")
+    return Claims(task_stem(task), "p2")
 
 
 def task_checks(task: str) -> Checks:

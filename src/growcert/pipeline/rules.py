@@ -1,10 +1,5 @@
-"""What the rules mark and derive inside Snakemake: the one module of the package that imports Snakemake
-(only the rules import it).
-
-`report_marks(results, captions)` gives the rules their `report_output(artifact)`: an artifact's path in
-`results`, marked for `snakemake --report results/snakemake-report.zip` with its caption file
-(<captions>/<caption>.rst), the category of its report section, its subcategory and its labels (what it is, and
-its paper) from growcert.pipeline.artifacts.
+"""What the rules derive inside Snakemake (only the rules import it; their `snakemake --report` marks are
+growcert.report.labels.report_marks').
 
 The parameters that name a folder (`input_folder`, `output_folder`, ...) derive it from the job's own input or
 output file, as `snakemake --lint` asks: where a storage plugin maps files to other places (no shared
@@ -17,26 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from snakemake.io import report
-
-from growcert.pipeline.artifacts import CHECKPOINT, STORE_ROOT, Artifact
-
-
-def report_marks(results: str, captions: str) -> Callable[[Artifact], Any]:
-    """The rules' `report_output(artifact)` for results folder `results`, with the caption files in `captions`
-    (as the rules see it: Snakemake resolves a rule's caption against the folder of the file that defines it)."""
-
-    def report_output(artifact: Artifact):
-        labels = {"result": artifact.report_label} | ({"paper": artifact.paper} if artifact.paper else {})
-        return report(
-            artifact.path(results),
-            caption=f"{captions}/{artifact.caption}.rst",
-            category=artifact.category,
-            subcategory=artifact.subcategory,
-            labels=labels,
-        )
-
-    return report_output
+from growcert.pipeline.artifacts import CHECKPOINT, STORE_ROOT
 
 
 def _first(files: Any) -> str:

@@ -59,6 +59,7 @@ from growcert.referee.looks import as_first_form, look_level, with_note
 from growcert.referee.rows import claim_row, write_rows
 from growcert.referee.verdicts import judge_samples
 from growcert.report import advice_matched as matched
+from growcert.report import labels
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.figures import save_figure
@@ -475,7 +476,7 @@ def _matched_parts(folder: Path) -> list[str]:
     ]
     figure = folder / ADVICE_CALIBRATION.file
     if figure.is_file():
-        parts.append(page_figure(figure, ADVICE_CALIBRATION.title))
+        parts.append(page_figure(figure, labels.title(ADVICE_CALIBRATION.stem)))
     parts.append("<h3>Calibration</h3>" + table_html(pd.read_csv(CALIBRATION.path(folder))))
     won = pd.read_csv(GROWTH_WON.path(folder))
     parts.append(

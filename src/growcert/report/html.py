@@ -35,7 +35,7 @@ from growcert.provenance import code_hash, git_commit, versions
 from growcert.referee.claims import CLAIMS
 from growcert.referee.rows import CHECK_COLUMNS, ROW_COLUMNS, design_figure
 from growcert.referee.verdicts import CONTRADICTED, NOT_TESTED, REPRODUCED, UNRESOLVED, WORDS, percent
-from growcert.report import page
+from growcert.report import labels, page
 from growcert.report.advice_check import ADVICE_SECTION, advice_section
 from growcert.report.reference import reference_claim_rows, reference_claim_word, reference_verdicts, references_html
 from growcert.report.training import final_rows
@@ -125,10 +125,6 @@ def _checks(results: Path) -> str:
         '<div class="scroll"><table><thead><tr><th>paper</th><th>check</th><th>expected</th><th>this run</th>'
         f"<th>result</th></tr></thead><tbody>{body}</tbody></table></div></details>"
     )
-
-
-def _title(stem: str) -> str:
-    return FIGURES[stem].title if stem in FIGURES else stem.replace("_", " ")
 
 
 def _claim_rows(results: Path) -> pd.DataFrame:
@@ -233,7 +229,7 @@ def _summary(rows: pd.DataFrame, present: set[str], references: Path | None = No
     for claim in CLAIMS.values():
         reference = _reference_cell(claim, references)
         links = " · ".join(
-            f'<a href="#{page.anchor(kind, stem)}" title="{html.escape(_title(stem))}">'
+            f'<a href="#{page.anchor(kind, stem)}" title="{html.escape(labels.title(stem))}">'
             f"{'figure' if kind == 'fig' else 'table'} {html.escape(stem.split('_', 1)[-1].replace('_', ' '))}</a>"
             for stem in claim.evidence
             for kind in ("fig", "table")
@@ -389,7 +385,7 @@ def build_report(results: str | Path, out: str | Path, references: str | Path | 
             body.append(advice_section(references))
             continue
         parts = [
-            page.figure(FIGURES[stem].path(results), _title(stem), _shows(stem, rows))
+            page.figure(FIGURES[stem].path(results), labels.title(stem), _shows(stem, rows))
             for stem in figures
             if ("fig", stem) in present
         ]

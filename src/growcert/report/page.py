@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from growcert.pipeline.artifacts import FIGURES, TASK_CAPTION
+from growcert.pipeline.artifacts import FIGURES
+from growcert.report.labels import TASK_CAPTION, caption_stem, shown
 
 CAPTIONS = Path(str(resources.files("growcert") / "resources" / "report"))  # the workflow's captions, package data
 MAX_TABLE_ROWS = 500  # rows shown inline per table; the full CSV is linked
@@ -104,11 +105,12 @@ def task_branch(text: str, task: str) -> str:
 def caption(stem: str) -> str:
     """The caption of registered figure `stem` (its caption file; of a template, the branch for its task), or ""."""
     figure = FIGURES.get(stem)
-    path = None if figure is None else CAPTIONS / f"{figure.caption}.rst"
+    path = None if figure is None else CAPTIONS / f"{caption_stem(figure)}.rst"
     if path is None or not path.is_file():
         return ""
     text = path.read_text(encoding="utf-8")
-    return inline_rst(task_branch(text, figure.subcategory) if figure.caption == TASK_CAPTION else text)
+    entry = shown(figure)
+    return inline_rst(task_branch(text, entry.subcategory) if entry.caption == TASK_CAPTION else text)
 
 
 def figure(path: Path, title: str, shows: str = "") -> str:
