@@ -31,6 +31,7 @@ OUTPUTS = (
     "matched_scorecard.csv",
     "calibration.csv",
     "growth_won.csv",
+    "answer.txt",
     "advice_calibration.png",
 )
 

@@ -217,3 +217,39 @@ def test_the_growth_procedures_are_the_schemas_and_the_gate_steps_only_the_new_b
     assert [type(optimizer) for optimizer in whole] == [torch.optim.AdamW, torch.optim.AdamW]
     only = stage.optimizers(model, block, stage.PROCEDURES["new_block"], 0.01)
     assert len(only) == 1 and [p for p in only[0].param_groups[0]["params"]] == list(block.parameters())
+
+
+def test_the_measured_answer_in_words_counts_the_confirmation_half_by_hand():
+    """report.advice_answer on the small table: its confirmation half is seed 1 of each family (llama told to train
+    on, training on's gain 0.05, block1 beating it by 0.01; ResNet told "no evidence", block1 beating training on by
+    1.0 nats per image); the sentence gives the words advise said, where training on helped and growth won, and the
+    rules with the lowest mean regret."""
+    from growcert.report.advice_answer import answer_lines
+
+    llama, resnet = answer_lines(_small_table(), SETTINGS)
+    assert llama.startswith(f"llama (1 checkpoints, procedure whole, S = {SETTINGS['steps']} steps, nats per token)")
+    assert "advise said train on at 1, grow at 0 and no evidence at 0" in llama
+    assert (
+        "Training on lowered held-out loss at 1 of 1; growing somewhere beat training on by at least 0.001 at 1"
+        in llama
+    )
+    assert "Lowest mean regret: " in llama and "growing at the last point" in llama.split("Lowest mean regret: ")[1]
+    assert llama.endswith("always training on 0.01, advise 0.01.")
+    assert "no evidence at 1" in resnet and "nats per image" in resnet and resnet.endswith("advise 1.")
+    assert "growing at the largest first-order value" in resnet.split("Lowest mean regret: ")[1]
+    assert answer_lines(_small_table().drop(columns="loss_unit"), SETTINGS) == []  # a table from before matched compute
+
+
+def test_the_reports_advice_section_opens_with_the_measured_answer(tmp_path):
+    """The "Is the advice right?" section says the reference run's answer.txt first, one paragraph per family."""
+    from growcert.report.advice_check import ADVICE_REFERENCE, advice_section
+
+    folder = tmp_path / ADVICE_REFERENCE
+    folder.mkdir()
+    pd.DataFrame({"score": ["precision"], "estimate": [0.5]}).to_csv(folder / "scorecard.csv", index=False)
+    assert "The measured answer" not in advice_section(tmp_path)
+    (folder / "answer.txt").write_text("llama: advise said no evidence at 3.\n\nresnet: train on & grow.\n\n")
+    section = advice_section(tmp_path)
+    assert "<p><b>The measured answer.</b></p><p>llama: advise said no evidence at 3.</p>" in section
+    assert "<p>resnet: train on &amp; grow.</p>" in section
+    assert section.index("The measured answer") < section.index("Scorecard of the first-order reading")

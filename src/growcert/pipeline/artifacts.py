@@ -327,6 +327,7 @@ COMPARISON = Place("comparison.csv")  # the scores beside the tuned budget's
 # at matched compute (report.advice_matched): the per-family scorecard and where growth beat training on, beside
 # CALIBRATION (predicted against observed gain per option)
 MATCHED_SCORECARD, GROWTH_WON = Place("matched_scorecard.csv"), Place("growth_won.csv")
+ADVICE_ANSWER = Place("answer.txt")  # advise-check's measured answer in words, one paragraph per family
 TUNING, TUNING_CHOICE = Place("tuning.csv"), Place("choice.csv")  # tune-advise-check's grid and its choice
 
 # `growcert advise` into a folder (the rule's: results/advise): its table, page and figure, with PROVENANCE

@@ -41,8 +41,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from growcert.files import write_csv
+from growcert.files import write_csv, write_text
 from growcert.pipeline.artifacts import (
+    ADVICE_ANSWER,
     ADVICE_CALIBRATION,
     ADVISE_CHECK_ROWS,
     CALIBRATION,
@@ -61,6 +62,7 @@ from growcert.referee.verdicts import judge_samples
 from growcert.report import advice_matched as matched
 from growcert.report import labels
 from growcert.report.advice import DECISIONS, GROW, grow_candidates
+from growcert.report.advice_answer import answer_lines
 from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.figures import save_figure
 from growcert.report.page import figure as page_figure
@@ -348,7 +350,8 @@ def write_scores(
     reference: str | None = None,
 ) -> dict[str, Path]:
     """reliability.png, scorecard.csv, reliability.csv, the matched-compute scores when the table carries them
-    (`advice_matched.write_matched`: matched_scorecard.csv, calibration.csv, growth_won.csv, the calibration figure),
+    (`advice_matched.write_matched`: matched_scorecard.csv, calibration.csv, growth_won.csv, the calibration figure;
+    answer.txt, the answer in words),
     claims.csv (the registered claims, decided on every checkpoint: not written for one half; at their looks' levels
     in reference run `reference`), comparison.csv (a candidate advise_rule's, when one is named), and
     advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
@@ -366,6 +369,8 @@ def write_scores(
     with_matched = matched.has_matched(table)
     if with_matched:
         paths.update(matched.write_matched(out, table, settings))
+        paths["answer"] = ADVICE_ANSWER.path(out)
+        write_text(paths["answer"], "".join(f"{line}\n\n" for line in answer_lines(table, settings)))
     if settings["half"] == EVERY_HALF:
         paths["claims"] = CLAIM_ROWS.path(out)
         rows = claim_judgement_rows(table, settings, this_run, reference)
@@ -447,6 +452,10 @@ def advice_section(references: Path | None) -> str:
                 f"<b>{html.escape(str(row.verdict))}</b>, {row.estimate:+.4g} [{row.low:+.4g}, {row.high:+.4g}] "
                 f"({row.seeds} seeds; SESOI {html.escape(str(row.sesoi))}). {html.escape(str(row.why))}</p>"
             )
+    answer = ADVICE_ANSWER.path(folder)
+    if answer.is_file():
+        said = [part for part in answer.read_text(encoding="utf-8").split("\n\n") if part.strip()]
+        parts[:0] = ["<p><b>The measured answer.</b></p>", *(f"<p>{html.escape(part)}</p>" for part in said)]
     parts += _matched_parts(folder)
     parts.append("<h3>Scorecard of the first-order reading</h3>" + table_html(pd.read_csv(SCORECARD.path(folder))))
     figure = RELIABILITY_FIGURE.path(folder)
