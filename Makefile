@@ -14,9 +14,12 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 run: $(STAMP)
 	$(BIN)/snakemake --cores $(CORES) --printshellcmds
 
-# --durations=25: the slowest tests at the end of every run (CI's log too), where the suite's time goes
+# -n/--dist loadfile: pytest-xdist runs the test files on TEST_WORKERS processes, each file whole in one (a file's
+# fixtures, the end-to-end pipeline runs among them, are made once); --durations=25: the slowest tests at the end of
+# every run (CI's log too), where the suite's time goes
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # ruff's settings are pyproject.toml's [tool.ruff]; snakemake --lint checks the rules
 lint: $(STAMP)
