@@ -6,7 +6,7 @@ A run is the pipeline run of its configs/<name>.yaml (or of the short list of co
 the results folder) from a finished results folder, judges them (`judge`, reference_runs.judges and
 reference_runs.grokking) and writes provenance.json and README.md; `growcert reference rejudge <name>` runs the
 judge again on the committed tables. `judged` names the files the judge rewrites (what must not change when the
-referee's rule has not). A run registered before it ran (`planned`: p1-bound) has no folder yet; its targets and
+referee's rule has not). A run registered before it ran (`planned`, as p1-bound was) has no folder yet; its targets and
 export work as any run's.
 """
 
@@ -164,7 +164,6 @@ RUNS: dict[str, ReferenceRun] = {
             judged=(CLAIM_ROWS.name, CHECK_ROWS.name, REFERENCE_TABLE.name),
             store_alignment=True,
             store_misalignment=True,
-            planned=str(REFERENCE_RUN.path(Path(), run="p1-seeds") / "bound-design.md"),
         ),
         ReferenceRun(
             name="p1-interventions",
