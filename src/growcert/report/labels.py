@@ -21,6 +21,7 @@ from growcert.pipeline.artifacts import (
     DALIGN_VS_WIDTH,
     DEPTH,
     DEPTH_CLAIMS,
+    FIGURES,
     GATE_SUFFIX,
     GROKKING,
     GROKKING_GATE,
@@ -209,8 +210,7 @@ def report_label(artifact: Artifact) -> str:
 
 def title(stem: str) -> str:
     """The HTML report's title of registered figure `stem` (else the stem in words)."""
-    figures = {artifact.stem: entry for artifact, entry in SHOWN.items() if isinstance(artifact, Figure)}
-    return figures[stem].title if stem in figures else stem.replace("_", " ")
+    return shown(FIGURES[stem]).title if stem in FIGURES else stem.replace("_", " ")
 
 
 def report_marks(results: str, captions: str) -> Callable[[Artifact], Any]:
