@@ -3,9 +3,12 @@ spelled once, in growcert.pipeline.artifacts, and everything else reaches it as 
 
 The names are read from artifacts itself (every `Place` and every registered figure, table, claims and checks file),
 so the list grows with the artifacts. The code searched is every string literal of src/growcert (docstrings and
-comments aside: they may name a file for the reader), rules/*.smk and the Snakefile. Tests keep their own
-fixtures' names. GROWCERT_PATHS_ROOT points the search at another checkout (the names still come from this one's
-artifacts), which is how the test is shown failing on the code before the vocabulary.
+comments aside: they may name a file for the reader), rules/*.smk and the Snakefile. The five names that were
+spelled most (the provenance record, summary, claim rows, reference table and curves) are not spelled even in prose:
+every file under src/ but artifacts, the rules and the Snakefile name those by their constants (artifacts.PROVENANCE,
+...), so a plain grep for them there gives 0. Tests keep their own fixtures' names. GROWCERT_PATHS_ROOT points the
+search at another checkout (the names still come from this one's artifacts), which is how the test is shown failing
+on the code before the vocabulary.
 """
 
 from __future__ import annotations
@@ -134,4 +137,35 @@ def test_no_registered_name_is_spelled_outside_artifacts():
         f"{len(found)} spellings of registered names outside pipeline/artifacts.py ({summary}); "
         f"reach them as artifacts.X.path(folder): "
         + "; ".join(f"{path}:{line} {name}" for path, line, name in found[:40])
+    )
+
+
+# The names once spelled most, counted with a plain grep over src/: nowhere but artifacts, docstrings and comments too
+COUNTED = (artifacts.PROVENANCE, artifacts.SUMMARY, artifacts.CLAIM_ROWS, artifacts.REFERENCE_TABLE, artifacts.CURVES)
+
+
+def prose_searched() -> list[Path]:
+    """searched() and every other file under src/ but artifacts (the schema, the report captions): the grep's files."""
+    code = searched()
+    others = [
+        path
+        for path in sorted((ROOT / "src").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path != ARTIFACTS and path not in code
+    ]
+    return code + others
+
+
+def test_the_issue_counted_names_are_not_even_in_prose():
+    names = [place.name for place in COUNTED]
+    found = [
+        (path.relative_to(ROOT), number, name)
+        for path in prose_searched()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for name in names
+        for _ in range(line.count(name))
+    ]
+    assert not found, (
+        f"{len(found)} substrings of {', '.join(names)} outside pipeline/artifacts.py, docstrings and comments "
+        f"included; name the artifact by its constant (artifacts.PROVENANCE, ...): "
+        + "; ".join(f"{path}:{number} {name}" for path, number, name in found)
     )

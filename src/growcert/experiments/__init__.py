@@ -2,18 +2,19 @@
 protocol and its registry.
 
 Each experiment trains its own small models from its config section and writes, into one output folder,
-tidy CSVs plus provenance.json; then its figure, its claim (and check) rows and its report table are made
-from that folder. Every experiment is a *task module* with the same four functions and a help line:
+tidy CSVs plus its provenance record (artifacts.PROVENANCE); then its figure, its claim (and check) rows and its
+report table are made from that folder. Every experiment is a *task module* with the same four functions and a help
+line:
 
     HELP                                   one line: the help of `growcert <task>`
-    run(settings, out, *, log, threads, device, **inputs)   train; write out/*.csv and provenance.json
+    run(settings, out, *, log, threads, device, **inputs)   train; write out/*.csv and PROVENANCE
                                            (a task with units has `run_unit` instead, below)
     table(out) -> DataFrame                the report table (results/tables/p2_<task>.csv)
     figures(out, figure)                   the task's figure (results/figures/p2_<task>.png)
     claims(out, settings) -> rows          claim rows (rows.ROW_COLUMNS) and check rows (CHECK_COLUMNS)
 
 and, where it has them, GATE_TITLE (the task compares optimizer arms: `run_experiment` also draws the gate
-diagnostics figure, `report.figures.gate_diagnostics`, from out/curves.csv, and the Snakemake rule
+diagnostics figure, `report.figures.gate_diagnostics`, from out's curves (artifacts.CURVES), and the Snakemake rule
 p2_experiment runs it; without one, rule p2_ungated, which also writes its checks file) and INPUTS (extra
 keyword arguments of `run` given on the command line; such a task needs its own rule, as preference has).
 The arm loop the gated tasks share is `experiments.arms` (`run_arm`; the `Arm` itself is `experiments.common`'s).

@@ -3,8 +3,8 @@
 
 Every population-risk experiment (grokking, PINN, preference) compares optimizer *arms* (`Arm`) on the same
 data, initial weights and batches per seed; the loops that train them (`run_arms`, `run_arm`) are
-`experiments.arms`'. `write_tables` writes the tidy CSVs and provenance.json that the figure, claim and
-report-table steps read (theory writes its own tables through it too).
+`experiments.arms`'. `write_tables` writes the tidy CSVs and the provenance record (artifacts.PROVENANCE) that the
+figure, claim and report-table steps read (theory writes its own tables through it too).
 
 "Steps to a threshold" (`steps_to_target`) is measured at evaluation steps; a run that never reaches it
 has no step. Over seeds, `median_steps` counts such a run as +inf, so a median that is not reached reads
@@ -35,9 +35,9 @@ from growcert.provenance import provenance
 
 @dataclass(frozen=True)
 class Arm:
-    """One optimizer arm. `name` is what the `optimizer` column of curves.csv and summary.csv says;
-    `kind` is adamw, grokfast or poprisk; the rest is set where the kind or the task uses it (`lr` for a
-    task that tunes it per arm; gate, variance and microbatches for PopulationRiskAdam, `experiments.arms`)."""
+    """One optimizer arm. `name` is what the `optimizer` column of the curves and summary (artifacts.CURVES,
+    SUMMARY) says; `kind` is adamw, grokfast or poprisk; the rest is set where the kind or the task uses it (`lr` for
+    a task that tunes it per arm; gate, variance and microbatches for PopulationRiskAdam, `experiments.arms`)."""
 
     name: str
     kind: str
@@ -64,9 +64,9 @@ def select_arms(arms: Sequence[Arm], names: Sequence[str] | None, key: str) -> l
 
 
 def gated_fraction(readings: Sequence[float]) -> float:
-    """`gated_fraction`, the one definition every P2 curves.csv uses: PopulationRiskAdam's share of parameter
-    elements whose update the gate blocked (`last_gated_fraction`), averaged (np.mean) over every step since
-    the previous evaluation; NaN where there is no reading (step 0, and every arm that is not
+    """`gated_fraction`, the one definition every P2 task's curves (artifacts.CURVES) use: PopulationRiskAdam's
+    share of parameter elements whose update the gate blocked (`last_gated_fraction`), averaged (np.mean) over every
+    step since the previous evaluation; NaN where there is no reading (step 0, and every arm that is not
     PopulationRiskAdam). It is the complement of `open_fraction`, which `GateDiagnostics` averages the same way."""
     return float(np.mean(readings)) if readings else math.nan
 
@@ -74,8 +74,8 @@ def gated_fraction(readings: Sequence[float]) -> float:
 def write_tables(
     out_dir: Path, settings: dict[str, Any], tables: dict[str, pd.DataFrame], **record: Any
 ) -> dict[str, Any]:
-    """Write each table as out_dir/<name>.csv and provenance.json (settings, versions, code hash, plus
-    `record`); returns the tables and the provenance record."""
+    """Write each table as out_dir/<name>.csv and the provenance record, artifacts.PROVENANCE (settings, versions,
+    code hash, plus `record`); returns the tables and the provenance record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         write_csv(table, TASK_DATA[name].path(out_dir))
@@ -85,7 +85,7 @@ def write_tables(
 
 
 def median_table(summary_csv: str | Path, columns: list[str]) -> pd.DataFrame:
-    """A report table: the numeric columns of summary.csv, median over seeds, per `columns`."""
+    """A report table: the numeric columns of the summary (artifacts.SUMMARY), median over seeds, per `columns`."""
     summary = pd.read_csv(summary_csv)
     numeric = [c for c in summary.select_dtypes("number").columns if c not in columns + ["seed"]]
     return summary.groupby(columns, sort=False)[numeric].median().reset_index()

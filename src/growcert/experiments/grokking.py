@@ -19,8 +19,8 @@ Model: `model.architecture` llama (above) or classic (LayerNorm, learned positio
 Power et al.; `models.classic`).
 Each (optimizer, seed) is a unit of its own (`experiments.units`: `run_grokking_unit`), which rebuilds the
 seed's initial weights (`prepare_seed`) and batch order from the seed. Outputs, per unit and for the task
-(its units' rows): curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv,
-provenance.json; `grokking_report` (figures, claim rows) reads them.
+(its units' rows): the curves, artifacts.CURVES (with the gate diagnostics open_fraction and variance_ratio), the
+summary (SUMMARY) and the provenance record (PROVENANCE); `grokking_report` (figures, claim rows) reads them.
 """
 
 from __future__ import annotations
@@ -350,7 +350,8 @@ def grokking_unit_inputs(settings: dict[str, Any], arm: str, seed: int) -> list[
 
 def paired_cap(settings: dict[str, Any], arm: Arm, inputs: list[Path] | None) -> int:
     """The step arm `arm` runs to: grokking.steps, or with paired caps (a gate reading) its seed's AdamW step to
-    95 % from that AdamW unit's summary.csv (`inputs`), grokking.steps when AdamW is censored there."""
+    95 % from that AdamW unit's summary (artifacts.UNIT_SUMMARY, `inputs`), grokking.steps when AdamW is censored
+    there."""
     if paired_baseline(settings, arm) is None:
         return settings["steps"]
     if not inputs or not Path(inputs[0]).is_file():
@@ -380,8 +381,8 @@ def run_grokking(
     *,
     device: str,
 ) -> dict[str, Any]:
-    """Every unit (arm × seed) in this process on `device` (a `device` setting), then the task's curves.csv,
-    summary.csv and provenance.json from them (`experiments.units`)."""
+    """Every unit (arm × seed) in this process on `device` (a `device` setting), then the task's curves, summary and
+    provenance record (artifacts.CURVES, SUMMARY, PROVENANCE) from them (`experiments.units`)."""
     return run_all_units(
         task("grokking"), stage_settings("grokking", settings), out_dir, log=log, threads=threads, device=device
     )
@@ -398,10 +399,10 @@ def run_grokking_unit(
     device: str,
     inputs: list[Path] | None = None,
 ) -> dict[str, Any]:
-    """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves.csv, summary.csv and
-    provenance.json (with the device and the step it ran to); resumable from the folder's resume state.
-    `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate reading's
-    AdamW unit)."""
+    """Train arm `arm` (its unit name) at `seed` on `device` into `out_dir`: curves, summary and provenance record
+    (artifacts.CURVES, SUMMARY, PROVENANCE: with the device and the step it ran to); resumable from the folder's
+    resume state. `inputs`: the summaries of the units it reads (`grokking_unit_inputs`: with paired caps, a gate
+    reading's AdamW unit)."""
     # flush denormals: small or no weight decay drives gradients and Adam moments into denormals on CPU, which
     # slows the steps after a few thousand of them without changing the trajectory (growcert.runtime)
     with torch_runtime(threads, flush_denormal=True, device=device) as runtime:

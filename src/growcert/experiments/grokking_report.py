@@ -1,7 +1,7 @@
 """Reading a grokking run (growcert.experiments.grokking, P2): the accuracy figure, the gate
 diagnostics figure and one claim row per PopulationRiskAdam variant.
 
-Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network. Each
+Everything here reads the tidy tables a run writes (artifacts.SUMMARY, CURVES), never a network. Each
 variant (`poprisk-<gate>-<variance>-wd<decay>`) is judged against AdamW at its own decay (the config check
 refuses a variant decay without that AdamW), paired by seed, steps as interval-censored bounds
 (`verdicts.judge_steps`), each at its Holm level, then the claim over every variant (`families.judge_family`);

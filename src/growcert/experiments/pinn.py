@@ -40,7 +40,7 @@ variance from K stratified micro-batches (each stratum split into K equal parts,
 is a stratified batch of the same fractions; the stratum sizes are then multiples of K).
 Metric: relative test ℓ2 = ‖u_θ − u‖ / ‖u‖ on a fixed grid (`test_grid` points in x by t), the first
 evaluated step at which it is ≤ `target_l2`, and its final value.
-Outputs: curves.csv (with the gate diagnostics open_fraction and variance_ratio), summary.csv, provenance.json;
+Outputs: artifacts.CURVES (with the gate diagnostics open_fraction and variance_ratio), SUMMARY and PROVENANCE;
 growcert.experiments.pinn_report (best lr, table, plot, claim row) reads them.
 """
 
@@ -427,7 +427,7 @@ def run_pinn(
     device: str,
 ) -> dict[str, Any]:
     """Every unit (arm × lr × seed) in this process on `device` (a `device` setting), then the task's
-    curves.csv, summary.csv and provenance.json from them (`experiments.units`)."""
+    curves, summary and provenance record (artifacts.CURVES, SUMMARY, PROVENANCE) from them (`experiments.units`)."""
     return run_all_units(
         task("pinn"), stage_settings("pinn", settings), out_dir, log=log, threads=threads, device=device
     )
@@ -444,7 +444,7 @@ def run_pinn_unit(
     device: str,
 ) -> dict[str, Any]:
     """Train arm `arm` (its unit name: an optimizer at one lr) at `seed` on `device` into `out_dir`:
-    curves.csv, summary.csv and provenance.json (with the device); resumable from the folder's resume state."""
+    artifacts.CURVES, SUMMARY and PROVENANCE (with the device); resumable from the folder's resume state."""
     with torch_runtime(threads, device=device) as runtime:
         return _run_unit(pinn_unit_settings(settings, arm, seed), Path(out_dir), arm, seed, log, runtime.device)
 

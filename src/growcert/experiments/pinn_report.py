@@ -2,13 +2,13 @@
 steps-to-target table, the ℓ2 curves figure and the "2.4× faster than tuned AdamW" claim rows, one per
 PopulationRiskAdam variant (`poprisk-<gate>-<variance>-wd<decay>`), each judged on its own.
 
-Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
+Everything here reads the tidy tables a run writes (artifacts.SUMMARY, CURVES), never a network.
 "Median steps to target" is over seeds, with a run that never reached the target counted as +inf,
 so an lr whose median run does not reach it is "not reached" (with an even number of seeds, half
 unreached already is). Each optimizer's best lr is chosen from its own grid by one rule: fewest
 median steps, ties to the smaller median final ℓ2, then to the smaller lr, on the run's tuning seeds
-(`pinn.tuning_seeds`, recorded in provenance.json beside the tables); the claim is judged on the other seeds
-at those lrs, so the choice never sees the seeds it is tested on.
+(`pinn.tuning_seeds`, recorded in the provenance record, artifacts.PROVENANCE, beside the tables); the claim is
+judged on the other seeds at those lrs, so the choice never sees the seeds it is tested on.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def best_lr(summary: pd.DataFrame, optimizer: str, seeds=None) -> tuple[float, f
 
 
 def run_seeds(summary_path: str | Path | None) -> tuple[list[int] | None, list[int] | None]:
-    """(tuning seeds, judged seeds) of a run, from the provenance.json beside its tables; (None, None) when unknown."""
+    """(tuning seeds, judged seeds) of a run, from the provenance record (artifacts.PROVENANCE) beside its tables;
+    (None, None) when unknown."""
     sidecar = PROVENANCE.path(Path(summary_path).parent) if summary_path is not None else None
     if sidecar is None or not sidecar.exists():
         return None, None
@@ -72,8 +73,8 @@ def pinn_table(
     summary: pd.DataFrame | str | Path, tuning: list[int] | None = None, judged: list[int] | None = None
 ) -> pd.DataFrame:
     """One row per optimizer at its best lr (chosen on the `tuning` seeds; default: the run's own, from its
-    provenance.json): median steps to target over the `judged` seeds (NaN: not reached), median final ℓ2, how many
-    judged seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
+    provenance record, artifacts.PROVENANCE): median steps to target over the `judged` seeds (NaN: not reached),
+    median final ℓ2, how many judged seeds reached the target, of how many (the table results/tables/p2_pinn.csv)."""
     if tuning is None and not isinstance(summary, pd.DataFrame):
         tuning, judged = run_seeds(summary)
     summary = _read(summary)
@@ -116,7 +117,8 @@ def _summary_from_curves(curves: pd.DataFrame, target_l2: float) -> pd.DataFrame
 def plot_pinn(curves_csv: str | Path, out_png: str | Path, target_l2: float | None = None) -> None:
     """Test ℓ2 against step (log y), median over seeds. Each optimizer's best lr (the one the claim
     compares) is bold with the seeds' range as a band; the other lrs of the grids are thin. The target
-    comes from `target_l2`, else from provenance.json beside the curves, else the default."""
+    comes from `target_l2`, else from the provenance record (artifacts.PROVENANCE) beside the curves, else the
+    default."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -32,8 +32,8 @@ Metrics, on the clean held-out pairs, every `eval_every` steps:
 - train_loss: the DPO loss on all training pairs with their (noisy) training labels;
 - gated_fraction: PopulationRiskAdam's fraction of blocked parameter updates, averaged over the steps
   since the previous record (NaN for AdamW); open_fraction and variance_ratio: `experiments.arms`.
-Outputs: curves.csv, summary.csv, pairs.npz, provenance.json; `preference_report` (figure, claim rows)
-reads them.
+Outputs: the curves, summary, sampled pairs and provenance record (artifacts.CURVES, SUMMARY, PAIRS, PROVENANCE);
+`preference_report` (figure, claim rows) reads them.
 """
 
 from __future__ import annotations
@@ -294,14 +294,15 @@ def run_preference(
     data: Any = None,
     device: str,
 ) -> dict[str, Any]:
-    """Build the pairs, run DPO with both optimizers for every seed; write curves.csv, summary.csv,
-    pairs.npz and provenance.json into `out_dir`; return the two tables and the provenance record.
+    """Build the pairs, run DPO with both optimizers for every seed; write the curves, summary, pairs and
+    provenance record (artifacts.CURVES, SUMMARY, PAIRS, PROVENANCE) into `out_dir`; return the two tables and the
+    provenance record.
 
     `reference_checkpoint`: the reference llama's training run folder (its highest `step{N}.pt` is
     used) or one checkpoint file; not needed (and ignored) when settings 'hf_model' is set. `data`: the
     prepared Shakespeare dataset (PreparedDataset or folder); None prepares it afresh with the
     reference's dataset settings. The reference and the policies run on `device` (a `device` setting; the
-    pairs are sampled there with the CPU's generator), which provenance.json records.
+    pairs are sampled there with the CPU's generator), which the provenance record records.
     """
     settings = stage_settings("preference", settings)
     # flush denormals: denormal Adam moments slow CPU steps without changing them (growcert.runtime)

@@ -2,7 +2,7 @@
 the curves figure and the claim rows, two per PopulationRiskAdam variant (held-out reward accuracy and drift against
 AdamW, paired by seed) and each claim over every variant with Holm (`families.judge_family`).
 
-Everything here reads the tidy tables a run writes (summary.csv, curves.csv), never a network.
+Everything here reads the tidy tables a run writes (artifacts.SUMMARY, CURVES), never a network.
 """
 
 from __future__ import annotations

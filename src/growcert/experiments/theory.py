@@ -16,8 +16,9 @@ the figure and writes the check and claim rows):
   both parts' test responses, then retrain from the same initialisation with extra noise of the same
   norm placed entirely in the reservoir or in the channel of that trajectory.
 
-Outputs of `run_theory`: summary.csv (tidy: task, loss, seed, measure, value), spectrum.csv
-(eigenvalues of W_S(0→t) at each checkpoint), drift.csv, provenance.json; `theory_report` reads them.
+Outputs of `run_theory` (growcert.pipeline.artifacts): SUMMARY (tidy: task, loss, seed, measure, value), SPECTRUM
+(eigenvalues of W_S(0→t) at each checkpoint), DRIFT and the provenance record, PROVENANCE; `theory_report` reads
+them.
 """
 
 from __future__ import annotations
@@ -180,10 +181,10 @@ def run_theory(
     *,
     device: str,
 ) -> dict[str, Any]:
-    """Every experiment for every seed; writes summary.csv, spectrum.csv, drift.csv, provenance.json.
+    """Every experiment for every seed; writes artifacts.SUMMARY, SPECTRUM, DRIFT and PROVENANCE.
 
     Data, initial weights and label noise are drawn on the CPU, then moved to `device`; the float64
-    operators come back to numpy at every checkpoint. provenance.json records the device used.
+    operators come back to numpy at every checkpoint. The provenance record records the device used.
     """
     with torch_runtime(threads, device=device) as runtime:
         return _run_theory(stage_settings("theory", settings), Path(out_dir), log, runtime.device)

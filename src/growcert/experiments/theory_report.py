@@ -1,6 +1,7 @@
 """Reading a theory run (growcert.experiments.theory; docs/science.md, "theory (P2's output-space dynamics)"): the
 figure, the three check rows (reservoir invisibility, benign reservoir noise, the squared-loss coupling residual: exact
-identities) and the p2_drift_diffusion claim row, from summary.csv, spectrum.csv and drift.csv.
+identities) and the p2_drift_diffusion claim row, from a run's summary, spectrum and drift (artifacts.SUMMARY,
+SPECTRUM, DRIFT).
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def theory_claims(
 ) -> list[dict[str, Any]]:
     """Three check rows (rows.CHECK_COLUMNS, medians over seeds) and the p2_drift_diffusion claim row
     (rows.ROW_COLUMNS, judged over seeds, at the level of its look in reference run `reference`:
-    `growcert.referee.looks.look_level`) from summary.csv."""
+    `growcert.referee.looks.look_level`) from the summary (artifacts.SUMMARY)."""
     settings = stage_settings("theory", settings)
     summary = pd.read_csv(SUMMARY.path(Path(out_dir)))
     table = _medians(summary)

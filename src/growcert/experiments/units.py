@@ -8,21 +8,22 @@ A task with units (grokking, pinn) has, besides the protocol's four functions (`
                                             the unit's name, a path part (`unit_name`)
     unit_settings(settings, arm, seed)      the settings of that unit alone (what its job runs and its resume
                                             state and provenance are hashed with)
-    run_unit(settings, out, arm, seed, **runtime)   train it: out/curves.csv, provenance.json, summary.csv
+    run_unit(settings, out, arm, seed, **runtime)   train it: CURVES, PROVENANCE, SUMMARY in out (artifacts)
 
 and, for a unit that reads others (grokking's paired caps: a gate reading reads its seed's AdamW unit),
-`unit_inputs(settings, arm, seed) -> [(arm, seed)]`, whose summary.csv files `run_unit` gets as `inputs`.
+`unit_inputs(settings, arm, seed) -> [(arm, seed)]`, whose summaries (artifacts.UNIT_SUMMARY) `run_unit` gets as
+`inputs`.
 
 A unit rebuilds everything its arm shares with the other arms of its seed (the split, the initial weights,
 the batch order) from the seed, so a unit run alone is the unit run among the others, bit for bit. Its
 resume state is its folder's `.resume` (`resume.UnitResume`): a killed unit continues where it stopped.
-The folder of unit (arm, seed) in a task's folder is `pipeline.artifacts.unit_folder`.
+The folder of unit (arm, seed) in a task's folder is `pipeline.artifacts.TASK_UNIT`.
 
-`aggregate_units` writes the task's curves.csv and summary.csv as its units' rows in the task's order
-(their text as written, so the task's tables are those a run of every unit in one process writes), and a
-provenance.json listing the units; the task's figure, claims and table then read the task folder as before.
-`run_all_units` is `growcert <task>` without an arm: every unit in this process, a finished one (its
-summary.csv there, made under the same unit settings) kept, then the aggregate.
+`aggregate_units` writes the task's curves and summary (artifacts.CURVES, SUMMARY) as its units' rows in the task's
+order (their text as written, so the task's tables are those a run of every unit in one process writes), and a
+provenance record (PROVENANCE) listing the units; the task's figure, claims and table then read the task folder as
+before. `run_all_units` is `growcert <task>` without an arm: every unit in this process, a finished one (its summary
+there, made under the same unit settings) kept, then the aggregate.
 """
 
 from __future__ import annotations
@@ -138,16 +139,16 @@ def run_all_units(
 def unit_inputs(
     module: ModuleType, settings: dict[str, Any], task_folder: str | Path, arm: str, seed: int
 ) -> list[Path]:
-    """The summary.csv files of the units that unit (`arm`, `seed`) reads, in task folder `task_folder` (none
-    for a task without `unit_inputs`); `units` orders a unit after those it reads."""
+    """The summaries (artifacts.SUMMARY) of the units that unit (`arm`, `seed`) reads, in task folder `task_folder`
+    (none for a task without `unit_inputs`); `units` orders a unit after those it reads."""
     read = module.unit_inputs(settings, arm, seed) if hasattr(module, "unit_inputs") else []
     return [SUMMARY.under(TASK_UNIT).path(Path(task_folder), arm=arm, seed=unit_seed) for arm, unit_seed in read]
 
 
 def aggregate_units(module: ModuleType, settings: dict[str, Any], out: str | Path) -> list[str]:
-    """The task's curves.csv and summary.csv in `out` from its units' (in `units` order; every unit must have
-    finished), and provenance.json: the task's settings and each unit's folder, settings hash and record.
-    Returns the unit folders."""
+    """The task's curves and summary (artifacts.CURVES, SUMMARY) in `out` from its units' (in `units` order; every
+    unit must have finished), and its provenance record (PROVENANCE): the task's settings and each unit's folder,
+    settings hash and record. Returns the unit folders."""
     out = Path(out)
     folders = [TASK_UNIT.path(str(out), arm=arm, seed=seed) for arm, seed in module.units(settings)]
     missing = [folder for folder in folders if not SUMMARY.path(Path(folder)).is_file()]

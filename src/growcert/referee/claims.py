@@ -93,7 +93,8 @@ INTERVENTION_EPSILON = 0.1
 @dataclass(frozen=True)
 class Look:
     """One look at a claim: the day a committed reference run (`run`) first judged it on `seeds` seeds, the word it
-    got then, and the commit that holds that claims.csv (`git show <commit>:docs/reference-results/<run>/claims.csv`).
+    got then, and the commit that holds those claim rows (artifacts.CLAIM_ROWS in docs/reference-results/<run>/:
+    `git show <commit>:<that path>`).
     `scope` names the part the seed count is of, when the claim's parts (contexts) had different seeds; `form` names
     the claim's first registered form (`FirstForm.name`) when that look judged in it ("": the primary analysis of
     today), so that a changed analysis of seen seeds counts as a look (growcert.referee.looks)."""

@@ -3,9 +3,10 @@ written as docs/reference-results/<name>/ (docs/reproducing.md, "Reference runs"
 
 The run's kept tables (registry: `kept`, the pooled store alignment tables, a unit-layout run's finished units and
 their benchmark files) and figures are copied; with `--join <committed folder>` its tables are joined to the
-committed run's (reference_runs.join); then provenance.json is written (date, commit, the reproduce commands, the
-configs' text, cost from Snakemake's benchmark files and the disk log, versions, machine), the run's judge writes
-its judged tables and claims.csv, and README.md is filled from the one template (reference_runs.readme).
+committed run's (reference_runs.join); then its provenance record, artifacts.PROVENANCE, is written (date, commit,
+the reproduce commands, the configs' text, cost from Snakemake's benchmark files and the disk log, versions,
+machine), the run's judge writes its judged tables and claim rows (artifacts.CLAIM_ROWS), and README.md is filled
+from the one template (reference_runs.readme).
 """
 
 from __future__ import annotations
@@ -84,10 +85,10 @@ def copy_kept(run: ReferenceRun, results: Path, out: Path, config: dict[str, Any
 
 
 def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
-    """A unit-layout run's finished units (summary.csv written last: a unit without one is left out), the log of
-    the job that finished each (log.txt, where the unit kept none) and their benchmark files into out/units and
-    out/benchmarks; then summary.csv and curves.csv of every unit `out` holds
-    (reference_runs.grokking.collect_units). Returns how many units `out` holds."""
+    """A unit-layout run's finished units (their summary, artifacts.UNIT_SUMMARY, written last: a unit without one
+    is left out), the log of the job that finished each (log.txt, where the unit kept none) and their benchmark files
+    into out/units and out/benchmarks; then the pooled summary and curves (artifacts.SUMMARY, CURVES, in `out`) of
+    every unit `out` holds (reference_runs.grokking.collect_units). Returns how many units `out` holds."""
     units = UNITS.under(TASK).path(results, task=run.units)
     for summary in sorted(units.glob(SUMMARY.under(UNIT_FOLDER).pattern)):
         unit = {"task": run.units, "arm": summary.parent.parent.name, "seed": summary.parent.name.removeprefix("seed")}
@@ -114,9 +115,9 @@ def copy_units(run: ReferenceRun, results: Path, out: Path) -> int:
 
 
 def draw_unit_figures(run: ReferenceRun, out: Path) -> None:
-    """The task's figure and gate diagnostics drawn again from `out`'s pooled curves.csv, so that they show every
-    unit `out` holds (the results folder's were drawn from its own aggregate, which pools only units written in
-    one summary format)."""
+    """The task's figure and gate diagnostics drawn again from `out`'s pooled curves (artifacts.CURVES), so that
+    they show every unit `out` holds (the results folder's were drawn from its own aggregate, which pools only units
+    written in one summary format)."""
     from growcert.report.figures import gate_diagnostics
 
     module = task(run.units)
@@ -185,8 +186,8 @@ def commands(run: ReferenceRun, config_file: str, results: Path, options: str = 
 
 def unit_numerics(units: Path) -> list[dict[str, Any]]:
     """The numerics the units under `units` were made under, grouped: mode, CPU model and torch's CPU capability
-    from each unit's provenance.json (a unit made before they were recorded: native, CPU not recorded), with how
-    many units each group holds."""
+    from each unit's provenance record (artifacts.PROVENANCE; a unit made before they were recorded: native, CPU not
+    recorded), with how many units each group holds."""
     groups: dict[tuple, int] = {}
     for record in sorted(units.glob(PROVENANCE.under(UNIT_FOLDER).pattern)):
         made = json.loads(record.read_text()).get("numerics") or NOT_RECORDED
@@ -199,8 +200,9 @@ def unit_numerics(units: Path) -> list[dict[str, Any]]:
 
 
 def run_record(run: ReferenceRun, results: Path, config_file: str, options: str) -> dict[str, Any]:
-    """provenance.json of an export: when, at which commit, the commands, the config and its text, the cost,
-    versions and machine, what table.csv holds and why the run exists."""
+    """The provenance record (artifacts.PROVENANCE) of an export: when, at which commit, the commands, the config
+    and its text, the cost, versions and machine, what its reference table (artifacts.REFERENCE_TABLE) holds and why
+    the run exists."""
     reproduce = commands(run, config_file, results, options)
     return {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -1,10 +1,12 @@
 """How the grokking reference runs judge P2's grokking claim from their kept tables, and how grokking-calibrated's
-pipeline units (rule p2_unit: <units>/<arm>/seed<s>/summary.csv and curves.csv, CPU time in Snakemake's
-benchmark file <results>/benchmarks/p2_unit/grokking/<arm>/seed<s>.tsv) become its summary and curves.
+pipeline units (rule p2_unit: summary and curves, artifacts.SUMMARY and CURVES, in <units>/<arm>/seed<s>/, CPU
+time in Snakemake's benchmark file <results>/benchmarks/p2_unit/grokking/<arm>/seed<s>.tsv) become its summary and
+curves.
 
-The claim rows are growcert.experiments.grokking_report.grokking_claims on summary.csv with the settings the run's
-provenance records (plan); table.csv is one row per arm: steps to 95 % per seed (a censored seed, not reached by
-the cap, as "> cap"), the median (censored seeds beyond the cap) and the speed-up verdict.
+The claim rows are growcert.experiments.grokking_report.grokking_claims on the summary (artifacts.SUMMARY) with the
+settings the run's provenance records (plan); the reference table (artifacts.REFERENCE_TABLE) is one row per arm:
+steps to 95 % per seed (a censored seed, not reached by the cap, as "> cap"), the median (censored seeds beyond the
+cap) and the speed-up verdict.
 """
 
 from __future__ import annotations
@@ -127,8 +129,9 @@ def late_arm_table(summary: pd.DataFrame, cap: int, eval_every: int, level: floa
 
 
 def judge_grokking_late(folder: Path, record: dict[str, Any]) -> None:
-    """grokking-late (the uncalibrated first attempt): table.csv and claims.csv from summary.csv; its claim rows are
-    secondary and labelled so (grokking-calibrated decides P2's grokking claim)."""
+    """grokking-late (the uncalibrated first attempt): the reference table and claim rows (artifacts.REFERENCE_TABLE,
+    CLAIM_ROWS) from the summary (SUMMARY); its claim rows are secondary and labelled so (grokking-calibrated decides
+    P2's grokking claim)."""
     plan = record["plan"]  # the retired driver's plan, or an export's (`reference`: the config's settings)
     summary = pd.read_csv(SUMMARY.path(folder))
     settings = plan["reference"]["settings"] if "reference" in plan else late_settings(plan)
@@ -147,7 +150,7 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
     """grokking-calibrated's table: per arm, steps per seed, the median, CPU seconds per step and to 95 % per seed
     (censored: beyond the step the unit stopped at, `steps_run`: the cap, or its seed's AdamW step under paired
     caps, and beyond that step's CPU time; "≈": a unit whose own cost per step is unknown, at its arm's), each gate
-    reading's word from claims.csv, and the cost over AdamW in CPU seconds per step (a lower bound where the units'
+    reading's word from `claims`, and the cost over AdamW in CPU seconds per step (a lower bound where the units'
     CPU time is, `unit_rows`); wall seconds of training per step beside it bound one thread's CPU time above."""
     rows = []
     for arm, frame in summary.groupby("optimizer", sort=False):
@@ -203,8 +206,9 @@ def calibrated_arm_table(summary: pd.DataFrame, claims: pd.DataFrame, cap: int, 
 
 
 def judge_grokking_calibrated(folder: Path, record: dict[str, Any]) -> None:
-    """grokking-calibrated: claims.csv (grokking_claims at the reference regime's settings, every seed summary.csv
-    holds) and table.csv from summary.csv; judges whatever units have finished."""
+    """grokking-calibrated: the claim rows, artifacts.CLAIM_ROWS (grokking_claims at the reference regime's settings,
+    every seed the summary holds), and the reference table (REFERENCE_TABLE) from the summary (SUMMARY); judges
+    whatever units have finished."""
     reference = record["plan"]["reference"]
     summary = pd.read_csv(SUMMARY.path(folder))
     settings = {**reference["settings"], "seeds": sorted(summary["seed"].unique().tolist())}
@@ -284,9 +288,9 @@ def resumed_step(session: str) -> int:
 def collect_units(
     units: Path, benchmarks: Path, arms: list[str], regime: str = "calibrated"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary.csv has
-    finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds their Snakemake
-    benchmark files (<arm>/seed<s>.tsv)."""
+    """The summary and curves of every finished unit under `units` (<arm>/seed<s>, a unit with a summary,
+    artifacts.SUMMARY, has finished), in the order of `arms` (the stage's arm names) then seed; `benchmarks` holds
+    their Snakemake benchmark files (<arm>/seed<s>.tsv)."""
     rows = [
         unit_rows(summary.parent, benchmarks / summary.parent.parent.name / f"{summary.parent.name}.tsv", regime)
         for summary in units.glob(SUMMARY.under(UNIT_FOLDER).pattern)

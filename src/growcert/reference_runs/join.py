@@ -4,7 +4,8 @@ reproduce them (`reproduction_check`).
 
 Which tables join, on which keys, and which columns restrict the committed rows to this run's cells (e.g. the
 steps and contexts it trained) is the run's record in growcert.reference_runs.registry (`joins`). A table whose
-retrained rows do not reproduce the committed ones is judged on this run's rows alone, and provenance.json says so.
+retrained rows do not reproduce the committed ones is judged on this run's rows alone, and its provenance record
+(artifacts.PROVENANCE) says so.
 """
 
 from __future__ import annotations
@@ -128,10 +129,10 @@ def join_folder(
     folder: Path, committed: Path, joins: dict[str, Join], rtol: float = 0.0, keep: dict[str, list] | None = None
 ) -> dict[str, Any]:
     """Each table of `joins` that `folder` holds (this run's rows) rewritten as joined with the same table of
-    `committed` (where it has none, this run's rows stand alone); returns the record provenance.json keeps (the
-    committed folder, each table's check and seeds). A table this run did not make but the committed run has is
-    kept when the table it follows is reused. ConfigError when the check leaves a table no row (every run of this
-    one was retrained, and none reproduces the committed one)."""
+    `committed` (where it has none, this run's rows stand alone); returns what the run's provenance record
+    (artifacts.PROVENANCE) keeps of the join (the committed folder, each table's check and seeds). A table this run
+    did not make but the committed run has is kept when the table it follows is reused. ConfigError when the check
+    leaves a table no row (every run of this one was retrained, and none reproduces the committed one)."""
     tables = {}
     for name in joins:
         old = pd.read_csv(committed / name) if (committed / name).is_file() else None

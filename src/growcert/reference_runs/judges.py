@@ -3,8 +3,9 @@
 A judge takes a reference run's folder (docs/reference-results/<name>/, or a scratch copy that keeps the name: a
 claim judged on more seeds than at one of its registered looks is judged at the group-sequential level of
 growcert.referee.looks, which reads the folder's name) and its provenance record, reads the run's kept input tables
-and rewrites the judged ones (claims.csv and the tables built on the verdicts), by the current referee's rule
-(growcert.referee.verdicts). Nothing is retrained. The grokking runs' judges live in reference_runs.grokking.
+and rewrites the judged ones (the claim rows, artifacts.CLAIM_ROWS, and the tables built on the verdicts), by the
+current referee's rule (growcert.referee.verdicts). Nothing is retrained. The grokking runs' judges live in
+reference_runs.grokking.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def judge_regime(folder: Path, record: dict[str, Any]) -> None:
 
 
 def add_misalignment_claims(folder: Path, reference_mk: tuple[int, int], level: float = 0.95) -> int:
-    """Append the "p̂ falls with width" rows judged on `folder`'s misalignment.csv to its claims.csv; how many."""
+    """Append the "p̂ falls with width" rows judged on `folder`'s misalignment.csv to its claim rows
+    (artifacts.CLAIM_ROWS); how many."""
     if not KEPT_MISALIGNMENT.path(folder).is_file():
         return 0
     rows = misalignment_width_rows(pd.read_csv(KEPT_MISALIGNMENT.path(folder)), tuple(reference_mk), level, folder.name)
@@ -127,8 +129,9 @@ BOUND_TABLE_COLUMNS = ["claim_id", "claim", "role", "verdict", "estimate", "leve
 def judge_bound_claims(folder: Path, record: dict[str, Any], level: float = 0.95) -> None:
     """p1-bound: P1's bound claims p̂ ≤ B_exact (iid, train → test) alone, as the default run's summarize-alignment
     judges them (report.alignment.certificate_rows: referee.bounds.judge_bound per cell over the last checkpoint's
-    determined cells) on alignment.csv and misalignment.csv at the contexts the run's config trains: claims.csv (the
-    two claim rows), checks.csv (B_exact ≤ B_align in each mode) and table.csv (one line per claim row)."""
+    determined cells) on alignment.csv and misalignment.csv at the contexts the run's config trains: the claim rows,
+    artifacts.CLAIM_ROWS (two), checks.csv (B_exact ≤ B_align in each mode) and the reference table,
+    artifacts.REFERENCE_TABLE (one line per claim row)."""
     if not KEPT_MISALIGNMENT.path(folder).is_file():
         raise ConfigError(
             f"{folder}: no {KEPT_MISALIGNMENT.name}, which p1-bound's claims are judged from: export the run "
@@ -156,8 +159,9 @@ def intervention_seed_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
-    """p1-interventions: table.csv (per seed and ε), claims.csv (report.interventions.intervention_claim) and
-    checks.csv (intervention_checks) from interventions.csv."""
+    """p1-interventions: the reference table, artifacts.REFERENCE_TABLE (per seed and ε), the claim rows,
+    artifacts.CLAIM_ROWS (report.interventions.intervention_claim) and checks.csv (intervention_checks) from
+    interventions.csv."""
     table = pd.read_csv(KEPT_INTERVENTIONS.path(folder))
     intervention_seed_table(table).to_csv(REFERENCE_TABLE.path(folder), index=False)
     write_rows(
@@ -169,8 +173,9 @@ def judge_interventions(folder: Path, record: dict[str, Any]) -> None:
 
 def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
     """p2-small: each task's `claims` function (the one the pipeline's rules call) on its kept folder, with the
-    settings its provenance.json records and the run's name (its looks): claims.csv, checks.csv and table.csv (one
-    line per claim row)."""
+    settings its provenance record (artifacts.PROVENANCE) holds and the run's name (its looks): the claim rows
+    (artifacts.CLAIM_ROWS), checks.csv and the reference table (artifacts.REFERENCE_TABLE, one line per claim
+    row)."""
     claims, checks = [], []
     for name in P2_TASKS:
         settings = json.loads(PROVENANCE.path(folder / name).read_text())["settings"]
@@ -184,8 +189,9 @@ def judge_p2_small(folder: Path, record: dict[str, Any]) -> None:
 
 
 def judge_depth(folder: Path, record: dict[str, Any], level: float = 0.95) -> None:
-    """p3-depth: table.csv (report.depth.depth_profile of the held-out pool at the last checkpoint),
-    recommended.csv (recommend_depth) and claims.csv (depth_claims) from depth.csv and growth.csv."""
+    """p3-depth: the reference table, artifacts.REFERENCE_TABLE (report.depth.depth_profile of the held-out pool at
+    the last checkpoint), recommended.csv (recommend_depth) and the claim rows, artifacts.CLAIM_ROWS (depth_claims),
+    from depth.csv and growth.csv."""
     depth, growth = pd.read_csv(KEPT_DEPTH.path(folder)), pd.read_csv(KEPT_GROWTH.path(folder))
     held_out = depth[(depth["pool"] == "test") & (depth["step"] == depth["step"].max())]
     depth_profile(held_out, level).to_csv(REFERENCE_TABLE.path(folder), index=False)
@@ -203,7 +209,7 @@ def judge_advise_check(folder: Path, record: dict[str, Any]) -> None:
     reliability, claims) from the pooled advise_check.csv, with the advise_check settings of the run's config;
     then, where the folder keeps the claim's first form (first-form/advise_check.csv, the run at the untuned S and
     lr, which no config makes any more), its primary row judged the same way as a secondary row
-    (report.advice_check.first_form_rows). table.csv is the scorecard."""
+    (report.advice_check.first_form_rows). The reference table (artifacts.REFERENCE_TABLE) is the scorecard."""
     settings = stage_settings("advise_check", merged_config(record["config_file"]).get("advise_check", {}))
     write_scores(folder, pd.read_csv(ADVISE_CHECK_ROWS.path(folder)), settings, reference=folder.name)
     first = ADVISE_CHECK_ROWS.path(folder / ADVISE_FIRST_FORM)

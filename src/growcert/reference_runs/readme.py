@@ -3,8 +3,8 @@ growcert/resources/reference/README.md.tmpl (string.Template), and its verdict l
 rejudge`.
 
 The README's last heading is the question the run answers and the "- " lines under it its verdicts, one per claim
-row of claims.csv (`verdict_lines`); the report shows them (growcert.report.reference). What a person wrote about
-the run (its design, what the numbers show, what it gives up) lives in the folder's notes.md, which an export
+row (artifacts.CLAIM_ROWS, `verdict_lines`); the report shows them (growcert.report.reference). What a person wrote
+about the run (its design, what the numbers show, what it gives up) lives in the folder's notes.md, which an export
 keeps and puts in the README before the verdicts.
 """
 
@@ -49,7 +49,7 @@ def verdict_lines(claims: pd.DataFrame) -> list[str]:
 
 
 def read_claims(folder: Path) -> pd.DataFrame:
-    """`folder`'s claims.csv with the design columns as text ("108", "> 10,000")."""
+    """`folder`'s claim rows (artifacts.CLAIM_ROWS) with the design columns as text ("108", "> 10,000")."""
     return pd.read_csv(CLAIM_ROWS.path(folder), dtype=DESIGN_DTYPES)
 
 
@@ -95,8 +95,9 @@ def numerics_text(record: dict[str, Any]) -> str:
 
 
 def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
-    """README.md of an exported run from the template: title, provenance, the reproduce commands, cost, table.csv as
-    a table, the folder's notes.md where it has one, and the verdicts."""
+    """README.md of an exported run from the template: title, provenance, the reproduce commands, cost, its
+    reference table (artifacts.REFERENCE_TABLE) as a table, the folder's notes.md where it has one, and the
+    verdicts."""
     template = string.Template(resources.files("growcert").joinpath("resources", TEMPLATE).read_text("utf-8"))
     table = pd.read_csv(REFERENCE_TABLE.path(folder))
     body = [
@@ -123,7 +124,8 @@ def write_readme(folder: Path, run, record: dict[str, Any]) -> None:
 
 def rewrite_verdicts(folder: Path, run, rejudged: dict[str, Any]) -> None:
     """Replace the verdict lines of `folder`'s README (the "- " lines under its last heading) with those of its
-    claims.csv, saying when, at which commit and by which command they were judged again; the rest is kept."""
+    claim rows (artifacts.CLAIM_ROWS), saying when, at which commit and by which command they were judged again; the
+    rest is kept."""
     readme = README.path(folder)
     lines = readme.read_text(encoding="utf-8").splitlines() if readme.is_file() else [f"# {run.title}", ""]
     headings = [index for index, line in enumerate(lines) if line.startswith("#")]

@@ -4,10 +4,10 @@ under docs/reference-results/<name>/, each fact once.
 A run is the pipeline run of its configs/<name>.yaml (or of the short list of configs whose results it joins):
 `growcert reference export <name>` copies the tables it keeps (`kept`: its name in the folder -> its path under
 the results folder) from a finished results folder, judges them (`judge`, reference_runs.judges and
-reference_runs.grokking) and writes provenance.json and README.md; `growcert reference rejudge <name>` runs the
-judge again on the committed tables. `judged` names the files the judge rewrites (what must not change when the
-referee's rule has not). A run registered before it ran (`planned`, as p1-bound was) has no folder yet; its targets and
-export work as any run's.
+reference_runs.grokking) and writes its provenance record (artifacts.PROVENANCE) and README.md; `growcert reference
+rejudge <name>` runs the judge again on the committed tables. `judged` names the files the judge rewrites (what must
+not change when the referee's rule has not). A run registered before it ran (`planned`, as p1-bound was) has no
+folder yet; its targets and export work as any run's.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class ReferenceRun:
     )
     # task's figures are drawn from the pooled units (export.draw_unit_figures), not copied
     store_misalignment: bool = False  # `--misalignment` pools each store's misalignment table (misalignment.csv)
-    regime: str = "calibrated"  # a unit-layout run's rows are labelled with it (summary.csv's `regime`)
+    regime: str = "calibrated"  # a unit-layout run's rows are labelled with it (SUMMARY's `regime`)
     joins: dict[str, Join] = field(default_factory=dict)  # the tables `--join` joins (reference_runs.join)
     # a run registered before it ran (no folder committed yet): where its design is. The claims it decides fall back
     # to the default run's rows until its folder exists (report.html.deciding_row); its export commits the folder,

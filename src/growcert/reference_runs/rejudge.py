@@ -1,9 +1,10 @@
 """`growcert reference rejudge <name>`: judge a committed reference run again from its own tables, without retraining
 (docs/reproducing.md, "Reference runs").
 
-The run's judge (reference_runs.registry) rewrites its judged tables and claims.csv by the current referee's rule;
-the README's verdict lines are rewritten from the new claims.csv; provenance.json keeps the run's own record (its
-date, commit and command are never rewritten) and gets a `rejudged` entry: when, at which commit, by which command.
+The run's judge (reference_runs.registry) rewrites its judged tables and claim rows (artifacts.CLAIM_ROWS) by the
+current referee's rule; the README's verdict lines are rewritten from the new claim rows; its provenance record
+(artifacts.PROVENANCE) keeps the run's own record (its date, commit and command are never rewritten) and gets a
+`rejudged` entry: when, at which commit, by which command.
 An earlier `rejudged` entry moves to `rejudged_earlier`.
 """
 
@@ -26,7 +27,7 @@ def now() -> str:
 
 
 def read_record(folder: Path) -> dict[str, Any]:
-    """`folder`'s provenance.json; ConfigError when the folder holds no reference run."""
+    """`folder`'s provenance record (artifacts.PROVENANCE); ConfigError when the folder holds no reference run."""
     path = PROVENANCE.path(folder)
     if not path.is_file():
         raise ConfigError(f"{folder}: no {PROVENANCE.name}, so no reference run to judge again")

@@ -460,8 +460,8 @@ def plot_advice(table: pd.DataFrame, out_png: str | Path) -> None:
 def write_advice(
     out: str | Path, table: pd.DataFrame, line: str, about: dict[str, Any], provenance: dict[str, Any]
 ) -> dict[str, Path]:
-    """The figure and provenance.json first, advice.csv and advice.md last (each written atomically), so a run
-    killed on the way never leaves the table and the page that make a folder look complete."""
+    """The figure and the provenance record (artifacts.PROVENANCE) first, advice.csv and advice.md last (each written
+    atomically), so a run killed on the way never leaves the table and the page that make a folder look complete."""
     import json
 
     out = Path(out)

@@ -351,10 +351,10 @@ def write_scores(
 ) -> dict[str, Path]:
     """reliability.png, scorecard.csv, reliability.csv, the matched-compute scores when the table carries them
     (`advice_matched.write_matched`: matched_scorecard.csv, calibration.csv, growth_won.csv, the calibration figure;
-    answer.txt, the answer in words),
-    claims.csv (the registered claims, decided on every checkpoint: not written for one half; at their looks' levels
-    in reference run `reference`), comparison.csv (a candidate advise_rule's, when one is named), and
-    advise_check.csv last (the table the scores come from: a folder holding it is complete)."""
+    answer.txt, the answer in words), the claim rows, artifacts.CLAIM_ROWS (the registered claims, decided on every
+    checkpoint: not written for one half; at their looks' levels in reference run `reference`), comparison.csv (a
+    candidate advise_rule's, when one is named), and advise_check.csv last (the table the scores come from: a folder
+    holding it is complete)."""
     out = Path(out)
     paths = {
         "figure": RELIABILITY_FIGURE.path(out),

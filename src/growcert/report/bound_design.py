@@ -46,8 +46,8 @@ IMPORT_SECONDS = {"dump_gradients": 1.7, "estimate_alignment": 1.1, "estimate_mi
 
 @dataclass(frozen=True)
 class CommittedCost:
-    """A committed run's measured CPU seconds per rule (provenance.json's cost.per_rule), its jobs, and the pool
-    sizes and replicates its stores had."""
+    """A committed run's measured CPU seconds per rule (its provenance record's cost.per_rule, artifacts.PROVENANCE),
+    its jobs, and the pool sizes and replicates its stores had."""
 
     cpu_seconds: dict[str, float]
     jobs: dict[str, int]

@@ -57,7 +57,7 @@ def gate_diagnostics(curves_csv: str | Path, out_png: str | Path, title: str) ->
     """Why a variant is slow: the gate's open fraction along training (left) and, for the streaming and
     microbatch sources, the median ratio of their variance to the exact s²/b of the same batch (right,
     log axis; 1 = exact), one line per PopulationRiskAdam variant (band: range over seeds). Any task's
-    curves.csv with columns optimizer, seed, step, open_fraction, variance_ratio."""
+    curves table (artifacts.CURVES) with columns optimizer, seed, step, open_fraction, variance_ratio."""
     curves = pd.read_csv(curves_csv)
     gated = curves[curves["optimizer"].str.startswith("poprisk-") & (curves["step"] > 0)]
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.2))

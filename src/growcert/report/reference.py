@@ -1,12 +1,11 @@
 """The report's "Reference runs" section: long runs kept in the repository, shown beside the default run.
 
 A reference run (configs/<name>.yaml through `growcert reference export <name>` -> docs/reference-results/<name>/,
-growcert.reference_runs) is a folder holding
-provenance.json (date, commit, command, optionally `table`: what table.csv holds, and `why`),
-table.csv (its main results), optionally calibration.csv, README.md (its last heading is the question
-the run answers, the "- " lines under it the verdicts) and PNG figures. Each folder becomes one
-subsection labelled as a reference run with its date and commit, so that nobody mistakes it for the
-numbers of the run the report was built from.
+growcert.reference_runs) is a folder holding its provenance record, artifacts.PROVENANCE (date, commit, command,
+optionally `table`: what its reference table holds, and `why`), its reference table, artifacts.REFERENCE_TABLE (its
+main results), optionally calibration.csv, README.md (its last heading is the question the run answers, the "- "
+lines under it the verdicts) and PNG figures. Each folder becomes one subsection labelled as a reference run with its
+date and commit, so that nobody mistakes it for the numbers of the run the report was built from.
 
 The folder is an argument (`growcert report --references`; the workflow passes the repository's
 docs/reference-results): the package does not ship the runs, and without a folder the report says so.
@@ -31,7 +30,8 @@ def default_references(cwd: Path | None = None) -> Path | None:
 
 
 def reference_folders(root: Path | None) -> list[Path]:
-    """Sub-folders of `root` that hold a reference run (provenance.json and table.csv); none when root is None."""
+    """Sub-folders of `root` that hold a reference run (artifacts.PROVENANCE and REFERENCE_TABLE); none when root
+    is None."""
     if root is None or not root.is_dir():
         return []
     return sorted(
@@ -80,7 +80,7 @@ def reference_section(folder: Path, report_dir: Path) -> str:
 
 
 def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str, int] | None:
-    """How many of reference run `name`'s claim rows (claims.csv) got each verdict, for `claim_id` (or for
+    """How many of reference run `name`'s claim rows (artifacts.CLAIM_ROWS) got each verdict, for `claim_id` (or for
     every row when the run judges the claim under its own ids, e.g. the regime map's per-context rows);
     None when the run is not kept under `root`, {} when it has no claim rows yet."""
     if root is None or (folder := root / name) not in reference_folders(root):
@@ -97,7 +97,7 @@ def reference_verdicts(root: Path | None, name: str, claim_id: str) -> dict[str,
 
 def reference_claim_word(root: Path | None, name: str, claim_id: str) -> str | None:
     """The word reference run `name` gives claim `claim_id`: the verdict of its primary row of that claim (the last
-    one, as `html.deciding_row` reads it); None when the run is not kept, has no claims.csv, or has no primary row of
+    one, as `html.deciding_row` reads it); None when the run is not kept, has no claim rows, or has no primary row of
     the claim (a run whose rows of it are all secondary, or that judges it under its own ids)."""
     rows = reference_claim_rows(root, name)
     if rows is None or "role" not in rows.columns:
@@ -107,7 +107,8 @@ def reference_claim_word(root: Path | None, name: str, claim_id: str) -> str | N
 
 
 def reference_claim_rows(root: Path | None, name: str) -> pd.DataFrame | None:
-    """Reference run `name`'s claims.csv rows; None when the run is not kept under `root` or has no claims.csv."""
+    """Reference run `name`'s claim rows (artifacts.CLAIM_ROWS); None when the run is not kept under `root` or has
+    none."""
     if root is None or (folder := root / name) not in reference_folders(root) or not CLAIM_ROWS.path(folder).is_file():
         return None
     return pd.read_csv(CLAIM_ROWS.path(folder))

@@ -5,8 +5,8 @@ checked before anything is computed, the work folder it dumps into, and the thre
 then `estimate-alignment` and `estimate-depth` on that store (the per-point first-order reading), then the
 options' predictions (`option_predictions`: train on, and grow at every point, each a predicted held-out gain over
 advise.budget_steps AdamW steps, `stats.update_gain`), then the decision of `growcert.report.advice` (advice.csv,
-advice.md, advice.png, provenance.json in `out`). It is the one stage made of other stages: it imports dump,
-alignment and depth (tests/test_layout.py), and only the command line imports it.
+advice.md, advice.png and its provenance record, artifacts.PROVENANCE, in `out`). It is the one stage made of
+other stages: it imports dump, alignment and depth (tests/test_layout.py), and only the command line imports it.
 
 `advice_inputs(model, data, settings, examples, growth_dims)` loads the model (the dump loads it again; a growcert
 checkpoint `step*.pt`, or a pretrained Hugging Face causal-LM folder), checks the data against it (a prepared folder of
@@ -247,7 +247,8 @@ def work_folder(out: str | Path) -> Iterator[Path]:
 
 
 def describe(inputs: AdviceInputs, store: Path) -> dict[str, Any]:
-    """What advice.md and provenance.json say was measured: model, data, sample, reduction, (M, K), level."""
+    """What advice.md and the provenance record (artifacts.PROVENANCE) say was measured: model, data, sample,
+    reduction, (M, K), level."""
     attrs = store_attrs(store)
     return {
         "model": str(inputs.model),
@@ -283,7 +284,8 @@ def advise(
     progress=lambda done, total: None,
 ) -> str:
     """Dump a sample of `model` on `data`, estimate every point, predict every option and decide: writes advice.csv,
-    advice.md, advice.png and provenance.json into `out`; returns the terminal summary (the table and the decision)."""
+    advice.md, advice.png and its provenance record (artifacts.PROVENANCE) into `out`; returns the terminal summary
+    (the table and the decision)."""
     inputs = advice_inputs(model, data, settings, examples, growth_dims, budget_steps)
     with work_folder(out) as work:
         table, store = decide(

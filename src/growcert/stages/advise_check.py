@@ -30,7 +30,8 @@ schedule. The scores over checkpoints are `growcert.report.advice_check`'s and, 
 compute, `growcert.report.advice_matched`'s.
 
 Writes into `out`: advise_check.csv (one row per point × variant), the scores of this checkpoint
-(report.advice_check.write_scores), advise's own advice.* in `out`/advice, and provenance.json.
+(report.advice_check.write_scores), advise's own advice.* in `out`/advice, and its provenance record
+(artifacts.PROVENANCE).
 A Hugging Face folder is refused (one line naming --model): growing one is not implemented here.
 """
 

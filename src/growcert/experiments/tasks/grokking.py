@@ -1,6 +1,6 @@
 """P2 grokking as a protocol task: training in `experiments.grokking`, figure and claims in
-`experiments.grokking_report`; the report table is summary.csv as written. Its units are the (arm, seed)
-pairs (`experiments.units`)."""
+`experiments.grokking_report`; the report table is the summary (artifacts.SUMMARY) as written. Its units are the
+(arm, seed) pairs (`experiments.units`)."""
 
 from __future__ import annotations
 
