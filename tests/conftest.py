@@ -20,6 +20,26 @@ def prepared(tmp_path_factory):
     return get
 
 
+# The longest test files, longest first. make test runs the files on two pytest-xdist workers (--dist loadfile), which
+# hand files out in collection order; collected alphabetically, test_workflow.py (two Snakemake runs of the ci DAG)
+# started last and ran alone at the end. Longest first keeps both workers busy until the end.
+LONGEST_FIRST = (
+    "test_workflow.py",
+    "test_resume.py",
+    "test_lognormal_aft.py",
+    "test_gpu_check.py",
+    "test_reference_runs.py",
+    "test_numerics.py",
+    "test_hf.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Collection order, the files of LONGEST_FIRST first (a stable sort: each file's tests keep their order)."""
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 LLAMA_TINY = {"head_dim": 8, "context": 16, "mlp_hidden": None, "rope_base": 10000.0}
 
 
