@@ -481,12 +481,14 @@ def test_the_tuning_checkpoint_never_enters_the_pooled_scores(tmp_path):
     assert all(run.seed != tuning_run[0].seed for run in plan.runs() if run != tuning_run[0])
 
 
-@pytest.mark.parametrize("form", ["", "first-form"])
+@pytest.mark.parametrize("form", ["before-plateau", "first-form"])
 @pytest.mark.parametrize("half", [EXPLORATION, CONFIRMATION])
 @pytest.mark.parametrize("rule", advice_check.CANDIDATE_RULES)
 def test_the_committed_candidate_scores_are_what_the_command_prints(rule, half, form, tmp_path):
-    """docs/reference-results/advise-check/rules/<rule>/<half> (and first-form/'s, the run at the untuned S and lr):
-    the command its README gives, on the committed table, writes the very scorecard and comparison kept there."""
+    """docs/reference-results/advise-check/<form>/rules/<rule>/<half>, where the candidates were judged (in
+    before-plateau/, the run at the tuned S and lr before the plateau checkpoints, and in first-form/, the run at the
+    untuned S and lr): the command its README gives, on the committed table, writes the very scorecard and comparison
+    kept there."""
     from pathlib import Path
 
     run = Path(__file__).resolve().parents[1] / "docs" / "reference-results" / "advise-check" / form

@@ -83,6 +83,26 @@ def _estimate(card, family, score, rule):
     return row.iloc[0]
 
 
+def test_the_matched_scorecard_is_given_on_every_seed_and_on_each_half():
+    """The confirmation half's rows are the scorecard of the odd seeds alone (llama seed 1: told to train on, so
+    advise's regret is always training on's, 0.01; the best option there is block1's 0.06), the exploration half's
+    the even seeds' (seed 0: advise took block0, the best, regret 0), and the first rows every seed's."""
+    table = _small_table()
+    card = matched.scorecard_by_half(table, SETTINGS)
+    assert list(card.columns) == ["half", *matched.SCORE_COLUMNS]
+    assert list(card["half"].unique()) == ["all", "exploration", "confirmation"]
+    every = card[card["half"] == "all"].drop(columns="half").reset_index(drop=True)
+    pd.testing.assert_frame_equal(every, matched.scorecard(table, SETTINGS))
+    confirmation = card[card["half"] == "confirmation"].drop(columns="half")
+    odd = matched.scorecard(table[table["train_seed"] % 2 == 1], SETTINGS)
+    pd.testing.assert_frame_equal(confirmation.reset_index(drop=True), odd)
+    assert _estimate(confirmation, "llama", "regret", "advise")["estimate"] == pytest.approx(0.01)
+    assert _estimate(confirmation, "llama", "regret", "always_train_on")["estimate"] == pytest.approx(0.01)
+    assert _estimate(confirmation, "llama", "regret", "advise")["seeds"] == 1
+    exploration = card[card["half"] == "exploration"].drop(columns="half")
+    assert _estimate(exploration, "llama", "regret", "advise")["estimate"] == pytest.approx(0.0)
+
+
 def test_the_matched_scorecard_by_hand():
     card = matched.scorecard(_small_table(), SETTINGS)
     half = t_quantile(0.95, 2) * np.std([0.0, 0.01], ddof=1) / math.sqrt(2)

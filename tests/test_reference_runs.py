@@ -32,10 +32,13 @@ def scratch_copy(name: str, tmp_path: Path) -> Path:
     return copy
 
 
-def read_table(path: Path) -> pd.DataFrame | dict:
-    return (
-        json.loads(path.read_text()) if path.suffix == ".json" else pd.read_csv(path, dtype=str, keep_default_na=False)
-    )
+def read_table(path: Path) -> pd.DataFrame | dict | str:
+    """A judged file as the comparison reads it: a JSON record, a text's words (advise-check's answer) or a table."""
+    if path.suffix == ".json":
+        return json.loads(path.read_text())
+    if path.suffix == ".txt":
+        return path.read_text()
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
 
 
 def test_every_committed_run_is_registered_with_its_configs():

@@ -449,7 +449,10 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in [
           looks=(Look("2026-12-06", 8, "unresolved (S = 50, lr = 0.001, untuned: the first form)", "advise-check",
                       "d48986e", form="S = 50, lr = 0.001, untuned"),
                  Look("2026-12-07", 8, "reproduced (S = 100, lr = 0.003, tuned on the tuning checkpoint)",
-                      "advise-check", "244fda1"))),
+                      "advise-check", "244fda1",
+                      # the same seeds, judged again since on more checkpoints of them (the plateau ones) and with a
+                      # third growth procedure: a changed analysis of seen seeds, so that judgement was a look too
+                      form="112 checkpoints, before the plateau checkpoints"))),
     Claim("advise_regret_below_train_on", "P1+P2+P3", "at matched compute, advise's regret is lower than always "
           "training on's", "(growcert's own rule; no paper states it)", REGRET_JUDGED, "advise-check",
           regret_effect(REGRET_FORM), REGRET_PRIMARY, references=("advise-check",), decided_by="advise-check",

@@ -19,8 +19,10 @@ from typing import Any
 
 from growcert.errors import ConfigError
 from growcert.pipeline.artifacts import (
+    ADVICE_ANSWER,
     ADVISE_CHECK_ROWS,
     ADVISE_CHECK_SCORES,
+    CALIBRATION,
     CHECK_ROWS,
     CLAIM_ROWS,
     CURVES,
@@ -28,6 +30,7 @@ from growcert.pipeline.artifacts import (
     DRIFT,
     GROWTH,
     GROWTH_TABLE,
+    GROWTH_WON,
     INTERVENTIONS,
     INTERVENTIONS_SUMMARY,
     KEPT_ALIGNMENT,
@@ -36,6 +39,7 @@ from growcert.pipeline.artifacts import (
     KEPT_INTERVENTIONS,
     KEPT_MISALIGNMENT,
     KEPT_TRAINING,
+    MATCHED_SCORECARD,
     POOLED_ALIGNMENT,
     POOLED_DEPTH,
     POOLED_INTERVENTIONS,
@@ -293,13 +297,25 @@ RUNS: dict[str, ReferenceRun] = {
                 "Is `growcert advise` right? (the advise-check reference run, "
                 'docs/science.md, "advise-check (is the advice right?)")'
             ),
-            question="Do advise's grow-here points beat always growing at the largest first-order value?",
-            table="the scorecard: each score of each rule (advise, largest first-order value, random, last "
-            "point) per variant, with its t interval over training seeds",
+            question="At matched compute, per family, is advise's choice (train on, grow at k, no evidence) "
+            "better than always training on, and do its grow-here points beat always growing at the largest "
+            "first-order value?",
+            table="the scorecard: each score of each rule (advise, always train on, largest first-order value, "
+            "random, last point) per growth procedure, with its t interval over training seeds; "
+            f"the matched-compute scorecard per family is {MATCHED_SCORECARD.name}",
             why="is growcert advise right? every decision scored against actually growing",
             inputs=(ADVISE_CHECK_ROWS.name,),
             judge=judges.judge_advise_check,
-            judged=(SCORECARD.name, RELIABILITY.name, CLAIM_ROWS.name, REFERENCE_TABLE.name),
+            judged=(
+                SCORECARD.name,
+                RELIABILITY.name,
+                MATCHED_SCORECARD.name,
+                CALIBRATION.name,
+                GROWTH_WON.name,
+                ADVICE_ANSWER.name,
+                CLAIM_ROWS.name,
+                REFERENCE_TABLE.name,
+            ),
             targets=("summarize_advise_check",),
             kept={ADVISE_CHECK_ROWS.name: ADVISE_CHECK_ROWS.under(ADVISE_CHECK_SCORES)},
             figures=(),

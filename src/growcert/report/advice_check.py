@@ -10,15 +10,13 @@ variant (docs/science.md, "advise-check (is the advice right?)"):
                 baselines on the same points: largest_value (always grow at the largest first-order value, no
                 certificate: the TINY/GradMax rule), random (a point drawn from the seed and the checkpoint's
                 name), last (the last point);
-    regret      per checkpoint and rule, the best option's gain (not growing included) minus the rule's
-                (`stats.growth_outcomes.regret`);
+    regret      per checkpoint and rule, the best option's gain (not growing too) minus the rule's (`regret`);
     reliability B_exact binned against the observed share of growths that made held-out loss worse.
-Every score is computed per training seed (that seed's checkpoints alone) and given a Student t interval over the
-per-seed scores (`stats.growth_outcomes.per_seed_interval`): clustered by seed, so points and examples of one
-training run are never independent replicates. One checkpoint gives one seed: the scores, no interval.
+Every score is per training seed (that seed's checkpoints alone), with a Student t interval over the per-seed scores
+(`stats.growth_outcomes.per_seed_interval`): clustered by seed. One checkpoint gives one seed: no interval.
 
-The claim (`advise_beats_first_order`): per seed, the mean over its checkpoints of advise's gain minus largest_value's
-gain on the primary variant (PRIMARY_VARIANT), judged by `verdicts.judge_samples`.
+The claim (`advise_beats_first_order`): per seed, the mean over its checkpoints of advise's gain minus
+largest_value's on the primary variant (PRIMARY_VARIANT), judged by `verdicts.judge_samples`.
 
 Candidate rules (settings `advise_rule`, docs/science.md "advise-check: a rule the data suggest"): the shipped rule
 never changes; a named candidate (CANDIDATE_RULES, `candidate_pick`), proposed from the exploration half of the
@@ -67,7 +65,15 @@ from growcert.report.advice_tuning import is_checkpoint
 from growcert.report.figures import save_figure
 from growcert.report.page import figure as page_figure
 from growcert.report.page import table_html
-from growcert.stats.growth_outcomes import SPLIT_RULE, beat, per_seed_interval, regret, reliability, seed_half
+from growcert.stats.growth_outcomes import (
+    EVERY_HALF,
+    SPLIT_RULE,
+    beat,
+    per_seed_interval,
+    regret,
+    reliability,
+    seed_half,
+)
 
 # Column lists laid out by hand: ruff format would put each column on a line of its own
 # fmt: off
@@ -85,7 +91,6 @@ SHIPPED = "shipped"  # advise_rule: advise's own rule, scored as rule "advise"
 #   deepest_grow_here  advise's decisions unchanged, but grow at the deepest "grow here" point (none: no growth).
 CANDIDATE_RULES = ("most_detectable", "deepest_grow_here")
 ADVISE_RULES = (SHIPPED, *CANDIDATE_RULES)
-EVERY_HALF = "all"
 COMPARISON_COLUMNS = ["variant", "candidate", "against", "role", "effect", "sesoi", "estimate", "low", "high", "level",
                       "seeds", "checkpoints", "verdict", "seeds_to_contradict", "why"]
 # fmt: on

@@ -35,6 +35,7 @@ import numpy as np
 from growcert.stats.seeds import t_interval
 
 EXPLORATION, CONFIRMATION = "exploration", "confirmation"
+EVERY_HALF = "all"  # both halves: every training seed
 HALVES = (EXPLORATION, CONFIRMATION)
 SPLIT_RULE = "even training seeds explore, odd training seeds confirm"
 
