@@ -386,8 +386,8 @@ def test_a_killed_pipeline_on_device_cpu_unlocks_and_reruns_to_the_auto_run_bit_
     default `auto`, so one comparison checks two promises: every table, store array and checkpoint equals the
     uninterrupted run's, and `cpu` and `auto` give the same artifacts on a machine without CUDA. It reads the datasets
     ci_run prepared (prepared data is not a result: nothing compared depends on where it was prepared), so the kill
-    lands among the training and dump jobs. It builds every stage kind but not all of ci's runs (killed_run_targets):
-    the context sweep only repeats the training, dump and alignment jobs of the runs it keeps."""
+    lands among the training and dump jobs. It builds killed_run_targets, not the whole ci DAG (what it leaves out
+    only repeats the kinds of job it keeps)."""
     import signal
     import time
 

@@ -80,10 +80,9 @@ class ReferenceRun:
     kept: dict[str, Place | Table] = field(default_factory=dict)  # its name in the folder -> its place in the results
     figures: tuple[str, ...] = ()  # glob patterns under <results>/figures, copied when present
     store_alignment: bool = False  # alignment.csv pools each store's alignment table (configs.store_tables)
-    units: str | None = (
-        None  # a unit-layout run: its units folder under <results>/<units>/ (grokking.collect_units); its
-    )
-    # task's figures are drawn from the pooled units (export.draw_unit_figures), not copied
+    # a unit-layout run: its units folder under <results>/<units>/ (grokking.collect_units); its task's figures are
+    # drawn from the pooled units (export.draw_unit_figures), not copied
+    units: str | None = None
     store_misalignment: bool = False  # `--misalignment` pools each store's misalignment table (misalignment.csv)
     regime: str = "calibrated"  # a unit-layout run's rows are labelled with it (SUMMARY's `regime`)
     joins: dict[str, Join] = field(default_factory=dict)  # the tables `--join` joins (reference_runs.join)
